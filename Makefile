@@ -1,0 +1,44 @@
+# pbg-flow developer entry points. Every target installs what it needs into .venv/.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead pbg-venv clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## demo: import the bundled UMLS graph, train it with the `pbg` flow, print filtered test metrics
+demo: $(STAMP)
+	bash examples/umls/run_demo.sh
+
+## test: import-layer contracts, then the whole test suite
+test: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest
+
+lint-imports: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+## PyPI torchbiggraph==1.0.0 in its own virtualenv, for side-by-side benchmarks
+pbg-venv:
+	bash bench/setup_pbg_venv.sh
+
+bench-quality: $(STAMP)
+	$(PY) bench/quality.py
+
+bench-speed: $(STAMP) pbg-venv
+	$(PY) bench/speed.py
+
+bench-overhead: $(STAMP)
+	$(PY) bench/overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

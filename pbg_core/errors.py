@@ -1,0 +1,41 @@
+"""Engine-level exception types. Messages name the bad value and what is allowed."""
+
+from __future__ import annotations
+
+
+class PbgError(Exception):
+    """Base class of every error raised on purpose by pbg_core."""
+
+
+class ConfigError(PbgError, ValueError):
+    """A config is invalid. Carries every problem found, not just the first.
+
+    Attributes:
+        problems: One human-readable line per problem, each naming the field
+            (dotted path), the bad value and what is allowed.
+        source: The file or URL the config came from, if known.
+    """
+
+    def __init__(self, problems: list[str], source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f" in {source}" if source else ""
+        count = len(self.problems)
+        header = f"{count} problem{'s' if count != 1 else ''} with the config{where}:"
+        super().__init__("\n".join([header, *(f"  - {p}" for p in self.problems)]))
+
+
+class UnknownNameError(PbgError, ValueError):
+    """A registry lookup failed; the message lists the known names."""
+
+
+class ShapeError(PbgError, ValueError):
+    """A tensor or stored dataset has the wrong shape."""
+
+
+class TrainingDivergedError(PbgError, RuntimeError):
+    """Loss became NaN or infinite. Names the bucket and the last committed version."""
+
+
+class WorkerDiedError(PbgError, RuntimeError):
+    """A HOGWILD worker process exited unexpectedly."""
