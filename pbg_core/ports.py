@@ -1,0 +1,109 @@
+"""What the engine needs from storage, as Protocols (storage implements them).
+
+The engine never imports storage: tasks open the stores and hand them to the
+engine, which only sees these shapes. All methods speak tensors and versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from pbg_core.edgelist import EdgeList
+from pbg_core.types import Bucket, EntityName, Partition
+
+
+@dataclass(frozen=True)
+class CheckpointMetadata:
+    """Attributes written on every checkpoint file (PBG: ``config/json``, ``iteration/*``)."""
+
+    config_json: str
+    iteration: dict[str, int | str] = field(default_factory=dict)
+
+
+class EdgeSource(Protocol):
+    """Bucketed edges of one edge path."""
+
+    def num_edges(self, bucket: Bucket) -> int:
+        """Edges stored in ``bucket``."""
+        ...
+
+    def load_chunk(self, bucket: Bucket, chunk_idx: int, num_chunks: int) -> EdgeList:
+        """Chunk ``chunk_idx`` of ``num_chunks`` of the bucket (PBG's contiguous split)."""
+        ...
+
+
+class PartitionStore(Protocol):
+    """Versioned embeddings, model and optimizer state (a checkpoint directory)."""
+
+    def read_version(self) -> int:
+        """The committed version (0 when nothing is committed)."""
+        ...
+
+    def has_embeddings(self, entity: EntityName, part: Partition, version: int) -> bool:
+        """Whether embeddings of (entity, part) exist at ``version``."""
+        ...
+
+    def load_embeddings(
+        self, entity: EntityName, part: Partition, version: int, out: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, bytes | None]:
+        """Embeddings (into ``out`` when given) and serialized optimizer state."""
+        ...
+
+    def save_embeddings(
+        self,
+        entity: EntityName,
+        part: Partition,
+        version: int,
+        embeddings: torch.Tensor,
+        optim_state: bytes | None,
+        metadata: CheckpointMetadata,
+    ) -> None:
+        """Write embeddings of (entity, part) as ``version``."""
+        ...
+
+    def has_model(self, version: int) -> bool:
+        """Whether the model file of ``version`` exists."""
+        ...
+
+    def load_model(self, version: int) -> tuple[dict[str, torch.Tensor], bytes | None]:
+        """Model state dict (private keys) and serialized optimizer state."""
+        ...
+
+    def save_model(
+        self,
+        version: int,
+        state_dict: Mapping[str, torch.Tensor],
+        public_names: Mapping[str, str],
+        optim_state: bytes | None,
+        metadata: CheckpointMetadata,
+    ) -> None:
+        """Write the model of ``version``."""
+        ...
+
+
+class VersionedStore(PartitionStore, Protocol):
+    """A checkpoint directory the engine also commits, snapshots and prunes."""
+
+    def write_version(self, version: int) -> None:
+        """Atomically point the checkpoint at ``version`` (the commit point)."""
+        ...
+
+    def preserve_version(self, version: int, epoch: int) -> None:
+        """Keep a self-contained snapshot of ``version`` as ``epoch_{epoch}``."""
+        ...
+
+    def remove_version(self, version: int) -> None:
+        """Delete the files of ``version`` (idempotent)."""
+        ...
+
+
+class StatsSink(Protocol):
+    """Where per-bucket stats rows go (keyed by their ``index``: rewriting replaces)."""
+
+    def write(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Store ``rows``, replacing rows with the same index."""
+        ...
