@@ -1,0 +1,136 @@
+"""Read a training config from a file and validate it with :func:`pbg_core.config.parse_config`.
+
+Three formats:
+
+- ``.py``: a PBG config, a module defining ``get_torchbiggraph_config()`` that
+  returns the config dict. The file is executed, so only local files are
+  accepted: running code fetched from a URL is refused.
+- ``.json``, ``.yaml``/``.yml``: the config dict itself, read from any fsspec URL
+  (local path, ``file://``, ``s3://``).
+
+Every problem with the content is a :class:`ConfigError` whose ``source`` is the
+file; a missing file is a :class:`storage.errors.DataNotFound` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import yaml
+from fsspec.core import split_protocol
+
+from pbg_core.config import ConfigSchema, config_to_json, parse_config
+from pbg_core.errors import ConfigError
+from storage.errors import DataNotFound
+from storage.fs import StorageOptions, read_text
+
+PBG_CONFIG_FUNCTION = "get_torchbiggraph_config"
+_SUFFIXES = (".py", ".json", ".yaml", ".yml")
+
+
+def load_config(
+    url_or_path: str, overrides: Sequence[str] = (), storage_options: StorageOptions = None
+) -> ConfigSchema:
+    """Load, override and validate the config stored at ``url_or_path``.
+
+    Args:
+        url_or_path: A ``.py`` (local only), ``.json``, ``.yaml`` or ``.yml`` file.
+        overrides: PBG ``-p key=value`` overrides, applied before validation.
+        storage_options: fsspec filesystem options for remote JSON/YAML files.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        DataNotFound: the file does not exist.
+        ConfigError: the file type is not supported, the file cannot be parsed or
+            executed, or the config is invalid (every problem listed; ``source`` is the file).
+    """
+    suffix = os.path.splitext(url_or_path.split("?", 1)[0])[1].lower()
+    if suffix == ".py":
+        raw = _load_python(url_or_path)
+    elif suffix == ".json":
+        raw = _parse_text(url_or_path, read_text(url_or_path, storage_options), _parse_json)
+    elif suffix in (".yaml", ".yml"):
+        raw = _parse_text(url_or_path, read_text(url_or_path, storage_options), _parse_yaml)
+    else:
+        raise ConfigError(
+            [f"unsupported config file type {suffix or '(none)'!r}; allowed: {', '.join(_SUFFIXES)}"],
+            url_or_path,
+        )
+    return parse_config(raw, overrides, source=url_or_path)
+
+
+def dump_config_json(config: ConfigSchema) -> str:
+    """The config as PBG's ``config.json`` text (every field, indent 4)."""
+    return json.dumps(config_to_json(config), indent=4)
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
+
+
+def _parse_yaml(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        # PyYAML's message spans lines (context, marker); keep it on one line.
+        raise ValueError("not valid YAML: " + " ".join(str(err).split())) from None
+
+
+def _parse_text(source: str, text: str, parse: Callable[[str], Any]) -> Mapping[str, Any]:
+    try:
+        return parse(text)
+    except ValueError as err:
+        raise ConfigError([str(err)], source) from None
+
+
+def _local_path(url: str) -> str:
+    """The local path of ``url``; remote URLs are refused because the file would be executed."""
+    protocol, path = split_protocol(url)
+    if protocol not in (None, "file", "local"):
+        raise ConfigError(
+            [
+                f"a .py config is executed, so it must be a local file, not a {protocol}:// URL; "
+                "copy it locally or convert it to .json/.yaml"
+            ],
+            url,
+        )
+    return path
+
+
+def _load_python(url: str) -> Any:
+    """Execute a PBG ``.py`` config and return what ``get_torchbiggraph_config()`` returns."""
+    path = _local_path(url)
+    if not os.path.isfile(path):
+        raise DataNotFound(url, "config file does not exist")
+    # A unique module name per file, so two configs never share a module object,
+    # and registered in sys.modules so that classes defined in it can be pickled.
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
+    name = f"pbg_flow_config_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError([f"cannot load {path!r} as a Python module"], url)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise ConfigError([f"executing the config file raised {type(err).__name__}: {err}"], url) from err
+    function = getattr(module, PBG_CONFIG_FUNCTION, None)
+    if not callable(function):
+        raise ConfigError([f"the file does not define {PBG_CONFIG_FUNCTION}()"], url)
+    try:
+        return function()
+    except Exception as err:
+        raise ConfigError([f"{PBG_CONFIG_FUNCTION}() raised {type(err).__name__}: {err}"], url) from err

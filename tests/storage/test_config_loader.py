@@ -1,0 +1,150 @@
+"""Tests for storage.config_loader: .py (PBG), JSON and YAML configs, errors naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pbg_core.config import config_to_json, parse_config
+from pbg_core.errors import ConfigError
+from storage.config_loader import dump_config_json, load_config
+from storage.errors import DataNotFound
+
+# Shaped like PBG's examples/configs/fb15k_config_cpu.py (reference 4.1).
+PBG_CONFIG = '''
+def get_torchbiggraph_config():
+    config = dict(
+        entity_path="data/FB15k",
+        edge_paths=["data/FB15k/train_partitioned", "data/FB15k/valid_partitioned"],
+        checkpoint_path="model/fb15k",
+        entities={"all": {"num_partitions": 1}},
+        relations=[
+            {"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}
+        ],
+        dynamic_relations=True,
+        dimension=400,
+        global_emb=False,
+        comparator="dot",
+        num_epochs=50,
+        num_uniform_negs=1000,
+        loss_fn="softmax",
+        lr=0.1,
+        regularization_coef=1e-3,
+        eval_fraction=0,
+    )
+    return config
+'''
+
+RAW = {
+    "entity_path": "data/ents",
+    "edge_paths": ["data/edges"],
+    "checkpoint_path": "model",
+    "entities": {"user": {"num_partitions": 2}},
+    "relations": [{"name": "follow", "lhs": "user", "rhs": "user"}],
+    "dimension": 16,
+    "numEpochs": 3,
+}
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_python_pbg_config(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "fb15k.py", PBG_CONFIG), overrides=["num_epochs=2"])
+    assert config.dimension == 400 and config.num_epochs == 2
+    assert config.relations[0].operator == "complex_diagonal"
+    assert config.dynamic_relations and config.eval_fraction == 0
+    assert config.batch_size == 1000  # PBG default kept
+
+
+def test_python_config_file_url(tmp_path: Path) -> None:
+    path = write(tmp_path / "fb15k.py", PBG_CONFIG)
+    assert load_config(f"file://{path}").dimension == 400
+
+
+def test_python_config_without_function(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.py", "CONFIG = {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.source == path
+    assert info.value.problems == ["the file does not define get_torchbiggraph_config()"]
+
+
+def test_python_config_function_raises(tmp_path: Path) -> None:
+    path = write(tmp_path / "boom.py", "def get_torchbiggraph_config():\n    raise KeyError('dim')\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.problems == ["get_torchbiggraph_config() raised KeyError: 'dim'"]
+    assert path in str(info.value)
+
+
+def test_python_config_syntax_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "syntax.py", "def get_torchbiggraph_config(:\n")
+    with pytest.raises(ConfigError, match="executing the config file raised SyntaxError"):
+        load_config(path)
+
+
+def test_remote_python_config_refused() -> None:
+    with pytest.raises(ConfigError, match=r"must be a local file, not a s3:// URL"):
+        load_config("s3://bucket/config.py")
+
+
+def test_json_config(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "c.json", json.dumps(RAW)), overrides=["relations.0.all_negs=yes"])
+    assert config.num_epochs == 3 and config.entities["user"].num_partitions == 2
+    assert config.relations[0].all_negs is True
+
+
+def test_yaml_config(tmp_path: Path) -> None:
+    for suffix in ("yaml", "yml"):
+        config = load_config(write(tmp_path / f"c.{suffix}", yaml.safe_dump(RAW)))
+        assert config == parse_config(RAW)
+
+
+def test_invalid_config_lists_problems_with_source(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.yaml", yaml.safe_dump({**RAW, "lr": -1, "loss_fn": "hinge"}))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.source == path
+    assert sorted(info.value.problems) == [
+        "loss_fn: 'hinge' is not one of ranking, logistic, softmax",
+        "lr: -1 must be >= 0",
+    ]
+
+
+def test_unparsable_json_and_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid JSON: Expecting .* at line 1, column 2"):
+        load_config(write(tmp_path / "broken.json", "{dimension: 3}"))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path / "broken.yaml", "a: [1, 2\n"))
+
+
+def test_yaml_top_level_not_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="expected a mapping of field names, got list"):
+        load_config(write(tmp_path / "list.yaml", "- 1\n- 2\n"))
+
+
+@pytest.mark.parametrize("name", ["missing.json", "missing.yaml", "missing.py"])
+def test_missing_file_names_it(tmp_path: Path, name: str) -> None:
+    path = str(tmp_path / name)
+    with pytest.raises(DataNotFound) as info:
+        load_config(path)
+    assert path in str(info.value)
+
+
+def test_unsupported_suffix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unsupported config file type '.toml'; allowed: .py, .json"):
+        load_config(str(tmp_path / "c.toml"))
+
+
+def test_dump_config_json_round_trips(tmp_path: Path) -> None:
+    config = parse_config(RAW)
+    text = dump_config_json(config)
+    assert text.startswith('{\n    "entities": {')  # indent 4, like PBG's config.json
+    assert json.loads(text) == config_to_json(config)
+    assert load_config(write(tmp_path / "config.json", text)) == config

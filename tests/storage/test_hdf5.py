@@ -1,0 +1,95 @@
+"""Tests for storage.hdf5: format-version checks, error translation, byte blobs, ranged reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from storage import hdf5
+from storage.errors import BadDataError, DataNotFound, FormatVersionError
+
+
+def test_open_write_sets_format_version_and_commits(tmp_path: Path) -> None:
+    url = str(tmp_path / "f.h5")
+    with hdf5.open_write(url) as hf:
+        hf.create_dataset("x", data=np.arange(3))
+    with h5py.File(url, "r") as hf:
+        assert hf.attrs["format_version"] == 1
+    with hdf5.open_read(f"file://{url}") as hf:
+        assert list(hf["x"][...]) == [0, 1, 2]
+
+
+def test_open_write_failure_leaves_no_file(tmp_path: Path) -> None:
+    with pytest.raises(KeyError):
+        with hdf5.open_write(str(tmp_path / "f.h5")) as hf:
+            hf.create_dataset("x", data=np.arange(3))
+            raise KeyError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("version", [None, 2])
+def test_wrong_format_version_is_rejected(tmp_path: Path, version: int | None) -> None:
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as hf:
+        if version is not None:
+            hf.attrs["format_version"] = version
+    with pytest.raises(FormatVersionError) as info:
+        with hdf5.open_read(str(path)):
+            pass
+    assert info.value.found == version
+    assert info.value.expected == 1
+    assert str(path) in str(info.value)
+
+
+def test_missing_and_non_hdf5_files(tmp_path: Path) -> None:
+    with pytest.raises(DataNotFound, match="nope.h5"):
+        with hdf5.open_read(str(tmp_path / "nope.h5")):
+            pass
+    (tmp_path / "text.h5").write_text("not hdf5")
+    with pytest.raises(BadDataError, match="not a readable HDF5 file"):
+        with hdf5.open_read(str(tmp_path / "text.h5")):
+            pass
+
+
+def test_bytes_round_trip_as_v1_void(tmp_path: Path) -> None:
+    payload = bytes(range(256)) + b"\x00tail"
+    url = str(tmp_path / "f.h5")
+    with hdf5.open_write(url) as hf:
+        hdf5.write_bytes(hf, "optimizer/state_dict", payload)
+    with hdf5.open_read(url) as hf:
+        assert hf["optimizer/state_dict"].dtype == np.dtype("V1")
+        assert hdf5.read_bytes(hf, "optimizer/state_dict") == payload
+        assert hdf5.read_bytes(hf, "absent") is None
+
+
+def test_read_1d_ranges_and_conversion(tmp_path: Path) -> None:
+    url = str(tmp_path / "f.h5")
+    with hdf5.open_write(url) as hf:
+        hf.create_dataset("i", data=np.arange(10, dtype=np.int64))
+        hf.create_dataset("w", data=np.array([1, 2, 3], dtype=np.int64))
+    with hdf5.open_read(url) as hf:
+        assert torch.equal(hdf5.read_1d(hf["i"], 3, 6, torch.long), torch.tensor([3, 4, 5]))
+        assert hdf5.read_1d(hf["i"], 4, 4, torch.long).shape == (0,)
+        w = hdf5.read_1d(hf["w"], 0, 3, torch.float32)
+        assert w.dtype == torch.float32 and w.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_require_dataset_names_missing_and_present(tmp_path: Path) -> None:
+    url = str(tmp_path / "f.h5")
+    with hdf5.open_write(url) as hf:
+        hf.create_dataset("lhs", data=np.arange(2))
+    with hdf5.open_read(url) as hf:
+        with pytest.raises(BadDataError, match=r"missing dataset 'rel'; found \['lhs'\]"):
+            hdf5.require_dataset(hf, "rel", url)
+
+
+def test_attrs_with_slashes_round_trip(tmp_path: Path) -> None:
+    url = str(tmp_path / "f.h5")
+    with hdf5.open_write(url) as hf:
+        hdf5.write_attrs(hf, {"config/json": '{"a": 1}', "iteration/epoch_idx": 3})
+    with hdf5.open_read(url) as hf:
+        assert hdf5.read_attrs(hf) == {"format_version": 1, "config/json": '{"a": 1}', "iteration/epoch_idx": 3}
