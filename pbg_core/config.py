@@ -11,18 +11,16 @@ through ``.upper()``) and normalised to the canonical spelling.
 mixedCase keys, PBG's ``-p key=value`` overrides, and one :class:`ConfigError`
 listing every problem with its dotted field path. Constructing :class:`ConfigSchema`
 directly (e.g. Prefect validating a flow parameter) runs the same checks but
-reports them as a pydantic ``ValidationError``. The override and error-message
-helpers sit next to the models because they walk the same field annotations.
+reports them as a pydantic ``ValidationError``. The raw-dict helpers (legacy keys,
+overrides, error lines) live in :mod:`pbg_core.config_parsing`.
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
-import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple, get_args, get_origin
+from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import (
     BaseModel,
@@ -35,6 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from pbg_core.config_parsing import Schemas, apply_override, error_lines, normalise_keys
 from pbg_core.errors import ConfigError, UnknownNameError
 
 Operator = Literal["none", "translation", "diagonal", "linear", "affine", "complex_diagonal"]
@@ -43,10 +42,6 @@ LossFn = Literal["ranking", "logistic", "softmax"]
 Regularizer = Literal["N3"]
 BucketOrder = Literal["random", "affinity", "inside_out", "outside_in"]
 
-# PBG's ``-p`` boolean spellings (matched case-insensitively).
-TRUE_STRINGS = frozenset({"1", "true", "yes", "on"})
-FALSE_STRINGS = frozenset({"0", "false", "no", "off"})
-_NULL_STRINGS = frozenset({"none", "null"})
 _UNSUPPORTED = "not supported by pbg-flow (single machine, CPU)"
 # Validation context key: parse_config runs cross-field checks itself so it can
 # merge them with field errors; direct construction leaves it unset.
@@ -268,6 +263,9 @@ class ConfigSchema(BaseModel):
         return own if own is not None else self.dimension
 
 
+_SCHEMAS = Schemas(ConfigSchema, EntitySchema, RelationSchema)
+
+
 class Problem(NamedTuple):
     """A cross-field problem: the top-level fields involved and the message line."""
 
@@ -450,9 +448,9 @@ def parse_config(
     if not isinstance(raw, Mapping):
         raise ConfigError([f"config: expected a mapping of field names, got {type(raw).__name__}"], source)
     problems: list[str] = []
-    data = _normalise_keys(raw, problems)
+    data = normalise_keys(raw, _SCHEMAS, problems)
     for override in overrides:
-        problems.extend(_apply_override(data, override))
+        problems.extend(apply_override(data, override, ConfigSchema))
     config, dropped = _validate_fields(data, problems)
     if config is not None:
         problems.extend(p.message for p in cross_field_problems(config) if not p.fields & dropped)
@@ -473,7 +471,7 @@ def _validate_fields(data: dict[str, Any], problems: list[str]) -> tuple[ConfigS
     try:
         return ConfigSchema.model_validate(data, context=context), frozenset()
     except ValidationError as exc:
-        problems.extend(_error_lines(exc))
+        problems.extend(error_lines(exc, _SCHEMAS))
         bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
     fields = ConfigSchema.model_fields
     if any(k in fields and fields[k].is_required() for k in bad) or not bad:
@@ -483,185 +481,3 @@ def _validate_fields(data: dict[str, Any], problems: list[str]) -> tuple[ConfigS
         return ConfigSchema.model_validate(trimmed, context=context), frozenset(bad)
     except ValidationError:
         return None, frozenset(bad)
-
-
-# --- Raw-dict helpers: legacy keys, ``-p`` overrides, pydantic errors as lines ---
-
-
-def _snake(key: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
-
-
-def _field_name(key: object, model: type[BaseModel]) -> object:
-    """``key``, or its snake_case form when that names a field of ``model`` (PBG's legacy keys)."""
-    if isinstance(key, str) and key not in model.model_fields and _snake(key) in model.model_fields:
-        return _snake(key)
-    return key
-
-
-def _suggest(name: object, known: Sequence[str] | Mapping[str, Any]) -> str:
-    names = [str(k) for k in known]
-    close = difflib.get_close_matches(str(name), names, n=1)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
-    return f"; known: {', '.join(names)}" if len(names) <= 8 else ""
-
-
-def _normalise_model_dict(
-    raw: Mapping[Any, Any], model: type[BaseModel], path: str, problems: list[str]
-) -> dict[Any, Any]:
-    out: dict[Any, Any] = {}
-    for key, value in raw.items():
-        name = _field_name(key, model)
-        if name in out:
-            problems.append(f"{path}{name}: given twice (mixedCase and snake_case spellings); keep one")
-        out[name] = copy.deepcopy(value)  # the caller's dict is never modified
-    return out
-
-
-def _normalise_keys(raw: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
-    """A deep copy of ``raw`` with legacy mixedCase field names in snake_case."""
-    data = _normalise_model_dict(raw, ConfigSchema, "", problems)
-    entities = data.get("entities")
-    if isinstance(entities, Mapping):
-        data["entities"] = {
-            name: _normalise_model_dict(e, EntitySchema, f"entities.{name}.", problems)
-            if isinstance(e, Mapping)
-            else e
-            for name, e in entities.items()
-        }
-    relations = data.get("relations")
-    if isinstance(relations, list | tuple):
-        data["relations"] = [
-            _normalise_model_dict(r, RelationSchema, f"relations[{i}].", problems)
-            if isinstance(r, Mapping)
-            else r
-            for i, r in enumerate(relations)
-        ]
-    return data
-
-
-def _without_none(annotation: Any) -> tuple[Any, bool]:
-    """(the annotation without ``None``, whether ``None`` was allowed)."""
-    args = get_args(annotation)
-    if type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return (rest[0] if len(rest) == 1 else annotation), True
-    return annotation, False
-
-
-def _element_schema(annotation: Any) -> Any:
-    """What an override path walks into: a model class, ("items", element) or None (a leaf)."""
-    base, _ = _without_none(annotation)
-    if get_origin(base) in (dict, list):
-        return ("items", _element_schema(get_args(base)[-1]))
-    if isinstance(base, type) and issubclass(base, BaseModel):
-        return base
-    return None
-
-
-def _override_value(value: str, annotation: Any) -> Any:
-    """Cast an override string the way PBG does: null, comma lists, lenient booleans.
-
-    Numbers stay strings: pydantic casts them and reports a bad one with its path.
-    """
-    base, optional = _without_none(annotation)
-    if optional and value.strip().lower() in _NULL_STRINGS:
-        return None
-    if get_origin(base) is list:
-        return value.split(",") if value else []
-    if base is bool and value.strip().lower() in TRUE_STRINGS | FALSE_STRINGS:
-        return value.strip().lower() in TRUE_STRINGS
-    return value
-
-
-def _apply_override(data: dict[str, Any], override: str) -> list[str]:
-    """Apply one ``key=value`` override to ``data`` in place; returns its problems."""
-    key, sep, value = override.rpartition("=")  # PBG splits on the last '='
-    if not sep or not key:
-        return [f"override {override!r}: expected key=value, e.g. num_epochs=10"]
-    parts = key.split(".")
-    node: Any = data
-    schema: Any = ConfigSchema
-    for depth, part in enumerate(parts):
-        here, last = ".".join(parts[: depth + 1]), depth == len(parts) - 1
-        if isinstance(schema, type) and isinstance(node, dict):
-            name = _field_name(part, schema)
-            if name not in schema.model_fields:
-                return [f"{here}: unknown key{_suggest(part, schema.model_fields)}"]
-            annotation = schema.model_fields[name].annotation
-            if last:
-                node[name] = _override_value(value, annotation)
-                return []
-            schema = _element_schema(annotation)
-            if schema is None:
-                return [f"{'.'.join(parts[: depth + 2])}: {here} has no entry {parts[depth + 1]!r}"]
-            if name not in node:
-                return [f"{here}: not set in the config, so {key!r} does not exist"]
-            node = node[name]
-        elif isinstance(schema, tuple) and isinstance(node, dict | list):
-            if isinstance(node, list):
-                if not (part.isdigit() and int(part) < len(node)):
-                    return [f"{here}: no entry {part!r}; allowed indexes: 0..{len(node) - 1}"]
-                index: Any = int(part)
-            elif part not in node:
-                return [f"{here}: no such entry{_suggest(part, node)}"]
-            else:
-                index = part
-            if last:
-                node[index] = value
-                return []
-            node, schema = node[index], schema[1]
-        else:
-            return [f"{here}: {'.'.join(parts[:depth]) or 'config'} has no entry {part!r}"]
-    return []  # unreachable: the loop returns at the last part
-
-
-_MESSAGES = {
-    "missing": "required field is missing",
-    "greater_than": "{input} must be > {gt}",
-    "greater_than_equal": "{input} must be >= {ge}",
-    "less_than": "{input} must be < {lt}",
-    "less_than_equal": "{input} must be <= {le}",
-    "too_short": "must not be empty",
-    "int_parsing": "{input!r} is not an integer",
-    "int_type": "{input!r} is not an integer",
-    "int_from_float": "{input!r} is not a whole number",
-    "float_parsing": "{input!r} is not a number",
-    "float_type": "{input!r} is not a number",
-    "bool_parsing": "{input!r} is not a boolean; allowed: true/false, yes/no, on/off, 1/0",
-    "bool_type": "{input!r} is not a boolean; allowed: true/false, yes/no, on/off, 1/0",
-    "string_type": "{input!r} is not a string",
-    "list_type": "{input!r} is not a list",
-    "dict_type": "{input!r} is not a mapping",
-    "model_type": "{input!r} is not a mapping of field names",
-    "literal_error": "{input!r} is not one of {expected}",
-    "not_a_choice": "{detail}",
-}
-
-
-def _loc_path(loc: tuple[int | str, ...]) -> str:
-    """Pydantic's error location as the dotted path users write: ``relations[0].lhs``."""
-    text = ""
-    for item in loc:
-        text += f"[{item}]" if isinstance(item, int) else (f".{item}" if text else str(item))
-    return text or "config"
-
-
-def _describe(err: Any) -> str:
-    """The problem part of one pydantic error, in our words."""
-    loc = err["loc"]
-    if err["type"] == "extra_forbidden":
-        nested = {"entities": EntitySchema, "relations": RelationSchema}
-        model = ConfigSchema if len(loc) == 1 else nested.get(str(loc[0]), ConfigSchema)
-        return f"unknown key{_suggest(loc[-1], model.model_fields)}"
-    if err["type"] not in _MESSAGES:
-        return f"{err.get('input')!r}: {err['msg']}"
-    # Bounds of float fields come back as 0.0; show them as users wrote them.
-    ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in err.get("ctx", {}).items()}
-    return _MESSAGES[err["type"]].format(input=err.get("input"), **ctx)
-
-
-def _error_lines(exc: ValidationError) -> list[str]:
-    """One ``path: problem`` line per pydantic error (no pydantic dump, no URLs)."""
-    return [f"{_loc_path(err['loc'])}: {_describe(err)}" for err in exc.errors(include_url=False)]

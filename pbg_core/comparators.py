@@ -1,0 +1,119 @@
+"""Comparators c(x, y): score pairs of prepared embeddings (PBG 1.8).
+
+A comparator has three steps:
+- ``prepare(x)``: applied to every embedding after the operator (``cos`` L2-normalises);
+- ``pos_scores(a, b)``: pairwise scores of two ``[..., D]`` tensors -> ``[...]``;
+- ``neg_scores(pos, neg)``: ``pos`` [C, P, D] against the chunk's negatives [C, N, D]
+  -> [C, P, N], batched with ``bmm``/``baddbmm``.
+
+``BiasedComparator`` (config ``bias=true``) treats dim 0 as a bias: the base
+comparator sees dims ``1:`` and both sides' dim 0 are added to every score.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pbg_core.registry import Registry
+from pbg_core.types import FloatTensorType
+
+COMPARATORS: Registry[type[Comparator]] = Registry("comparator")
+
+
+class Comparator:
+    """Base comparator: identity prepare; subclasses define the two scores."""
+
+    def prepare(self, embs: FloatTensorType) -> FloatTensorType:
+        """Adjust embeddings before comparison (identity by default)."""
+        return embs
+
+    def pos_scores(self, lhs: FloatTensorType, rhs: FloatTensorType) -> FloatTensorType:
+        """Row-wise scores of ``lhs`` [..., D] and ``rhs`` [..., D] -> [...]."""
+        raise NotImplementedError
+
+    def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+        """Scores of ``pos`` [C, P, D] against ``neg`` [C, N, D] -> [C, P, N]."""
+        raise NotImplementedError
+
+
+@COMPARATORS.register("dot")
+class DotComparator(Comparator):
+    """c(x, y) = x . y"""
+
+    def pos_scores(self, lhs: FloatTensorType, rhs: FloatTensorType) -> FloatTensorType:
+        return (lhs * rhs).sum(-1)
+
+    def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+        return torch.bmm(pos, neg.transpose(-1, -2))
+
+
+@COMPARATORS.register("cos")
+class CosComparator(DotComparator):
+    """Dot product of L2-normalised embeddings."""
+
+    def prepare(self, embs: FloatTensorType) -> FloatTensorType:
+        # PBG multiplies by the reciprocal norm; the clamp keeps an all-zero row at zero
+        # instead of NaN (PBG would produce NaN there).
+        norm = embs.norm(2, dim=-1, keepdim=True).clamp_min(1e-30)
+        return embs * norm.reciprocal()
+
+
+def _squared_distances(pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+    """||p - n||^2 for all pairs per chunk: |p|^2 + |n|^2 - 2 p.n with one baddbmm."""
+    pos_sq = pos.pow(2).sum(-1, keepdim=True)  # [C, P, 1]
+    neg_sq = neg.pow(2).sum(-1).unsqueeze(-2)  # [C, 1, N]
+    return torch.baddbmm(neg_sq, pos, neg.transpose(-1, -2), alpha=-2).add(pos_sq)
+
+
+@COMPARATORS.register("l2")
+class L2Comparator(Comparator):
+    """c(x, y) = -||x - y|| (squared distance clamped at 1e-30 before the sqrt)."""
+
+    def pos_scores(self, lhs: FloatTensorType, rhs: FloatTensorType) -> FloatTensorType:
+        return (lhs - rhs).pow(2).sum(-1).clamp_min(1e-30).sqrt().neg()
+
+    def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+        return _squared_distances(pos, neg).clamp_min(1e-30).sqrt().neg()
+
+
+@COMPARATORS.register("squared_l2")
+class SquaredL2Comparator(Comparator):
+    """c(x, y) = -||x - y||^2"""
+
+    def pos_scores(self, lhs: FloatTensorType, rhs: FloatTensorType) -> FloatTensorType:
+        return (lhs - rhs).pow(2).sum(-1).neg()
+
+    def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+        # PBG clamps the all-pairs distance at 0 (rounding can make it slightly negative).
+        return _squared_distances(pos, neg).clamp_min(0).neg()
+
+
+class BiasedComparator(Comparator):
+    """Dim 0 is a bias added to the score; ``base`` compares dims ``1:``.
+
+    Args:
+        base: The comparator applied to dims ``1:``.
+    """
+
+    def __init__(self, base: Comparator) -> None:
+        self.base = base
+
+    def prepare(self, embs: FloatTensorType) -> FloatTensorType:
+        return torch.cat([embs[..., :1], self.base.prepare(embs[..., 1:])], dim=-1)
+
+    def pos_scores(self, lhs: FloatTensorType, rhs: FloatTensorType) -> FloatTensorType:
+        return self.base.pos_scores(lhs[..., 1:], rhs[..., 1:]) + lhs[..., 0] + rhs[..., 0]
+
+    def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+        scores = self.base.neg_scores(pos[..., 1:], neg[..., 1:])
+        return scores + pos[..., 0].unsqueeze(-1) + neg[..., 0].unsqueeze(-2)
+
+
+def build_comparator(name: str, bias: bool = False) -> Comparator:
+    """The comparator registered as ``name``, wrapped in a bias if ``bias``.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered (lists the known names).
+    """
+    base = COMPARATORS.get(name)()
+    return BiasedComparator(base) if bias else base

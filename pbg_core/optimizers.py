@@ -1,0 +1,130 @@
+"""HOGWILD-safe Adagrad variants (PBG 1.12).
+
+- :class:`RowAdagrad` updates embedding tables row by row: one accumulator per row,
+  ``G_row += mean(g_row^2)``, update ``-lr * g_row / (sqrt(G_row) + 1e-10)``. Duplicate
+  rows of a batch are summed first (as a coalesced sparse gradient would be).
+- :class:`AsyncAdagrad` is element-wise Adagrad for model parameters (operators, global
+  embeddings) with its accumulators in shared memory.
+
+Both use PBG's "local G" trick: the denominator is computed from the value read plus
+this worker's own contribution, not from a re-read of the shared accumulator, so a
+racing writer can never make it smaller than this worker's own ``g^2``.
+
+State dicts are plain nested dicts of tensors/ints/floats (``torch.save``-able and
+loadable with ``weights_only=True``), in torch.optim's ``{"state", "param_groups"}``
+shape so PBG checkpoints' optimizer blobs line up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from pbg_core.types import FloatTensorType, LongTensorType
+
+EPS = 1e-10
+
+
+class RowAdagrad:
+    """Row-wise Adagrad over (table [count, D], state [count]) pairs.
+
+    Args:
+        lr: Learning rate of the embedding tables (config ``lr``).
+    """
+
+    def __init__(self, lr: float) -> None:
+        self.lr = lr
+
+    def step(
+        self, table: FloatTensorType, state: FloatTensorType, indices: LongTensorType, grads: FloatTensorType
+    ) -> None:
+        """Apply the gradients ``grads`` [n, D] of rows ``indices`` [n] (duplicates allowed) in place."""
+        if indices.numel() == 0:
+            return
+        rows, inverse = torch.unique(indices, return_inverse=True)
+        if rows.numel() == indices.numel():
+            # No duplicates: the scatter below just sorts the rows like ``rows``.
+            summed = grads.new_empty(grads.shape).index_copy_(0, inverse, grads)
+        else:
+            summed = grads.new_zeros(rows.numel(), grads.shape[1]).index_add_(0, inverse, grads)
+        # mean(g^2) per row in one pass, without materialising g^2.
+        g2 = torch.linalg.vector_norm(summed, dim=1).square_().div_(summed.shape[1])
+        local = state.index_select(0, rows).add_(g2)
+        state.index_add_(0, rows, g2)
+        scale = local.sqrt_().add_(EPS).reciprocal_().mul_(-self.lr)
+        table.index_add_(0, rows, summed.mul_(scale.unsqueeze(1)))
+
+    @staticmethod
+    def state_dict(state: FloatTensorType) -> dict[str, Any]:
+        """Plain-tensor state of one table (PBG's ``{"state": {0: {"sum": ...}}}``)."""
+        return {"state": {0: {"sum": state.clone()}}, "param_groups": [{"params": [0]}]}
+
+    @staticmethod
+    def load_state_dict(data: dict[str, Any], out: FloatTensorType) -> bool:
+        """Copy a saved accumulator into ``out``; False when ``data`` holds none of that shape."""
+        saved = data.get("state", {}).get(0, {}).get("sum")
+        if saved is None or saved.shape != out.shape:
+            return False
+        out.copy_(saved)
+        return True
+
+
+class AsyncAdagrad:
+    """Element-wise Adagrad with shared-memory accumulators, for model parameters.
+
+    Args:
+        params: Parameters to optimise (order defines the state-dict indices).
+        lr: ``relation_lr`` if set, else ``lr``.
+    """
+
+    def __init__(self, params: Iterable[nn.Parameter], lr: float) -> None:
+        self.params = list(params)
+        self.lr = lr
+        self.sums = [torch.zeros_like(p, memory_format=torch.contiguous_format) for p in self.params]
+
+    def share_memory_(self) -> AsyncAdagrad:
+        """Move the accumulators to shared memory (before starting workers); returns self."""
+        for s in self.sums:
+            s.share_memory_()
+        return self
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Update every parameter that has a gradient."""
+        for p, acc in zip(self.params, self.sums):
+            if p.grad is None:
+                continue
+            g = p.grad
+            local = acc + g * g
+            acc.addcmul_(g, g)
+            p.addcdiv_(g, local.sqrt_().add_(EPS), value=-self.lr)
+
+    def zero_grad(self) -> None:
+        """Drop the gradients (set to None)."""
+        for p in self.params:
+            p.grad = None
+
+    def optimizer_state_dict(self) -> dict[str, Any]:
+        """torch.optim-shaped state of plain tensors."""
+        return {
+            "state": {i: {"sum": s.clone()} for i, s in enumerate(self.sums)},
+            "param_groups": [{"lr": self.lr, "params": list(range(len(self.sums)))}],
+        }
+
+    def load_optimizer_state_dict(self, data: dict[str, Any]) -> None:
+        """Restore accumulators saved by :meth:`optimizer_state_dict`.
+
+        Raises:
+            ValueError: the number or shapes of the saved accumulators differ.
+        """
+        state = data.get("state", {})
+        if len(state) != len(self.sums):
+            raise ValueError(f"optimizer state has {len(state)} parameters, the model has {len(self.sums)}")
+        for i, acc in enumerate(self.sums):
+            saved = state[i]["sum"]
+            if saved.shape != acc.shape:
+                raise ValueError(f"optimizer state {i} has shape {tuple(saved.shape)}, expected {tuple(acc.shape)}")
+            acc.copy_(saved)

@@ -1,0 +1,91 @@
+"""Regularizers added to the training loss (PBG 1.11). Only N3 exists.
+
+N3 (Lacroix et al. 2018) penalises ``coef * (sum |src|^3 + sum |dst|^3 + op term)``:
+- ``src``/``dst`` are the positives' embeddings after global embedding, operator and
+  comparator prepare, passed through ``operator.prepare_for_reg`` (complex moduli for
+  ``complex_diagonal``);
+- the operator term is ``sum |params|^3``: in standard mode the relation's parameters
+  times the number of positives, in dynamic mode the parameters of each edge's relation.
+
+Deviation from PBG, on purpose: PBG cubes the operator parameters without ``abs``
+(negative translations lower the penalty); we use ``|p|^3``, the N3 norm. For the
+operators whose penalised parameters are non-negative (complex moduli) it is identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import nn
+
+from pbg_core.errors import ConfigError
+from pbg_core.registry import Registry
+from pbg_core.types import FloatTensorType, LongTensorType
+
+REGULARIZERS: Registry[type[N3Regularizer]] = Registry("regularizer")
+
+
+@REGULARIZERS.register("N3")
+class N3Regularizer:
+    """Weighted N3 penalty.
+
+    Args:
+        weight: ``regularization_coef``.
+    """
+
+    def __init__(self, weight: float) -> None:
+        self.weight = weight
+
+    def check_operator(self, name: str, operator: nn.Module | None) -> None:
+        """Raise if ``operator`` cannot be regularized (``linear``, ``affine``).
+
+        Raises:
+            ConfigError: naming the operator and the operators that support N3.
+        """
+        if operator is not None and not getattr(operator, "supports_regularization", True):
+            raise ConfigError(
+                [
+                    f"regularizer N3 with regularization_coef={self.weight} is not defined for operator "
+                    f"{name!r}; use regularization_coef=0 or one of none, translation, diagonal, complex_diagonal"
+                ]
+            )
+
+    def penalty(
+        self,
+        embs: Sequence[FloatTensorType],
+        operator: nn.Module | None,
+        num_pos: int,
+        rel: LongTensorType | None = None,
+    ) -> FloatTensorType:
+        """The weighted penalty of one scoring direction.
+
+        Args:
+            embs: The src and dst positives' adjusted embeddings.
+            operator: The operator applied in this direction (None for none).
+            num_pos: Number of positives (standard-mode multiplier of the operator term).
+            rel: Relation per edge in dynamic mode, else None.
+
+        Returns:
+            A 0-dim tensor.
+        """
+        total = embs[0].new_zeros(())
+        prepare = operator.prepare_for_reg if operator is not None else (lambda x: x)
+        for x in embs:
+            total = total + prepare(x).abs().pow(3).sum()
+        if operator is not None:
+            params = operator.reg_params(rel) if rel is not None else operator.reg_params()
+            if params is not None:
+                term = params.abs().pow(3).sum()
+                total = total + (term if rel is not None else term * num_pos)
+        return total * self.weight
+
+
+def build_regularizer(name: str, coef: float) -> N3Regularizer | None:
+    """The regularizer ``name`` with weight ``coef``, or None when ``coef == 0``.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered (lists the known names).
+    """
+    cls = REGULARIZERS.get(name)
+    return cls(coef) if coef != 0 else None
+

@@ -1,0 +1,98 @@
+"""Build a :class:`~pbg_core.engine.TrainingSession` from a config and opened stores.
+
+This is the one place that turns the config into the session's collaborators
+(topology, model, optimizers, embedding pool, residency, worker pool); the
+collaborators themselves only receive flat values.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pbg_core.config import ConfigSchema, config_to_json
+from pbg_core.engine import TrainingSession
+from pbg_core.hogwild import WorkerPool, default_num_workers
+from pbg_core.memory import EmbeddingPool, SlotSpec
+from pbg_core.model import build_model
+from pbg_core.optimizers import AsyncAdagrad
+from pbg_core.partitions import PartitionTopology
+from pbg_core.residency import PartitionKey, PartitionResidency
+from pbg_core.seeding import fresh_seed
+from pbg_core.session_parts import MetadataSource, ModelState, SessionSettings, config_json_text
+from pbg_core.worker_jobs import WorkerInit, init_worker
+
+logger = logging.getLogger(__name__)
+
+
+def build_topology(config: ConfigSchema) -> PartitionTopology:
+    """Partition topology of the config's entity types and relations."""
+    return PartitionTopology.build(
+        {name: entity.num_partitions for name, entity in config.entities.items()},
+        [(relation.lhs, relation.rhs) for relation in config.relations],
+        featurized=[name for name, entity in config.entities.items() if entity.featurized],
+    )
+
+
+def _build_model_state(config: ConfigSchema, num_dynamic_relations: int) -> ModelState:
+    model = build_model(config, num_dynamic_relations)
+    model.share_memory()
+    params = list(model.parameters())
+    lr = config.relation_lr if config.relation_lr is not None else config.lr
+    optimizer = AsyncAdagrad(params, lr).share_memory_() if params else None
+    return ModelState(model=model, optimizer=optimizer)
+
+
+def _build_pool(config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int]) -> EmbeddingPool:
+    specs = {
+        entity: SlotSpec(
+            max_count=max(count for (name, _), count in counts.items() if name == entity),
+            dim=config.entity_dimension(entity),
+            num_slots=topology.slots_needed(entity),
+        )
+        for entity in topology.num_partitions
+    }
+    return EmbeddingPool.allocate(specs)
+
+
+def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
+    """Open a session: counts, model and optimizer state, pool, resident tables, workers.
+
+    Args:
+        config: The validated config.
+        stores: Opened stores with ``entities``, ``edges`` (one per edge path),
+            ``checkpoint``, ``init`` (or None) and ``stats`` (see storage.run_stores).
+        read_only: For offline evaluation: nothing is ever written.
+
+    Returns:
+        A session whose workers are started and whose unpartitioned tables are resident.
+    """
+    topology = build_topology(config)
+    keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    counts = {key: stores.entities.load_count(*key) for key in keys}
+    num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
+    committed = stores.checkpoint.read_version()
+    model_state = _build_model_state(config, num_dynamic)
+    model_state.restore(stores.checkpoint, committed, stores.init)
+    seed = config.seed if config.seed is not None else fresh_seed()
+    pool = _build_pool(config, topology, counts)
+    residency = PartitionResidency(
+        pool=pool, store=stores.checkpoint, init_store=stores.init, counts=counts,
+        init_scale=config.init_scale, seed=seed, committed_version=committed,
+        metadata=MetadataSource(config_json_text(config_to_json(config))),
+    )
+    residency.ensure_resident(topology.unpartitioned_keys())
+    num_workers = config.workers or default_num_workers()
+    workers = WorkerPool(num_workers, init_worker, WorkerInit(config, model_state.model, model_state.optimizer,
+                                                              pool.buffers()))
+    settings = SessionSettings(
+        topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,
+        checkpoint_preservation_interval=config.checkpoint_preservation_interval,
+    )
+    logger.info("model from %s; %d workers; %d partitions per side (%d x %d buckets)",
+                model_state.source, num_workers, max(topology.nparts_lhs, topology.nparts_rhs),
+                topology.nparts_lhs, topology.nparts_rhs)
+    return TrainingSession(
+        settings=settings, model_state=model_state, residency=residency, workers=workers,
+        store=stores.checkpoint, edge_sources=list(stores.edges), stats_sink=stores.stats, seed=seed,
+    )

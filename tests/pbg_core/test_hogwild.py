@@ -1,0 +1,272 @@
+"""WorkerPool: reuse, shared memory, exception propagation, death detection, closing.
+
+Job functions are module-level here because children import them by reference.
+The forkserver starts once per test process; later pools fork from it in ~0.1 s.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import time
+import types
+
+import pytest
+import torch
+
+from pbg_core.errors import WorkerDiedError
+from pbg_core.hogwild import WorkerPool, default_num_workers
+from pbg_core.memory import EmbeddingPool, PoolBuffers, SlotSpec
+from pbg_core.types import Side
+
+
+# ---- functions run in the children -------------------------------------------------------
+def init_state(index: int, payload: object) -> dict[str, object]:
+    return {"index": index, "payload": payload}
+
+
+def init_fails(index: int, payload: object) -> None:
+    raise KeyError(f"no such thing in worker {index}")
+
+
+def whoami(state: dict, args: int) -> tuple[int, int, int, int]:
+    return state["index"], os.getpid(), args * 2, torch.get_num_threads()
+
+
+def write_payload(state: dict, value: float) -> bool:
+    payload: torch.Tensor = state["payload"]
+    payload[state["index"]] = value
+    return payload.is_shared()
+
+
+def fill_arg(state: dict, tensor: torch.Tensor) -> None:
+    tensor.fill_(state["index"] + 10)
+
+
+def bump_all(state: dict, tensors: list[torch.Tensor]) -> int:
+    for tensor in tensors:
+        tensor.add_(1)
+    return len(tensors)
+
+
+def open_fds(state: dict, args: object) -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def raise_in_worker_1(state: dict, args: None) -> str:
+    if state["index"] == 1:
+        raise ValueError("bad value 7 in worker 1")
+    return "fine"
+
+
+class TwoArgError(Exception):
+    """Pickles, but cannot be rebuilt (its __init__ needs two arguments)."""
+
+    def __init__(self, a: str, b: str) -> None:
+        super().__init__(f"{a}/{b}")
+
+
+def raise_unrebuildable(state: dict, args: None) -> None:
+    raise TwoArgError("left", "right")
+
+
+def exit_3_in_worker_1(state: dict, args: None) -> str:
+    if state["index"] == 1:
+        os._exit(3)
+    time.sleep(60)  # the survivor is busy: the parent must not wait for it
+    return "survivor"
+
+
+def sigkill_self(state: dict, args: None) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def segfault(state: dict, args: None) -> None:
+    ctypes.string_at(0)  # reads address 0: SIGSEGV in native code
+
+
+def train_slots(state: dict, slot_map: dict) -> float:
+    buffers: PoolBuffers = state["payload"]
+    embeddings, row_state = buffers.views(slot_map)
+    table = embeddings["user", Side.LHS]
+    table.add_(1.0)  # the same object on both sides: added once
+    row_state["user", Side.RHS].fill_(5.0)
+    return float(table.sum())
+
+
+def _module_only_in_parent() -> types.ModuleType:
+    """A module the parent can pickle functions from but children cannot import."""
+    module = types.ModuleType("only_in_parent")
+    exec("def job(state, args):\n    return args\n", module.__dict__)
+    sys.modules["only_in_parent"] = module
+    return module
+
+
+# ---- fixtures -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def payload() -> torch.Tensor:
+    return torch.zeros(2).share_memory_()
+
+
+@pytest.fixture(scope="module")
+def pool(payload: torch.Tensor):
+    with WorkerPool(2, init_state, payload) as workers:
+        yield workers
+
+
+def _process_gone(pid: int) -> bool:
+    """Reaped: neither running nor a zombie (a zombie still has a /proc entry)."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+# ---- tests --------------------------------------------------------------------------------
+def test_default_num_workers_is_usable_cores() -> None:
+    assert default_num_workers() == len(os.sched_getaffinity(0))
+
+
+def test_results_in_worker_order_same_children_every_run(pool: WorkerPool) -> None:
+    seen = []
+    for call in range(3):
+        results = pool.run(whoami, [call, call + 100])
+        assert [r[0] for r in results] == [0, 1]
+        assert [r[2] for r in results] == [2 * call, 2 * (call + 100)]
+        seen.append([r[1] for r in results])
+    assert seen == [pool.pids] * 3
+    assert os.getpid() not in pool.pids
+
+
+def test_children_use_one_thread(pool: WorkerPool) -> None:
+    assert [r[3] for r in pool.run(whoami, [0, 0])] == [1, 1]
+
+
+def test_fewer_args_than_workers_and_too_many(pool: WorkerPool) -> None:
+    assert [r[0] for r in pool.run(whoami, [5])] == [0]
+    with pytest.raises(ValueError, match="got 3 worker args but the pool has 2 workers"):
+        pool.run(whoami, [1, 2, 3])
+    assert pool.run(whoami, [1, 1])[1][0] == 1  # nothing was sent: still in sync
+
+
+def test_init_payload_arrives_as_shared_memory(pool: WorkerPool, payload: torch.Tensor) -> None:
+    assert pool.run(write_payload, [1.5, 2.5]) == [True, True]
+    assert payload.tolist() == [1.5, 2.5]
+
+
+def test_tensor_args_are_shared_not_copied(pool: WorkerPool) -> None:
+    data = torch.zeros(6)  # not shared yet: pickling moves it to shared memory in place
+    pool.run(fill_arg, [data[:3], data[3:]])
+    assert data.tolist() == [10, 10, 10, 11, 11, 11]
+
+
+def test_many_tensors_repeats_and_empty_tensors_in_one_job(pool: WorkerPool) -> None:
+    # 300 storages exceed one SCM_RIGHTS message (253 descriptors): sent in several.
+    many = [torch.full((2,), float(i)) for i in range(300)]
+    base = torch.zeros(4)
+    repeated = [base[:2], base[2:], base]  # one storage, three views
+    empty = torch.zeros(0)
+    assert pool.run(bump_all, [many, [*repeated, empty]]) == [300, 4]
+    assert [t.tolist() for t in many[:2]] == [[1.0, 1.0], [2.0, 2.0]]
+    assert many[299].tolist() == [300.0, 300.0]
+    assert base.tolist() == [2.0, 2.0, 2.0, 2.0]
+    assert pool.run(bump_all, [many[:1], []]) == [1, 0]  # still in sync afterwards
+
+
+def test_received_descriptors_are_closed_in_the_child(pool: WorkerPool) -> None:
+    tensors = [torch.zeros(3) for _ in range(20)]
+    before = pool.run(open_fds, [None, None])
+    for _ in range(3):
+        pool.run(bump_all, [tensors, tensors])
+    assert pool.run(open_fds, [None, None]) == before
+
+
+def test_child_exception_reraised_with_traceback_and_pool_survives(pool: WorkerPool) -> None:
+    with pytest.raises(ValueError, match="bad value 7 in worker 1") as info:
+        pool.run(raise_in_worker_1, [None, None])
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "traceback in HOGWILD worker 1" in notes
+    assert "raise_in_worker_1" in notes
+    assert pool.run(raise_in_worker_1, [None]) == ["fine"]
+
+
+def test_unrebuildable_exception_becomes_runtime_error(pool: WorkerPool) -> None:
+    with pytest.raises(RuntimeError, match=r"HOGWILD worker 0 raised TwoArgError: left/right") as info:
+        pool.run(raise_unrebuildable, [None, None])
+    assert "raise_unrebuildable" in str(info.value)
+    assert not pool.closed
+
+
+def test_unpicklable_job_raises_type_error_and_pool_survives(pool: WorkerPool) -> None:
+    with pytest.raises(TypeError, match="module-level function"):
+        pool.run(lambda state, args: None, [None, None])
+    assert [r[0] for r in pool.run(whoami, [0, 0])] == [0, 1]
+
+
+def test_embedding_pool_buffers_shared_with_workers() -> None:
+    memory = EmbeddingPool.allocate({"user": SlotSpec(max_count=4, dim=2, num_slots=2)})
+    handle = memory.acquire("user", 1, count=3)
+    handle.embeddings.zero_()
+    handle.state.zero_()
+    slot_map = {("user", Side.LHS): handle.ref, ("user", Side.RHS): handle.ref}
+    with WorkerPool(1, init_state, memory.buffers()) as workers:
+        assert workers.run(train_slots, [slot_map]) == [6.0]
+    assert handle.embeddings.tolist() == [[1.0, 1.0]] * 3
+    assert handle.state.tolist() == [5.0] * 3
+
+
+# Generous bound, far above the ~0.1 s this takes: waiting for the busy survivor (60 s) or
+# hanging on the dead child's pipe (the bugs guarded against) fails instead of blocking.
+@pytest.mark.timeout(20)
+def test_os_exit_raises_worker_died_and_closes_pool() -> None:
+    workers = WorkerPool(2, init_state, None)
+    pids = list(workers.pids)
+    with pytest.raises(WorkerDiedError, match=r"worker 1 \(pid \d+\) died with exit code 3 "):
+        workers.run(exit_3_in_worker_1, [None, None])
+    assert workers.closed
+    assert all(_process_gone(pid) for pid in pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        workers.run(whoami, [0, 0])
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("job", "code", "name"), [(sigkill_self, -9, "SIGKILL"), (segfault, -11, "SIGSEGV")])
+def test_signal_death_raises_worker_died_naming_the_signal(job: object, code: int, name: str) -> None:
+    workers = WorkerPool(1, init_state, None)
+    with pytest.raises(WorkerDiedError, match=rf"worker 0 .* exit code {code} \(killed by {name}\)"):
+        workers.run(job, [None])
+    assert workers.closed
+
+
+def test_init_fn_exception_raised_at_construction() -> None:
+    with pytest.raises(KeyError, match="no such thing in worker 0") as info:
+        WorkerPool(1, init_fails, None)
+    assert "init_fails" in "\n".join(info.value.__notes__)
+
+
+def test_close_reaps_children_and_is_idempotent() -> None:
+    workers = WorkerPool(2, init_state, None)
+    pids = list(workers.pids)
+    workers.close()
+    workers.close()
+    assert workers.closed
+    assert all(_process_gone(pid) for pid in pids)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="num_workers must be an int >= 1; got 0"):
+        WorkerPool(0, init_state, None)
+    with pytest.raises(ValueError, match="start_method 'fork' is not allowed; allowed: forkserver, spawn"):
+        WorkerPool(1, init_state, None, start_method="fork")
+
+
+def test_job_that_cannot_be_unpickled_in_the_child_is_an_error(pool: WorkerPool) -> None:
+    # Pickles in the parent by reference, but the child cannot import the module
+    # (made here, not at import time: children import this test module too).
+    module = _module_only_in_parent()
+    try:
+        with pytest.raises(ModuleNotFoundError, match="only_in_parent") as info:
+            pool.run(module.job, [None])
+    finally:
+        del sys.modules["only_in_parent"]
+    assert "traceback in HOGWILD worker 0" in "\n".join(info.value.__notes__)
+    assert [r[0] for r in pool.run(whoami, [0, 0])] == [0, 1]

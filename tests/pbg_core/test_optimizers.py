@@ -1,0 +1,64 @@
+"""RowAdagrad / AsyncAdagrad: hand-computed updates, duplicates, state dicts."""
+
+import io
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from pbg_core.optimizers import AsyncAdagrad, RowAdagrad
+
+
+def test_row_adagrad_sums_duplicates_then_updates() -> None:
+    table = torch.zeros(4, 2)
+    state = torch.tensor([0.0, 0.0, 1.0, 0.0])
+    grads = torch.tensor([[1.0, 1.0], [2.0, 0.0], [1.0, 3.0]])
+    RowAdagrad(lr=0.5).step(table, state, torch.tensor([2, 0, 2]), grads)
+    # row 2: g = (2, 4), G = 1 + (4 + 16) / 2 = 11 ; row 0: g = (2, 0), G = 2
+    assert state.tolist() == pytest.approx([2.0, 0.0, 11.0, 0.0])
+    assert table[2].tolist() == pytest.approx([-0.5 * 2 / math.sqrt(11), -0.5 * 4 / math.sqrt(11)])
+    assert table[0].tolist() == pytest.approx([-0.5 * 2 / math.sqrt(2), 0.0])
+    assert table[1].tolist() == [0.0, 0.0] and table[3].tolist() == [0.0, 0.0]
+
+
+def test_row_adagrad_without_duplicates_matches_dense_adagrad_rowwise() -> None:
+    torch.manual_seed(0)
+    table, state = torch.randn(10, 3), torch.rand(10)
+    want_t, want_s = table.clone(), state.clone()
+    idx, g = torch.tensor([7, 1, 4]), torch.randn(3, 3)
+    RowAdagrad(0.1).step(table, state, idx, g)
+    for i, row in enumerate(idx.tolist()):
+        want_s[row] += g[i].pow(2).mean()
+        want_t[row] -= 0.1 * g[i] / (want_s[row].sqrt() + 1e-10)
+    assert torch.allclose(table, want_t) and torch.allclose(state, want_s)
+
+
+def test_row_state_dict_roundtrip() -> None:
+    state = torch.arange(5.0)
+    buf = io.BytesIO()
+    torch.save(RowAdagrad.state_dict(state), buf)
+    out = torch.zeros(5)
+    assert RowAdagrad.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=True), out)
+    assert torch.equal(out, state)
+    assert not RowAdagrad.load_state_dict({"state": {}}, out)
+
+
+def test_async_adagrad_elementwise_and_state_roundtrip() -> None:
+    p = nn.Parameter(torch.tensor([1.0, 2.0]))
+    opt = AsyncAdagrad([p], lr=0.1).share_memory_()
+    p.grad = torch.tensor([2.0, 0.0])
+    opt.step()
+    assert p.tolist() == pytest.approx([1.0 - 0.1 * 2 / 2, 2.0])
+    p.grad = torch.tensor([1.0, 0.0])
+    opt.step()
+    assert p.tolist() == pytest.approx([0.9 - 0.1 * 1 / math.sqrt(5), 2.0])
+    buf = io.BytesIO()
+    torch.save(opt.optimizer_state_dict(), buf)
+    other = AsyncAdagrad([nn.Parameter(torch.zeros(2))], lr=0.1)
+    other.load_optimizer_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=True))
+    assert other.sums[0].tolist() == [5.0, 0.0]
+    with pytest.raises(ValueError, match="shape"):
+        AsyncAdagrad([nn.Parameter(torch.zeros(3))], 0.1).load_optimizer_state_dict(opt.optimizer_state_dict())
+    opt.zero_grad()
+    assert p.grad is None
