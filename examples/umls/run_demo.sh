@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The demo on the embedded defaults: import the bundled UMLS graph, train it with
+# the `pbg` flow (Prefect's ephemeral API, SQLite, local disk), print filtered
+# test metrics. Run from anywhere: `make demo` or `bash examples/umls/run_demo.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PBG=.venv/bin/pbg
+CONFIG=examples/umls/config.py
+DATA=demo-out/umls/data
+EPOCHS=${EPOCHS:-50}
+
+rm -rf demo-out/umls
+echo "== import data/kg/umls (train, valid, test)"
+$PBG import $CONFIG data/kg/umls/train.txt data/kg/umls/valid.txt data/kg/umls/test.txt \
+    --lhs-col 0 --rel-col 1 --rhs-col 2
+echo "== train on train.txt for $EPOCHS epochs (seed 0)"
+$PBG train $CONFIG -p edge_paths=$DATA/train_partitioned -p num_epochs=$EPOCHS -p seed=0
+echo "== filtered evaluation on test.txt (filtering train, valid and test)"
+$PBG eval $CONFIG -p edge_paths=$DATA/test_partitioned \
+    -p relations.0.all_negs=true -p num_uniform_negs=0 \
+    --filtered --filter-path $DATA/train_partitioned --filter-path $DATA/valid_partitioned \
+    --filter-path $DATA/test_partitioned

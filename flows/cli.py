@@ -1,0 +1,147 @@
+"""The ``pbg`` command line: import, train, eval, export (PBG's habits, one entry point).
+
+    pbg import CONFIG INPUT... --lhs-col N --rhs-col N [--rel-col N] [-p key=value ...]
+    pbg train  CONFIG [-p key=value ...]
+    pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
+    pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
+
+``train`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
+ephemeral API with SQLite) unless PREFECT_API_URL points at a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+def _prepare_prefect_env() -> None:
+    """Defaults that must be set before Prefect is imported."""
+    loggers = os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "")
+    wanted = [name for name in ("pbg_core", "storage") if name not in loggers.split(",")]
+    os.environ["PREFECT_LOGGING_EXTRA_LOGGERS"] = ",".join(filter(None, [loggers, *wanted]))
+    # A brand-new PREFECT_HOME needs its SQLite migrations: the default 20 s can expire.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="config file: PBG .py (get_torchbiggraph_config), .json or .yaml")
+    parser.add_argument(
+        "-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config value; dotted paths reach nested ones (relations.0.all_negs=true)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="pbg", description="PyTorch-BigGraph training as a Prefect pipeline.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    imp = sub.add_parser("import", help="convert TSV edge lists into the config's entity_path and edge_paths")
+    _add_config_args(imp)
+    imp.add_argument("inputs", nargs="+", metavar="INPUT", help="one edge list per edge path of the config")
+    imp.add_argument("-l", "--lhs-col", type=int, required=True, help="0-based column of the source entity")
+    imp.add_argument("-r", "--rhs-col", type=int, required=True, help="0-based column of the target entity")
+    imp.add_argument("--rel-col", type=int, default=None, help="column of the relation name (default: relation 0)")
+    imp.add_argument("--weight-col", type=int, default=None, help="column of a float edge weight")
+    imp.add_argument("--relation-type-min-count", type=int, default=1, help="drop rarer relation types")
+    imp.add_argument("--entity-min-count", type=int, default=1, help="drop rarer entities (and their edges)")
+    imp.add_argument("--delimiter", default=None, help="column separator (default: any whitespace)")
+
+    train = sub.add_parser("train", help="run the `pbg` training flow (resumes from the last committed version)")
+    _add_config_args(train)
+
+    ev = sub.add_parser("eval", help="rank the config's edge paths against the latest checkpoint")
+    _add_config_args(ev)
+    ev.add_argument("--filtered", action="store_true", help="filter known true edges out of the negatives")
+    ev.add_argument(
+        "--filter-path", action="append", default=None, metavar="PATH",
+        help="edge path whose edges count as known (repeatable; default: all of the config's edge_paths)",
+    )
+    ev.add_argument("--json", action="store_true", help="print the metrics as one JSON object on the last line")
+
+    exp = sub.add_parser("export", help="write the latest checkpoint's embeddings and relation parameters as TSV")
+    _add_config_args(exp)
+    exp.add_argument("--entities-output", required=True, help="TSV file for entity embeddings (must not exist)")
+    exp.add_argument("--relation-types-output", required=True, help="TSV file for relation parameters")
+    return parser
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from tasks.config import load_config_file
+    from tasks.convert import run_import
+
+    config = load_config_file(args.config, args.param)
+    report = run_import(
+        config, args.inputs, lhs_col=args.lhs_col, rhs_col=args.rhs_col, rel_col=args.rel_col,
+        weight_col=args.weight_col, relation_type_min_count=args.relation_type_min_count,
+        entity_min_count=args.entity_min_count, delimiter=args.delimiter,
+    )
+    print(report)
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from flows.train import pbg
+    from tasks.config import load_config_file
+
+    config = load_config_file(args.config, args.param)
+    started = time.perf_counter()
+    result = pbg(config=config)
+    print(f"trained: {result['checkpoint_path']} is at version {result['version']} "
+          f"({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from flows.evaluate import pbg_eval
+    from tasks.config import load_config_file
+
+    config = load_config_file(args.config, args.param)
+    filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
+    metrics = pbg_eval(config=config, filter_paths=filter_paths)
+    print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
+    if args.json:
+        print(json.dumps(metrics))
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from tasks.config import load_config_file
+    from tasks.convert import run_export
+
+    config = load_config_file(args.config, args.param)
+    run_export(config, args.entities_output, args.relation_types_output)
+    print(f"wrote {args.entities_output} and {args.relation_types_output}")
+    return 0
+
+
+COMMANDS = {"import": _cmd_import, "train": _cmd_train, "eval": _cmd_eval, "export": _cmd_export}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``pbg`` console script."""
+    args = build_parser().parse_args(argv)
+    _prepare_prefect_env()
+    from pbg_core.errors import PbgError
+
+    try:
+        return COMMANDS[args.command](args)
+    except PbgError as exc:
+        # Expected, user-facing failures: the message names the file/field/value.
+        print(f"pbg {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"pbg {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

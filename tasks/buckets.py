@@ -1,0 +1,53 @@
+"""Per-bucket training steps, each a thin task over the live session.
+
+The HOGWILD step must be called directly from the flow (not ``.submit()``):
+forking worker processes from a task-runner thread kills them on CPython 3.11.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from pbg_core.iterations import Iteration
+from pbg_core.types import Bucket
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
+from tasks.sessions import get_session
+
+_STORAGE = dict(
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
+
+
+@task(name="schedule-buckets", cache_policy=NO_CACHE)
+def schedule_buckets(handle: str, iteration: Iteration) -> list[Bucket]:
+    """The (seeded) bucket order of this pass."""
+    return get_session(handle).schedule_buckets(iteration)
+
+
+@task(name="swap-partitions", task_run_name="swap partitions {bucket}", **_STORAGE)
+def swap_partitions(handle: str, bucket: Bucket) -> dict[str, float]:
+    """Save the partitions leaving memory and load the ones ``bucket`` needs."""
+    return get_session(handle).swap_partitions(Bucket(*bucket))
+
+
+@task(name="load-edges", task_run_name="load edges {bucket}", **_STORAGE)
+def load_edges(handle: str, bucket: Bucket) -> dict[str, int]:
+    """Load this iteration's chunk of ``bucket`` and split off the eval holdout."""
+    return get_session(handle).load_edges(Bucket(*bucket))
+
+
+@task(name="evaluate-bucket", task_run_name="evaluate {phase}", cache_policy=NO_CACHE)
+def evaluate_bucket(handle: str, phase: str) -> dict[str, Any] | None:
+    """Rank the held-out edges ``before`` or ``after`` training the bucket."""
+    return get_session(handle).evaluate(phase)
+
+
+@task(name="train-bucket", cache_policy=NO_CACHE)
+def train_bucket(handle: str) -> dict[str, Any]:
+    """HOGWILD training of the loaded bucket over the session's worker pool."""
+    return get_session(handle).train()

@@ -1,0 +1,45 @@
+"""Checkpoint steps of an iteration: write, switch, preserve, remove.
+
+Each is idempotent (a retry rewrites the same version-``v+1`` names or finds
+the work done) and retried on transient storage faults. ``switch_version`` is
+the commit point.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+
+from pbg_core.iterations import Iteration
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
+from tasks.sessions import get_session
+
+_STORAGE = dict(
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
+
+
+@task(name="write-checkpoint", task_run_name="write checkpoint v{iteration.version}", **_STORAGE)
+def write_checkpoint(handle: str, iteration: Iteration) -> int:
+    """Write partitions, model, optimizer state and stats rows as the new version."""
+    return get_session(handle).write_checkpoint(iteration)
+
+
+@task(name="switch-version", task_run_name="switch to v{iteration.version}", **_STORAGE)
+def switch_version(handle: str, iteration: Iteration) -> int:
+    """Atomically point the checkpoint at the new version."""
+    return get_session(handle).switch_version(iteration)
+
+
+@task(name="preserve-version", **_STORAGE)
+def preserve_version(handle: str, iteration: Iteration) -> int | None:
+    """Keep an ``epoch_{N}`` snapshot when checkpoint_preservation_interval asks for one."""
+    return get_session(handle).preserve_version(iteration)
+
+
+@task(name="remove-old-version", **_STORAGE)
+def remove_old_version(handle: str, iteration: Iteration) -> int | None:
+    """Delete the previous version's files now that the new pointer is durable."""
+    return get_session(handle).remove_old_version(iteration)

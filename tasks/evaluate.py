@@ -1,0 +1,41 @@
+"""Offline evaluation of the latest committed checkpoint (``pbg eval``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from pbg_core.config import ConfigSchema
+from pbg_core.offline_eval import evaluate_edge_source
+from pbg_core.session_build import build_session
+from storage.edges import EdgeStore
+from storage.errors import DataNotFound
+from storage.run_stores import open_run_stores
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.sessions import get_session, register_session
+
+
+@task(name="open-eval-session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+def open_eval_session(config: ConfigSchema) -> str:
+    """Load the committed checkpoint read-only and start the workers; returns a handle."""
+    stores = open_run_stores(config)
+    version = stores.checkpoint.read_version()
+    if version == 0:
+        raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    session = build_session(config, stores, read_only=True)
+    handle = register_session(session, prefix="eval")
+    run_logger().info("evaluating checkpoint version %d of %s", version, config.checkpoint_path)
+    return handle
+
+
+@task(name="evaluate-edge-path", task_run_name="evaluate {edge_path}", cache_policy=NO_CACHE,
+      retries=STORAGE_RETRIES, retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+def evaluate_edge_path(handle: str, edge_path: str, filter_paths: list[str] | None) -> dict[str, Any]:
+    """Rank every edge of ``edge_path``, optionally filtering the edges of ``filter_paths``."""
+    session = get_session(handle)
+    filters = [EdgeStore(path) for path in filter_paths] if filter_paths is not None else None
+    stats = evaluate_edge_source(session, EdgeStore(edge_path), filters)
+    run_logger().info("%s: %s", edge_path, stats.format())
+    return {"count": stats.count, "sums": stats.metrics}

@@ -1,0 +1,60 @@
+"""Plan a training run: validate the inputs, count edge chunks, find where to resume."""
+
+from __future__ import annotations
+
+from prefect import task
+from pydantic import BaseModel, Field
+
+from pbg_core.config import ConfigSchema
+from pbg_core.iterations import Iteration, build_iterations, compute_num_edge_chunks
+from pbg_core.session_build import build_topology
+from pbg_core.types import Bucket
+from storage.errors import DataNotFound
+from storage.run_stores import open_run_stores
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+
+
+class TrainingPlan(BaseModel):
+    """What a run will do: chunk count, committed version, iterations still to run."""
+
+    num_edge_chunks: int = Field(ge=1)
+    committed_version: int = Field(ge=0)
+    total_iterations: int = Field(ge=0)
+    remaining: list[Iteration]
+
+
+@task(name="plan-training", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+def plan_training(config: ConfigSchema) -> TrainingPlan:
+    """Check every bucket file exists, compute the edge-chunk count, skip committed iterations."""
+    logger = run_logger()
+    stores = open_run_stores(config)
+    topology = build_topology(config)
+    missing = [
+        f"{store.url}: bucket {bucket}"
+        for store in stores.edges
+        for bucket in topology.buckets()
+        if not store.has_bucket(bucket)
+    ]
+    if missing:
+        raise DataNotFound(
+            config.edge_paths[0] if len(config.edge_paths) == 1 else "edge_paths",
+            f"{len(missing)} edge bucket file(s) missing (expected a {topology.nparts_lhs}x{topology.nparts_rhs} "
+            f"grid; run `pbg import` first): " + "; ".join(missing[:5])
+        )
+    first = [store.num_edges(Bucket(0, 0)) for store in stores.edges]
+    chunks = compute_num_edge_chunks(config.num_edge_chunks, first, config.max_edges_per_chunk)
+    iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
+    committed = stores.checkpoint.read_version()
+    if committed > len(iterations):
+        logger.warning(
+            "checkpoint version %d is beyond this config's %d iterations: nothing to train",
+            committed, len(iterations),
+        )
+    logger.info("%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)), len(iterations))
+    return TrainingPlan(
+        num_edge_chunks=chunks,
+        committed_version=committed,
+        total_iterations=len(iterations),
+        remaining=iterations[committed:],
+    )
