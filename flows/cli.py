@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -130,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pbg`` console script."""
     args = build_parser().parse_args(argv)
     _prepare_prefect_env()
+    # Engine and storage progress lines (per bucket, per import phase) are INFO.
+    for name in ("pbg_core", "storage", "tasks"):
+        logging.getLogger(name).setLevel(logging.INFO)
     from pbg_core.errors import PbgError
 
     try:

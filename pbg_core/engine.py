@@ -27,6 +27,7 @@ import torch
 from pbg_core.bucket_order import BUCKET_ORDERS
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import TrainingDivergedError
+from pbg_core.evaluation import chunk_eval_average
 from pbg_core.hogwild import WorkerPool
 from pbg_core.iterations import Iteration, should_preserve
 from pbg_core.ports import EdgeSource, StatsSink, VersionedStore
@@ -165,7 +166,15 @@ class TrainingSession:
         all_keys = [*self.settings.partitioned_keys(), *self.settings.unpartitioned_keys()]
         self.residency.complete_open_version(all_keys)
         self.model_state.save(self.store, iteration.version, self.residency.metadata())
-        self.stats_sink.write([self._row(record, iteration) for record in self.records])
+        rows = [self._row(record, iteration) for record in self.records]
+        chunk_avg = chunk_eval_average(record.eval_before for record in self.records)
+        if chunk_avg is not None and rows:
+            rows.append({
+                "epoch_idx": iteration.epoch_idx, "edge_path_idx": iteration.edge_path_idx,
+                "edge_chunk_idx": iteration.edge_chunk_idx, "index": rows[-1]["index"],
+                "eval_stats_chunk_avg": chunk_avg.to_dict(),
+            })
+        self.stats_sink.write(rows)
         return iteration.version
 
     def switch_version(self, iteration: Iteration) -> int:

@@ -87,6 +87,17 @@ class ImportReport:
     relation_count: int = 0
     seconds: float = 0.0
 
+    def __str__(self) -> str:
+        written = sum(self.edges_written)
+        rate = self.edges_read / self.seconds if self.seconds > 0 else 0.0
+        skipped = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in self.skipped.items() if n)
+        entities = ", ".join(f"{name}: {n:,}" for name, n in sorted(self.entity_counts.items()))
+        return (
+            f"imported {written:,} of {self.edges_read:,} edges in {self.seconds:.1f} s ({rate:,.0f} edges/s); "
+            f"per input {', '.join(f'{n:,}' for n in self.edges_written)}; "
+            f"skipped {skipped or 'none'}; entities {entities}; {self.relation_count} relation type(s)"
+        )
+
 
 class _Progress:
     """Counts lines of one phase and reports every ``PROGRESS_EVERY`` lines and at the end."""
