@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from pbg_core.bucket_order import BUCKET_ORDERS
+from pbg_core.edge_checks import check_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import TrainingDivergedError
 from pbg_core.evaluation import chunk_eval_average
@@ -111,6 +112,7 @@ class TrainingSession:
         started = time.perf_counter()
         source = self.edge_sources[iteration.edge_path_idx]
         edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks)
+        self._check(edges, iteration.edge_path, bucket)
         edges.share_memory_()
         num_eval = int(len(edges) * self.settings.eval_fraction)
         # Fixed across epochs (the same edges are held out every time) and drawn
@@ -204,12 +206,19 @@ class TrainingSession:
         self.residency.release_all()
 
     # ---- helpers -------------------------------------------------------------------------
-    def evaluate_edges(self, bucket: Bucket, edges: EdgeList, filter_index: Any = None) -> Stats:
+    def evaluate_edges(self, bucket: Bucket, edges: EdgeList, filter_index: Any = None, where: str = "") -> Stats:
         """Offline evaluation of ``edges`` of the resident ``bucket`` (config negatives, no holdout)."""
+        self._check(edges, where or "edges", bucket)
         edges.share_memory_()
         indices = torch.arange(len(edges))
         return self._dispatch(worker_jobs.eval_job, bucket, edges, indices, ("offline", *bucket), "offline",
                               filter_index)
+
+    def _check(self, edges: EdgeList, where: str, bucket: Bucket) -> None:
+        check_edges(
+            edges, where, bucket, self.settings.relation_sides, self.settings.partition_of(bucket),
+            self.residency.counts, self.settings.featurized,
+        )
 
     def _run_jobs(self, job: Any, indices: torch.Tensor, purpose: str, shuffle: bool) -> Stats:
         record = self._record()

@@ -55,6 +55,14 @@ def _build_pool(config: ConfigSchema, topology: PartitionTopology, counts: dict[
     return EmbeddingPool.allocate(specs)
 
 
+def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
+    """(lhs type, rhs type) per relation id; dynamic relations all share the template's."""
+    if config.dynamic_relations:
+        template = config.relations[0]
+        return tuple((template.lhs, template.rhs) for _ in range(num_dynamic))
+    return tuple((relation.lhs, relation.rhs) for relation in config.relations)
+
+
 def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
@@ -88,6 +96,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     settings = SessionSettings(
         topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,
         checkpoint_preservation_interval=config.checkpoint_preservation_interval,
+        relation_sides=_relation_sides(config, num_dynamic),
+        featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
     )
     logger.info("model from %s; %d workers; %d partitions per side (%d x %d buckets)",
                 model_state.source, num_workers, max(topology.nparts_lhs, topology.nparts_rhs),

@@ -33,6 +33,8 @@ class SessionSettings:
     bucket_order: str
     eval_fraction: float
     checkpoint_preservation_interval: int | None
+    relation_sides: tuple[tuple[str, str], ...] = ()
+    featurized: frozenset[str] = frozenset()
 
     @property
     def nparts_lhs(self) -> int:
@@ -59,6 +61,12 @@ class SessionSettings:
     def unpartitioned_keys(self) -> list[PartitionKey]:
         """(entity, 0) for every unpartitioned entity type (resident the whole run)."""
         return self.topology.unpartitioned_keys()
+
+    def partition_of(self, bucket: Bucket) -> dict[tuple[str, Side], int]:
+        """Partition read for each (entity type, side) in ``bucket``."""
+        return {
+            (entity, side): part for side in Side for entity, part in self.topology.side_partitions(bucket, side)
+        }
 
     def slot_map(self, bucket: Bucket, residency: PartitionResidency) -> SlotMap:
         """Where each (entity type, side) of ``bucket`` lives in the shared pool."""

@@ -6,6 +6,7 @@ from prefect import task
 from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
+from pbg_core.errors import ConfigError
 from pbg_core.iterations import Iteration, build_iterations, compute_num_edge_chunks
 from pbg_core.session_build import build_topology
 from pbg_core.types import Bucket
@@ -46,6 +47,8 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
     chunks = compute_num_edge_chunks(config.num_edge_chunks, first, config.max_edges_per_chunk)
     iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
     committed = stores.checkpoint.read_version()
+    if committed > 0 and stores.checkpoint.has_model(committed):
+        _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
     if committed > len(iterations):
         logger.warning(
             "checkpoint version %d is beyond this config's %d iterations: nothing to train",
@@ -58,3 +61,23 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
         total_iterations=len(iterations),
         remaining=iterations[committed:],
     )
+
+
+def _check_schedule_unchanged(stored: dict[str, int | str], planned: Iteration, config: ConfigSchema) -> None:
+    """Refuse to resume when the edge paths or chunk count changed since the committed version.
+
+    Progress is counted in iterations, so a different chunk or path count would silently
+    remap it (PBG's behaviour); extending ``num_epochs`` is fine.
+    """
+    expected = {"num_edge_chunks": planned.num_edge_chunks, "num_edge_paths": planned.num_edge_paths}
+    changed = [
+        f"{key}: the checkpoint was trained with {stored[key]}, this config gives {value}"
+        for key, value in expected.items()
+        if key in stored and int(stored[key]) != value
+    ]
+    if changed:
+        raise ConfigError(
+            changed + ["resume with the original edge_paths / num_edge_chunks, or train into a new "
+                       "checkpoint_path with init_path set to this one"],
+            source=config.checkpoint_path,
+        )

@@ -1,0 +1,39 @@
+"""Loaded edges are checked against the bucket's entity counts before training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pbg_core.edge_checks import BadEdgesError, check_edges
+from pbg_core.edgelist import EdgeList
+from pbg_core.types import Bucket, Side
+
+SIDES = (("user", "item"), ("user", "user"))
+PARTS = {("user", Side.LHS): 1, ("item", Side.RHS): 0, ("user", Side.RHS): 0}
+COUNTS = {("user", 0): 5, ("user", 1): 3, ("item", 0): 4}
+
+
+def edges(lhs: list[int], rel: list[int], rhs: list[int]) -> EdgeList:
+    return EdgeList.from_tensors(torch.tensor(lhs), torch.tensor(rhs), torch.tensor(rel))
+
+
+def test_in_range_edges_pass() -> None:
+    check_edges(edges([0, 2, 2], [0, 1, 0], [3, 4, 0]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
+
+
+def test_offset_beyond_the_partition_count_names_edge_type_and_range() -> None:
+    with pytest.raises(BadEdgesError, match=r"p bucket \( 1 , 0 \): edge 1 has rhs offset 4, but entity type "
+                       r"'item' has 4 entities in partition 0 \(allowed 0..3\)"):
+        check_edges(edges([0, 1], [1, 0], [4, 4]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
+
+
+def test_unknown_relation_and_negative_offsets_are_rejected() -> None:
+    with pytest.raises(BadEdgesError, match="edge 0 has relation 2, allowed 0..1"):
+        check_edges(edges([0], [2], [0]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
+    with pytest.raises(BadEdgesError, match="lhs offset -1"):
+        check_edges(edges([-1], [0], [0]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
+
+
+def test_featurized_offsets_are_not_checked() -> None:
+    check_edges(edges([0], [0], [99]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset({"item"}))
