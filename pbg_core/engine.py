@@ -29,7 +29,8 @@ from pbg_core.edge_checks import check_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import TrainingDivergedError
 from pbg_core.evaluation import chunk_eval_average
-from pbg_core.hogwild import WorkerPool
+from pbg_core.hogwild import HogwildWorkers
+from pbg_core.memory import release_free_memory
 from pbg_core.iterations import Iteration, should_preserve
 from pbg_core.ports import EdgeSource, StatsSink, VersionedStore
 from pbg_core.residency import PartitionKey, PartitionResidency
@@ -71,7 +72,7 @@ class TrainingSession:
     settings: SessionSettings
     model_state: ModelState
     residency: PartitionResidency
-    workers: WorkerPool
+    workers: HogwildWorkers
     store: VersionedStore
     edge_sources: list[EdgeSource]
     stats_sink: StatsSink
@@ -111,15 +112,17 @@ class TrainingSession:
         iteration = self._require_iteration()
         started = time.perf_counter()
         source = self.edge_sources[iteration.edge_path_idx]
-        edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks)
+        edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks, shared=True)
         self._check(edges, iteration.edge_path, bucket)
-        edges.share_memory_()
+        edges.share_memory_()  # no-op for the columns already read into shared memory
         num_eval = int(len(edges) * self.settings.eval_fraction)
         # Fixed across epochs (the same edges are held out every time) and drawn
         # without replacement: PBG samples with replacement, so it trained on some.
         gen = torch_generator(self.seed, "holdout", iteration.edge_path_idx, iteration.edge_chunk_idx, *bucket)
         perm = torch.randperm(len(edges), generator=gen)
+        self.loaded = None  # drop the previous bucket's edges before holding the new ones
         self.loaded = LoadedEdges(edges=edges, train_idx=perm[num_eval:], eval_idx=perm[:num_eval])
+        release_free_memory()
         self._record().timing["load_edges"] = time.perf_counter() - started
         return {"edges": len(edges), "train": len(edges) - num_eval, "eval": num_eval}
 

@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, Generic, TypeVar
 
+import torch
 import torch.multiprocessing as mp
 
 from pbg_core._hogwild_worker import encode_job, send_job, unpack_exception, worker_main
@@ -121,23 +122,43 @@ class WorkerPool(Generic[R]):
             raise ValueError(
                 f"got {len(per_worker_args)} worker args but the pool has {self.num_workers} workers"
             )
+        return self.run_alongside(fn, per_worker_args, None)
+
+    def run_alongside(
+        self, fn: Callable[[Any, A], R], per_worker_args: Sequence[A], local: Callable[[], R] | None
+    ) -> list[R]:
+        """Like :meth:`run`, and while the children work, call ``local()`` in this process.
+
+        Returns the children's results (in worker order), preceded by ``local()``'s
+        result when ``local`` is given. If ``local`` raises, the children's replies
+        are still collected (the pipes stay in sync) before the exception propagates.
+        """
         what = getattr(fn, "__qualname__", repr(fn))
         # Pickle every job before sending any, so an unpicklable job leaves the pool usable.
         messages = [_pickle_job(fn, args, what) for args in per_worker_args]
         workers = list(range(len(messages)))
+        local_result: list[R] = []
+        local_error: BaseException | None = None
         try:
             for worker, message in zip(workers, messages):
                 self._send(worker, message, what)
+            if local is not None:
+                try:
+                    local_result.append(local())
+                except Exception as exc:  # re-raised once the children are collected
+                    local_error = exc
             replies = self._collect(workers, what)
         except BaseException:
             # Interrupted or a child died: the pipes may hold stale replies, so never reuse;
             # the children's work is moot, so do not wait for them.
             self._shutdown(grace_seconds=0.0)
             raise
+        if local_error is not None:
+            raise local_error
         errors = [(w, payload) for w, (kind, payload) in sorted(replies.items()) if kind == "error"]
         if errors:
             raise unpack_exception(*errors[0])
-        return [replies[w][1] for w in workers]
+        return local_result + [replies[w][1] for w in workers]
 
     @property
     def closed(self) -> bool:
@@ -194,6 +215,8 @@ class WorkerPool(Generic[R]):
                 send_job(conn, *stop)
             except (OSError, ValueError):
                 pass  # that child is already gone
+        # A failed start can leave processes that were never started: nothing to reap.
+        self._procs = [proc for proc in self._procs if proc.pid is not None]
         for proc in self._procs:
             proc.join(grace_seconds / max(1, len(self._procs)))
             if proc.is_alive():
@@ -266,3 +289,76 @@ def _describe_exit(code: int | None) -> str:
         return f" (killed by {signal.Signals(-code).name})"
     except ValueError:
         return f" (killed by signal {-code})"
+
+
+def _init_shifted(index: int, payload: tuple[Callable[[int, Any], Any], Any]) -> Any:
+    """Child init for :class:`HogwildWorkers`: child ``i`` is HOGWILD worker ``i + 1``."""
+    init_fn, init_payload = payload
+    return init_fn(index + 1, init_payload)
+
+
+class HogwildWorkers(Generic[R]):
+    """``num_workers`` HOGWILD workers: worker 0 is this process, the others are children.
+
+    The coordinating process would otherwise sit idle while its children train, so it
+    trains one share itself (with one torch thread, like the children). That saves a
+    whole process (its interpreter, torch and mapped tables: hundreds of MiB) and a
+    child start. With ``num_workers == 1`` no child process exists at all.
+
+    Args:
+        num_workers: Total workers including this process (>= 1).
+        init_fn: Module-level ``init_fn(worker_index, init_payload) -> worker_state``.
+        init_payload: Given to ``init_fn`` here and sent once to each child.
+        start_method: Start method of the children (see :class:`WorkerPool`).
+    """
+
+    def __init__(
+        self, num_workers: int, init_fn: Callable[[int, Any], Any], init_payload: Any, start_method: str = "spawn"
+    ) -> None:
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"num_workers must be an int >= 1; got {num_workers!r}")
+        self.num_workers = num_workers
+        self._children: WorkerPool[R] | None = None
+        if num_workers > 1:
+            self._children = WorkerPool(num_workers - 1, _init_shifted, (init_fn, init_payload), start_method)
+        self._state = init_fn(0, init_payload)
+
+    @property
+    def pids(self) -> list[int]:
+        """This process, then the children."""
+        return [os.getpid(), *(self._children.pids if self._children else [])]
+
+    @property
+    def closed(self) -> bool:
+        """Whether the children were closed (this process's share is always available)."""
+        return self._children is not None and self._children.closed
+
+    def run(self, fn: Callable[[Any, A], R], per_worker_args: Sequence[A]) -> list[R]:
+        """``fn(state_i, per_worker_args[i])`` for every worker; results in worker order."""
+        if not per_worker_args:
+            return []
+        if len(per_worker_args) > self.num_workers:
+            raise ValueError(f"got {len(per_worker_args)} worker args but there are {self.num_workers} workers")
+
+        def local() -> R:
+            previous = torch.get_num_threads()
+            torch.set_num_threads(1)  # one core per worker, as in the children
+            try:
+                return fn(self._state, per_worker_args[0])
+            finally:
+                torch.set_num_threads(previous)
+
+        if self._children is None:
+            return [local()]
+        return self._children.run_alongside(fn, per_worker_args[1:], local)
+
+    def close(self) -> None:
+        """Stop the children (idempotent)."""
+        if self._children is not None:
+            self._children.close()
+
+    def __enter__(self) -> HogwildWorkers[R]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -39,7 +39,7 @@ def evaluate_edge_source(
         if source.num_edges(bucket) == 0:
             continue
         session.swap_partitions(bucket)
-        edges = source.load_chunk(bucket, 0, 1)
+        edges = source.load_chunk(bucket, 0, 1, shared=True)
         filter_index = None
         if filter_sources is not None:
             known = [f.load_chunk(bucket, 0, 1) for f in filter_sources if f.num_edges(bucket) > 0]

@@ -31,8 +31,11 @@ class EdgeSource(Protocol):
         """Edges stored in ``bucket``."""
         ...
 
-    def load_chunk(self, bucket: Bucket, chunk_idx: int, num_chunks: int) -> EdgeList:
-        """Chunk ``chunk_idx`` of ``num_chunks`` of the bucket (PBG's contiguous split)."""
+    def load_chunk(self, bucket: Bucket, chunk_idx: int, num_chunks: int, shared: bool = False) -> EdgeList:
+        """Chunk ``chunk_idx`` of ``num_chunks`` of the bucket (PBG's contiguous split).
+
+        ``shared=True`` asks for tensors in shared memory (read there directly).
+        """
         ...
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.engine import TrainingSession
-from pbg_core.hogwild import WorkerPool, default_num_workers
+from pbg_core.hogwild import HogwildWorkers, default_num_workers
 from pbg_core.memory import EmbeddingPool, SlotSpec
 from pbg_core.model import build_model
 from pbg_core.optimizers import AsyncAdagrad
@@ -91,8 +91,11 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     )
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
-    workers = WorkerPool(num_workers, init_worker, WorkerInit(config, model_state.model, model_state.optimizer,
-                                                              pool.buffers()))
+    # This process is worker 0 (see HogwildWorkers). Children are spawned, not forked
+    # from a forkserver: a forkserver preloaded with torch stays alive the whole run and
+    # holds ~200 MiB; spawning costs a few seconds once per run instead.
+    payload = WorkerInit(config, model_state.model, model_state.optimizer, pool.buffers())
+    workers = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn")
     settings = SessionSettings(
         topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,
         checkpoint_preservation_interval=config.checkpoint_preservation_interval,

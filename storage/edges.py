@@ -96,8 +96,10 @@ class EdgeStore:
         """All edges of ``bucket``."""
         return self.load_chunk(bucket, 0, 1)
 
-    def load_chunk(self, bucket: Bucket, chunk_idx: int, num_chunks: int) -> EdgeList:
+    def load_chunk(self, bucket: Bucket, chunk_idx: int, num_chunks: int, shared: bool = False) -> EdgeList:
         """Chunk ``chunk_idx`` of ``num_chunks`` of ``bucket`` (see :func:`chunk_bounds`).
+
+        ``shared=True`` reads the id columns and weights straight into shared memory.
 
         Raises:
             DataNotFound: the bucket file is missing.
@@ -108,10 +110,10 @@ class EdgeStore:
         with hdf5.open_read(url, self.storage_options) as hf:
             n = _validated_length(hf, url)
             begin, end = chunk_bounds(n, chunk_idx, num_chunks)
-            lhs, rhs, rel = (hdf5.read_1d(hf[name], begin, end, torch.long) for name in ID_DATASETS)
+            lhs, rhs, rel = (hdf5.read_1d(hf[name], begin, end, torch.long, shared) for name in ID_DATASETS)
             weight = None
             if WEIGHT_DATASET in hf:
-                weight = hdf5.read_1d(hf[WEIGHT_DATASET], begin, end, torch.float32)
+                weight = hdf5.read_1d(hf[WEIGHT_DATASET], begin, end, torch.float32, shared)
             lhs_feats = _read_features(hf, Side.LHS, begin, end, n, url)
             rhs_feats = _read_features(hf, Side.RHS, begin, end, n, url)
         return EdgeList(EntityList(lhs, lhs_feats), EntityList(rhs, rhs_feats), rel, weight)

@@ -18,6 +18,8 @@ import h5py
 import numpy as np
 import torch
 
+from pbg_core.memory import shared_empty
+
 from storage.errors import BadDataError, FormatVersionError
 from storage.fs import StorageOptions, local_read_path, local_write
 
@@ -82,14 +84,16 @@ def require_dataset(hf: h5py.File | h5py.Group, name: str, url: str) -> h5py.Dat
     return obj
 
 
-def read_1d(ds: h5py.Dataset, start: int, stop: int, dtype: torch.dtype) -> torch.Tensor:
+def read_1d(ds: h5py.Dataset, start: int, stop: int, dtype: torch.dtype, shared: bool = False) -> torch.Tensor:
     """Elements ``[start, stop)`` of a 1-D dataset, read straight into a new tensor.
 
     Reads with ``read_direct`` (no intermediate copy) when the stored dtype matches
     ``dtype``; other dtypes (e.g. PBG's int64 weights read as float32) go through
-    numpy's conversion.
+    numpy's conversion. ``shared=True`` reads into shared memory (for HOGWILD workers)
+    without a private copy first.
     """
-    out = torch.empty(max(stop - start, 0), dtype=dtype)
+    length = max(stop - start, 0)
+    out = shared_empty((length,), dtype) if shared else torch.empty(length, dtype=dtype)
     if stop <= start:
         # h5py cannot read_direct an empty selection (h5py issue #870).
         return out
