@@ -270,3 +270,43 @@ def test_job_that_cannot_be_unpickled_in_the_child_is_an_error(pool: WorkerPool)
         del sys.modules["only_in_parent"]
     assert "traceback in HOGWILD worker 0" in "\n".join(info.value.__notes__)
     assert [r[0] for r in pool.run(whoami, [0, 0])] == [0, 1]
+
+
+# ---- HogwildWorkers: this process is worker 0 ----------------------------------------------
+def test_hogwild_workers_run_share_zero_in_this_process_and_the_rest_in_children() -> None:
+    from pbg_core.hogwild import HogwildWorkers
+
+    with HogwildWorkers(2, init_state, "p", start_method="forkserver") as workers:
+        results = workers.run(whoami, [1, 2])
+        assert [r[0] for r in results] == [0, 1]
+        assert results[0][1] == os.getpid() and results[1][1] != os.getpid()
+        assert [r[2] for r in results] == [2, 4]
+        assert [r[3] for r in results] == [1, 1]  # one torch thread in every worker
+        assert torch.get_num_threads() >= 1  # restored afterwards
+        assert workers.run(whoami, [5])[0][2] == 10  # fewer args than workers
+
+
+def test_hogwild_workers_local_error_is_raised_after_children_reply() -> None:
+    from pbg_core.hogwild import HogwildWorkers
+
+    with HogwildWorkers(2, init_state, None, start_method="forkserver") as workers:
+        with pytest.raises(ValueError, match="worker 1"):
+            workers.run(raise_in_worker_1, [None, None])  # the child raises
+        with pytest.raises(ValueError, match="bad value"):
+            workers.run(raise_in_worker_0, [None, None])  # this process raises
+        assert [r[0] for r in workers.run(whoami, [0, 0])] == [0, 1]  # still in sync
+
+
+def test_single_hogwild_worker_needs_no_child() -> None:
+    from pbg_core.hogwild import HogwildWorkers
+
+    workers = HogwildWorkers(1, init_state, None)
+    assert workers.pids == [os.getpid()]
+    assert workers.run(whoami, [3])[0][:3] == (0, os.getpid(), 6)
+    workers.close()
+
+
+def raise_in_worker_0(state: dict, args: None) -> str:
+    if state["index"] == 0:
+        raise ValueError("bad value 3 in worker 0")
+    return "ok"
