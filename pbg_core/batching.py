@@ -4,11 +4,13 @@ Batches follow PBG's ``process_in_batches`` (1.16): in standard mode each batch 
 one relation, picked with probability proportional to its remaining edges, and takes
 that relation's next ``batch_size`` edges; in dynamic mode batches are contiguous.
 
-Per training batch: the rows needed from every shared table (positives, uniform
-negatives) are gathered with one ``index_select`` per table into a dense leaf tensor,
-the small dense graph is differentiated with autograd, and :class:`RowAdagrad` writes
-coalesced row updates back into the shared tables in place (no sparse gradients).
-All randomness comes from the ``torch.Generator`` passed in.
+Per training batch: batches that :func:`pbg_core.fast_paths.supports` accepts (no
+operator, dot/cos, ranking/logistic/softmax, batch + uniform negatives) run its
+hand-written forward/backward. Any other batch gathers the rows it needs (positives,
+uniform negatives) with one ``index_select`` per request into dense leaf tensors
+(:mod:`pbg_core.row_gather`), differentiates the small dense graph with autograd, and
+:class:`RowAdagrad` writes coalesced row updates back into the shared tables in place
+(no sparse gradients). All randomness comes from the ``torch.Generator`` passed in.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pbg_core import fast_paths
 from pbg_core.edgelist import EdgeList, EntityList
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
@@ -26,10 +29,10 @@ from pbg_core.losses import LossFunction, build_loss
 from pbg_core.model import MultiRelationEmbedder, Scores, SideBatch
 from pbg_core.negatives import NegativeMode, batch_mode, chunk_layout, sample_uniform, side_mode
 from pbg_core.optimizers import AsyncAdagrad, RowAdagrad
+from pbg_core.row_gather import RowGather, TableKey, bag_mean
 from pbg_core.stats import Stats
-from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Side
+from pbg_core.types import FloatTensorType, LongTensorType, Side
 
-TableKey = tuple[EntityName, Side]
 # Eval with all_negs scores [rows, count]; rows per block are capped so one block
 # holds at most this many scores (64 MiB of float32).
 ALL_NEGS_SCORE_BUDGET = 1 << 24
@@ -90,6 +93,7 @@ class Trainer:
     settings: BatchSettings
     row_optimizer: RowAdagrad
     model_optimizer: AsyncAdagrad | None
+    fast_path: bool = True  # use pbg_core.fast_paths for the batches it supports
 
 
 @dataclass
@@ -147,66 +151,13 @@ def iter_batches(
         yield groups[pick][offset : offset + take]
 
 
-class _Gather:
-    """Row requests per shared table, each fetched into its own dense leaf.
-
-    One leaf per request (not slices of one big leaf): slicing a leaf makes autograd
-    allocate a zero gradient of the whole leaf per slice, which dominated a batch.
-    Requests on the same table (same storage) are updated together, so duplicate
-    rows across sides and negatives are coalesced by the optimizer.
-    """
-
-    def __init__(self, tables: BucketTables, max_norm: float | None, requires_grad: bool) -> None:
-        self.tables, self.max_norm, self.requires_grad = tables, max_norm, requires_grad
-        self.requests: list[tuple[TableKey, LongTensorType]] = []
-        self.leaves: list[FloatTensorType] = []
-
-    def add(self, key: TableKey, idx: LongTensorType) -> int:
-        self.requests.append((key, idx))
-        return len(self.requests) - 1
-
-    def fetch(self) -> None:
-        for key, idx in self.requests:
-            table = self.tables.embeddings[key]
-            rows = table.index_select(0, idx)
-            if self.max_norm is not None:
-                _renorm_(table, idx, rows, self.max_norm)
-            self.leaves.append(rows.requires_grad_(self.requires_grad))
-
-    def get(self, handle: int) -> FloatTensorType:
-        return self.leaves[handle]
-
-    def apply(self, optimizer: RowAdagrad) -> None:
-        groups: dict[int, tuple[TableKey, list[LongTensorType], list[FloatTensorType]]] = {}
-        for (key, idx), leaf in zip(self.requests, self.leaves):
-            if leaf.grad is None:
-                continue
-            _, idxs, grads = groups.setdefault(self.tables.embeddings[key].data_ptr(), (key, [], []))
-            idxs.append(idx)
-            grads.append(leaf.grad)
-        for key, idxs, grads in groups.values():
-            idx = idxs[0] if len(idxs) == 1 else torch.cat(idxs)
-            grad = grads[0] if len(grads) == 1 else torch.cat(grads)
-            optimizer.step(self.tables.embeddings[key], self.tables.optim_state[key], idx, grad)
-
-
-def _renorm_(table: FloatTensorType, idx: LongTensorType, rows: FloatTensorType, max_norm: float) -> None:
-    """PBG's ``F.embedding(max_norm=...)``: rows above ``max_norm`` are scaled down, in the table too."""
-    norms = rows.norm(dim=1)
-    over = norms > max_norm
-    if bool(over.any()):
-        scale = max_norm / (norms[over] + 1e-7)
-        rows[over] = rows[over] * scale.unsqueeze(1)
-        table[idx[over]] = rows[over]
-
-
 @dataclass
 class _Prepared:
     rel: int | LongTensorType
     layout: Any
     lhs: SideBatch
     rhs: SideBatch
-    gather: _Gather
+    gather: RowGather
     weight: float
 
 
@@ -223,7 +174,7 @@ def _prepare(
     spec = model.relation(0 if model.dynamic else rel)  # type: ignore[arg-type]
     mode = batch_mode(spec.all_negs, settings.num_batch_negs)
     layout = chunk_layout(mode, len(batch), settings.num_batch_negs, settings.num_uniform_negs)
-    gather = _Gather(tables, settings.max_norm, requires_grad)
+    gather = RowGather(tables, settings.max_norm, requires_grad)
     plans = []
     for side, entity, entities, disabled in (
         (Side.LHS, spec.lhs, batch.lhs, settings.disable_lhs_negs),
@@ -240,7 +191,7 @@ def _plan_side(
     model: MultiRelationEmbedder,
     settings: BatchSettings,
     tables: BucketTables,
-    gather: _Gather,
+    gather: RowGather,
     key: TableKey,
     entities: EntityList,
     smode: NegativeMode,
@@ -273,7 +224,7 @@ def _plan_side(
 
 def _side_batch(
     tables: BucketTables,
-    gather: _Gather,
+    gather: RowGather,
     key: TableKey,
     entities: EntityList,
     smode: NegativeMode,
@@ -281,7 +232,7 @@ def _side_batch(
 ) -> SideBatch:
     """Turn the gathered rows of one side into a :class:`SideBatch`."""
     if "features" in handles:
-        pos = _bag_mean(gather.get(handles["features"]), entities)
+        pos = bag_mean(gather.get(handles["features"]), entities)
     else:
         pos = gather.get(handles["pos"])
     side = SideBatch(entity=key[0], pos=pos, mode=smode)
@@ -291,14 +242,6 @@ def _side_batch(
         side.all_embs = gather.get(handles["all"]) if "all" in handles else tables.embeddings[key]
         side.pos_offsets = entities.tensor
     return side
-
-
-def _bag_mean(rows: FloatTensorType, entities: EntityList) -> FloatTensorType:
-    """Mean of each entity's feature rows (an empty bag gives zeros, as embedding_bag)."""
-    lengths = entities.tensor_list.lengths()  # type: ignore[union-attr]
-    segment = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
-    sums = rows.new_zeros(lengths.numel(), rows.shape[1]).index_add(0, segment, rows)
-    return sums / lengths.clamp_min(1).unsqueeze(1).to(rows.dtype)
 
 
 # ---- training ------------------------------------------------------------------------------
@@ -325,6 +268,9 @@ def train_edges(
 
 
 def _train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generator: torch.Generator) -> Stats:
+    rel = 0 if trainer.model.dynamic else int(batch.rel[0])
+    if trainer.fast_path and fast_paths.supports(trainer.model, trainer.loss_fn, trainer.settings, rel, len(batch)):
+        return fast_paths.train_batch(trainer, tables, batch, rel, generator)
     prep = _prepare(trainer.model, trainer.settings, tables, batch, generator, requires_grad=True)
     scores = trainer.model.score(prep.rel, prep.layout, prep.lhs, prep.rhs)
     loss_fn = trainer.loss_fn

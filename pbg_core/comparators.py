@@ -4,7 +4,7 @@ A comparator has three steps:
 - ``prepare(x)``: applied to every embedding after the operator (``cos`` L2-normalises);
 - ``pos_scores(a, b)``: pairwise scores of two ``[..., D]`` tensors -> ``[...]``;
 - ``neg_scores(pos, neg)``: ``pos`` [C, P, D] against the chunk's negatives [C, N, D]
-  -> [C, P, N], batched with ``bmm``/``baddbmm``.
+  -> [C, P, N], batched with ``bmm``/``baddbmm`` (possibly a transposed view).
 
 ``BiasedComparator`` (config ``bias=true``) treats dim 0 as a bias: the base
 comparator sees dims ``1:`` and both sides' dim 0 are added to every score.
@@ -44,6 +44,10 @@ class DotComparator(Comparator):
         return (lhs * rhs).sum(-1)
 
     def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
+        if neg.requires_grad:
+            # (neg pos^T)^T: the same products, but autograd then hands the (large)
+            # negatives a contiguous gradient instead of one that needs a copy.
+            return torch.bmm(neg, pos.transpose(-1, -2)).transpose(-1, -2)
         return torch.bmm(pos, neg.transpose(-1, -2))
 
 
@@ -60,9 +64,10 @@ class CosComparator(DotComparator):
 
 def _squared_distances(pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
     """||p - n||^2 for all pairs per chunk: |p|^2 + |n|^2 - 2 p.n with one baddbmm."""
-    pos_sq = pos.pow(2).sum(-1, keepdim=True)  # [C, P, 1]
-    neg_sq = neg.pow(2).sum(-1).unsqueeze(-2)  # [C, 1, N]
-    return torch.baddbmm(neg_sq, pos, neg.transpose(-1, -2), alpha=-2).add(pos_sq)
+    pos_sq = pos.pow(2).sum(-1).unsqueeze(-2)  # [C, 1, P]
+    neg_sq = neg.pow(2).sum(-1, keepdim=True)  # [C, N, 1]
+    # Computed as [C, N, P] and transposed: see DotComparator.neg_scores.
+    return torch.baddbmm(neg_sq, neg, pos.transpose(-1, -2), alpha=-2).add(pos_sq).transpose(-1, -2)
 
 
 @COMPARATORS.register("l2")

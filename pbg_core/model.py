@@ -229,13 +229,15 @@ class MultiRelationEmbedder(nn.Module):
         if mode is NegativeMode.UNIFORM:
             negs = self.adjust(_required(side.uniform, "uniform"), side.entity, operator)
             return unchunk(self.comparator.neg_scores(other_c, negs), layout)
-        negs = _required(own_c, "pos")
-        num_uniform = 0
+        # Every comparator scores each negative column independently, so the batch and
+        # uniform blocks are scored apart and their (small) score matrices concatenated:
+        # concatenating the [C, U, D] negatives instead costs a large copy forward and
+        # a non-contiguous gradient (another copy) backward.
+        scores = self.comparator.neg_scores(other_c, _required(own_c, "pos")) + batch_negative_mask(layout, 0, MASKED)
         if side.uniform is not None:
-            num_uniform = side.uniform.shape[1]
-            negs = torch.cat([negs, self.adjust(side.uniform, side.entity, operator)], dim=1)
-        scores = self.comparator.neg_scores(other_c, negs)
-        return unchunk(scores + batch_negative_mask(layout, num_uniform, MASKED), layout)
+            uniform = self.adjust(side.uniform, side.entity, operator)
+            scores = torch.cat([scores, self.comparator.neg_scores(other_c, uniform)], dim=2)
+        return unchunk(scores, layout)
 
 
 def _required(value: Any, name: str) -> Any:

@@ -39,23 +39,74 @@ class RowAdagrad:
         self.lr = lr
 
     def step(
-        self, table: FloatTensorType, state: FloatTensorType, indices: LongTensorType, grads: FloatTensorType
+        self,
+        table: FloatTensorType,
+        state: FloatTensorType,
+        indices: LongTensorType,
+        grads: FloatTensorType,
+        grads_writable: bool = False,
     ) -> None:
-        """Apply the gradients ``grads`` [n, D] of rows ``indices`` [n] (duplicates allowed) in place."""
+        """Apply the gradients ``grads`` [n, D] of rows ``indices`` [n] (duplicates allowed) in place.
+
+        Args:
+            table: The embedding table [count, D].
+            state: Its accumulator [count].
+            indices: Row of each gradient; a repeated row gets the sum of its gradients.
+            grads: The gradients (left untouched unless ``grads_writable``).
+            grads_writable: ``grads`` is scratch the optimizer may overwrite (saves a copy).
+        """
         if indices.numel() == 0:
             return
-        rows, inverse = torch.unique(indices, return_inverse=True)
-        if rows.numel() == indices.numel():
-            # No duplicates: the scatter below just sorts the rows like ``rows``.
-            summed = grads.new_empty(grads.shape).index_copy_(0, inverse, grads)
-        else:
-            summed = grads.new_zeros(rows.numel(), grads.shape[1]).index_add_(0, inverse, grads)
+        if not grads_writable:
+            grads = grads.clone()
+        # Instead of compacting to unique rows, each duplicate's gradient is added to the
+        # first copy and zeroed: a zero-gradient row adds 0 to both state and table.
+        fold_duplicate_rows_(indices, grads)
+        self._apply(table, state, indices, grads)
+
+    def _apply(
+        self, table: FloatTensorType, state: FloatTensorType, indices: LongTensorType, grads: FloatTensorType
+    ) -> None:
+        """The update for gradients with at most one nonzero copy per row (``grads`` overwritten)."""
         # mean(g^2) per row in one pass, without materialising g^2.
-        g2 = torch.linalg.vector_norm(summed, dim=1).square_().div_(summed.shape[1])
-        local = state.index_select(0, rows).add_(g2)
-        state.index_add_(0, rows, g2)
+        g2 = torch.linalg.vector_norm(grads, dim=1).square_().div_(grads.shape[1])
+        local = state.index_select(0, indices).add_(g2)
+        state.index_add_(0, indices, g2)
         scale = local.sqrt_().add_(EPS).reciprocal_().mul_(-self.lr)
-        table.index_add_(0, rows, summed.mul_(scale.unsqueeze(1)))
+        table.index_add_(0, indices, grads.mul_(scale.unsqueeze(1)))
+
+    def step_pieces(
+        self,
+        table: FloatTensorType,
+        state: FloatTensorType,
+        indices: list[LongTensorType],
+        grads: list[FloatTensorType],
+    ) -> None:
+        """:meth:`step` for gradients in pieces (overwritten), without concatenating them.
+
+        Equivalent to ``step(table, state, cat(indices), cat(grads))``: duplicates are
+        folded across pieces first, so each row has one nonzero gradient overall.
+        """
+        if len(indices) == 1:
+            self.step(table, state, indices[0], grads[0], grads_writable=True)
+            return
+        src, dst = duplicate_positions(torch.cat(indices))
+        if src.numel() > 0:
+            starts = [0]
+            for idx in indices:
+                starts.append(starts[-1] + idx.numel())
+            moved = [
+                grads[p].index_select(0, src[(src >= lo) & (src < hi)] - lo)
+                for p, (lo, hi) in enumerate(zip(starts, starts[1:]))
+            ]
+            moved_dst = torch.cat([dst[(src >= lo) & (src < hi)] for lo, hi in zip(starts, starts[1:])])
+            moved_rows = torch.cat(moved)
+            for p, (lo, hi) in enumerate(zip(starts, starts[1:])):
+                into = (moved_dst >= lo) & (moved_dst < hi)
+                grads[p].index_add_(0, moved_dst[into] - lo, moved_rows[into])
+                grads[p].index_fill_(0, src[(src >= lo) & (src < hi)] - lo, 0.0)
+        for idx, grad in zip(indices, grads):
+            self._apply(table, state, idx, grad)
 
     @staticmethod
     def state_dict(state: FloatTensorType) -> dict[str, Any]:
@@ -70,6 +121,34 @@ class RowAdagrad:
             return False
         out.copy_(saved)
         return True
+
+
+def fold_duplicate_rows_(indices: LongTensorType, grads: FloatTensorType) -> None:
+    """Sum the gradients of repeated ``indices`` into one copy of each row; zero the others.
+
+    Afterwards every row index has at most one nonzero gradient, so per-row updates
+    computed from ``grads`` equal those of a coalesced (summed) sparse gradient.
+    """
+    src, dst = duplicate_positions(indices)
+    if src.numel() > 0:
+        grads.index_add_(0, dst, grads.index_select(0, src))
+        grads.index_fill_(0, src, 0.0)
+
+
+def duplicate_positions(indices: LongTensorType) -> tuple[LongTensorType, LongTensorType]:
+    """Positions ``src`` of repeated values and, for each, the position ``dst`` of a kept copy.
+
+    Every value's kept copy is one fixed position (never itself in ``src``).
+    """
+    ordered, perm = indices.sort()
+    repeat = ordered[1:] == ordered[:-1]  # sorted position j + 1 repeats position j
+    if not bool(repeat.any()):
+        empty = indices.new_empty(0)
+        return empty, empty
+    # For every sorted position, the sorted position where its run of equal values starts.
+    run_start = torch.where(repeat, 0, torch.arange(1, indices.numel())).cummax(0).values
+    at = repeat.nonzero().squeeze(1)
+    return perm[at + 1], perm[run_start[at]]
 
 
 class AsyncAdagrad:

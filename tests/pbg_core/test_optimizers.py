@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from pbg_core.optimizers import AsyncAdagrad, RowAdagrad
+from pbg_core.optimizers import AsyncAdagrad, RowAdagrad, fold_duplicate_rows_
 
 
 def test_row_adagrad_sums_duplicates_then_updates() -> None:
@@ -62,3 +62,37 @@ def test_async_adagrad_elementwise_and_state_roundtrip() -> None:
         AsyncAdagrad([nn.Parameter(torch.zeros(3))], 0.1).load_optimizer_state_dict(opt.optimizer_state_dict())
     opt.zero_grad()
     assert p.grad is None
+
+
+def test_fold_duplicate_rows_sums_into_one_copy() -> None:
+    idx = torch.tensor([5, 2, 5, 7, 2, 5])
+    grads = torch.arange(12.0).view(6, 2)
+    fold_duplicate_rows_(idx, grads)
+    per_row: dict[int, list[float]] = {}
+    for i, row in enumerate(idx.tolist()):
+        if grads[i].abs().sum() > 0:
+            assert row not in per_row  # at most one nonzero copy per row
+            per_row[row] = grads[i].tolist()
+    assert per_row == {5: [0 + 4 + 10, 1 + 5 + 11], 2: [2 + 8, 3 + 9], 7: [6, 7]}
+
+
+def test_row_adagrad_leaves_grads_alone_unless_writable() -> None:
+    grads = torch.ones(3, 2)
+    RowAdagrad(0.1).step(torch.zeros(4, 2), torch.zeros(4), torch.tensor([1, 1, 3]), grads)
+    assert torch.equal(grads, torch.ones(3, 2))
+    RowAdagrad(0.1).step(torch.zeros(4, 2), torch.zeros(4), torch.tensor([1, 1, 3]), grads, grads_writable=True)
+    assert not torch.equal(grads, torch.ones(3, 2))
+
+
+def test_step_pieces_equals_step_on_the_concatenation() -> None:
+    gen = torch.Generator().manual_seed(0)
+    table, state = torch.randn(8, 3, generator=gen), torch.rand(8, generator=gen)
+    idxs = [torch.tensor([1, 4, 1]), torch.tensor([4, 6]), torch.tensor([7, 1])]
+    grads = [torch.randn(len(i), 3, generator=gen) for i in idxs]
+    want_t, want_s = table.clone(), state.clone()
+    before = state.clone()
+    RowAdagrad(0.3).step(want_t, want_s, torch.cat(idxs), torch.cat(grads))
+    RowAdagrad(0.3).step_pieces(table, state, idxs, [g.clone() for g in grads])
+    torch.testing.assert_close(table, want_t)
+    torch.testing.assert_close(state, want_s)
+    assert (state > before).sum() == 4  # rows 1, 4, 6, 7 each got one accumulated update

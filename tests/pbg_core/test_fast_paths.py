@@ -1,0 +1,173 @@
+"""fast_paths: which batches it takes, and that it trains exactly like the autograd path."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pbg_core import fast_paths
+from pbg_core.batching import BatchSettings, BucketTables, build_trainer, train_edges
+from pbg_core.edgelist import EdgeList
+from pbg_core.losses import build_loss
+from pbg_core.model import build_model
+from pbg_core.types import Side
+
+COUNT = 30
+
+
+def make_config(**overrides: object) -> SimpleNamespace:
+    cfg = SimpleNamespace(
+        entities={
+            "a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
+            "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
+        },
+        relations=[SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.5, operator="none", all_negs=False)],
+        dimension=6, comparator="dot", bias=False, global_emb=False, regularizer="N3", regularization_coef=0.0,
+        dynamic_relations=False, loss_fn="ranking", margin=0.1, max_norm=None, batch_size=12, num_batch_negs=4,
+        num_uniform_negs=3, disable_lhs_negs=False, disable_rhs_negs=False, lr=0.1, relation_lr=None,
+        eval_num_batch_negs=None, eval_num_uniform_negs=None,
+    )
+    cfg.__dict__.update(overrides)
+    cfg.entity_dimension = lambda name: cfg.dimension
+    return cfg
+
+
+def make_tables(cfg: SimpleNamespace, seed: int) -> BucketTables:
+    """One table per entity type; an entity type on both sides shares its table and state."""
+    gen = torch.Generator().manual_seed(seed)
+    embs, states = {}, {}
+    for name in cfg.entities:
+        table, state = torch.randn(COUNT, cfg.dimension, generator=gen), torch.rand(COUNT, generator=gen)
+        for side in (Side.LHS, Side.RHS):
+            embs[(name, side)], states[(name, side)] = table, state
+    return BucketTables(embs, states)
+
+
+def clone_tables(tables: BucketTables) -> BucketTables:
+    copies: dict[int, torch.Tensor] = {}
+
+    def dup(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in copies:
+            copies[id(t)] = t.clone()
+        return copies[id(t)]
+
+    embs = {k: dup(v) for k, v in tables.embeddings.items()}
+    return BucketTables(embs, {k: dup(v) for k, v in tables.optim_state.items()})
+
+
+def run_both(cfg: SimpleNamespace, edges: EdgeList, num_rels: int = 1, seed: int = 0) -> tuple:
+    """Train the same edges with and without the fast path; returns both (stats, tables)."""
+    out = []
+    base = make_tables(cfg, seed)
+    for fast in (True, False):
+        tables = clone_tables(base)
+        trainer = build_trainer(cfg, build_model(cfg, num_rels))
+        trainer.fast_path = fast
+        stats = train_edges(trainer, tables, edges, torch.arange(len(edges)), torch.Generator().manual_seed(seed + 1))
+        out.append((stats, tables))
+    return out[0], out[1], base
+
+
+def random_edges(num: int, seed: int, weights: bool = False, num_rels: int = 1) -> EdgeList:
+    gen = torch.Generator().manual_seed(seed)
+    lhs, rhs = torch.randint(COUNT, (num,), generator=gen), torch.randint(COUNT, (num,), generator=gen)
+    rel = torch.randint(num_rels, (num,), generator=gen)
+    weight = torch.rand(num, generator=gen) + 0.5 if weights else None
+    return EdgeList.from_tensors(lhs, rhs, rel, weight)
+
+
+def assert_same(fast: tuple, slow: tuple, base: BucketTables) -> None:
+    (fast_stats, fast_tables), (slow_stats, slow_tables) = fast, slow
+    assert fast_stats.count == slow_stats.count
+    for name, value in slow_stats.metrics.items():
+        # With 30 entities a negative is often the positive's own entity and ties with it;
+        # rounding decides those (test_violators_are_exact_without_ties checks the count).
+        rel = 0.02 if name.startswith("violators") else 1e-5
+        assert fast_stats.metrics[name] == pytest.approx(value, rel=rel, abs=1e-5), name
+    for key, table in slow_tables.embeddings.items():
+        if slow_stats.metrics["loss"] > 0 and key[0] == "a":
+            assert not torch.equal(table, base.embeddings[key])  # training moved the table
+        torch.testing.assert_close(fast_tables.embeddings[key], table, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fast_tables.optim_state[key], slow_tables.optim_state[key], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("comparator", ["dot", "cos"])
+@pytest.mark.parametrize("loss_fn", ["ranking", "softmax", "logistic"])
+@pytest.mark.parametrize("weights", [False, True])
+def test_fast_path_matches_autograd(comparator: str, loss_fn: str, weights: bool) -> None:
+    cfg = make_config(comparator=comparator, loss_fn=loss_fn, margin=1.0)
+    fast, slow, base = run_both(cfg, random_edges(24, seed=3, weights=weights))
+    assert_same(fast, slow, base)
+    assert fast[0].metrics["violators_lhs"] > 0  # the ranking margin really is active
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"disable_lhs_negs": True},
+        {"disable_rhs_negs": True},
+        {"disable_rhs_negs": True, "loss_fn": "logistic"},
+        {"num_uniform_negs": 0},
+        {"num_uniform_negs": 0, "disable_lhs_negs": True, "loss_fn": "softmax"},
+        {"max_norm": 1.0, "comparator": "cos"},
+        {"num_batch_negs": 12, "batch_size": 12, "loss_fn": "softmax"},
+        {"num_batch_negs": 50},  # chunk = the whole (smaller) batch
+    ],
+)
+def test_fast_path_matches_autograd_variants(overrides: dict) -> None:
+    fast, slow, base = run_both(make_config(**overrides), random_edges(24, seed=4))
+    assert_same(fast, slow, base)
+
+
+def test_fast_path_with_two_entity_types_and_dynamic_relations() -> None:
+    rel = SimpleNamespace(name="r", lhs="a", rhs="b", weight=2.0, operator="none", all_negs=False)
+    cfg = make_config(relations=[rel], loss_fn="softmax")
+    fast, slow, base = run_both(cfg, random_edges(24, seed=5))
+    assert_same(fast, slow, base)
+    dyn = make_config(dynamic_relations=True, comparator="cos")
+    fast, slow, base = run_both(dyn, random_edges(24, seed=6, num_rels=3), num_rels=3)
+    assert_same(fast, slow, base)
+
+
+def test_fast_path_draws_the_same_negatives_as_autograd_path() -> None:
+    # Same stats over several batches only if every uniform negative is identical.
+    fast, slow, base = run_both(make_config(num_uniform_negs=5, loss_fn="logistic"), random_edges(60, seed=7))
+    assert_same(fast, slow, base)
+
+
+def test_violators_are_exact_without_ties() -> None:
+    # Distinct entities and batch negatives only: no negative can tie with its positive.
+    edges = EdgeList.from_tensors(torch.arange(12), torch.arange(12, 24), 0)
+    fast, slow, base = run_both(make_config(num_uniform_negs=0, lr=0.0), edges)
+    assert fast[0].metrics["violators_lhs"] == slow[0].metrics["violators_lhs"] > 0
+    assert fast[0].metrics["violators_rhs"] == slow[0].metrics["violators_rhs"] > 0
+
+
+def test_supports_only_the_plain_cases() -> None:
+    cfg = make_config()
+    model, loss, settings = build_model(cfg, 1), build_loss("ranking"), BatchSettings(12, 4, 3)
+    assert fast_paths.supports(model, loss, settings, 0, 12)
+    assert not fast_paths.supports(model, loss, settings, 0, 10)  # short last chunk
+    assert fast_paths.supports(model, loss, settings, 0, 3)  # one chunk of 3
+    assert not fast_paths.supports(model, loss, BatchSettings(12, 0, 3), 0, 12)  # uniform-only mode
+    assert not fast_paths.supports(model, loss, BatchSettings(12, 4, 3, True, True), 0, 12)
+    assert not fast_paths.supports(model, build_loss("ranking"), settings, 0, 0)
+    for overrides in (
+        {"comparator": "l2"},
+        {"bias": True},
+        {"global_emb": True},
+        {"regularization_coef": 1e-3},
+        {"relations": [SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.0, operator="diagonal", all_negs=False)]},
+        {"relations": [SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.0, operator="none", all_negs=True)]},
+    ):
+        assert not fast_paths.supports(build_model(make_config(**overrides), 1), loss, settings, 0, 12), overrides
+
+
+def test_unsupported_batches_still_train_identically() -> None:
+    # 26 edges in batches of 12: the last batch (2 edges) has one chunk; 12 / 4 fills chunks;
+    # a translation operator goes through autograd in both runs.
+    rel = SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.0, operator="translation", all_negs=False)
+    fast, slow, base = run_both(make_config(relations=[rel]), random_edges(26, seed=8))
+    assert_same(fast, slow, base)
+    fast, slow, base = run_both(make_config(batch_size=10), random_edges(26, seed=9))  # padded chunks
+    assert_same(fast, slow, base)
