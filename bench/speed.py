@@ -1,0 +1,193 @@
+"""Training speed and memory, PyPI PBG 1.0.0 vs our `pbg`, side by side in one run.
+
+For each config (bench/configs/speed_a.py, speed_b.py) on one seeded synthetic graph
+(bench/gen_graph.py), each tool imports the TSV with its own importer and trains from scratch
+with the same config file; the script then reports, per tool and as ours/PBG ratios:
+- train edges/s (each tool's own compute timer; see speed_sides.py) and wall-clock edges/s;
+- wall time of the train command, peak RSS and PSS of its whole process tree (see _common.py);
+- achieved fraction of this machine's sgemm FLOP/s (flops.py model x edges/s / sgemm.py).
+Targets: config A ours/PBG >= 3x edges/s, config B >= 2x, peak tree RSS ours <= PBG.
+
+Graphs: A = 200k nodes, 2M edges, 1 relation; B = 200k nodes, 200k edges, 10 relations
+(dynamic). --quick shrinks both 10x (smoke run). Machines are shared and noisy: only compare
+numbers from one run, and prefer the ratios.
+
+Run: ``python bench/speed.py [--only A|B] [--epochs N] [--quick] [--skip-pbg] [--skip-ours]``;
+writes bench/results/speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from _common import BENCH_DIR, WORK_DIR, format_table, machine_info, ratio, write_json
+from flops import train_flops_per_edge
+from gen_graph import ensure_graph
+from sgemm import measure_machine
+from speed_sides import build_sides, run_side
+
+
+@dataclass(frozen=True)
+class SpeedCase:
+    """One benchmark configuration: config file, graph shape, default epochs and target."""
+
+    name: str
+    config_file: Path
+    nodes: int
+    edges: int
+    relations: int
+    epochs: int
+    target_speedup: float
+
+
+CASES = {
+    "A": SpeedCase("A", BENCH_DIR / "configs" / "speed_a.py", 200_000, 2_000_000, 1, 3, 3.0),
+    "B": SpeedCase("B", BENCH_DIR / "configs" / "speed_b.py", 200_000, 200_000, 10, 1, 2.0),
+}
+QUICK_SHRINK = 10
+
+
+def load_config_dict(path: Path) -> dict[str, object]:
+    """Call ``get_torchbiggraph_config()`` of a PBG-format .py config file."""
+    spec = importlib.util.spec_from_file_location(f"bench_config_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load config file {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_torchbiggraph_config()
+
+
+def add_flops(side: dict[str, object], flops_per_edge: float, sgemm: dict[str, object]) -> None:
+    """Add achieved GFLOP/s and fractions of 1-thread and all-thread sgemm FLOP/s to ``side``."""
+    rate = side.get("edges_per_s")
+    if rate is None:
+        return
+    achieved = rate * flops_per_edge  # type: ignore[operator]
+    side["achieved_gflops"] = achieved / 1e9
+    side["sgemm_fraction"] = achieved / sgemm["all_threads"]["flops"]  # type: ignore[index]
+    side["sgemm_fraction_one_thread"] = achieved / sgemm["one_thread"]["flops"]  # type: ignore[index]
+
+
+def compare(case: SpeedCase, pbg: dict | None, ours: dict | None) -> dict[str, object]:
+    """Ours/PBG ratios and pass/fail against the targets (None where a side is missing)."""
+    def get(side: dict | None, key: str) -> float | None:
+        return side.get(key) if side and side.get("status") == "ok" else None
+
+    speedup = ratio(get(ours, "edges_per_s"), get(pbg, "edges_per_s"))
+    rss_ratio = ratio(get(ours, "peak_rss_mib"), get(pbg, "peak_rss_mib"))
+    return {
+        "speedup": speedup,
+        "wall_speedup": ratio(get(ours, "wall_edges_per_s"), get(pbg, "wall_edges_per_s")),
+        "rss_ratio": rss_ratio,
+        "pss_ratio": ratio(get(ours, "peak_pss_mib"), get(pbg, "peak_pss_mib")),
+        "target_speedup": case.target_speedup,
+        "speed_pass": None if speedup is None else speedup >= case.target_speedup,
+        "rss_pass": None if rss_ratio is None else rss_ratio <= 1.0,
+    }
+
+
+def run_case(case: SpeedCase, args: argparse.Namespace, sgemm: dict, sides: list) -> dict:
+    """Generate the graph, run every side, compute FLOP fractions and ratios for one config."""
+    shrink = QUICK_SHRINK if args.quick else 1
+    nodes, edges = case.nodes // shrink, case.edges // shrink
+    epochs = args.epochs or (1 if args.quick else case.epochs)
+    graph_key = f"{case.name}-n{nodes}-e{edges}-r{case.relations}-s{args.seed}"
+    graph = WORK_DIR / "speed" / "graphs" / f"{graph_key}.tsv"
+    print(f"[{case.name}] graph {graph.name} ...", flush=True)
+    summary = ensure_graph(graph, nodes, edges, case.relations, args.seed)
+    flops_per_edge = train_flops_per_edge(load_config_dict(case.config_file))
+    record: dict[str, object] = {"config_file": str(case.config_file), "epochs": epochs,
+                                 "graph": {"path": str(graph), **summary},
+                                 "train_flops_per_edge": flops_per_edge}
+    for side in sides:
+        print(f"[{case.name}] {side.name}: import + train ({epochs} epochs) ...", flush=True)
+        workdir = WORK_DIR / "speed" / graph_key / side.name
+        result = run_side(side, case.config_file, graph, workdir, epochs)
+        add_flops(result, flops_per_edge, sgemm)
+        record[side.name] = result
+        print(f"[{case.name}] {side.name}: {result['status']}"
+              + (f", {result['edges_per_s']:.0f} edges/s" if result.get("edges_per_s") else ""),
+              flush=True)
+        if result["status"] != "ok":
+            print(_failure_detail(result), flush=True)
+    record["comparison"] = compare(case, record.get("pbg"), record.get("ours"))  # type: ignore[arg-type]
+    return record
+
+
+def _failure_detail(result: dict) -> str:
+    """Where a failed side broke: the step's exit code and stderr tail, or its error note."""
+    for step in ("train", "import"):
+        run = result.get(step)
+        if isinstance(run, dict) and "run" in run:
+            run = run["run"]
+        if isinstance(run, dict) and run.get("returncode"):
+            return f"  {step} exited {run['returncode']}:\n{run.get('stderr_tail', '')}"
+    return f"  {result.get('error', 'unknown failure')}"
+
+
+def case_rows(name: str, record: dict) -> list[list[object]]:
+    """Table rows (metric, PBG, ours, ratio, target) for one config."""
+    pbg, ours, cmp = record.get("pbg") or {}, record.get("ours") or {}, record["comparison"]
+    metrics = [
+        ("train edges/s", "edges_per_s", cmp["speedup"], f">= {cmp['target_speedup']:g}x"),
+        ("wall edges/s", "wall_edges_per_s", cmp["wall_speedup"], ""),
+        ("train wall s", "train_wall_s", None, ""),
+        ("peak tree RSS MiB", "peak_rss_mib", cmp["rss_ratio"], "<= 1"),
+        ("peak tree PSS MiB", "peak_pss_mib", cmp["pss_ratio"], ""),
+        ("achieved GFLOP/s", "achieved_gflops", None, ""),
+        ("sgemm fraction", "sgemm_fraction", None, ""),
+    ]
+    rows = [[f"{name}: {label}", pbg.get(key), ours.get(key), r, target]
+            for label, key, r, target in metrics]
+    rows.append([f"{name}: status", pbg.get("status"), ours.get("status"),
+                 _verdict(cmp), ""])
+    return rows
+
+
+def _verdict(cmp: dict) -> str:
+    """PASS/FAIL text for the speed and RSS targets (n/a when a side did not run)."""
+    def word(flag: bool | None) -> str:
+        return "n/a" if flag is None else ("PASS" if flag else "FAIL")
+
+    return f"speed {word(cmp['speed_pass'])}, rss {word(cmp['rss_pass'])}"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="PBG 1.0.0 vs pbg-flow training speed.")
+    parser.add_argument("--only", choices=sorted(CASES), help="run one config only")
+    parser.add_argument("--epochs", type=int, help="override every config's epoch count")
+    parser.add_argument("--quick", action="store_true", help="10x smaller graphs, 1 epoch")
+    parser.add_argument("--skip-pbg", action="store_true", help="run our side only")
+    parser.add_argument("--skip-ours", action="store_true", help="run PBG's side only")
+    parser.add_argument("--seed", type=int, default=0, help="graph seed and our -p seed")
+    parser.add_argument("--sgemm-size", type=int, default=2048)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sides, notes = build_sides(args.skip_pbg, args.skip_ours, args.seed)
+    for note in notes:
+        print(f"skipping a side: {note}")
+    print("measuring sgemm ...", flush=True)
+    sgemm = measure_machine(args.sgemm_size)
+    names = [args.only] if args.only else sorted(CASES)
+    records = {name: run_case(CASES[name], args, sgemm, sides) for name in names}
+    rows = [row for name in names for row in case_rows(name, records[name])]
+    print(format_table(["metric", "PBG 1.0.0", "ours", "ours/PBG", "target"], rows))
+    print(f"sgemm: {sgemm['one_thread']['flops'] / 1e9:.1f} GFLOP/s on 1 thread, "
+          f"{sgemm['all_threads']['flops'] / 1e9:.1f} on {sgemm['usable_cpus']} threads")
+    path = write_json("speed", {"machine": machine_info(), "sgemm": sgemm, "notes": notes,
+                                "quick": args.quick, "configs": records})
+    print(f"wrote {path}")
+    failed = [n for n, r in records.items() for s in ("pbg", "ours")
+              if s in r and r[s]["status"] != "ok"]
+    return 1 if failed or not sides else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

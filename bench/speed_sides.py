@@ -1,0 +1,163 @@
+"""The two sides of bench/speed.py: run one tool's import + train and read its throughput.
+
+Both sides load the *same* config file (bench/configs/speed_*.py, relative paths) and each runs
+in its own working directory, so their entity/edge/checkpoint directories never collide.
+
+Training throughput ("train edges/s") is what each tool reports about its own compute phase:
+- PBG 1.0.0: the per-bucket log lines ``Processed N edges in T s`` (HOGWILD compute time, I/O
+  excluded), summed over buckets and epochs.
+- ours: ``<checkpoint_path>/training_stats.json`` rows (JSON lines): sum of
+  ``row["stats"]["count"]`` over sum of ``row["timing"]["train"]`` seconds. A row without
+  ``timing`` falls back to the train command's wall time (reported as ``timing_source``).
+The wall-clock rate (edges x epochs / whole train command wall time, start-up and checkpoint
+writes included) is reported too, because compute-only timers are each tool's own claim.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from _common import RunResult, ToolMissingError, mib, ours_bin, pbg_bin, run_measured, tail
+
+_PBG_PROCESSED = re.compile(r"Processed (\d+) edges in ([0-9.]+) s")
+IMPORT_DONE = "import.done"  # marker: the importer finished for this graph in this directory
+
+
+@dataclass(frozen=True)
+class SideCommands:
+    """How one tool imports and trains; argv lists without the config/graph arguments."""
+
+    name: str
+    import_argv: list[str]
+    train_argv: list[str]
+    train_overrides: list[str]  # extra `-p key=value` for this side only
+
+
+def pbg_commands() -> SideCommands:
+    """PyPI torchbiggraph 1.0.0 console scripts in bench/.pbg-venv."""
+    return SideCommands("pbg", [str(pbg_bin("torchbiggraph_import_from_tsv"))],
+                        [str(pbg_bin("torchbiggraph_train"))], [])
+
+
+def ours_commands(seed: int) -> SideCommands:
+    """Our CLI; ``seed`` is pbg-flow-only, so it goes through -p and never into the shared file."""
+    pbg = str(ours_bin("pbg"))
+    return SideCommands("ours", [pbg, "import"], [pbg, "train"], [f"seed={seed}"])
+
+
+def parse_pbg_log(text: str) -> list[tuple[int, float]]:
+    """(edges, seconds) of every ``Processed N edges in T s`` line, in log order."""
+    return [(int(m.group(1)), float(m.group(2))) for m in _PBG_PROCESSED.finditer(text)]
+
+
+def read_training_stats(path: Path) -> list[dict[str, object]]:
+    """Rows of a JSON-lines training_stats.json that carry per-bucket training ``stats``."""
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if "stats" in row:
+                rows.append(row)
+    return rows
+
+
+def throughput_from_stats(rows: list[dict[str, object]], wall_s: float) -> dict[str, object]:
+    """Edges, seconds and edges/s from our stats rows; wall-time fallback if timing is missing."""
+    edges = sum(int(row["stats"]["count"]) for row in rows)  # type: ignore[index]
+    if rows and all("timing" in row and "train" in row["timing"] for row in rows):  # type: ignore[operator]
+        seconds = sum(float(row["timing"]["train"]) for row in rows)  # type: ignore[index]
+        source = "training_stats.json timing.train"
+    else:
+        seconds = wall_s
+        source = "wall time of `pbg train` (training_stats.json rows lack timing.train)"
+    return {"edges": edges, "compute_s": seconds, "timing_source": source,
+            "per_bucket": [[int(r["stats"]["count"]),  # type: ignore[index]
+                            float(r.get("timing", {}).get("train", 0.0))]  # type: ignore[union-attr]
+                           for r in rows]}
+
+
+def throughput_from_pbg(run: RunResult) -> dict[str, object]:
+    """Edges, seconds and per-bucket pairs from PBG's training log."""
+    buckets = parse_pbg_log(run.stdout + "\n" + run.stderr)
+    return {"edges": sum(e for e, _ in buckets), "compute_s": sum(s for _, s in buckets),
+            "timing_source": "PBG log 'Processed N edges in T s'",
+            "per_bucket": [list(pair) for pair in buckets]}
+
+
+def _run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> dict[str, object]:
+    """Import ``graph`` into ``workdir`` once (a marker file skips later runs)."""
+    marker = workdir / IMPORT_DONE
+    if marker.exists():
+        return {"status": "cached", **json.loads(marker.read_text())}
+    if workdir.exists():
+        shutil.rmtree(workdir)  # a half-finished import must not be mistaken for a complete one
+    argv = [*side.import_argv, config, graph, "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
+    run = run_measured(argv, workdir, "import")
+    record = {"status": "ok" if run.ok else "failed", "wall_s": run.wall_s,
+              "peak_rss_mib": mib(run.peak_rss_bytes), "run": run.summary()}
+    if run.ok:
+        marker.write_text(json.dumps({"wall_s": run.wall_s,
+                                      "peak_rss_mib": mib(run.peak_rss_bytes)}))
+    return record
+
+
+def run_side(
+    side: SideCommands, config: Path, graph: Path, workdir: Path, epochs: int
+) -> dict[str, object]:
+    """Import (cached) then train from scratch; return timings, memory and throughput.
+
+    Returns:
+        ``{"status": "ok" | "failed", "import": {...}, "train": {...}, ...}``; a failed command
+        is recorded with its stderr tail rather than raised, so the other side still runs.
+    """
+    result: dict[str, object] = {"side": side.name, "workdir": str(workdir)}
+    result["import"] = _run_import(side, config, graph, workdir)
+    if result["import"]["status"] == "failed":  # type: ignore[index]
+        result["status"] = "failed"
+        return result
+    shutil.rmtree(workdir / "checkpoints", ignore_errors=True)  # else both tools would resume
+    overrides = [f"num_epochs={epochs}", *side.train_overrides]
+    argv = [*side.train_argv, config, *[a for o in overrides for a in ("-p", o)]]
+    run = run_measured(argv, workdir, "train")
+    result["train"] = run.summary()
+    if not run.ok:
+        result["status"] = "failed"
+        return result
+    if side.name == "pbg":
+        throughput = throughput_from_pbg(run)
+    else:
+        stats_path = workdir / "checkpoints" / "training_stats.json"
+        if not stats_path.exists():
+            result["status"] = "failed"
+            result["error"] = f"{stats_path} not written"
+            return result
+        throughput = throughput_from_stats(read_training_stats(stats_path), run.wall_s)
+    edges, seconds = throughput["edges"], throughput["compute_s"]
+    result.update(throughput)
+    result.update({
+        "status": "ok",
+        "edges_per_s": edges / seconds if seconds else None,  # type: ignore[operator]
+        "wall_edges_per_s": edges / run.wall_s if run.wall_s else None,  # type: ignore[operator]
+        "train_wall_s": run.wall_s,
+        "peak_rss_mib": mib(run.peak_rss_bytes),
+        "peak_pss_mib": mib(run.peak_pss_bytes),
+        "log_tail": tail(run.stdout, 5),
+    })
+    return result
+
+
+def build_sides(skip_pbg: bool, skip_ours: bool, seed: int) -> tuple[list[SideCommands], list[str]]:
+    """The sides to run, plus a note for each side that is unavailable (tool not installed)."""
+    sides, notes = [], []
+    for skip, factory in ((skip_pbg, pbg_commands), (skip_ours, lambda: ours_commands(seed))):
+        if skip:
+            continue
+        try:
+            sides.append(factory())
+        except ToolMissingError as error:
+            notes.append(str(error))
+    return sides, notes
