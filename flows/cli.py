@@ -30,6 +30,8 @@ def _prepare_prefect_env() -> None:
     os.environ["PREFECT_LOGGING_EXTRA_LOGGERS"] = ",".join(filter(None, [loggers, *wanted]))
     # A brand-new PREFECT_HOME needs its SQLite migrations: the default 20 s can expire.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    # import/export run no flow: their storage logs must not warn about a missing flow run.
+    os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +85,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     report = run_import(
         config, args.inputs, lhs_col=args.lhs_col, rhs_col=args.rhs_col, rel_col=args.rel_col,
         weight_col=args.weight_col, relation_type_min_count=args.relation_type_min_count,
-        entity_min_count=args.entity_min_count, delimiter=args.delimiter,
+        entity_min_count=args.entity_min_count, delimiter=args.delimiter, seed=config.seed,
     )
     print(report)
     return 0

@@ -19,7 +19,7 @@ def pbg_eval(config: ConfigSchema, filter_paths: list[str] | None = None) -> dic
         filter_paths: For filtered metrics, edge paths whose edges are known true
             and removed from the negatives (needs all_negs); None for raw metrics.
     """
-    handle = open_eval_session(config)
+    handle = open_eval_session(config, filtered=filter_paths is not None)
     try:
         parts = [evaluate_edge_path(handle, path, filter_paths) for path in config.edge_paths]
     finally:

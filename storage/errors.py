@@ -41,6 +41,10 @@ class DataNotFound(StorageError, FileNotFoundError):
     """A file or directory that should exist does not."""
 
 
+class OutputExistsError(StorageError, FileExistsError):
+    """An output that must not be overwritten already exists."""
+
+
 class BadDataError(StorageError, ValueError):
     """A file exists but its content does not follow the expected format."""
 

@@ -22,7 +22,6 @@ Behaviour of PBG's ``export_to_tsv`` (reference 1.19):
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import posixpath
 from collections.abc import Iterator, Sequence
@@ -36,7 +35,7 @@ from pbg_core.types import ModuleStateDict
 from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
-from storage.errors import BadDataError, DataNotFound
+from storage.errors import BadDataError, DataNotFound, OutputExistsError
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +182,7 @@ def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[li
     """Create every output exclusively; on error close and remove the ones created."""
     existing = [url for url in urls if fs.exists(url, storage_options)]
     if existing:
-        raise FileExistsError(errno.EEXIST, f"refusing to overwrite export output(s) {existing}", existing[0])
+        raise OutputExistsError(existing[0], f"refusing to overwrite export output(s) {', '.join(existing)}")
     created: list[tuple[Any, str]] = []
     with contextlib.ExitStack() as stack:
         try:

@@ -7,6 +7,7 @@ from typing import Any
 from prefect import task
 
 from pbg_core.config import ConfigSchema
+from pbg_core.errors import ConfigError
 from pbg_core.offline_eval import evaluate_edge_source
 from pbg_core.session_build import build_session
 from storage.edges import EdgeStore
@@ -18,8 +19,20 @@ from tasks.sessions import get_session, register_session
 
 @task(name="open-eval-session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
-def open_eval_session(config: ConfigSchema) -> str:
-    """Load the committed checkpoint read-only and start the workers; returns a handle."""
+def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
+    """Load the committed checkpoint read-only and start the workers; returns a handle.
+
+    Raises:
+        ConfigError: filtered metrics asked for relations whose negatives are sampled
+            (filtering removes known edges from *all* entities: it needs all_negs).
+    """
+    if filtered:
+        sampled = [f"relations.{i}.all_negs" for i, r in enumerate(config.relations) if not r.all_negs]
+        if sampled:
+            raise ConfigError(
+                [f"{key}: false, but filtered evaluation ranks against all entities; set -p {key}=true "
+                 "(and num_uniform_negs=0)" for key in sampled]
+            )
     stores = open_run_stores(config)
     version = stores.checkpoint.read_version()
     if version == 0:

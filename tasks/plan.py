@@ -32,7 +32,7 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
     stores = open_run_stores(config)
     topology = build_topology(config)
     missing = [
-        f"{store.url}: bucket {bucket}"
+        store.bucket_url(bucket)
         for store in stores.edges
         for bucket in topology.buckets()
         if not store.has_bucket(bucket)

@@ -1,0 +1,187 @@
+"""The ``pbg`` console script as users run it: a subprocess per command.
+
+Commands that run a flow (train, eval) pay Prefect's ephemeral start-up in every process,
+so this module runs only a handful of them; one PREFECT_HOME is shared so that its SQLite
+migrations run once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+PBG = str(Path(sys.executable).with_name("pbg"))
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect_home"))
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
+    return env
+
+
+def run_pbg(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PBG, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False
+    )
+
+
+def cli_config() -> dict[str, Any]:
+    """A JSON config with relative paths (resolved against the command's cwd)."""
+    return {
+        "entity_path": "data",
+        "edge_paths": ["data/train", "data/test"],
+        "checkpoint_path": "model",
+        "entities": {"node": {"num_partitions": 1}},
+        "relations": [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "diagonal"}],
+        "dimension": 8,
+        "comparator": "dot",
+        "loss_fn": "softmax",
+        "lr": 0.1,
+        "num_epochs": 2,
+        "batch_size": 100,
+        "num_batch_negs": 20,
+        "num_uniform_negs": 20,
+        "eval_fraction": 0.0,
+        "workers": 1,
+        "hogwild_delay": 0.0,
+        "seed": 0,
+    }
+
+
+@pytest.fixture(scope="module")
+def imported(cli_env: dict[str, str], graph: Any, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """``pbg import`` of the planted graph's TSV files into a fresh working directory."""
+    root = tmp_path_factory.mktemp("cli")
+    config = cli_config()
+    (root / "config.json").write_text(json.dumps(config))
+    done = run_pbg(cli_env, root, "import", "config.json", str(graph.root / "train.tsv"),
+                   str(graph.root / "test.tsv"), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2")
+    assert done.returncode == 0, done.stderr
+    return SimpleNamespace(root=root, config=config, stdout=done.stdout, stderr=done.stderr)
+
+
+def test_import_writes_the_pbg_layout(imported: SimpleNamespace) -> None:
+    data = imported.root / "data"
+    assert (data / "entity_count_node_0.txt").read_text().strip() == "200"
+    assert sorted(json.loads((data / "entity_names_node_0.json").read_text())) == sorted(
+        f"n{i}" for i in range(200)
+    )
+    assert (data / "train" / "edges_0_0.h5").is_file() and (data / "test" / "edges_0_0.h5").is_file()
+    assert "imported 2,000 of 2,000 edges" in imported.stdout
+
+
+def test_import_prints_no_prefect_api_warnings(imported: SimpleNamespace) -> None:
+    assert "UserWarning" not in imported.stderr
+
+
+def test_import_is_reproducible_with_the_configs_seed(
+    imported: SimpleNamespace, cli_env: dict[str, str], graph: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(imported.config))
+    done = run_pbg(cli_env, tmp_path, "import", "config.json", str(graph.root / "train.tsv"),
+                   str(graph.root / "test.tsv"), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2")
+    assert done.returncode == 0, done.stderr
+    names = "entity_names_node_0.json"
+    assert (tmp_path / "data" / names).read_text() == (imported.root / "data" / names).read_text()
+
+
+def test_config_errors_name_the_field_and_the_allowed_values(
+    imported: SimpleNamespace, cli_env: dict[str, str]
+) -> None:
+    done = run_pbg(cli_env, imported.root, "train", "config.json", "-p", "loss_fn=softmaxx", "-p", "num_epoch=3")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "loss_fn" in done.stderr and "softmaxx" in done.stderr
+    for allowed in ("ranking", "logistic", "softmax"):
+        assert allowed in done.stderr
+    # Every problem is reported at once; the unknown key gets the closest known name.
+    assert "num_epoch" in done.stderr and "num_epochs" in done.stderr
+    assert not (imported.root / "model").exists()
+
+
+@pytest.fixture(scope="module")
+def trained_cli(imported: SimpleNamespace, cli_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run_pbg(cli_env, imported.root, "train", "config.json", "-p", "edge_paths=data/train")
+
+
+def test_train_commits_the_last_version(
+    imported: SimpleNamespace, trained_cli: subprocess.CompletedProcess[str]
+) -> None:
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    assert "model is at version 2" in trained_cli.stdout
+    model = imported.root / "model"
+    assert (model / "checkpoint_version.txt").read_text() == "2\n"
+    assert {p.name for p in model.glob("*.h5")} == {"embeddings_node_0.v2.h5", "model.v2.h5"}
+    assert json.loads((model / "config.json").read_text())["edge_paths"] == ["data/train"]
+
+
+def test_eval_json_is_the_last_stdout_line(
+    imported: SimpleNamespace, cli_env: dict[str, str], trained_cli: subprocess.CompletedProcess[str]
+) -> None:
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    done = run_pbg(cli_env, imported.root, "eval", "config.json", "-p", "edge_paths=data/test", "--json")
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(metrics) == {"mrr", "r1", "r10", "r50", "pos_rank", "auc", "count", "loss"}
+    assert metrics["count"] == 400
+    assert 0 < metrics["mrr"] <= 1 and 0 <= metrics["r1"] <= metrics["r10"] <= metrics["r50"] <= 1
+
+
+EXPORT_ARGS = ("export", "config.json", "--entities-output", "out/entities.tsv",
+               "--relation-types-output", "out/relation_types.tsv")
+
+
+@pytest.fixture(scope="module")
+def exported(
+    imported: SimpleNamespace, cli_env: dict[str, str], trained_cli: subprocess.CompletedProcess[str]
+) -> SimpleNamespace:
+    """``pbg export`` run twice into the same outputs, with the first output's bytes in between."""
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    first = run_pbg(cli_env, imported.root, *EXPORT_ARGS)
+    assert first.returncode == 0, first.stderr
+    written = (imported.root / "out" / "entities.tsv").read_bytes()
+    second = run_pbg(cli_env, imported.root, *EXPORT_ARGS)
+    return SimpleNamespace(first=first, second=second, written=written)
+
+
+def test_export_writes_the_checkpoint_as_tsv(
+    imported: SimpleNamespace, exported: SimpleNamespace, h5_datasets: Any
+) -> None:
+    root = imported.root
+    lines = exported.written.decode().splitlines()
+    names = json.loads((root / "data" / "entity_names_node_0.json").read_text())
+    assert [line.split("\t")[0] for line in lines] == names
+    values = np.array([[float(v) for v in line.split("\t")[1:]] for line in lines])
+    embeddings = h5_datasets(root / "model" / "embeddings_node_0.v2.h5")["embeddings"]
+    model = h5_datasets(root / "model" / "model.v2.h5")
+    expected = embeddings + model["model/entities/node/global_embedding"]  # PBG adds global_emb
+    np.testing.assert_allclose(values, expected, rtol=0, atol=1e-8)
+
+    relation_lines = (root / "out" / "relation_types.tsv").read_text().splitlines()
+    assert len(relation_lines) == 1
+    fields = relation_lines[0].split("\t")
+    assert fields[:5] == ["linked", "rhs", "diagonal", "diagonal", "8"]
+    np.testing.assert_allclose(
+        [float(v) for v in fields[5:]], model["model/relations/0/operator/rhs/diagonal"], rtol=0, atol=1e-8
+    )
+
+
+def test_export_refuses_to_overwrite(imported: SimpleNamespace, exported: SimpleNamespace) -> None:
+    assert exported.second.returncode == 1
+    assert "refusing to overwrite" in exported.second.stderr and "entities.tsv" in exported.second.stderr
+    assert (imported.root / "out" / "entities.tsv").read_bytes() == exported.written
+
+
+def test_export_refusal_is_a_clean_error_message(exported: SimpleNamespace) -> None:
+    assert "Traceback" not in exported.second.stderr
+    assert "pbg export: error: " in exported.second.stderr

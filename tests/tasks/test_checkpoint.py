@@ -1,0 +1,111 @@
+"""The checkpoint steps write -> switch -> preserve -> remove (task bodies via ``.fn()``).
+
+The commit protocol: version ``v + 1`` files are written while ``v`` stays committed;
+only ``switch_version`` moves the pointer; the old version goes last.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from pbg_core.config import parse_config
+from pbg_core.types import Bucket
+from tasks.buckets import swap_partitions
+from tasks.checkpoint import preserve_version, remove_old_version, switch_version, write_checkpoint
+from tasks.plan import plan_training
+from tasks.sessions import close_training_session, get_session, open_training_session
+
+
+def versioned(checkpoint: Path) -> set[str]:
+    return {p.name for p in checkpoint.glob("*.h5")}
+
+
+def pointer(checkpoint: Path) -> int:
+    path = checkpoint / "checkpoint_version.txt"
+    return int(path.read_text()) if path.exists() else 0
+
+
+def mtimes(paths: list[Path]) -> list[int]:
+    return [p.stat().st_mtime_ns for p in paths]
+
+
+@pytest.fixture
+def session(make_config: Any) -> Any:
+    config = parse_config(make_config(num_epochs=3, checkpoint_preservation_interval=2))
+    handle = open_training_session.fn(config)
+    yield handle, config, plan_training.fn(config).remaining, Path(config.checkpoint_path)
+    close_training_session.fn(handle)
+
+
+def test_commit_protocol_over_two_iterations(session: Any, train_buckets: Any, h5_datasets: Any) -> None:
+    handle, _, iterations, checkpoint = session
+    first, second = iterations[:2]
+
+    train_buckets(handle, first)
+    assert write_checkpoint.fn(handle, first) == 1
+    assert versioned(checkpoint) == {"embeddings_node_0.v1.h5", "model.v1.h5"}
+    assert pointer(checkpoint) == 0  # written, not committed
+    rows = [json.loads(line) for line in (checkpoint / "training_stats.json").read_text().splitlines()]
+    assert [row["index"] for row in rows] == [0, 0] and "eval_stats_chunk_avg" in rows[1]
+    assert switch_version.fn(handle, first) == 1
+    assert pointer(checkpoint) == 1
+    assert preserve_version.fn(handle, first) is None  # epoch 1 is not a multiple of 2
+    assert remove_old_version.fn(handle, first) is None  # version 0 is never removed
+    v1 = h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"]
+
+    train_buckets(handle, second)
+    assert write_checkpoint.fn(handle, second) == 2
+    assert versioned(checkpoint) == {"embeddings_node_0.v1.h5", "model.v1.h5", "embeddings_node_0.v2.h5",
+                                     "model.v2.h5"}
+    # Training v2 never touches the committed v1 files.
+    assert h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"].tobytes() == v1.tobytes()
+    assert switch_version.fn(handle, second) == 2
+    assert preserve_version.fn(handle, second) == 2
+    assert remove_old_version.fn(handle, second) == 1
+    assert versioned(checkpoint) == {"embeddings_node_0.v2.h5", "model.v2.h5"}
+    snapshot = checkpoint / "epoch_2"
+    assert versioned(snapshot) == {"embeddings_node_0.v2.h5", "model.v2.h5"}
+    assert pointer(snapshot) == 2
+    v2 = h5_datasets(checkpoint / "embeddings_node_0.v2.h5")
+    assert h5_datasets(snapshot / "embeddings_node_0.v2.h5")["embeddings"].tobytes() == v2["embeddings"].tobytes()
+    assert v2["embeddings"].tobytes() != v1.tobytes()
+
+    # Retried steps after the commit change nothing.
+    files = sorted(checkpoint.glob("*.h5"))
+    before = mtimes(files)
+    assert write_checkpoint.fn(handle, second) == 2
+    assert switch_version.fn(handle, second) == 2
+    assert remove_old_version.fn(handle, second) == 1
+    assert mtimes(files) == before and pointer(checkpoint) == 2
+
+
+def test_crash_before_switch_leaves_the_committed_version(
+    session: Any, make_config: Any, train_buckets: Any, h5_datasets: Any
+) -> None:
+    handle, config, iterations, checkpoint = session
+    first, second = iterations[:2]
+    train_buckets(handle, first)
+    write_checkpoint.fn(handle, first)
+    switch_version.fn(handle, first)
+    committed = h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"]
+
+    train_buckets(handle, second)
+    write_checkpoint.fn(handle, second)  # ... and the process dies before switch_version
+    close_training_session.fn(handle)
+    assert pointer(checkpoint) == 1
+
+    reopened = open_training_session.fn(config)
+    try:
+        session_state = get_session(reopened)
+        assert session_state.residency.committed_version == 1
+        swap_partitions.fn(reopened, Bucket(0, 0))  # loads the one partition
+        loaded = session_state.residency.handle(("node", 0)).embeddings
+        assert torch.equal(loaded, torch.from_numpy(committed))
+        assert plan_training.fn(config).remaining[0].version == 2
+    finally:
+        close_training_session.fn(reopened)

@@ -1,0 +1,105 @@
+"""Opening, looking up and closing the live training session (task bodies via ``.fn()``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from pbg_core.config import config_to_json, parse_config
+from pbg_core.types import Bucket
+from tasks.buckets import swap_partitions
+from tasks.checkpoint import switch_version, write_checkpoint
+from tasks.plan import plan_training
+from tasks.sessions import close_training_session, get_session, open_training_session
+
+
+@pytest.fixture
+def one_epoch(make_config: Any, train_buckets: Any) -> dict[str, Any]:
+    """A checkpoint committed at version 1 by the task bodies; returns its config."""
+    config = make_config("source", num_epochs=1)
+    parsed = parse_config(config)
+    (iteration,) = plan_training.fn(parsed).remaining
+    handle = open_training_session.fn(parsed)
+    try:
+        train_buckets(handle, iteration)
+        write_checkpoint.fn(handle, iteration)
+        switch_version.fn(handle, iteration)
+    finally:
+        close_training_session.fn(handle)
+    return config
+
+
+def first_table(handle: str) -> torch.Tensor:
+    """The node table as the first bucket loads it (one partition: loaded on the first swap)."""
+    swap_partitions.fn(handle, Bucket(0, 0))
+    return get_session(handle).residency.handle(("node", 0)).embeddings
+
+
+def stored_embeddings(checkpoint: str, version: int, h5_datasets: Any) -> torch.Tensor:
+    return torch.from_numpy(h5_datasets(Path(checkpoint) / f"embeddings_node_0.v{version}.h5")["embeddings"])
+
+
+def test_open_session_starts_workers_and_saves_the_config(make_config: Any) -> None:
+    config = parse_config(make_config(workers=2, seed=7))
+    handle = open_training_session.fn(config)
+    try:
+        assert handle.startswith("train-")
+        session = get_session(handle)
+        assert session.workers.num_workers == 2
+        assert session.seed == 7
+        assert session.residency.committed_version == 0
+        assert session.model_state.source == "fresh"
+        # A fresh run starts from seeded normal(0, init_scale) embeddings; nothing else is written yet.
+        table = first_table(handle)
+        assert table.shape == (200, 16)
+        assert 0.5e-3 < float(table.std()) < 2e-3
+        checkpoint = Path(config.checkpoint_path)
+        assert json.loads((checkpoint / "config.json").read_text()) == config_to_json(config)
+        assert sorted(p.name for p in checkpoint.iterdir()) == ["config.json"]
+    finally:
+        close_training_session.fn(handle)
+    with pytest.raises(LookupError, match=handle):
+        get_session(handle)
+    close_training_session.fn(handle)  # idempotent
+
+
+def test_unknown_handle_names_itself() -> None:
+    with pytest.raises(LookupError, match="train-doesnotexist"):
+        get_session("train-doesnotexist")
+
+
+def test_reopening_resumes_from_the_committed_version(one_epoch: dict[str, Any], h5_datasets: Any) -> None:
+    handle = open_training_session.fn(parse_config({**one_epoch, "num_epochs": 2}))
+    try:
+        session = get_session(handle)
+        assert session.residency.committed_version == 1
+        assert session.model_state.source == "version 1"
+        loaded = first_table(handle)
+        assert torch.equal(loaded, stored_embeddings(one_epoch["checkpoint_path"], 1, h5_datasets))
+    finally:
+        close_training_session.fn(handle)
+
+
+def test_init_path_loads_the_other_checkpoint(
+    one_epoch: dict[str, Any], make_config: Any, h5_datasets: Any
+) -> None:
+    config = make_config("with_init", init_path=one_epoch["checkpoint_path"])
+    handle = open_training_session.fn(parse_config(config))
+    try:
+        session = get_session(handle)
+        assert session.residency.committed_version == 0
+        assert session.model_state.source == "init_path version 1"
+        loaded = first_table(handle)
+        assert torch.equal(loaded, stored_embeddings(one_epoch["checkpoint_path"], 1, h5_datasets))
+        source_model = h5_datasets(Path(one_epoch["checkpoint_path"]) / "model.v1.h5")
+        global_emb = session.model_state.model.state_dict()["global_embs.emb_node"]
+        assert torch.equal(global_emb, torch.from_numpy(source_model["model/entities/node/global_embedding"]))
+    finally:
+        close_training_session.fn(handle)
+    # Nothing is written into init_path; the new checkpoint holds only its config so far.
+    assert sorted(p.name for p in Path(config["checkpoint_path"]).iterdir()) == ["config.json"]
+    assert Path(one_epoch["checkpoint_path"], "checkpoint_version.txt").read_text() == "1\n"
