@@ -7,9 +7,13 @@ N3 (Lacroix et al. 2018) penalises ``coef * (sum |src|^3 + sum |dst|^3 + op term
 - the operator term is ``sum |params|^3``: in standard mode the relation's parameters
   times the number of positives, in dynamic mode the parameters of each edge's relation.
 
-Deviation from PBG, on purpose: PBG cubes the operator parameters without ``abs``
-(negative translations lower the penalty); we use ``|p|^3``, the N3 norm. For the
-operators whose penalised parameters are non-negative (complex moduli) it is identical.
+The operator term uses ``|p|^3`` (PBG's ``diagonal``/``translation`` operators also take
+``abs`` before cubing; ``complex_diagonal`` penalises moduli).
+
+Known difference, kept for now: in standard (non-dynamic) mode PBG multiplies the operator
+term by the number of *chunks* of the batch (it takes ``len`` of the chunked positives);
+we multiply by the number of positives, as the reference text describes. Dynamic mode
+(per-edge operator parameters) is identical.
 """
 
 from __future__ import annotations
