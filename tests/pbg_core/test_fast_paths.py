@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pbg_core import fast_paths
+from pbg_core import fast_backward, fast_paths
 from pbg_core.batching import BatchSettings, BucketTables, build_trainer, train_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.losses import build_loss
@@ -171,3 +171,94 @@ def test_unsupported_batches_still_train_identically() -> None:
     assert_same(fast, slow, base)
     fast, slow, base = run_both(make_config(batch_size=10), random_edges(26, seed=9))  # padded chunks
     assert_same(fast, slow, base)
+
+
+# ---- sparse backward of the ranking loss (pbg_core.fast_backward) ---------------------------
+def run_backward(cfg: SimpleNamespace, edges: EdgeList, threshold: float, base: BucketTables) -> tuple:
+    """Train ``edges`` on a copy of ``base`` with the sparse threshold forced to ``threshold``."""
+    tables = clone_tables(base)
+    trainer = build_trainer(cfg, build_model(cfg, 1))
+    old = fast_backward.SPARSE_MAX_DENSITY
+    fast_backward.SPARSE_MAX_DENSITY = threshold
+    try:
+        stats = train_edges(trainer, tables, edges, torch.arange(len(edges)), torch.Generator().manual_seed(1))
+    finally:
+        fast_backward.SPARSE_MAX_DENSITY = old
+    return stats, tables
+
+
+def aligned_tables(cfg: SimpleNamespace, noise: float) -> BucketTables:
+    """Tables "a" and "b" where b's row i is a's row i plus ``noise``: edge (i, i) scores high."""
+    gen = torch.Generator().manual_seed(11)
+    a = torch.randn(COUNT, cfg.dimension, generator=gen)
+    b = a + noise * torch.randn(COUNT, cfg.dimension, generator=gen)
+    embs = {("a", Side.LHS): a, ("a", Side.RHS): a, ("b", Side.LHS): b, ("b", Side.RHS): b}
+    states = {key: torch.rand(COUNT, generator=gen) for key in (("a", Side.LHS), ("b", Side.LHS))}
+    return BucketTables(embs, {(name, side): states[(name, Side.LHS)] for name, side in embs})
+
+
+@pytest.mark.parametrize("few", [True, False])
+@pytest.mark.parametrize("weights", [False, True])
+@pytest.mark.parametrize("comparator", ["dot", "cos"])
+def test_sparse_backward_matches_dense(few: bool, weights: bool, comparator: str) -> None:
+    rel = SimpleNamespace(name="r", lhs="a", rhs="b", weight=1.5, operator="none", all_negs=False)
+    cfg = make_config(relations=[rel], comparator=comparator, dimension=8, margin=0.5)
+    gen = torch.Generator().manual_seed(12)
+    ids = torch.randperm(COUNT, generator=gen)[:24]
+    edges = EdgeList.from_tensors(ids, ids, 0, torch.rand(24, generator=gen) + 0.5 if weights else None)
+    base = aligned_tables(cfg, 0.5 if few else 3.0)
+    dense_stats, dense = run_backward(cfg, edges, -1.0, base)
+    sparse_stats, sparse = run_backward(cfg, edges, 1.0, base)
+    viol = dense_stats.metrics["violators_lhs"] + dense_stats.metrics["violators_rhs"]
+    negatives = 2 * 24 * (4 + 3)
+    # Few: under 5% of the negatives violate, yet the margin keeps some pairs active.
+    assert (viol < 0.05 * negatives and dense_stats.metrics["loss"] > 0) if few else viol > 0.15 * negatives, viol
+    for name, value in dense_stats.metrics.items():
+        assert sparse_stats.metrics[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
+    for key, table in dense.embeddings.items():
+        assert not torch.equal(table, base.embeddings[key])  # every table got a gradient
+        torch.testing.assert_close(sparse.embeddings[key], table, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(sparse.optim_state[key], dense.optim_state[key], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"disable_lhs_negs": True}, {"disable_rhs_negs": True}, {"num_uniform_negs": 0}, {"comparator": "cos"}],
+)
+def test_sparse_backward_matches_autograd(overrides: dict) -> None:
+    # A shared table (lhs and rhs of type "a"): one accumulation for both sides.
+    cfg = make_config(margin=1.0, **overrides)
+    # Seed chosen so no negative ties its positive (30 entities): rounding would decide ties
+    # differently in any two implementations, dense fast path included.
+    edges = random_edges(24, seed=16, weights=True)
+    base = make_tables(cfg, 0)
+    sparse_stats, sparse = run_backward(cfg, edges, 1.0, base)
+    slow_trainer = build_trainer(cfg, build_model(cfg, 1))
+    slow_trainer.fast_path = False
+    slow = clone_tables(base)
+    slow_stats = train_edges(slow_trainer, slow, edges, torch.arange(24), torch.Generator().manual_seed(1))
+    assert_same((sparse_stats, sparse), (slow_stats, slow), base)
+
+
+def test_sparse_backward_is_deterministic() -> None:
+    cfg = make_config(margin=0.5)
+    edges, base = random_edges(48, seed=14), make_tables(make_config(), 2)
+    first, second = run_backward(cfg, edges, 1.0, base)[1], run_backward(cfg, edges, 1.0, base)[1]
+    for key, table in first.embeddings.items():
+        assert torch.equal(table, second.embeddings[key])
+        assert torch.equal(first.optim_state[key], second.optim_state[key])
+
+
+def test_ranking_pairs_by_hand() -> None:
+    # One chunk of 2 positives; LHS rows [p0, p1, u0] (n_l = 3), RHS rows [q0, q1] (n_r = 2, no uniforms).
+    table = torch.arange(10.0).view(5, 2)
+    tables = BucketTables({("e", Side.LHS): table, ("e", Side.RHS): table.clone()})
+    keys = (("e", Side.LHS), ("e", Side.RHS))
+    rows = fast_backward.BatchRows(tables, keys, (torch.tensor([0, 1]), torch.tensor([2, 3])),
+                                   [torch.tensor([[4]]), None], 2, None)  # fmt: skip
+    grad_lhs_neg = torch.tensor([[[0.0, 0.0, 2.0], [1.0, 0.0, 0.0]]])  # RHS q0 vs LHS u0; RHS q1 vs LHS p0
+    grad_rhs_neg = torch.tensor([[[0.0, 3.0], [0.0, 0.0]]])  # LHS p0 vs RHS q1
+    grad_pos = (torch.tensor([[-2.0, -1.0]]), torch.tensor([[-3.0, 0.0]]))
+    lhs, rhs, values = fast_backward.ranking_pairs(rows, grad_lhs_neg, grad_rhs_neg, grad_pos)
+    got = sorted(zip(lhs.tolist(), rhs.tolist(), values.tolist()))
+    assert got == [(0, 0, -5.0), (0, 1, 1.0), (0, 1, 3.0), (1, 1, -1.0), (2, 0, 2.0)]
