@@ -19,6 +19,8 @@ of the triples is row-major (``nonzero``), so results are deterministic.
 from __future__ import annotations
 
 import functools
+import math
+import threading
 from typing import TYPE_CHECKING
 
 import torch
@@ -39,6 +41,36 @@ SPARSE_MAX_DENSITY = 0.015
 _COS_EPS = 1e-30  # CosComparator's clamp of the norm
 
 Pairs = tuple[LongTensorType, LongTensorType, FloatTensorType]
+
+
+class _Workspace(threading.local):
+    """Per-thread buffers reused from batch to batch.
+
+    A batch's big temporaries (rows, gradients, scores: 0.4-1.6 MB each) freshly
+    allocated every batch come back from glibc as new pages: measured ~850 page faults
+    and ~1.7 ms per 1000-edge batch, a third of the batch. Reusing them removes that.
+    """
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, torch.Tensor] = {}
+
+
+_WORKSPACE = _Workspace()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A reused, uninitialised buffer of ``shape``; valid until the next call with ``name``.
+
+    Args:
+        name: The buffer's role; two tensors alive at once need different names.
+        shape: Wanted shape (the storage only grows).
+        dtype: Wanted dtype.
+    """
+    numel = math.prod(shape)
+    buf = _WORKSPACE.buffers.get(name)
+    if buf is None or buf.numel() < numel or buf.dtype != dtype:
+        buf = _WORKSPACE.buffers[name] = torch.empty(numel, dtype=dtype)
+    return buf[:numel].view(shape)
 
 
 class BatchRows:
@@ -76,14 +108,18 @@ class BatchRows:
         if self.shared:
             self.grad_idx = [torch.cat(grad_idx)]
             self.all_idx = torch.cat(gather_idx)
-            self.all_rows = gather_rows(lhs_table, self.all_idx, max_norm)
+            out = scratch("rows0", (self.all_idx.numel(), dim), lhs_table.dtype)
+            self.all_rows = gather_rows(lhs_table, self.all_idx, max_norm, out)
             self.flat = list(self.all_rows.split(sizes))
-            self.grad_bufs = [self.flat[0].new_empty(sum(sizes), dim)]
+            self.grad_bufs = [scratch("grads0", (sum(sizes), dim), lhs_table.dtype)]
             grad_flat = list(self.grad_bufs[0].split(sizes))
         else:
             self.grad_idx = grad_idx
-            self.flat = [gather_rows(t, idx, max_norm) for t, idx in zip((lhs_table, rhs_table), gather_idx)]
-            self.grad_bufs = [torch.empty_like(x) for x in self.flat]
+            self.flat = [
+                gather_rows(t, idx, max_norm, scratch(f"rows{i}", (idx.numel(), t.shape[1]), t.dtype))
+                for i, (t, idx) in enumerate(zip((lhs_table, rhs_table), gather_idx))
+            ]
+            self.grad_bufs = [scratch(f"grads{i}", x.shape, x.dtype) for i, x in enumerate(self.flat)]
             grad_flat = self.grad_bufs
         self.embs = [x.view(num_chunks, -1, x.shape[1]) for x in self.flat]
         self.grads: list[tuple[FloatTensorType, FloatTensorType | None]] = []

@@ -37,6 +37,21 @@ class RowAdagrad:
 
     def __init__(self, lr: float) -> None:
         self.lr = lr
+        # Per table size, scratch for finding duplicate rows in O(n) (see duplicate_positions);
+        # never pickled: each worker process grows its own.
+        self._slots: dict[int, LongTensorType] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"lr": self.lr}
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        self.__init__(data["lr"])  # type: ignore[misc]
+
+    def _slots_for(self, table: FloatTensorType) -> LongTensorType:
+        slots = self._slots.get(table.shape[0])
+        if slots is None:
+            slots = self._slots[table.shape[0]] = torch.empty(table.shape[0], dtype=torch.long)
+        return slots
 
     def step(
         self,
@@ -61,7 +76,7 @@ class RowAdagrad:
             grads = grads.clone()
         # Instead of compacting to unique rows, each duplicate's gradient is added to the
         # first copy and zeroed: a zero-gradient row adds 0 to both state and table.
-        fold_duplicate_rows_(indices, grads)
+        fold_duplicate_rows_(indices, grads, self._slots_for(table))
         self._apply(table, state, indices, grads)
 
     def _apply(
@@ -90,7 +105,7 @@ class RowAdagrad:
         if len(indices) == 1:
             self.step(table, state, indices[0], grads[0], grads_writable=True)
             return
-        src, dst = duplicate_positions(torch.cat(indices))
+        src, dst = duplicate_positions(torch.cat(indices), self._slots_for(table))
         if src.numel() > 0:
             starts = [0]
             for idx in indices:
@@ -123,32 +138,62 @@ class RowAdagrad:
         return True
 
 
-def fold_duplicate_rows_(indices: LongTensorType, grads: FloatTensorType) -> None:
+def fold_duplicate_rows_(
+    indices: LongTensorType, grads: FloatTensorType, slots: LongTensorType | None = None
+) -> None:
     """Sum the gradients of repeated ``indices`` into one copy of each row; zero the others.
 
     Afterwards every row index has at most one nonzero gradient, so per-row updates
     computed from ``grads`` equal those of a coalesced (summed) sparse gradient.
+
+    Args:
+        indices: Row of each gradient.
+        grads: The gradients [n, D], changed in place.
+        slots: Optional scratch of more than ``indices.max()`` longs (see :func:`duplicate_positions`).
     """
-    src, dst = duplicate_positions(indices)
+    src, dst = duplicate_positions(indices, slots)
     if src.numel() > 0:
         grads.index_add_(0, dst, grads.index_select(0, src))
         grads.index_fill_(0, src, 0.0)
 
 
-def duplicate_positions(indices: LongTensorType) -> tuple[LongTensorType, LongTensorType]:
-    """Positions ``src`` of repeated values and, for each, the position ``dst`` of a kept copy.
+def duplicate_positions(
+    indices: LongTensorType, slots: LongTensorType | None = None
+) -> tuple[LongTensorType, LongTensorType]:
+    """Positions ``src`` of repeated values and, for each, the position ``dst`` of its first copy.
 
-    Every value's kept copy is one fixed position (never itself in ``src``).
+    ``src`` is ascending and never contains a kept (first) copy. Runs in O(n) by
+    scattering each position to its value's slot with ``amin`` (order-independent,
+    so deterministic): ~4x cheaper than sorting a batch's few thousand indices.
+
+    Args:
+        indices: Row indices [n].
+        slots: Scratch of more than ``indices.max()`` longs; its contents do not matter
+            (only the slots of ``indices`` are written, then read). Allocated if None.
     """
-    ordered, perm = indices.sort()
-    repeat = ordered[1:] == ordered[:-1]  # sorted position j + 1 repeats position j
-    if not bool(repeat.any()):
+    n = indices.numel()
+    if n < 2:
         empty = indices.new_empty(0)
         return empty, empty
-    # For every sorted position, the sorted position where its run of equal values starts.
-    run_start = torch.where(repeat, 0, torch.arange(1, indices.numel())).cummax(0).values
-    at = repeat.nonzero().squeeze(1)
-    return perm[at + 1], perm[run_start[at]]
+    if slots is None:
+        slots = indices.new_empty(int(indices.max()) + 1)
+    positions = _arange(n)
+    slots.scatter_reduce_(0, indices, positions, "amin", include_self=False)
+    first = slots.index_select(0, indices)
+    src = (first != positions).nonzero().squeeze(1)
+    if src.numel() == 0:
+        return src, src
+    return src, first.index_select(0, src)
+
+
+_ARANGE: list[LongTensorType] = [torch.arange(0)]
+
+
+def _arange(n: int) -> LongTensorType:
+    """``arange(n)`` as a view of a cached, grown-on-demand tensor (never written to)."""
+    if _ARANGE[0].numel() < n:
+        _ARANGE[0] = torch.arange(max(n, 2 * _ARANGE[0].numel()))
+    return _ARANGE[0][:n]
 
 
 class AsyncAdagrad:

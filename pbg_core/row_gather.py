@@ -65,12 +65,20 @@ class RowGather:
             optimizer.step_pieces(self.tables.embeddings[key], self.tables.optim_state[key], idxs, grads)
 
 
-def gather_rows(table: FloatTensorType, idx: LongTensorType, max_norm: float | None) -> FloatTensorType:
-    """``table[idx]`` as a new dense tensor, renormed (in the table too) when ``max_norm`` is set.
+def gather_rows(
+    table: FloatTensorType, idx: LongTensorType, max_norm: float | None, out: FloatTensorType | None = None
+) -> FloatTensorType:
+    """``table[idx]`` as a dense tensor, renormed (in the table too) when ``max_norm`` is set.
 
     Duplicate indices are fine: every copy of a row is scaled by the same factor.
+
+    Args:
+        table: The table [count, D].
+        idx: Rows to fetch.
+        max_norm: Renorm rows above this norm, or None.
+        out: Optional buffer [len(idx), D] to gather into (reused buffers avoid page faults).
     """
-    rows = table.index_select(0, idx)
+    rows = table.index_select(0, idx) if out is None else torch.index_select(table, 0, idx, out=out)
     if max_norm is not None:
         renorm_rows_(table, idx, rows, max_norm)
     return rows

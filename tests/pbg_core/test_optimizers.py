@@ -2,12 +2,13 @@
 
 import io
 import math
+import pickle
 
 import pytest
 import torch
 from torch import nn
 
-from pbg_core.optimizers import AsyncAdagrad, RowAdagrad, fold_duplicate_rows_
+from pbg_core.optimizers import AsyncAdagrad, RowAdagrad, duplicate_positions, fold_duplicate_rows_
 
 
 def test_row_adagrad_sums_duplicates_then_updates() -> None:
@@ -96,3 +97,24 @@ def test_step_pieces_equals_step_on_the_concatenation() -> None:
     torch.testing.assert_close(table, want_t)
     torch.testing.assert_close(state, want_s)
     assert (state > before).sum() == 4  # rows 1, 4, 6, 7 each got one accumulated update
+
+
+def test_duplicate_positions_by_hand_ignores_scratch_contents() -> None:
+    idx = torch.tensor([5, 2, 5, 7, 2, 5])
+    for slots in (None, torch.full((8,), -3, dtype=torch.long), torch.arange(100, 108)):
+        src, dst = duplicate_positions(idx, slots)
+        assert src.tolist() == [2, 4, 5]  # ascending repeats
+        assert dst.tolist() == [0, 1, 0]  # each points at its value's first copy
+    empty_src, empty_dst = duplicate_positions(torch.tensor([3, 1, 4]))
+    assert empty_src.numel() == 0 and empty_dst.numel() == 0
+
+
+def test_row_adagrad_pickles_without_its_scratch() -> None:
+    opt = RowAdagrad(0.25)
+    opt.step(torch.zeros(6, 2), torch.zeros(6), torch.tensor([1, 1]), torch.ones(2, 2))
+    assert opt._slots  # grown by the step
+    copy = pickle.loads(pickle.dumps(opt))
+    assert copy.lr == 0.25 and copy._slots == {}
+    table, state = torch.zeros(6, 2), torch.zeros(6)
+    copy.step(table, state, torch.tensor([4, 1, 4]), torch.ones(3, 2))
+    assert state.tolist() == pytest.approx([0.0, 1.0, 0.0, 0.0, 4.0, 0.0])  # row 4 got g = (2, 2)
