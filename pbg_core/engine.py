@@ -100,7 +100,7 @@ class TrainingSession:
         """Save partitions leaving memory, load those this bucket needs; returns IO figures."""
         self.current = BucketRecord(bucket=bucket, position=len(self.records))
         self.records.append(self.current)
-        self.residency.io.__init__()  # reset the per-bucket counter
+        self.residency.io.reset()
         needed = set(self.settings.bucket_partitions(bucket))
         self.residency.evict_except(needed, self.settings.partitioned_keys())
         self.residency.ensure_resident(sorted(needed))

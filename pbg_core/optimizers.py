@@ -17,6 +17,7 @@ shape so PBG checkpoints' optimizer blobs line up.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,18 @@ from torch import nn
 from pbg_core.types import FloatTensorType, LongTensorType
 
 EPS = 1e-10
+
+
+def state_to_bytes(state: dict[str, Any]) -> bytes:
+    """An optimizer state dict as the bytes stored in ``optimizer/state_dict`` (``torch.save``)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def state_from_bytes(data: bytes) -> dict[str, Any]:
+    """Inverse of :func:`state_to_bytes`; plain tensors only (``weights_only=True``)."""
+    return torch.load(io.BytesIO(data), weights_only=True)
 
 
 class RowAdagrad:

@@ -15,7 +15,6 @@ Where a partition is read from, for the open version ``v + 1``:
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from collections.abc import Iterable
@@ -26,6 +25,7 @@ import torch
 
 from pbg_core.errors import PbgError
 from pbg_core.memory import EmbeddingPool, SlotHandle
+from pbg_core.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
 from pbg_core.ports import PartitionStore
 from pbg_core.seeding import torch_generator
 from pbg_core.types import EntityName, Partition
@@ -35,23 +35,6 @@ logger = logging.getLogger(__name__)
 PartitionKey = tuple[EntityName, Partition]
 
 
-def row_state_to_bytes(state: torch.Tensor) -> bytes:
-    """Serialize a RowAdagrad accumulator as plain tensors (``torch.save``)."""
-    buffer = io.BytesIO()
-    torch.save({"state": {0: {"sum": state.clone()}}}, buffer)
-    return buffer.getvalue()
-
-
-def row_state_from_bytes(data: bytes, out: torch.Tensor) -> bool:
-    """Restore a RowAdagrad accumulator into ``out``; False when the bytes hold none."""
-    loaded = torch.load(io.BytesIO(data), weights_only=True)
-    state = loaded.get("state", {}).get(0, {}).get("sum")
-    if state is None or state.shape != out.shape:
-        return False
-    out.copy_(state)
-    return True
-
-
 @dataclass
 class IoCounter:
     """Bytes and seconds spent moving partitions, reset per bucket."""
@@ -59,6 +42,11 @@ class IoCounter:
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
+
+    def reset(self) -> None:
+        """Start counting a new bucket."""
+        self.bytes_read = self.bytes_written = 0
+        self.seconds = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """JSON form for stats rows."""
@@ -125,7 +113,7 @@ class PartitionResidency:
         handle = self.resident[key]
         started = time.perf_counter()
         self.store.save_embeddings(
-            key[0], key[1], self.open_version, handle.embeddings, row_state_to_bytes(handle.state), self.metadata()
+            key[0], key[1], self.open_version, handle.embeddings, state_to_bytes(RowAdagrad.state_dict(handle.state)), self.metadata()
         )
         self.io.seconds += time.perf_counter() - started
         self.io.bytes_written += handle.embeddings.numel() * 4 + handle.state.numel() * 4
@@ -185,7 +173,7 @@ class PartitionResidency:
         for store, version, label in candidates:
             if store.has_embeddings(entity, part, version):
                 _, optim = store.load_embeddings(entity, part, version, out=handle.embeddings)
-                if optim is None or not row_state_from_bytes(optim, handle.state):
+                if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), handle.state):
                     handle.state.zero_()
                 return label
         if self.committed_version > 0:

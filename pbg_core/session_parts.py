@@ -8,7 +8,6 @@ restore and save them through a :class:`~pbg_core.ports.PartitionStore`.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,7 @@ import torch
 from pbg_core.errors import ShapeError
 from pbg_core.memory import SlotMap
 from pbg_core.model import MultiRelationEmbedder, model_public_names
-from pbg_core.optimizers import AsyncAdagrad
+from pbg_core.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
 from pbg_core.partitions import PartitionTopology
 from pbg_core.ports import CheckpointMetadata, PartitionStore
 from pbg_core.residency import PartitionKey, PartitionResidency
@@ -88,12 +87,6 @@ class MetadataSource:
         return CheckpointMetadata(config_json=self.config_json, iteration=dict(self.iteration))
 
 
-def _to_bytes(obj: Any) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.getvalue()
-
-
 @dataclass
 class ModelState:
     """The shared model and its Adagrad accumulators; the only writer of model files."""
@@ -120,7 +113,7 @@ class ModelState:
     def save(self, store: Any, version: int, metadata: CheckpointMetadata) -> None:
         """Write the model file of ``version`` (parameters under PBG's public names)."""
         state_dict = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        optim = _to_bytes(self.optimizer.optimizer_state_dict()) if self.optimizer is not None else None
+        optim = state_to_bytes(self.optimizer.optimizer_state_dict()) if self.optimizer is not None else None
         store.save_model(version, state_dict, model_public_names(state_dict), optim, metadata)
         self.dirty = False
 
@@ -138,7 +131,7 @@ class ModelState:
                 if key in own:
                     own[key].copy_(value)
         if optim is not None and self.optimizer is not None:
-            loaded = torch.load(io.BytesIO(optim), weights_only=True)
+            loaded = state_from_bytes(optim)
             try:
                 self.optimizer.load_optimizer_state_dict(loaded)
             except ValueError as exc:
