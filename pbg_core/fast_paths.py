@@ -17,7 +17,8 @@ negatives from the generator. Why it is cheaper:
   from batch to batch (:func:`pbg_core.fast_backward.scratch`): fresh ones page-faulted
   ~850 times per batch. With both sides' negatives on, their scores are one
   ``[2, C, B, N]`` buffer, so the ranking loss runs each elementwise op once.
-- The loss gradient is closed form; the embedding gradients come from
+- The loss gradient is closed form (the ranking loss is one fused loop over both
+  sides' scores, :mod:`pbg_core.kernels`); the embedding gradients come from
   :mod:`pbg_core.fast_backward`: four ``bmm`` written straight into the gradient
   buffer, or, for a ranking loss with few violating pairs, ``index_add`` over just the
   nonzero (positive, negative) pairs and RowAdagrad on just the rows they touch.
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from pbg_core import fast_backward
+from pbg_core import fast_backward, kernels
 from pbg_core.comparators import CosComparator, DotComparator
 from pbg_core.losses import LogisticLoss, LossFunction, RankingLoss, SoftmaxLoss
 from pbg_core.model import MASKED, MultiRelationEmbedder
@@ -105,7 +106,7 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, rel: in
     pos, lhs_neg, rhs_neg, both = _scores(emb_l, emb_r, chunk, lhs_on, rhs_on)
     scale = spec.weight if batch.weight is None else batch.weight.reshape(num_chunks, chunk) * spec.weight
     if both is not None and type(trainer.loss_fn) is RankingLoss:
-        side_l, side_r = _ranking_both(trainer.loss_fn, pos, both, scale)
+        side_l, side_r = _ranking(trainer.loss_fn, pos, both, scale)
     else:
         side_l = _loss_grads(trainer.loss_fn, pos, lhs_neg, scale)
         side_r = _loss_grads(trainer.loss_fn, pos, rhs_neg, scale)
@@ -200,20 +201,14 @@ def _loss_grads(
             loss = (F.softplus(-pos) * scale).sum()
             return _SideGrads(loss, torch.sigmoid(-pos).mul_(scale).neg_(), None, zero, None)
         return _SideGrads(zero, torch.zeros_like(pos), None, zero, zero if ranking else None)
-    scale_col = scale.unsqueeze(-1) if isinstance(scale, torch.Tensor) else scale
+    if ranking:
+        assert isinstance(loss_fn, RankingLoss)
+        return _ranking(loss_fn, pos, neg.unsqueeze(0), scale)[0]
     # neg > pos exactly when neg - pos > 0 (IEEE subtraction of distinct finite floats is
     # never 0); sign + sum is ~2.5x cheaper than a bool comparison and its sum.
     diff = torch.sub(neg, pos.unsqueeze(-1), out=fast_backward.scratch("diff", neg.shape, neg.dtype))
     violators = diff.clamp_min_(0).sign_().sum()
-    if ranking:
-        hinge = neg.sub_((pos - loss_fn.margin).unsqueeze(-1)).clamp_min_(0)
-        loss = (hinge.sum(-1) * scale).sum()
-        grad = hinge.sign_()  # 1 where the hinge is active (relu's gradient), else 0
-        counts = grad.sum(-1)
-        if isinstance(scale, float) and scale == 1.0:
-            return _SideGrads(loss, counts.neg(), grad, violators, counts.sum())
-        grad.mul_(scale_col)
-        return _SideGrads(loss, counts.mul(scale).neg_(), grad, violators, counts.sum())
+    scale_col = scale.unsqueeze(-1) if isinstance(scale, torch.Tensor) else scale
     if isinstance(loss_fn, SoftmaxLoss):
         # Masked scores sit at -1e9, whose exp underflows to 0 (as in the generic path).
         lse = neg.logsumexp(-1)
@@ -227,31 +222,28 @@ def _loss_grads(
     return _SideGrads(loss, torch.sigmoid(-pos).mul_(scale).neg_(), grad, violators, None)
 
 
-def _ranking_both(
+def _ranking(
     loss_fn: RankingLoss, pos: FloatTensorType, negs: FloatTensorType, scale: float | FloatTensorType
-) -> tuple[_SideGrads, _SideGrads]:
-    """:func:`_loss_grads` of a ranking loss for both sides at once (``negs`` [2, C, B, N] overwritten).
+) -> list[_SideGrads]:
+    """Ranking loss and gradients of ``S`` sides' negatives ``negs`` [S, C, B, N] (overwritten).
 
-    The same elementwise arithmetic as two :func:`_loss_grads` calls, on the stacked
-    scores: half the op dispatches (each ~5-10 us) for the same memory traffic.
+    One fused pass (:func:`pbg_core.kernels.ranking_grads_`) when the tensors allow it,
+    else the same arithmetic as torch ops on the stacked scores.
     """
-    pos_col = pos.unsqueeze(-1)
-    diff = torch.sub(negs, pos_col, out=fast_backward.scratch("diff", tuple(negs.shape), negs.dtype))
-    violators = diff.clamp_min_(0).sign_().sum((1, 2, 3))  # see _loss_grads
+    weights = scale if isinstance(scale, torch.Tensor) else pos.new_full(pos.shape, scale)
+    if kernels.accepts((negs, pos, weights)):
+        grad_pos = fast_backward.scratch("grad_pos", (negs.shape[0], *pos.shape), pos.dtype)
+        sums = torch.from_numpy(kernels.ranking_grads_(negs, pos, weights, loss_fn.margin, grad_pos))
+        return [_SideGrads(sums[s, 0], grad_pos[s], negs[s], sums[s, 1], sums[s, 2]) for s in range(negs.shape[0])]
+    violators = (negs > pos.unsqueeze(-1)).sum((1, 2, 3)).to(torch.float64)
     hinge = negs.sub_((pos - loss_fn.margin).unsqueeze(-1)).clamp_min_(0)
-    losses = (hinge.sum(-1) * scale).sum((1, 2))
-    grad = hinge.sign_()
-    counts = grad.sum(-1)  # [2, C, B]
+    losses = (hinge.sum(-1) * weights).sum((1, 2))
+    active_pairs = hinge.sign_()  # 1 where the hinge is active (relu's gradient), else 0
+    counts = active_pairs.sum(-1)
     active = counts.sum((1, 2))
-    if isinstance(scale, float) and scale == 1.0:
-        grad_pos = counts.neg_()
-    else:
-        grad.mul_(scale.unsqueeze(-1) if isinstance(scale, torch.Tensor) else scale)
-        grad_pos = counts.mul_(scale).neg_()
-    return (
-        _SideGrads(losses[0], grad_pos[0], grad[0], violators[0], active[0]),
-        _SideGrads(losses[1], grad_pos[1], grad[1], violators[1], active[1]),
-    )
+    grad_pos = counts.mul_(weights).neg_()
+    grad = active_pairs.mul_(weights.unsqueeze(-1))
+    return [_SideGrads(losses[s], grad_pos[s], grad[s], violators[s], active[s]) for s in range(negs.shape[0])]
 
 
 def _sparse_enough(side_l: _SideGrads, side_r: _SideGrads, emb_l: FloatTensorType, emb_r: FloatTensorType) -> bool:

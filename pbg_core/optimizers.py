@@ -2,7 +2,8 @@
 
 - :class:`RowAdagrad` updates embedding tables row by row: one accumulator per row,
   ``G_row += mean(g_row^2)``, update ``-lr * g_row / (sqrt(G_row) + 1e-10)``. Duplicate
-  rows of a batch are summed first (as a coalesced sparse gradient would be).
+  rows of a batch are summed first (as a coalesced sparse gradient would be). Contiguous
+  float32 tables take the fused loop of :mod:`pbg_core.kernels`; others the torch ops here.
 - :class:`AsyncAdagrad` is element-wise Adagrad for model parameters (operators, global
   embeddings) with its accumulators in shared memory.
 
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from pbg_core import kernels
 from pbg_core.types import FloatTensorType, LongTensorType
 
 EPS = 1e-10
@@ -87,6 +89,9 @@ class RowAdagrad:
             return
         if not grads_writable:
             grads = grads.clone()
+        if kernels.accepts((table, state, grads), (indices,)):
+            kernels.row_adagrad_(table, state, indices, grads, self._slots_for(table), self.lr, EPS)
+            return
         # Instead of compacting to unique rows, each duplicate's gradient is added to the
         # first copy and zeroed: a zero-gradient row adds 0 to both state and table.
         fold_duplicate_rows_(indices, grads, self._slots_for(table))

@@ -1,0 +1,107 @@
+"""Fused numba kernels against the torch formulations they replace."""
+
+import math
+
+import pytest
+import torch
+
+from pbg_core import kernels
+from pbg_core.optimizers import EPS, RowAdagrad
+
+
+def _torch_row_adagrad(table, state, indices, grads, lr):  # type: ignore[no-untyped-def]
+    """Reference: coalesce repeated rows, then the row-wise Adagrad update."""
+    rows, slot = torch.unique(indices, return_inverse=True)
+    summed = torch.zeros(rows.numel(), grads.shape[1], dtype=grads.dtype).index_add_(0, slot, grads)
+    state[rows] += summed.pow(2).mean(1)
+    table[rows] -= lr * summed / (state[rows].sqrt() + EPS).unsqueeze(1)
+
+
+def test_row_adagrad_matches_coalesced_reference_with_repeats() -> None:
+    gen = torch.Generator().manual_seed(3)
+    table, state = torch.randn(500, 16, generator=gen), torch.rand(500, generator=gen)
+    indices = torch.randint(0, 40, (300,), generator=gen)  # many repeats
+    grads = torch.randn(300, 16, generator=gen)
+    want_t, want_s = table.clone(), state.clone()
+    _torch_row_adagrad(want_t, want_s, indices, grads.clone(), 0.3)
+    slots = torch.empty(500, dtype=torch.long)
+    kernels.row_adagrad_(table, state, indices, grads.clone(), slots, 0.3, EPS)
+    assert torch.allclose(state, want_s, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(table, want_t, rtol=1e-5, atol=1e-6)
+
+
+def test_row_adagrad_hand_computed() -> None:
+    table, state = torch.zeros(3, 2), torch.tensor([0.0, 1.0, 0.0])
+    grads = torch.tensor([[1.0, 1.0], [2.0, 0.0], [1.0, 3.0]])
+    kernels.row_adagrad_(table, state, torch.tensor([1, 0, 1]), grads, torch.empty(3, dtype=torch.long), 0.5, EPS)
+    # row 1: g = (2, 4), G = 1 + (4 + 16) / 2 = 11; row 0: g = (2, 0), G = 2
+    assert state.tolist() == pytest.approx([2.0, 11.0, 0.0])
+    assert table[1].tolist() == pytest.approx([-1 / math.sqrt(11), -2 / math.sqrt(11)])
+    assert table[0].tolist() == pytest.approx([-1 / math.sqrt(2), 0.0])
+    assert table[2].tolist() == [0.0, 0.0]
+
+
+def test_row_adagrad_is_deterministic_and_used_by_the_optimizer() -> None:
+    gen = torch.Generator().manual_seed(0)
+    base = torch.randn(100, 8, generator=gen)
+    indices, grads = torch.randint(0, 30, (200,), generator=gen), torch.randn(200, 8, generator=gen)
+    results = []
+    for _ in range(2):
+        table, state = base.clone(), torch.zeros(100)
+        RowAdagrad(0.1).step(table, state, indices, grads)
+        results.append(table)
+    assert torch.equal(results[0], results[1])
+    assert not torch.equal(results[0], base)
+
+
+def test_row_adagrad_optimizer_falls_back_for_float64() -> None:
+    table, state = torch.zeros(2, 2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    assert not kernels.accepts((table, state))
+    RowAdagrad(0.5).step(table, state, torch.tensor([0, 0]), torch.ones(2, 2, dtype=torch.float64))
+    assert state.tolist() == pytest.approx([4.0, 0.0])
+
+
+def _torch_ranking(negs, pos, weights, margin):  # type: ignore[no-untyped-def]
+    hinge = (margin - pos.unsqueeze(-1) + negs).clamp_min(0)
+    active = (hinge > 0).to(negs.dtype)
+    loss = (hinge.sum(-1) * weights).sum((1, 2))
+    violators = (negs > pos.unsqueeze(-1)).sum((1, 2, 3))
+    return loss, violators, active.sum((1, 2, 3)), active * weights.unsqueeze(-1), -active.sum(-1) * weights
+
+
+@pytest.mark.parametrize("sides", [1, 2])
+def test_ranking_matches_torch(sides: int) -> None:
+    gen = torch.Generator().manual_seed(sides)
+    negs = torch.randn(sides, 4, 5, 7, generator=gen)
+    negs[..., 0] = -1e9  # a masked entry
+    pos, weights = torch.randn(4, 5, generator=gen), torch.rand(4, 5, generator=gen) + 0.5
+    loss, violators, active, grad, grad_pos = _torch_ranking(negs, pos, weights, 0.2)
+    out_pos = torch.empty(sides, 4, 5)
+    sums = kernels.ranking_grads_(negs, pos, weights, 0.2, out_pos)
+    assert sums[:, 0].tolist() == pytest.approx(loss.tolist(), rel=1e-5)
+    assert sums[:, 1].tolist() == violators.tolist()
+    assert sums[:, 2].tolist() == active.tolist()
+    assert torch.allclose(negs, grad) and torch.allclose(out_pos, grad_pos)
+
+
+def test_ranking_hand_computed() -> None:
+    negs = torch.tensor([[[[0.5, -1.0, 2.0]]]])
+    out_pos = torch.empty(1, 1, 1)
+    sums = kernels.ranking_grads_(negs, torch.tensor([[1.0]]), torch.tensor([[2.0]]), 0.1, out_pos)
+    # hinges: max(0, 0.1 - 1 + x) = 0, 0, 1.1 -> loss 2 * 1.1; one violator (2.0 > 1.0)
+    assert sums[0].tolist() == pytest.approx([2.2, 1.0, 1.0])
+    assert negs.flatten().tolist() == [0.0, 0.0, 2.0]
+    assert out_pos.item() == -2.0
+
+
+def test_ranking_keeps_nan_in_the_loss() -> None:
+    negs = torch.tensor([[[[0.0, float("nan")]]]])
+    sums = kernels.ranking_grads_(negs, torch.tensor([[1.0]]), torch.tensor([[1.0]]), 0.1, torch.empty(1, 1, 1))
+    assert math.isnan(sums[0, 0])
+
+
+def test_accepts_only_contiguous_cpu_float32_and_int64() -> None:
+    x = torch.zeros(4, 4)
+    assert kernels.accepts((x,), (torch.zeros(3, dtype=torch.long),))
+    assert not kernels.accepts((x.t(),))
+    assert not kernels.accepts((x,), (torch.zeros(3, dtype=torch.int32),))
