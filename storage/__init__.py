@@ -7,11 +7,21 @@ fsspec ``storage_options``; :mod:`storage.fs` is the only module that resolves U
 from storage.checkpoints import CheckpointMetadata, CheckpointStore
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
-from storage.errors import BadDataError, DataNotFound, FormatVersionError, StorageError, TransientStorageError
+from storage.errors import (
+    AccessDenied,
+    BadDataError,
+    BadUrlError,
+    DataNotFound,
+    FormatVersionError,
+    StorageError,
+    TransientStorageError,
+)
 from storage.stats_log import StatsLog
 
 __all__ = [
+    "AccessDenied",
     "BadDataError",
+    "BadUrlError",
     "CheckpointMetadata",
     "CheckpointStore",
     "DataNotFound",

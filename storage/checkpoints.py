@@ -17,8 +17,9 @@ Files in the directory (``v`` is a version, an integer >= 1; 0 means "nothing ye
   ``checkpoint_version.txt`` (PBG uses absolute symlinks, which break when the
   directory moves; copies do not).
 
-Every HDF5 file is written under a ``.tmp`` name and renamed when complete, so a
-crash while writing version ``v+1`` leaves no torn file under the real name.
+Every HDF5 file is written under a ``.tmp`` name and renamed when complete (on S3:
+written locally, then uploaded in one verified PUT), so a crash while writing version
+``v+1`` leaves no torn file under the real name. Snapshots on S3 are server-side copies.
 """
 
 from __future__ import annotations

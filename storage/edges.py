@@ -10,8 +10,9 @@ One HDF5 file per bucket, ``edges_{lhs_part}_{rhs_part}.h5``, root attribute
   for featurized entities: edge i's features are ``data[offsets[i]:offsets[i+1]]``,
   ``offsets`` has N+1 entries, starts at 0 and never decreases.
 
-Files are written under ``edges_{l}_{r}.tmp.h5`` and renamed only when complete, so a
-crashed import never leaves a half-written bucket under the real name. Datasets are
+Files are written under ``edges_{l}_{r}.tmp.h5`` and renamed only when complete (on S3:
+written locally and uploaded once), so a crashed import never leaves a half-written bucket
+under the real name. Reads from S3 go through the local read cache of :mod:`storage.fs`. Datasets are
 chunked and resizable (``maxshape=None``) like PBG's, so an importer can stream into
 them with :meth:`EdgeStore.appender`.
 """

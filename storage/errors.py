@@ -8,9 +8,19 @@ The hierarchy lets callers catch broadly (:class:`StorageError`) or narrowly:
   wrong ``format_version`` attribute on an HDF5 file.
 - :class:`TransientStorageError`: an error worth retrying (network, throttling);
   local disks never raise it, remote filesystems will.
+- :class:`AccessDenied`: the store refused the credentials (or there were none); permanent.
+- :class:`BadUrlError`: a URL that cannot name a file (``s3://`` without a bucket, a bad
+  bucket name); permanent.
+
+:func:`translate` maps what fsspec backends raise (s3fs, botocore, aiohttp, the OS) onto
+this hierarchy; :func:`storage.fs.translate_errors` applies it around every remote call.
 """
 
 from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
 
 from pbg_core.errors import PbgError
 
@@ -73,3 +83,136 @@ class TransientStorageError(StorageError):
 
     # Read by the task layer's retry predicate (tasks/_policies.py).
     transient = True
+
+
+class AccessDenied(StorageError, PermissionError):
+    """The store refused access: denied, invalid or missing credentials (not worth retrying)."""
+
+
+class BadUrlError(StorageError, ValueError):
+    """A URL that cannot name a file or directory (e.g. ``s3://`` without a bucket)."""
+
+
+# Where credentials come from, for AccessDenied messages. Names only: values are secrets.
+CREDENTIAL_HINT = (
+    "credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+    "AWS_SESSION_TOKEN, AWS_PROFILE, AWS_ENDPOINT_URL) or the config's storage_options "
+    "keys 'key', 'secret', 'token', 'profile', 'endpoint_url'"
+)
+
+# S3 error codes by meaning (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "404", "NoSuchUpload"})
+_DENIED_CODES = frozenset(
+    {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+     "AllAccessDisabled", "AccountProblem", "403", "InvalidSecurity", "TokenRefreshRequired"}
+)
+_BAD_URL_CODES = frozenset({"InvalidBucketName", "KeyTooLongError"})
+_TRANSIENT_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
+     "InternalError", "ServiceUnavailable", "503", "500", "502", "504", "BadDigest",
+     "XAmzContentSHA256Mismatch", "RequestLimitExceeded", "OperationAborted"}
+)
+# botocore / aiohttp exception class names, matched by name so that storage does not import
+# them: they are optional backends' types (s3fs brings them), absent for local-only installs.
+_DENIED_CLASSES = frozenset({"NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"})
+_TRANSIENT_CLASSES = frozenset(
+    {"EndpointConnectionError", "ConnectionClosedError", "ConnectTimeoutError", "ReadTimeoutError",
+     "HTTPClientError", "ResponseStreamingError", "IncompleteReadError", "ClientConnectorError",
+     "ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "ServerTimeoutError",
+     "FSTimeoutError", "ResponseParserError"}
+)
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """``err`` and its causes/contexts, each once (s3fs keeps botocore's error as ``__cause__``)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _s3_code(err: BaseException) -> tuple[str, int]:
+    """(error code, HTTP status) of a botocore ``ClientError`` (duck-typed), else ("", 0)."""
+    response = getattr(err, "response", None)
+    if not isinstance(response, dict):
+        return "", 0
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return code, int(status) if isinstance(status, int) else 0
+
+
+def _class_names(err: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(err).__mro__}
+
+
+def _classify(err: BaseException) -> str | None:
+    """"not_found", "denied", "bad_url", "transient" or None for one exception of the chain."""
+    code, status = _s3_code(err)
+    if code in _NOT_FOUND_CODES or status == 404:
+        return "not_found"
+    if code in _DENIED_CODES or status == 403:
+        return "denied"
+    if code in _BAD_URL_CODES:
+        return "bad_url"
+    if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+        return "transient"
+    names = _class_names(err)
+    if names & _DENIED_CLASSES:
+        return "denied"
+    if names & _TRANSIENT_CLASSES:
+        return "transient"
+    if isinstance(err, (ConnectionError, TimeoutError, socket.timeout, asyncio.TimeoutError)):
+        return "transient"
+    if isinstance(err, FileNotFoundError):
+        return "not_found"
+    if isinstance(err, PermissionError):
+        return "denied"
+    return None
+
+
+def translate(err: BaseException, url: str) -> StorageError | None:
+    """The storage error that ``err``, raised while accessing ``url``, stands for; None if unknown.
+
+    The most specific cause wins: s3fs turns botocore errors into ``OSError`` subclasses and
+    keeps the original as ``__cause__``, so the chain is searched from the outside in and the
+    first exception with a known meaning decides. Messages name the URL and the reason (an
+    S3 error code or exception type), never credential values.
+
+    Args:
+        err: What the filesystem raised.
+        url: The URL being accessed.
+
+    Returns:
+        A :class:`DataNotFound`, :class:`AccessDenied`, :class:`BadUrlError` or
+        :class:`TransientStorageError`, or None when ``err`` is none of these (the caller
+        re-raises it unchanged). A :class:`StorageError` is returned as is.
+    """
+    if isinstance(err, StorageError):
+        return err
+    for link in _chain(err):
+        kind = _classify(link)
+        if kind is None:
+            continue
+        coded = next((e for e in _chain(err) if _s3_code(e)[0]), link)  # prefer the S3 error code
+        reason = _reason(coded)
+        if kind == "not_found":
+            return DataNotFound(url, f"does not exist ({reason})")
+        if kind == "denied":
+            hint = CREDENTIAL_HINT if "://" in url and not url.startswith("file://") else "check file permissions"
+            return AccessDenied(url, f"access denied ({reason}); {hint}")
+        if kind == "bad_url":
+            return BadUrlError(url, f"rejected by the store ({reason}); expected s3://<bucket>/<key> "
+                               "with a 3-63 character bucket name of lowercase letters, digits, '.' and '-'")
+        return TransientStorageError(url, f"temporary storage failure, worth retrying ({reason})")
+    return None
+
+
+def _reason(err: BaseException) -> str:
+    code, status = _s3_code(err)
+    if code:
+        return f"S3 error {code}" + (f", HTTP {status}" if status else "")
+    # Exception messages of connection errors name host and port, never credentials.
+    text = str(err).splitlines()[0][:200] if str(err) else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -2,9 +2,10 @@
 
 Behaviour of PBG's ``export_to_tsv`` (reference 1.19):
 
-- **Outputs** are created exclusively (mode ``"x"``): an existing file is an error naming
-  it, checked for both outputs before either is created. If the export fails half way, the
-  outputs it created are removed.
+- **Outputs** must not exist: an existing file is an error naming it, checked for both
+  outputs before either is created. Both are written under temporary names and published
+  (rename on local disk, one upload each on S3) only when both are complete; if the export
+  fails half way, nothing (or nothing left over) is visible.
 - **Entities file**: one line per entity, for every entity type (config order) and
   partition: ``name\\tv1\\t...\\tvD`` with ``%.9f`` values. When ``config.global_emb`` is
   set and the model holds ``global_embs.emb_{type}``, it is added to every vector (float32).
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -179,28 +179,28 @@ def _write_dynamic_relations(out: TextIO, config: Any, entity_store: EntityStore
 
 @contextlib.contextmanager
 def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[list[TextIO]]:
-    """Create every output exclusively; on error close and remove the ones created."""
+    """Write every output under a temporary name; publish them all only if the block succeeds.
+
+    Outputs that exist are refused up front. Each output is written locally (next to it on
+    local disk, in a temporary file for a remote store) and becomes visible in one rename or
+    one upload when the block exits cleanly, so a reader never sees a half-written export.
+    If the block or a publication fails, every output published so far is removed.
+    """
     existing = [url for url in urls if fs.exists(url, storage_options)]
     if existing:
         raise OutputExistsError(existing[0], f"refusing to overwrite export output(s) {', '.join(existing)}")
-    created: list[tuple[Any, str]] = []
-    with contextlib.ExitStack() as stack:
-        try:
+    try:
+        with contextlib.ExitStack() as stack:
             files = []
             for url in urls:
-                filesystem, path = fs.resolve(url, storage_options)
-                filesystem.makedirs(posixpath.dirname(path) or "/", exist_ok=True)
-                # "x" is atomic on local disk; remote stores only get the exists() check above.
-                mode = "xt" if fs.is_local(filesystem) else "wt"
-                files.append(stack.enter_context(filesystem.open(path, mode, encoding="utf-8")))
-                created.append((filesystem, path))
+                local = stack.enter_context(fs.local_write(url, storage_options))
+                files.append(stack.enter_context(open(local, "w", encoding="utf-8")))
             yield files
-        except BaseException:
-            stack.close()
-            for filesystem, path in created:
-                with contextlib.suppress(FileNotFoundError):
-                    filesystem.rm_file(path)
-            raise
+    except BaseException:
+        # None of the outputs existed above: whatever is there now is ours.
+        for url in urls:
+            fs.remove(url, missing_ok=True, storage_options=storage_options)
+        raise
 
 
 def _resolve_version(checkpoints: CheckpointStore, url: str, version: int | None) -> int:
@@ -236,7 +236,7 @@ def export_tsv(
         DataNotFound: No committed checkpoint, or a names/embeddings/model file is missing.
         BadDataError: Names and embeddings disagree, or relation names do not match.
     """
-    options = getattr(config, "storage_options", None)
+    options = config.storage_options_for_fs()  # type: ignore[attr-defined]  # the real credentials
     checkpoints = CheckpointStore(config.checkpoint_path, options)
     entity_store = EntityStore(config.entity_path, options)
     version = _resolve_version(checkpoints, config.checkpoint_path, version)

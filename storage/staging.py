@@ -18,22 +18,25 @@ from storage import fs
 
 
 class Staging:
-    """Hidden staging directories inside the output directories; commit moves files into place."""
+    """Hidden staging directories inside the output directories; commit moves files into place.
+
+    Works on local disk (moves are renames) and object stores (moves are server-side copies
+    followed by deletes; each object still appears whole).
+    """
 
     def __init__(self, storage_options: Any = None) -> None:
         self.storage_options = storage_options
         self.token = uuid.uuid4().hex[:12]
         self.staged: list[tuple[str, str]] = []  # (staging url, final url)
-        self.created_dirs: list[tuple[Any, str]] = []  # (filesystem, path) of directories we made
-        self.moved: list[tuple[Any, str]] = []  # (filesystem, final path)
+        self.created_dirs: list[str] = []  # directories we made (urls)
+        self.moved: list[str] = []  # final urls of files moved into place
 
     def stage(self, final_url: str) -> str:
         """A fresh staging directory inside ``final_url`` (created, like ``final_url``)."""
-        filesystem, final_path = fs.resolve(final_url, self.storage_options)
-        missing = final_path
-        while missing and missing != "/" and not filesystem.exists(missing):
-            self.created_dirs.append((filesystem, missing))
-            missing = posixpath.dirname(missing)
+        missing = final_url
+        while _has_parent(missing) and not fs.exists(missing, self.storage_options):
+            self.created_dirs.append(missing)
+            missing = _parent(missing)
         staging_url = fs.join_url(final_url, f".pbg-import-{self.token}-{len(self.staged)}")
         fs.makedirs(staging_url, self.storage_options)
         self.staged.append((staging_url, final_url))
@@ -42,24 +45,32 @@ class Staging:
     def commit(self) -> None:
         """Move every staged file into its final directory, in staging order."""
         for staging_url, final_url in self.staged:
-            filesystem, staging_path = fs.resolve(staging_url, self.storage_options)
-            final_path = fs.resolve(final_url, self.storage_options)[1]
-            for entry in sorted(filesystem.ls(staging_path, detail=False)):
-                target = posixpath.join(final_path, posixpath.basename(entry.rstrip("/")))
-                filesystem.mv(entry, target)
-                self.moved.append((filesystem, target))
-            filesystem.rm(staging_path, recursive=True)
+            for name in fs.listdir(staging_url, self.storage_options):
+                target = fs.join_url(final_url, name)
+                fs.move(fs.join_url(staging_url, name), target, self.storage_options)
+                self.moved.append(target)
+            fs.remove_tree(staging_url, self.storage_options)
 
     def rollback(self) -> None:
         """Remove every staged or moved file, and output directories this import created."""
         for staging_url, _ in self.staged:
-            filesystem, staging_path = fs.resolve(staging_url, self.storage_options)
-            if filesystem.exists(staging_path):
-                filesystem.rm(staging_path, recursive=True)
-        for filesystem, target in self.moved:
-            if filesystem.exists(target):
-                filesystem.rm(target)
-        # Children before parents: a child's path is longer than its parent's.
-        for filesystem, path in sorted(self.created_dirs, key=lambda item: len(item[1]), reverse=True):
-            if filesystem.exists(path) and not filesystem.ls(path, detail=False):
-                filesystem.rmdir(path)
+            fs.remove_tree(staging_url, self.storage_options)
+        for target in self.moved:
+            fs.remove(target, storage_options=self.storage_options)
+        # Children before parents: a child's URL is longer than its parent's.
+        for url in sorted(self.created_dirs, key=len, reverse=True):
+            fs.remove_empty_dir(url, self.storage_options)
+
+
+def _parent(url: str) -> str:
+    """``url`` without its last component (``s3://b/x/y`` -> ``s3://b/x``)."""
+    return posixpath.dirname(url.rstrip("/"))
+
+
+def _has_parent(url: str) -> bool:
+    """False at a root: ``/``, ``s3://bucket`` (never created or removed by an import)."""
+    scheme, sep, rest = url.rpartition("://")
+    rest = rest.strip("/")
+    if sep and scheme != "file":
+        return "/" in rest  # below the bucket
+    return bool(rest)

@@ -1,5 +1,6 @@
 """Reading TSV edge lists: which columns hold what, and one row per line.
 
+The file may be local or remote (read through :func:`storage.fs.local_read_path`).
 A line is split on ``delimiter`` (None: any run of whitespace, like PBG) and must have
 at least :attr:`Columns.needed` columns. The weight column, if any, must hold a finite
 number. Blank lines are reported as None (PBG crashes on them). Errors name
@@ -65,11 +66,12 @@ def read_rows(
     Raises:
         BadDataError: A line has too few columns or a bad weight, or there is no data line.
     """
-    filesystem, path = fs.resolve(url, storage_options)
     rel_col, weight_col, needed = columns.rel, columns.weight, columns.needed
     data_lines = number = 0
     try:
-        with filesystem.open(path, "rt", encoding="utf-8") as lines:
+        # Through the read cache: an importer reads every input twice (count, then write),
+        # and a remote input is then downloaded once.
+        with fs.local_read_path(url, storage_options) as local, open(local, encoding="utf-8") as lines:
             for number, line in enumerate(lines, start=1):
                 on_line(1)
                 words = line.split() if delimiter is None else line.rstrip("\r\n").split(delimiter)

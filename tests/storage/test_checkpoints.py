@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
-from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -15,6 +12,7 @@ import torch
 from pbg_core.errors import ShapeError
 from storage.checkpoints import CheckpointMetadata, CheckpointStore
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
+from store_io import StorePath, move_tree, read_h5, write_h5
 
 META = CheckpointMetadata(config_json='{"dimension": 4}', iteration={"epoch_idx": 1, "edge_path": "/data/p0"})
 
@@ -30,27 +28,27 @@ def _embs(seed: int, count: int = 5, dim: int = 4) -> torch.Tensor:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> CheckpointStore:
-    return CheckpointStore(str(tmp_path))
+def store(root: StorePath) -> CheckpointStore:
+    return CheckpointStore(str(root))
 
 
-def test_version_pointer_semantics(tmp_path: Path, store: CheckpointStore) -> None:
+def test_version_pointer_semantics(root: StorePath, store: CheckpointStore) -> None:
     assert store.read_version() == 0  # missing file
-    (tmp_path / "checkpoint_version.txt").write_text("")
+    (root / "checkpoint_version.txt").write_text("")
     assert store.read_version() == 0  # empty file
     store.write_version(3)
-    assert (tmp_path / "checkpoint_version.txt").read_text() == "3\n"
+    assert (root / "checkpoint_version.txt").read_text() == "3\n"
     assert store.read_version() == 3
-    (tmp_path / "checkpoint_version.txt").write_text("7")  # PBG tolerates no newline
+    (root / "checkpoint_version.txt").write_text("7")  # PBG tolerates no newline
     assert store.read_version() == 7
-    (tmp_path / "checkpoint_version.txt").write_text("v7\n")
+    (root / "checkpoint_version.txt").write_text("v7\n")
     with pytest.raises(BadDataError, match=r"checkpoint_version.txt: expected one non-negative integer, got 'v7\\n'"):
         store.read_version()
     with pytest.raises(ValueError, match="non-negative int"):
         store.write_version(-1)
 
 
-def test_embeddings_round_trip_in_pbg_format(tmp_path: Path, store: CheckpointStore) -> None:
+def test_embeddings_round_trip_in_pbg_format(root: StorePath, store: CheckpointStore) -> None:
     embs, optim = _embs(0), _optim_bytes(0)
     assert not store.has_embeddings("user", 1, 2)
     store.save_embeddings("user", 1, 2, embs, optim, META)
@@ -59,7 +57,7 @@ def test_embeddings_round_trip_in_pbg_format(tmp_path: Path, store: CheckpointSt
     assert torch.equal(loaded, embs)
     assert loaded_optim == optim
     assert torch.equal(torch.load(io.BytesIO(loaded_optim))["state"], torch.tensor([0.0, 1.0, 2.0]))
-    with h5py.File(tmp_path / "embeddings_user_1.v2.h5", "r") as hf:
+    with read_h5(str(root / "embeddings_user_1.v2.h5")) as hf:
         assert hf.attrs["format_version"] == 1
         assert hf.attrs["config/json"] == '{"dimension": 4}'
         assert hf.attrs["iteration/epoch_idx"] == 1
@@ -91,16 +89,16 @@ def test_save_embeddings_rejects_non_2d(store: CheckpointStore) -> None:
         store.save_embeddings("e", 0, 1, torch.zeros(3), None, META)
 
 
-def test_missing_and_wrong_version_files(tmp_path: Path, store: CheckpointStore) -> None:
+def test_missing_and_wrong_version_files(root: StorePath, store: CheckpointStore) -> None:
     with pytest.raises(DataNotFound, match="embeddings_e_0.v1.h5"):
         store.load_embeddings("e", 0, 1)
-    with h5py.File(tmp_path / "model.v1.h5", "w") as hf:
+    with write_h5(str(root / "model.v1.h5")) as hf:
         hf.attrs["format_version"] = 0
     with pytest.raises(FormatVersionError, match="model.v1.h5"):
         store.load_model(1)
 
 
-def test_model_round_trip_with_public_names(tmp_path: Path, store: CheckpointStore) -> None:
+def test_model_round_trip_with_public_names(root: StorePath, store: CheckpointStore) -> None:
     state = {
         "rhs_operators.0.diagonal": torch.tensor([1.0, 2.0]),
         "rhs_operators.1.linear_transformation": torch.eye(2),
@@ -117,7 +115,7 @@ def test_model_round_trip_with_public_names(tmp_path: Path, store: CheckpointSto
     assert loaded.keys() == state.keys()
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
     assert optim == _optim_bytes(5)
-    with h5py.File(tmp_path / "model.v4.h5", "r") as hf:
+    with read_h5(str(root / "model.v4.h5")) as hf:
         ds = hf["model/relations/0/operator/rhs/diagonal"]
         assert ds.attrs["state_dict_key"] == "rhs_operators.0.diagonal"
         assert list(hf["model"].keys()) == ["relations", "entities"]  # track_order keeps insertion order
@@ -130,20 +128,20 @@ def test_save_model_requires_public_name_for_every_key(store: CheckpointStore) -
     assert not store.has_model(1)
 
 
-def test_model_dataset_without_state_dict_key(tmp_path: Path, store: CheckpointStore) -> None:
-    with h5py.File(tmp_path / "model.v1.h5", "w") as hf:
+def test_model_dataset_without_state_dict_key(root: StorePath, store: CheckpointStore) -> None:
+    with write_h5(str(root / "model.v1.h5")) as hf:
         hf.attrs["format_version"] = 1
         hf.create_dataset("model/relations/0/operator/rhs/diagonal", data=np.ones(2))
     with pytest.raises(BadDataError, match="has no 'state_dict_key'"):
         store.load_model(1)
 
 
-def test_config_round_trip(tmp_path: Path, store: CheckpointStore) -> None:
+def test_config_round_trip(root: StorePath, store: CheckpointStore) -> None:
     config = {"dimension": 4, "entities": {"user": {"num_partitions": 1}}}
     store.save_config(config)
     assert store.load_config() == config
-    assert (tmp_path / "config.json").read_text() == json.dumps(config, indent=4)
-    (tmp_path / "config.json").write_text("[1]")
+    assert (root / "config.json").read_text() == json.dumps(config, indent=4)
+    (root / "config.json").write_text("[1]")
     with pytest.raises(BadDataError, match="expected a JSON object"):
         store.load_config()
 
@@ -154,10 +152,10 @@ def _write_version(store: CheckpointStore, v: int) -> None:
     store.save_model(v, {"rhs_operators.0.diagonal": torch.full((2,), float(v))}, {"rhs_operators.0.diagonal": "relations/0/operator/rhs/diagonal"}, None, META)
 
 
-def test_list_and_remove_versions(tmp_path: Path, store: CheckpointStore) -> None:
+def test_list_and_remove_versions(root: StorePath, store: CheckpointStore) -> None:
     for v in (0, 1, 2):
         _write_version(store, v)
-    (tmp_path / "model.v9.tmp.h5").write_bytes(b"")  # in-progress files are not versions
+    (root / "model.v9.tmp.h5").write_bytes(b"")  # in-progress files are not versions
     assert store.list_versions() == [0, 1, 2]
     store.remove_version(1)
     assert store.list_versions() == [0, 2]
@@ -167,12 +165,12 @@ def test_list_and_remove_versions(tmp_path: Path, store: CheckpointStore) -> Non
     assert not store.has_embeddings("user", 0, 1) and store.has_embeddings("user", 0, 2)
 
 
-def test_preserve_makes_real_copies_with_version_file(tmp_path: Path, store: CheckpointStore) -> None:
+def test_preserve_makes_real_copies_with_version_file(root: StorePath, store: CheckpointStore) -> None:
     _write_version(store, 5)
     store.write_version(5)
     store.preserve_version(5, epoch=3)
     store.preserve_version(5, epoch=3)  # idempotent
-    snap_dir = tmp_path / "epoch_3"
+    snap_dir = root / "epoch_3"
     assert sorted(p.name for p in snap_dir.iterdir()) == [
         "checkpoint_version.txt", "embeddings_user_0.v5.h5", "embeddings_user_1.v5.h5", "model.v5.h5"
     ]
@@ -185,7 +183,7 @@ def test_preserve_makes_real_copies_with_version_file(tmp_path: Path, store: Che
     embs, optim = snap.load_embeddings("user", 1, 5)
     assert torch.equal(embs, _embs(6)) and optim == _optim_bytes(5)
     assert torch.equal(snap.load_model(5)[0]["rhs_operators.0.diagonal"], torch.full((2,), 5.0))
-    assert not os.path.exists(tmp_path / "model.v5.h5")
+    assert not (root / "model.v5.h5").exists()
 
 
 def test_preserve_missing_version_raises(store: CheckpointStore) -> None:
@@ -193,7 +191,7 @@ def test_preserve_missing_version_raises(store: CheckpointStore) -> None:
         store.preserve_version(4, epoch=1)
 
 
-def test_crash_while_writing_leaves_previous_file(tmp_path: Path, store: CheckpointStore) -> None:
+def test_crash_while_writing_leaves_previous_file(root: StorePath, store: CheckpointStore) -> None:
     names = {"a": "relations/0/operator/rhs/diagonal", "b": "relations/1/operator/rhs/diagonal"}
     store.save_model(2, {"a": torch.ones(2), "b": torch.ones(2)}, names, None, META)
     # The second tensor cannot be copied out (meta device): the write fails after the first dataset.
@@ -201,4 +199,29 @@ def test_crash_while_writing_leaves_previous_file(tmp_path: Path, store: Checkpo
     with pytest.raises(NotImplementedError):
         store.save_model(2, broken, names, None, META)
     assert torch.equal(store.load_model(2)[0]["a"], torch.ones(2))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.v2.h5"]
+    assert sorted(p.name for p in root.iterdir()) == ["model.v2.h5"]
+
+
+def test_snapshot_stays_valid_after_moving_the_directory(root: StorePath, store: CheckpointStore) -> None:
+    _write_version(store, 2)
+    store.write_version(2)
+    store.preserve_version(2, epoch=1)
+    moved = root / "elsewhere" / "snap"
+    move_tree(str(root / "epoch_1"), str(moved))
+    assert not (root / "epoch_1").exists()
+    snap = CheckpointStore(str(moved))
+    assert snap.read_version() == 2 and snap.list_versions() == [2]
+    assert torch.equal(snap.load_embeddings("user", 0, 2)[0], _embs(2))
+    assert torch.equal(snap.load_model(2)[0]["rhs_operators.0.diagonal"], torch.full((2,), 2.0))
+
+
+def test_version_protocol_on_every_store(store: CheckpointStore) -> None:
+    """v+1 is written beside v, the pointer switch commits it, then v is removed."""
+    _write_version(store, 1)
+    store.write_version(1)
+    _write_version(store, 2)
+    assert store.read_version() == 1 and store.list_versions() == [1, 2]
+    store.write_version(2)
+    store.remove_version(1)
+    assert store.read_version() == 2 and store.list_versions() == [2]
+    assert torch.equal(store.load_embeddings("user", 1, 2)[0], _embs(3))

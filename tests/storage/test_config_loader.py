@@ -12,6 +12,7 @@ from pbg_core.config import config_to_json, parse_config
 from pbg_core.errors import ConfigError
 from storage.config_loader import dump_config_json, load_config
 from storage.errors import DataNotFound
+from store_io import StorePath
 
 # Shaped like PBG's examples/configs/fb15k_config_cpu.py (reference 4.1).
 PBG_CONFIG = '''
@@ -49,7 +50,7 @@ RAW = {
 }
 
 
-def write(path: Path, text: str) -> str:
+def write(path: Path | StorePath, text: str) -> str:
     path.write_text(text)
     return str(path)
 
@@ -94,20 +95,20 @@ def test_remote_python_config_refused() -> None:
         load_config("s3://bucket/config.py")
 
 
-def test_json_config(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path / "c.json", json.dumps(RAW)), overrides=["relations.0.all_negs=yes"])
+def test_json_config(root: StorePath) -> None:
+    config = load_config(write(root / "c.json", json.dumps(RAW)), overrides=["relations.0.all_negs=yes"])
     assert config.num_epochs == 3 and config.entities["user"].num_partitions == 2
     assert config.relations[0].all_negs is True
 
 
-def test_yaml_config(tmp_path: Path) -> None:
+def test_yaml_config(root: StorePath) -> None:
     for suffix in ("yaml", "yml"):
-        config = load_config(write(tmp_path / f"c.{suffix}", yaml.safe_dump(RAW)))
+        config = load_config(write(root / f"c.{suffix}", yaml.safe_dump(RAW)))
         assert config == parse_config(RAW)
 
 
-def test_invalid_config_lists_problems_with_source(tmp_path: Path) -> None:
-    path = write(tmp_path / "bad.yaml", yaml.safe_dump({**RAW, "lr": -1, "loss_fn": "hinge"}))
+def test_invalid_config_lists_problems_with_source(root: StorePath) -> None:
+    path = write(root / "bad.yaml", yaml.safe_dump({**RAW, "lr": -1, "loss_fn": "hinge"}))
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.source == path
@@ -117,16 +118,16 @@ def test_invalid_config_lists_problems_with_source(tmp_path: Path) -> None:
     ]
 
 
-def test_unparsable_json_and_yaml(tmp_path: Path) -> None:
+def test_unparsable_json_and_yaml(root: StorePath) -> None:
     with pytest.raises(ConfigError, match="not valid JSON: Expecting .* at line 1, column 2"):
-        load_config(write(tmp_path / "broken.json", "{dimension: 3}"))
+        load_config(write(root / "broken.json", "{dimension: 3}"))
     with pytest.raises(ConfigError, match="not valid YAML"):
-        load_config(write(tmp_path / "broken.yaml", "a: [1, 2\n"))
+        load_config(write(root / "broken.yaml", "a: [1, 2\n"))
 
 
-def test_yaml_top_level_not_a_mapping(tmp_path: Path) -> None:
+def test_yaml_top_level_not_a_mapping(root: StorePath) -> None:
     with pytest.raises(ConfigError, match="expected a mapping of field names, got list"):
-        load_config(write(tmp_path / "list.yaml", "- 1\n- 2\n"))
+        load_config(write(root / "list.yaml", "- 1\n- 2\n"))
 
 
 @pytest.mark.parametrize("name", ["missing.json", "missing.yaml", "missing.py"])
@@ -137,14 +138,29 @@ def test_missing_file_names_it(tmp_path: Path, name: str) -> None:
     assert path in str(info.value)
 
 
-def test_unsupported_suffix(tmp_path: Path) -> None:
+def test_unsupported_suffix(root: StorePath) -> None:
     with pytest.raises(ConfigError, match=r"unsupported config file type '.toml'; allowed: .py, .json"):
-        load_config(str(tmp_path / "c.toml"))
+        load_config(str(root / "c.toml"))
 
 
-def test_dump_config_json_round_trips(tmp_path: Path) -> None:
+def test_dump_config_json_round_trips(root: StorePath) -> None:
     config = parse_config(RAW)
     text = dump_config_json(config)
     assert text.startswith('{\n    "entities": {')  # indent 4, like PBG's config.json
     assert json.loads(text) == config_to_json(config)
-    assert load_config(write(tmp_path / "config.json", text)) == config
+    assert load_config(write(root / "config.json", text)) == config
+
+
+@pytest.mark.parametrize("name", ["missing.json", "missing.yaml"])
+def test_missing_remote_or_local_file_names_it(root: StorePath, name: str) -> None:
+    path = str(root / name)
+    with pytest.raises(DataNotFound) as info:
+        load_config(path)
+    assert path in str(info.value)
+
+
+def test_python_config_from_s3_is_refused_before_any_read(s3_bucket: str) -> None:
+    url = f"s3://{s3_bucket}/configs/fb15k.py"
+    StorePath(url).write_text(PBG_CONFIG)
+    with pytest.raises(ConfigError, match=r"must be a local file, not a s3:// URL"):
+        load_config(url)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -15,6 +13,7 @@ from pbg_core.edgelist import EdgeList, EntityList, TensorList
 from pbg_core.types import Bucket
 from storage.edges import EdgeStore, chunk_bounds
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
+from store_io import StorePath, read_h5, write_h5
 
 B = Bucket(0, 1)
 
@@ -36,9 +35,9 @@ def _featurized(n: int, seed: int = 0) -> EdgeList:
     return EdgeList(lhs, EntityList(torch.arange(n)), torch.zeros(n, dtype=torch.long))
 
 
-def _pbg_file(path: Path, **datasets: np.ndarray) -> None:
+def _pbg_file(path: StorePath, **datasets: np.ndarray) -> None:
     """Write an edge file the way PBG does (int64 chunked datasets, format_version attribute)."""
-    with h5py.File(path, "w") as hf:
+    with write_h5(str(path)) as hf:
         hf.attrs["format_version"] = 1
         for name, data in datasets.items():
             hf.create_dataset(name, data=data, maxshape=(None,), chunks=True)
@@ -69,8 +68,8 @@ def test_chunk_bounds_rejects_bad_args(args: tuple[int, int, int]) -> None:
         chunk_bounds(*args)
 
 
-def test_save_load_round_trip_with_float_weights(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_save_load_round_trip_with_float_weights(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     edges = _edges(50, weight=True)
     store.save(B, edges)
     assert store.has_bucket(B) and not store.has_bucket(Bucket(1, 0))
@@ -78,7 +77,7 @@ def test_save_load_round_trip_with_float_weights(tmp_path: Path) -> None:
     loaded = store.load(B)
     assert loaded == edges
     assert loaded.weight is not None and loaded.weight.dtype == torch.float32
-    with h5py.File(tmp_path / "edges_0_1.h5", "r") as hf:
+    with read_h5(str(root / "edges_0_1.h5")) as hf:
         assert hf.attrs["format_version"] == 1
         assert {k: hf[k].dtype for k in hf} == {
             "lhs": np.int64, "rhs": np.int64, "rel": np.int64, "weight": np.float32
@@ -87,8 +86,8 @@ def test_save_load_round_trip_with_float_weights(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("k", [1, 3, 7])
-def test_load_chunk_matches_slices(tmp_path: Path, k: int) -> None:
-    store = EdgeStore(f"file://{tmp_path}")
+def test_load_chunk_matches_slices(root: StorePath, k: int) -> None:
+    store = EdgeStore(str(root) if root.is_s3 else f"file://{root}")
     edges = _edges(20, seed=1)
     store.save(B, edges)
     parts = [store.load_chunk(B, i, k) for i in range(k)]
@@ -98,8 +97,8 @@ def test_load_chunk_matches_slices(tmp_path: Path, k: int) -> None:
     assert EdgeList.cat(parts) == edges
 
 
-def test_featurized_round_trip_and_chunk_rebasing(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_featurized_round_trip_and_chunk_rebasing(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     edges = _featurized(30, seed=2)
     store.save(B, edges)
     assert store.load(B) == edges
@@ -111,8 +110,8 @@ def test_featurized_round_trip_and_chunk_rebasing(tmp_path: Path) -> None:
         assert chunk == edges[begin:end]
 
 
-def test_empty_bucket(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_empty_bucket(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     store.save(B, _edges(0))
     assert store.num_edges(B) == 0
     assert len(store.load_chunk(B, 0, 2)) == 0
@@ -121,8 +120,8 @@ def test_empty_bucket(tmp_path: Path) -> None:
     assert store.num_edges(Bucket(1, 1)) == 0
 
 
-def test_appender_streams_in_several_flushes(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_appender_streams_in_several_flushes(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     pieces = [_edges(n, seed=n, weight=True) for n in (3, 0, 5, 4)]
     with store.appender(B, chunk_elements=2, buffer_edges=4) as out:
         for piece in pieces:
@@ -131,8 +130,8 @@ def test_appender_streams_in_several_flushes(tmp_path: Path) -> None:
     assert store.load(B) == EdgeList.cat(pieces)
 
 
-def test_appender_featurized_pieces_are_rebased(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_appender_featurized_pieces_are_rebased(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     whole = _featurized(12, seed=3)
     with store.appender(B, buffer_edges=1) as out:
         out.append(whole[0:5])  # slices of a TensorList keep their own offsets from 0
@@ -140,13 +139,13 @@ def test_appender_featurized_pieces_are_rebased(tmp_path: Path) -> None:
     assert store.load(B) == whole
 
 
-def test_exception_inside_appender_leaves_nothing(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_exception_inside_appender_leaves_nothing(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     with pytest.raises(RuntimeError):
         with store.appender(B, buffer_edges=1) as out:
             out.append(_edges(10))
             raise RuntimeError("import failed")
-    assert list(tmp_path.iterdir()) == []
+    assert list(root.iterdir()) == []
     # And an existing bucket survives a failed rewrite untouched.
     store.save(B, _edges(4, seed=9))
     with pytest.raises(RuntimeError):
@@ -154,67 +153,71 @@ def test_exception_inside_appender_leaves_nothing(tmp_path: Path) -> None:
             out.append(_edges(10))
             raise RuntimeError("import failed")
     assert store.load(B) == _edges(4, seed=9)
-    assert [p.name for p in tmp_path.iterdir()] == ["edges_0_1.h5"]
+    assert [p.name for p in root.iterdir()] == ["edges_0_1.h5"]
 
 
-def test_stale_tmp_file_is_replaced(tmp_path: Path) -> None:
-    (tmp_path / "edges_0_1.tmp.h5").write_bytes(b"garbage from a crash")
-    store = EdgeStore(str(tmp_path))
+def test_stale_tmp_file_is_replaced(root: StorePath) -> None:
+    (root / "edges_0_1.tmp.h5").write_bytes(b"garbage from a crash")
+    store = EdgeStore(str(root))
     assert store.list_buckets() == []
     store.save(B, _edges(3))
-    assert [p.name for p in tmp_path.iterdir()] == ["edges_0_1.h5"]
+    # Locally the temporary name is reused (and so replaced); S3 writes never create one
+    # (local file, then one upload), so a foreign leftover stays and is still no bucket.
+    leftover = ["edges_0_1.tmp.h5"] if root.is_s3 else []
+    assert [p.name for p in root.iterdir()] == ["edges_0_1.h5", *leftover]
+    assert store.list_buckets() == [B]
     assert store.load(B) == _edges(3)
 
 
-def test_appender_rejects_layout_change(tmp_path: Path) -> None:
+def test_appender_rejects_layout_change(root: StorePath) -> None:
     with pytest.raises(ValueError, match="has_weight"):
-        with EdgeStore(str(tmp_path)).appender(B) as out:
+        with EdgeStore(str(root)).appender(B) as out:
             out.append(_edges(2))
             out.append(_edges(2, weight=True))
-    assert list(tmp_path.iterdir()) == []
+    assert list(root.iterdir()) == []
 
 
-def test_list_buckets(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_list_buckets(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     assert store.list_buckets() == []
     for b in (Bucket(1, 0), Bucket(0, 0), Bucket(0, 10)):
         store.save(b, _edges(1))
-    (tmp_path / "edges_2_2.tmp.h5").write_bytes(b"")
+    (root / "edges_2_2.tmp.h5").write_bytes(b"")
     assert store.list_buckets() == [Bucket(0, 0), Bucket(0, 10), Bucket(1, 0)]
 
 
-def test_reads_pbg_file_with_int64_weights(tmp_path: Path) -> None:
+def test_reads_pbg_file_with_int64_weights(root: StorePath) -> None:
     _pbg_file(
-        tmp_path / "edges_0_1.h5",
+        root / "edges_0_1.h5",
         lhs=np.array([1, 2, 3]), rhs=np.array([4, 5, 6]), rel=np.array([0, 0, 1]), weight=np.array([2, 1, 7]),
     )
-    loaded = EdgeStore(str(tmp_path)).load(B)
+    loaded = EdgeStore(str(root)).load(B)
     assert loaded.lhs.tensor.tolist() == [1, 2, 3]
     assert loaded.weight is not None and loaded.weight.dtype == torch.float32
     assert loaded.weight.tolist() == [2.0, 1.0, 7.0]
 
 
-def test_format_version_error_names_file(tmp_path: Path) -> None:
-    with h5py.File(tmp_path / "edges_0_1.h5", "w") as hf:
+def test_format_version_error_names_file(root: StorePath) -> None:
+    with write_h5(str(root / "edges_0_1.h5")) as hf:
         hf.attrs["format_version"] = 2
         hf.create_dataset("rel", data=np.arange(2))
     with pytest.raises(FormatVersionError, match=r"edges_0_1.h5: found format_version=2, expected format_version=1"):
-        EdgeStore(str(tmp_path)).num_edges(B)
+        EdgeStore(str(root)).num_edges(B)
 
 
-def test_missing_bucket_and_missing_dataset(tmp_path: Path) -> None:
-    store = EdgeStore(str(tmp_path))
+def test_missing_bucket_and_missing_dataset(root: StorePath) -> None:
+    store = EdgeStore(str(root))
     with pytest.raises(DataNotFound, match="edges_0_1.h5"):
         store.load(B)
-    _pbg_file(tmp_path / "edges_0_1.h5", lhs=np.arange(2), rel=np.arange(2))
+    _pbg_file(root / "edges_0_1.h5", lhs=np.arange(2), rel=np.arange(2))
     with pytest.raises(BadDataError, match="missing dataset 'rhs'"):
         store.load(B)
 
 
-def test_unequal_lengths_are_bad_data(tmp_path: Path) -> None:
-    _pbg_file(tmp_path / "edges_0_1.h5", lhs=np.arange(3), rhs=np.arange(2), rel=np.arange(3))
+def test_unequal_lengths_are_bad_data(root: StorePath) -> None:
+    _pbg_file(root / "edges_0_1.h5", lhs=np.arange(3), rhs=np.arange(2), rel=np.arange(3))
     with pytest.raises(BadDataError, match="equal length"):
-        EdgeStore(str(tmp_path)).load(B)
+        EdgeStore(str(root)).load(B)
 
 
 @pytest.mark.parametrize(
@@ -226,14 +229,14 @@ def test_unequal_lengths_are_bad_data(tmp_path: Path) -> None:
         (np.array([0, 1, 9]), "points past the end"),
     ],
 )
-def test_bad_feature_offsets(tmp_path: Path, offsets: np.ndarray, message: str) -> None:
+def test_bad_feature_offsets(root: StorePath, offsets: np.ndarray, message: str) -> None:
     _pbg_file(
-        tmp_path / "edges_0_1.h5",
+        root / "edges_0_1.h5",
         lhs=np.zeros(2, dtype=np.int64), rhs=np.arange(2), rel=np.zeros(2, dtype=np.int64),
         lhsd_offsets=offsets, lhsd_data=np.arange(2),
     )
     with pytest.raises(BadDataError, match=message):
-        EdgeStore(str(tmp_path)).load(B)
+        EdgeStore(str(root)).load(B)
 
 
 def test_remote_filesystem_round_trip() -> None:
@@ -242,3 +245,12 @@ def test_remote_filesystem_round_trip() -> None:
     store.save(B, edges)
     assert store.list_buckets() == [B]
     assert store.load_chunk(B, 1, 2) == edges[5:9]
+
+
+def test_load_chunk_into_shared_memory(root: StorePath) -> None:
+    store = EdgeStore(str(root))
+    edges = _edges(40, seed=3, weight=True)
+    store.save(B, edges)
+    chunk = store.load_chunk(B, 1, 2, shared=True)
+    assert chunk == edges[20:40]
+    assert chunk.lhs.tensor.is_shared() and chunk.rel.is_shared() and chunk.weight.is_shared()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +14,12 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.exporters import export_tsv, write_rows
+from store_io import StorePath
 
 META = CheckpointMetadata(config_json="{}")
 
 
-def make_config(tmp_path: Path, **extra: Any) -> ConfigSchema:
+def make_config(root: StorePath, **extra: Any) -> ConfigSchema:
     raw = {
         "entities": {"user": {"num_partitions": 2}, "item": {"num_partitions": 1}},
         "relations": [
@@ -28,9 +28,9 @@ def make_config(tmp_path: Path, **extra: Any) -> ConfigSchema:
             {"name": "scales", "lhs": "user", "rhs": "item", "operator": "linear"},
         ],
         "dimension": 2,
-        "entity_path": str(tmp_path / "entities"),
+        "entity_path": str(root / "entities"),
         "edge_paths": [],
-        "checkpoint_path": str(tmp_path / "ckpt"),
+        "checkpoint_path": str(root / "ckpt"),
         **extra,
     }
     return parse_config(raw)
@@ -78,10 +78,10 @@ def test_write_rows_formats_float32_like_pbg() -> None:
     assert written == 2
 
 
-def test_export_standard_mode_exact_text(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
+def test_export_standard_mode_exact_text(root: StorePath) -> None:
+    config = make_config(root)
     write_standard_checkpoint(config)
-    entities_out, relations_out = tmp_path / "out" / "entities.tsv", tmp_path / "out" / "relations.tsv"
+    entities_out, relations_out = root / "out" / "entities.tsv", root / "out" / "relations.tsv"
     report = export_tsv(config, str(entities_out), str(relations_out))
 
     # global_emb is on (default): user vectors + [10, 20], item vectors + [-1, -1].
@@ -99,15 +99,15 @@ def test_export_standard_mode_exact_text(tmp_path: Path) -> None:
     assert (report.version, report.entities_written, report.relation_rows_written) == (1, 4, 2)
 
 
-def test_export_without_global_emb_and_explicit_version(tmp_path: Path) -> None:
-    config = make_config(tmp_path, global_emb=False)
+def test_export_without_global_emb_and_explicit_version(root: StorePath) -> None:
+    config = make_config(root, global_emb=False)
     write_standard_checkpoint(config, version=3)
-    out = tmp_path / "e.tsv"
-    export_tsv(config, str(out), str(tmp_path / "r.tsv"), version=3)
+    out = root / "e.tsv"
+    export_tsv(config, str(out), str(root / "r.tsv"), version=3)
     assert out.read_text().splitlines()[0] == "alice\t1.000000000\t-0.500000000"
 
 
-def test_export_dynamic_mode_writes_lhs_and_rhs_per_relation(tmp_path: Path) -> None:
+def test_export_dynamic_mode_writes_lhs_and_rhs_per_relation(root: StorePath) -> None:
     config = parse_config(
         {
             "entities": {"e": {"num_partitions": 1}},
@@ -115,9 +115,9 @@ def test_export_dynamic_mode_writes_lhs_and_rhs_per_relation(tmp_path: Path) -> 
             "dynamic_relations": True,
             "global_emb": False,
             "dimension": 2,
-            "entity_path": str(tmp_path / "entities"),
+            "entity_path": str(root / "entities"),
             "edge_paths": [],
-            "checkpoint_path": str(tmp_path / "ckpt"),
+            "checkpoint_path": str(root / "ckpt"),
         }
     )
     entities = EntityStore(config.entity_path)
@@ -136,8 +136,8 @@ def test_export_dynamic_mode_writes_lhs_and_rhs_per_relation(tmp_path: Path) -> 
         },
     )
     store.write_version(1)
-    relations_out = tmp_path / "r.tsv"
-    report = export_tsv(config, str(tmp_path / "e.tsv"), str(relations_out))
+    relations_out = root / "r.tsv"
+    report = export_tsv(config, str(root / "e.tsv"), str(relations_out))
     assert relations_out.read_text() == (
         "r_a\tlhs\tcomplex_diagonal\treal\t1\t1.000000000\n"
         "r_b\tlhs\tcomplex_diagonal\treal\t1\t2.000000000\n"
@@ -148,39 +148,39 @@ def test_export_dynamic_mode_writes_lhs_and_rhs_per_relation(tmp_path: Path) -> 
         "r_a\trhs\tcomplex_diagonal\timag\t1\t7.000000000\n"
         "r_b\trhs\tcomplex_diagonal\timag\t1\t8.000000000\n"
     )
-    assert (tmp_path / "e.tsv").read_text() == "x\t0.500000000\t0.750000000\n"
+    assert (root / "e.tsv").read_text() == "x\t0.500000000\t0.750000000\n"
     assert report.relation_rows_written == 8
 
 
-def test_refuses_to_overwrite_and_creates_nothing(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
+def test_refuses_to_overwrite_and_creates_nothing(root: StorePath) -> None:
+    config = make_config(root)
     write_standard_checkpoint(config)
-    existing = tmp_path / "relations.tsv"
+    existing = root / "relations.tsv"
     existing.write_text("keep me")
     with pytest.raises(FileExistsError, match="relations.tsv"):
-        export_tsv(config, str(tmp_path / "entities.tsv"), str(existing))
+        export_tsv(config, str(root / "entities.tsv"), str(existing))
     assert existing.read_text() == "keep me"
-    assert not (tmp_path / "entities.tsv").exists()
+    assert not (root / "entities.tsv").exists()
 
 
-def test_failure_midway_removes_outputs(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
+def test_failure_midway_removes_outputs(root: StorePath) -> None:
+    config = make_config(root)
     write_standard_checkpoint(config, relation_names=["buys", "other", "scales"])
     with pytest.raises(BadDataError, match=r"dynamic_rel_names.json lists relations .*'other'"):
-        export_tsv(config, str(tmp_path / "e.tsv"), str(tmp_path / "r.tsv"))
-    assert not (tmp_path / "e.tsv").exists() and not (tmp_path / "r.tsv").exists()
+        export_tsv(config, str(root / "e.tsv"), str(root / "r.tsv"))
+    assert not (root / "e.tsv").exists() and not (root / "r.tsv").exists()
 
 
-def test_names_and_embeddings_must_agree(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
+def test_names_and_embeddings_must_agree(root: StorePath) -> None:
+    config = make_config(root)
     write_standard_checkpoint(config)
     EntityStore(config.entity_path).save_names("user", 1, ["carol", "dave"])
     with pytest.raises(BadDataError, match=r"'user' partition 1 .* shape \(1, 2\), expected \(2, D\)"):
-        export_tsv(config, str(tmp_path / "e.tsv"), str(tmp_path / "r.tsv"))
+        export_tsv(config, str(root / "e.tsv"), str(root / "r.tsv"))
 
 
-def test_no_committed_checkpoint(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
+def test_no_committed_checkpoint(root: StorePath) -> None:
+    config = make_config(root)
     with pytest.raises(DataNotFound, match="no committed checkpoint"):
-        export_tsv(config, str(tmp_path / "e.tsv"), str(tmp_path / "r.tsv"))
-    assert not (tmp_path / "e.tsv").exists()
+        export_tsv(config, str(root / "e.tsv"), str(root / "r.tsv"))
+    assert not (root / "e.tsv").exists()

@@ -1,20 +1,25 @@
-"""Tests for storage.fs: URL resolution, atomic writes, copies, and the remote code path.
+"""Tests for storage.fs: URL resolution, atomic writes, copies, error translation, S3.
 
-The remote path (download for reads, upload for writes) is exercised with fsspec's
-in-memory filesystem, which stands in for object stores.
+Local-disk semantics (tmp + fsync + rename) are tested on a temporary directory; the
+shared operations run on local disk and on the moto S3 server (``root`` fixture); the
+read cache, upload verification and listing freshness in ``test_fs_s3.py``.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import store_io
+from s3_server import FAST_FAIL_OPTIONS, S3Server, free_port, new_bucket_name
 from storage import fs
-from storage.errors import BadDataError, DataNotFound
+from storage.errors import AccessDenied, BadDataError, BadUrlError, DataNotFound, TransientStorageError
+from store_io import StorePath
 
 
 def test_resolve_plain_path_and_file_url(tmp_path: Path) -> None:
@@ -135,3 +140,122 @@ def test_remote_write_failure_uploads_nothing(memory_url: str) -> None:
     with pytest.raises(DataNotFound):
         with fs.local_read_path(url):
             pass
+
+
+# -- the same operations on local disk and on the S3 server ----------------------------------
+
+
+def test_round_trip_on_every_store(root: StorePath) -> None:
+    base = str(root)
+    url = fs.join_url(base, "sub", "a.txt")
+    assert not fs.exists(url) and fs.listdir(base) == []
+    fs.write_text_atomic(url, "héllo\n")
+    assert fs.read_text(url) == "héllo\n" and (root / "sub" / "a.txt").read_text() == "héllo\n"
+    fs.write_text_atomic(url, "second")  # overwrite: one object / one file, no leftovers
+    assert fs.read_text(url) == "second"
+    assert store_io.all_files(base) == ["sub/a.txt"]
+    fs.copy(url, fs.join_url(base, "epoch_1", "a.txt"))
+    assert fs.listdir(base) == ["epoch_1", "sub"]
+    fs.write_text_atomic(url, "third")  # the copy is independent of its source
+    assert fs.read_text(fs.join_url(base, "epoch_1", "a.txt")) == "second"
+    fs.move(fs.join_url(base, "epoch_1", "a.txt"), fs.join_url(base, "moved", "b.txt"))
+    assert store_io.all_files(base) == ["moved/b.txt", "sub/a.txt"]
+    fs.remove(url)
+    assert not fs.exists(url)
+    with pytest.raises(DataNotFound, match="a.txt"):
+        fs.remove(url, missing_ok=False)
+    fs.remove_tree(fs.join_url(base, "moved"))
+    assert store_io.all_files(base) == []
+
+
+def test_missing_object_is_data_not_found_naming_url(root: StorePath) -> None:
+    url = str(root / "missing.h5")
+    with pytest.raises(DataNotFound, match="missing.h5"):
+        fs.read_text(url)
+    with pytest.raises(DataNotFound, match="missing.h5"):
+        with fs.local_read_path(url):
+            pass
+    with pytest.raises(DataNotFound, match="missing.h5"):
+        fs.copy(url, str(root / "copy.h5"))
+
+
+def test_write_failure_publishes_nothing(root: StorePath) -> None:
+    url = str(root / "y.h5")
+    with pytest.raises(RuntimeError):
+        with fs.local_write(url) as local:
+            Path(local).write_text("partial")
+            raise RuntimeError("boom")
+    assert not fs.exists(url) and store_io.all_files(str(root)) == []
+
+
+# -- S3 specifics: bad URLs, missing buckets, credentials, unreachable server ------------------
+
+
+@pytest.mark.parametrize("url", ["s3://", "s3:///key.txt", "s3://Bad_Bucket/k", "s3://ab/k", "s3://a..b/k"])
+def test_bad_s3_url_is_bad_url_error(url: str) -> None:
+    with pytest.raises(BadUrlError, match="expected s3://<bucket>/<key>") as info:
+        fs.read_text(url)
+    assert isinstance(info.value, ValueError) and str(info.value).startswith(url)
+
+
+def test_missing_bucket_is_data_not_found(s3_server: S3Server) -> None:
+    url = f"s3://{new_bucket_name()}/ckpt/checkpoint_version.txt"
+    with pytest.raises(DataNotFound, match="does not exist"):
+        fs.read_text(url)
+    with pytest.raises(DataNotFound, match="NoSuchBucket"):
+        fs.write_text_atomic(url, "1\n")  # never creates the bucket
+    assert not fs.exists(url)
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A second moto server that checks credentials (moto's INITIAL_NO_AUTH_ACTION_COUNT=0)."""
+    server = S3Server(extra_env={"INITIAL_NO_AUTH_ACTION_COUNT": "0"})
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_invalid_credentials_are_access_denied_without_secrets(auth_server: S3Server) -> None:
+    options = {"endpoint_url": auth_server.endpoint_url, "key": "AKIAEXAMPLEKEYID", "secret": "s3cr3t-value"}
+    for call in (lambda: fs.read_text("s3://bkt/a.txt", options), lambda: fs.write_text_atomic("s3://bkt/a.txt", "x", options)):
+        with pytest.raises(AccessDenied) as info:
+            call()
+        message = str(info.value)
+        assert message.startswith("s3://bkt/a.txt: access denied")
+        assert "AWS_ACCESS_KEY_ID" in message and "'key', 'secret'" in message
+        assert "s3cr3t-value" not in message and "AKIAEXAMPLEKEYID" not in message
+        assert isinstance(info.value, PermissionError) and not getattr(info.value, "transient", False)
+
+
+def test_missing_credentials_are_access_denied(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(AccessDenied, match="AWS_SECRET_ACCESS_KEY"):
+        fs.read_text(f"s3://{new_bucket_name()}/a.txt", {"skip_instance_cache": True, **FAST_FAIL_OPTIONS})
+
+
+def test_unreachable_server_is_transient_and_fails_fast(s3_server: S3Server) -> None:
+    options = {"endpoint_url": f"http://127.0.0.1:{free_port()}", **FAST_FAIL_OPTIONS}
+    started = time.monotonic()
+    for call in (
+        lambda: fs.read_text("s3://bkt/a.txt", options),
+        lambda: fs.write_text_atomic("s3://bkt/a.txt", "x", options),
+    ):
+        with pytest.raises(TransientStorageError, match="temporary storage failure") as info:
+            call()
+        assert info.value.transient is True and str(info.value).startswith("s3://bkt/")
+    assert time.monotonic() - started < 30  # a generous bound: the point is "not minutes"
+
+
+def test_create_exclusive_creates_once(root: StorePath) -> None:
+    url = str(root / "ckpt" / "lease.json")
+    assert fs.create_exclusive(url, '{"run": "a"}') is True
+    assert fs.create_exclusive(url, '{"run": "b"}') is False
+    assert (root / "ckpt" / "lease.json").read_text() == '{"run": "a"}'
+    assert [p.name for p in (root / "ckpt").iterdir()] == ["lease.json"]  # no temporary left
+    fs.remove(url)
+    assert fs.create_exclusive(url, '{"run": "b"}') is True

@@ -2,39 +2,37 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import h5py
 import numpy as np
 import pytest
 import torch
 
 from storage import hdf5
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
+from store_io import StorePath, read_h5, write_h5
 
 
-def test_open_write_sets_format_version_and_commits(tmp_path: Path) -> None:
-    url = str(tmp_path / "f.h5")
+def test_open_write_sets_format_version_and_commits(root: StorePath) -> None:
+    url = str(root / "f.h5")
     with hdf5.open_write(url) as hf:
         hf.create_dataset("x", data=np.arange(3))
-    with h5py.File(url, "r") as hf:
+    with read_h5(url) as hf:
         assert hf.attrs["format_version"] == 1
-    with hdf5.open_read(f"file://{url}") as hf:
+    with hdf5.open_read(url if root.is_s3 else f"file://{url}") as hf:
         assert list(hf["x"][...]) == [0, 1, 2]
 
 
-def test_open_write_failure_leaves_no_file(tmp_path: Path) -> None:
+def test_open_write_failure_leaves_no_file(root: StorePath) -> None:
     with pytest.raises(KeyError):
-        with hdf5.open_write(str(tmp_path / "f.h5")) as hf:
+        with hdf5.open_write(str(root / "f.h5")) as hf:
             hf.create_dataset("x", data=np.arange(3))
             raise KeyError("boom")
-    assert list(tmp_path.iterdir()) == []
+    assert list(root.iterdir()) == []
 
 
 @pytest.mark.parametrize("version", [None, 2])
-def test_wrong_format_version_is_rejected(tmp_path: Path, version: int | None) -> None:
-    path = tmp_path / "f.h5"
-    with h5py.File(path, "w") as hf:
+def test_wrong_format_version_is_rejected(root: StorePath, version: int | None) -> None:
+    path = root / "f.h5"
+    with write_h5(str(path)) as hf:
         if version is not None:
             hf.attrs["format_version"] = version
     with pytest.raises(FormatVersionError) as info:
@@ -45,19 +43,19 @@ def test_wrong_format_version_is_rejected(tmp_path: Path, version: int | None) -
     assert str(path) in str(info.value)
 
 
-def test_missing_and_non_hdf5_files(tmp_path: Path) -> None:
+def test_missing_and_non_hdf5_files(root: StorePath) -> None:
     with pytest.raises(DataNotFound, match="nope.h5"):
-        with hdf5.open_read(str(tmp_path / "nope.h5")):
+        with hdf5.open_read(str(root / "nope.h5")):
             pass
-    (tmp_path / "text.h5").write_text("not hdf5")
+    (root / "text.h5").write_text("not hdf5")
     with pytest.raises(BadDataError, match="not a readable HDF5 file"):
-        with hdf5.open_read(str(tmp_path / "text.h5")):
+        with hdf5.open_read(str(root / "text.h5")):
             pass
 
 
-def test_bytes_round_trip_as_v1_void(tmp_path: Path) -> None:
+def test_bytes_round_trip_as_v1_void(root: StorePath) -> None:
     payload = bytes(range(256)) + b"\x00tail"
-    url = str(tmp_path / "f.h5")
+    url = str(root / "f.h5")
     with hdf5.open_write(url) as hf:
         hdf5.write_bytes(hf, "optimizer/state_dict", payload)
     with hdf5.open_read(url) as hf:
@@ -66,8 +64,8 @@ def test_bytes_round_trip_as_v1_void(tmp_path: Path) -> None:
         assert hdf5.read_bytes(hf, "absent") is None
 
 
-def test_read_1d_ranges_and_conversion(tmp_path: Path) -> None:
-    url = str(tmp_path / "f.h5")
+def test_read_1d_ranges_and_conversion(root: StorePath) -> None:
+    url = str(root / "f.h5")
     with hdf5.open_write(url) as hf:
         hf.create_dataset("i", data=np.arange(10, dtype=np.int64))
         hf.create_dataset("w", data=np.array([1, 2, 3], dtype=np.int64))
@@ -78,8 +76,8 @@ def test_read_1d_ranges_and_conversion(tmp_path: Path) -> None:
         assert w.dtype == torch.float32 and w.tolist() == [1.0, 2.0, 3.0]
 
 
-def test_require_dataset_names_missing_and_present(tmp_path: Path) -> None:
-    url = str(tmp_path / "f.h5")
+def test_require_dataset_names_missing_and_present(root: StorePath) -> None:
+    url = str(root / "f.h5")
     with hdf5.open_write(url) as hf:
         hf.create_dataset("lhs", data=np.arange(2))
     with hdf5.open_read(url) as hf:
@@ -87,8 +85,8 @@ def test_require_dataset_names_missing_and_present(tmp_path: Path) -> None:
             hdf5.require_dataset(hf, "rel", url)
 
 
-def test_attrs_with_slashes_round_trip(tmp_path: Path) -> None:
-    url = str(tmp_path / "f.h5")
+def test_attrs_with_slashes_round_trip(root: StorePath) -> None:
+    url = str(root / "f.h5")
     with hdf5.open_write(url) as hf:
         hdf5.write_attrs(hf, {"config/json": '{"a": 1}', "iteration/epoch_idx": 3})
     with hdf5.open_read(url) as hf:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,25 +18,27 @@ from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.importers import EntityIndex, import_edges
+import store_io
+from store_io import StorePath
 
 
 def make_config(
-    tmp_path: Path, entities: dict[str, int], relations: list[tuple[str, str, str]], **extra: Any
+    root: StorePath, entities: dict[str, int], relations: list[tuple[str, str, str]], **extra: Any
 ) -> ConfigSchema:
     num_paths = extra.pop("num_edge_paths", 1)
     raw = {
         "entities": {name: {"num_partitions": parts} for name, parts in entities.items()},
         "relations": [{"name": n, "lhs": lhs, "rhs": rhs} for n, lhs, rhs in relations],
         "dimension": 4,
-        "entity_path": str(tmp_path / "entities"),
-        "edge_paths": [str(tmp_path / f"edges{i}") for i in range(num_paths)],
-        "checkpoint_path": str(tmp_path / "ckpt"),
+        "entity_path": str(root / "entities"),
+        "edge_paths": [str(root / f"edges{i}") for i in range(num_paths)],
+        "checkpoint_path": str(root / "ckpt"),
         **extra,
     }
     return parse_config(raw)
 
 
-def write_tsv(path: Path, lines: list[str]) -> str:
+def write_tsv(path: StorePath, lines: list[str]) -> str:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(path)
 
@@ -48,6 +49,13 @@ def read_back(config: ConfigSchema, edge_path_idx: int = 0) -> list[tuple[str, s
     rel_names = entity_store.load_dynamic_relation_names()
     edge_store = EdgeStore(config.edge_paths[edge_path_idx])
     nparts = {name: e.num_partitions for name, e in config.entities.items()}
+    names: dict[tuple[str, int], list[str]] = {}
+
+    def name_of(entity: str, part: int, offset: int) -> str:
+        if (entity, part) not in names:
+            names[entity, part] = entity_store.load_names(entity, part)
+        return names[entity, part][offset]
+
     out = []
     for bucket in edge_store.list_buckets():
         edges = edge_store.load(bucket)
@@ -56,15 +64,20 @@ def read_back(config: ConfigSchema, edge_path_idx: int = 0) -> list[tuple[str, s
             relation = config.relations[0 if config.dynamic_relations else rel]
             lhs_part = bucket.lhs if nparts[relation.lhs] > 1 else 0
             rhs_part = bucket.rhs if nparts[relation.rhs] > 1 else 0
-            lhs = entity_store.load_names(relation.lhs, lhs_part)[int(edges.lhs.tensor[i])]
-            rhs = entity_store.load_names(relation.rhs, rhs_part)[int(edges.rhs.tensor[i])]
+            lhs = name_of(relation.lhs, lhs_part, int(edges.lhs.tensor[i]))
+            rhs = name_of(relation.rhs, rhs_part, int(edges.rhs.tensor[i]))
             weight = None if edges.weight is None else float(edges.weight[i])
             out.append((lhs, rel_names[rel], rhs, weight))
     return out
 
 
-def all_files(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+def all_files(root: StorePath) -> list[str]:
+    """Files and directories below ``root``, relative (S3 has no directories: they are implied by keys)."""
+    files = store_io.all_files(str(root))
+    dirs = {f.rsplit("/", i)[0] for f in files for i in range(1, f.count("/") + 1)}
+    if not root.is_s3:
+        dirs |= {str(p.relative_to(str(root))) for p in Path(str(root)).rglob("*") if p.is_dir()}
+    return sorted(set(files) | dirs)
 
 
 # -- partitioning -------------------------------------------------------------------
@@ -91,9 +104,9 @@ def test_entity_index_is_exact_where_pbg_floats_round_wrong() -> None:
 # -- round trips ----------------------------------------------------------------------
 
 
-def test_import_hand_checked_counts_partitions_and_offsets(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"user": 2}, [("follows", "user", "user")])
-    src = write_tsv(tmp_path / "in.tsv", ["a b", "b c", "c a", "d e", "a e"])
+def test_import_hand_checked_counts_partitions_and_offsets(root: StorePath) -> None:
+    config = make_config(root, {"user": 2}, [("follows", "user", "user")])
+    src = write_tsv(root / "in.tsv", ["a b", "b c", "c a", "d e", "a e"])
     report = import_edges(config, [src], lhs_col=0, rhs_col=1, seed=7)
 
     # First-seen order a, b, c, d, e; shuffled by the seeded generator, then split 3 + 2.
@@ -104,7 +117,7 @@ def test_import_hand_checked_counts_partitions_and_offsets(tmp_path: Path) -> No
     assert store.load_names("user", 1) == shuffled[3:]
     assert (store.load_count("user", 0), store.load_count("user", 1)) == (3, 2)
     assert store.load_dynamic_relation_names() == ["follows"]
-    assert not (tmp_path / "entities" / "dynamic_rel_count.txt").exists()
+    assert not (root / "entities" / "dynamic_rel_count.txt").exists()
 
     where = {name: (i // 3, i % 3) for i, name in enumerate(shuffled)}  # (partition, offset)
     expected: dict[Bucket, list[tuple[int, int]]] = {}
@@ -122,19 +135,19 @@ def test_import_hand_checked_counts_partitions_and_offsets(tmp_path: Path) -> No
     assert report.edges_read == 5 and report.edges_written == [5]
     assert report.entity_counts == {"user": 5} and report.relation_count == 1
     assert report.skipped == {"unknown_relation": 0, "unknown_entity": 0, "blank_line": 0}
-    assert not any(".pbg-import" in f for f in all_files(tmp_path))
+    assert not any(".pbg-import" in f for f in all_files(root))
 
 
-def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(tmp_path: Path) -> None:
+def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(root: StorePath) -> None:
     config = make_config(
-        tmp_path,
+        root,
         {"user": 3, "item": 1},
         [("buys", "user", "item"), ("likes", "user", "item"), ("knows", "user", "user")],
         num_edge_paths=2,
     )
     first = [f"user{i % 7}\tbuys\titem{i % 4}" for i in range(10)] + [f"user{i}\tknows\tuser{i + 1}" for i in range(6)]
     second = [f"user{i % 5}\tlikes\titem{i % 3}" for i in range(8)] + ["user1\tunknown_rel\titem1"]
-    inputs = [write_tsv(tmp_path / "a.tsv", first), write_tsv(tmp_path / "b.tsv", second)]
+    inputs = [write_tsv(root / "a.tsv", first), write_tsv(root / "b.tsv", second)]
     report = import_edges(config, inputs, lhs_col=0, rel_col=1, rhs_col=2, delimiter="\t", seed=3)
 
     for idx, lines in enumerate([first, second]):
@@ -152,11 +165,11 @@ def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(tmp_path: Pat
     assert report.edges_written == [16, 8] and report.edges_read == 25
 
 
-def test_weights_are_float32_and_flushes_keep_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_weights_are_float32_and_flushes_keep_order(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importers, "FLUSH_EDGES", 2)  # many appends per bucket
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")])
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
     lines = [f"x{i} 0.{i}5 x{i + 1}" for i in range(7)]
-    src = write_tsv(tmp_path / "w.tsv", lines)
+    src = write_tsv(root / "w.tsv", lines)
     import_edges(config, [src], lhs_col=0, rhs_col=2, weight_col=1, seed=0)
     got = read_back(config)
     assert [(lhs, rhs) for lhs, _, rhs, _ in got] == [(f"x{i}", f"x{i + 1}") for i in range(7)]
@@ -164,10 +177,10 @@ def test_weights_are_float32_and_flushes_keep_order(tmp_path: Path, monkeypatch:
     assert EdgeStore(config.edge_paths[0]).load(Bucket(0, 0)).weight.dtype.is_floating_point
 
 
-def test_dynamic_relations_collected_filtered_and_written(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"e": 2}, [("all", "e", "e")], dynamic_relations=True, global_emb=False)
+def test_dynamic_relations_collected_filtered_and_written(root: StorePath) -> None:
+    config = make_config(root, {"e": 2}, [("all", "e", "e")], dynamic_relations=True, global_emb=False)
     lines = ["a r1 b", "b r2 c", "c r1 a", "a r3 c", "b r2 a", "c r1 b"]  # r3 seen once
-    src = write_tsv(tmp_path / "d.tsv", lines)
+    src = write_tsv(root / "d.tsv", lines)
     report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, relation_type_min_count=2, seed=11)
 
     # Relations are shuffled first (first-seen order r1, r2), then the entities.
@@ -183,23 +196,23 @@ def test_dynamic_relations_collected_filtered_and_written(tmp_path: Path) -> Non
     assert report.skipped["unknown_relation"] == 1 and report.relation_count == 2
 
 
-def test_entity_min_count_drops_rare_entities_and_their_edges(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")])
-    src = write_tsv(tmp_path / "m.tsv", ["a b", "b a", "a rare", "b a"])
+def test_entity_min_count_drops_rare_entities_and_their_edges(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    src = write_tsv(root / "m.tsv", ["a b", "b a", "a rare", "b a"])
     report = import_edges(config, [src], lhs_col=0, rhs_col=1, entity_min_count=2, seed=1)
     assert sorted(EntityStore(config.entity_path).load_names("n", 0)) == ["a", "b"]
     assert report.skipped["unknown_entity"] == 1 and report.edges_written == [3]
     assert Counter(read_back(config)) == Counter([("a", "r", "b", None), ("b", "r", "a", None), ("b", "r", "a", None)])
 
 
-def test_same_seed_same_partitions_other_seed_differs(tmp_path: Path) -> None:
+def test_same_seed_same_partitions_other_seed_differs(root: StorePath) -> None:
     lines = [f"u{i} u{(i * 7) % 40}" for i in range(40)]
 
     def names_for(seed: int, sub: str) -> list[list[str]]:
-        root = tmp_path / sub
-        root.mkdir()
-        config = make_config(root, {"u": 2}, [("r", "u", "u")])
-        import_edges(config, [write_tsv(root / "in.tsv", lines)], lhs_col=0, rhs_col=1, seed=seed)
+        sub_root = root / sub
+        sub_root.mkdir()
+        config = make_config(sub_root, {"u": 2}, [("r", "u", "u")])
+        import_edges(config, [write_tsv(sub_root / "in.tsv", lines)], lhs_col=0, rhs_col=1, seed=seed)
         return [EntityStore(config.entity_path).load_names("u", p) for p in range(2)]
 
     first = names_for(5, "a")
@@ -207,10 +220,10 @@ def test_same_seed_same_partitions_other_seed_differs(tmp_path: Path) -> None:
     assert first != names_for(6, "c")
 
 
-def test_blank_lines_skipped_and_every_bucket_exists(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"n": 3}, [("r", "n", "n")], num_edge_paths=2)
-    first = write_tsv(tmp_path / "1.tsv", ["a b", "", "   ", "b c"])
-    second = write_tsv(tmp_path / "2.tsv", ["c a"])
+def test_blank_lines_skipped_and_every_bucket_exists(root: StorePath) -> None:
+    config = make_config(root, {"n": 3}, [("r", "n", "n")], num_edge_paths=2)
+    first = write_tsv(root / "1.tsv", ["a b", "", "   ", "b c"])
+    second = write_tsv(root / "2.tsv", ["c a"])
     report = import_edges(config, [first, second], lhs_col=0, rhs_col=1, seed=0)
     assert report.skipped["blank_line"] == 2
     for path in config.edge_paths:
@@ -220,11 +233,11 @@ def test_blank_lines_skipped_and_every_bucket_exists(tmp_path: Path) -> None:
     assert sum(second_store.num_edges(b) for b in second_store.list_buckets()) == 1
 
 
-def test_progress_callback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_callback(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importers, "PROGRESS_EVERY", 2)
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")])
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
     calls: list[tuple[str, int]] = []
-    src = write_tsv(tmp_path / "p.tsv", ["a b", "b c", "c d", "d e", "e f"])
+    src = write_tsv(root / "p.tsv", ["a b", "b c", "c d", "d e", "e f"])
     import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, progress=lambda phase, n: calls.append((phase, n)))
     assert calls == [("counting", 2), ("counting", 4), ("counting", 5), ("writing", 2), ("writing", 4), ("writing", 5)]
 
@@ -242,35 +255,34 @@ def test_progress_callback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     ],
 )
 def test_malformed_input_names_file_and_line_and_writes_nothing(
-    tmp_path: Path, lines: list[str], kwargs: dict[str, int], fragments: list[str]
+    root: StorePath, lines: list[str], kwargs: dict[str, int], fragments: list[str]
 ) -> None:
-    config = make_config(tmp_path, {"n": 2}, [("r", "n", "n")])
-    src = write_tsv(tmp_path / "bad.tsv", lines)
-    before = all_files(tmp_path)
+    config = make_config(root, {"n": 2}, [("r", "n", "n")])
+    src = write_tsv(root / "bad.tsv", lines)
+    before = all_files(root)
     with pytest.raises(BadDataError) as err:
         import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, **kwargs)
     message = str(err.value)
     assert src in message
     for fragment in fragments:
         assert fragment in message
-    assert all_files(tmp_path) == before
+    assert all_files(root) == before
 
 
-def test_second_input_malformed_writes_nothing(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")], num_edge_paths=2)
-    good = write_tsv(tmp_path / "good.tsv", ["a b"] * 3)
-    bad = write_tsv(tmp_path / "bad.tsv", ["a b", "lonely"])
+def test_second_input_malformed_writes_nothing(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")], num_edge_paths=2)
+    good = write_tsv(root / "good.tsv", ["a b"] * 3)
+    bad = write_tsv(root / "bad.tsv", ["a b", "lonely"])
     with pytest.raises(BadDataError, match=r"bad\.tsv: line 2"):
         import_edges(config, [good, bad], lhs_col=0, rhs_col=1)
-    assert all_files(tmp_path) == ["bad.tsv", "good.tsv"]
+    assert all_files(root) == ["bad.tsv", "good.tsv"]
 
 
-def test_failure_while_writing_removes_everything_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_while_writing_removes_everything_created(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importers, "PROGRESS_EVERY", 1)
-    config = make_config(tmp_path, {"n": 2}, [("r", "n", "n")], num_edge_paths=2)
-    os.makedirs(config.edge_paths[0])
-    (Path(config.edge_paths[0]) / "keep.txt").write_text("mine")
-    inputs = [write_tsv(tmp_path / f"{i}.tsv", ["a b", "b c", "c a"]) for i in range(2)]
+    config = make_config(root, {"n": 2}, [("r", "n", "n")], num_edge_paths=2)
+    (root / "edges0" / "keep.txt").write_text("mine")
+    inputs = [write_tsv(root / f"{i}.tsv", ["a b", "b c", "c a"]) for i in range(2)]
 
     def fail_in_second_input(phase: str, lines: int) -> None:
         if phase == "writing" and lines == 5:
@@ -278,18 +290,18 @@ def test_failure_while_writing_removes_everything_created(tmp_path: Path, monkey
 
     with pytest.raises(KeyboardInterrupt):
         import_edges(config, inputs, lhs_col=0, rhs_col=1, progress=fail_in_second_input)
-    assert all_files(tmp_path) == ["0.tsv", "1.tsv", "edges0", "edges0/keep.txt"]
+    assert all_files(root) == ["0.tsv", "1.tsv", "edges0", "edges0/keep.txt"]
 
 
-def test_failure_removes_nested_directories_it_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_removes_nested_directories_it_created(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importers, "PROGRESS_EVERY", 1)
     # PBG's examples nest edge paths inside the entity path: data/fb15k and data/fb15k/train.
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")], num_edge_paths=2)
-    root = tmp_path / "data" / "fb15k"
+    config = make_config(root, {"n": 1}, [("r", "n", "n")], num_edge_paths=2)
+    data = root / "data" / "fb15k"
     config = config.model_copy(
-        update={"entity_path": str(root), "edge_paths": [str(root / "train"), str(root / "valid" / "part")]}
+        update={"entity_path": str(data), "edge_paths": [str(data / "train"), str(data / "valid" / "part")]}
     )
-    inputs = [write_tsv(tmp_path / f"{i}.tsv", ["a b", "b c"]) for i in range(2)]
+    inputs = [write_tsv(root / f"{i}.tsv", ["a b", "b c"]) for i in range(2)]
 
     def fail_late(phase: str, lines: int) -> None:
         if phase == "writing" and lines == 4:
@@ -297,31 +309,31 @@ def test_failure_removes_nested_directories_it_created(tmp_path: Path, monkeypat
 
     with pytest.raises(RuntimeError, match="disk full"):
         import_edges(config, inputs, lhs_col=0, rhs_col=1, progress=fail_late)
-    assert all_files(tmp_path) == ["0.tsv", "1.tsv"]
+    assert all_files(root) == ["0.tsv", "1.tsv"]
 
 
-def test_missing_input_and_bad_arguments(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")])
-    missing = str(tmp_path / "nope.tsv")
+def test_missing_input_and_bad_arguments(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    missing = str(root / "nope.tsv")
     with pytest.raises(DataNotFound, match="nope.tsv"):
         import_edges(config, [missing], lhs_col=0, rhs_col=1)
-    src = write_tsv(tmp_path / "ok.tsv", ["a b"])
+    src = write_tsv(root / "ok.tsv", ["a b"])
     with pytest.raises(ValueError, match="got 2 input"):
         import_edges(config, [src, src], lhs_col=0, rhs_col=1)
     with pytest.raises(ValueError, match="lhs_col must be .* got -1"):
         import_edges(config, [src], lhs_col=-1, rhs_col=1)
-    dynamic = make_config(tmp_path, {"n": 1}, [("r", "n", "n")], dynamic_relations=True, global_emb=False)
+    dynamic = make_config(root, {"n": 1}, [("r", "n", "n")], dynamic_relations=True, global_emb=False)
     with pytest.raises(ValueError, match="rel_col is required"):
         import_edges(dynamic, [src], lhs_col=0, rhs_col=1)
-    assert all_files(tmp_path) == ["ok.tsv"]
+    assert all_files(root) == ["ok.tsv"]
 
 
-def test_reimport_replaces_previous_output(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"n": 1}, [("r", "n", "n")])
-    import_edges(config, [write_tsv(tmp_path / "1.tsv", ["a b", "b c"])], lhs_col=0, rhs_col=1, seed=0)
-    import_edges(config, [write_tsv(tmp_path / "2.tsv", ["x y"])], lhs_col=0, rhs_col=1, seed=0)
+def test_reimport_replaces_previous_output(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    import_edges(config, [write_tsv(root / "1.tsv", ["a b", "b c"])], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(config, [write_tsv(root / "2.tsv", ["x y"])], lhs_col=0, rhs_col=1, seed=0)
     assert read_back(config) == [("x", "r", "y", None)]
-    names = json.loads((tmp_path / "entities" / "entity_names_n_0.json").read_text())
+    names = json.loads((root / "entities" / "entity_names_n_0.json").read_text())
     assert sorted(names) == ["x", "y"]
 
 

@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from storage.errors import BadDataError
 from storage.stats_log import StatsLog
+from store_io import StorePath
 
 
 def _row(index: int, loss: float) -> dict:
     return {"lhs_partition": 0, "rhs_partition": index, "index": index, "stats": {"count": 10, "metrics": {"loss": loss}}}
 
 
-def test_missing_file_reads_empty(tmp_path: Path) -> None:
-    assert StatsLog(str(tmp_path)).read() == []
+def test_missing_file_reads_empty(root: StorePath) -> None:
+    assert StatsLog(str(root)).read() == []
 
 
-def test_write_keeps_rows_sorted_and_json_lines(tmp_path: Path) -> None:
-    log = StatsLog(str(tmp_path))
+def test_write_keeps_rows_sorted_and_json_lines(root: StorePath) -> None:
+    log = StatsLog(str(root))
     log.write([_row(2, 0.2), _row(0, 0.0)])
     log.write([_row(1, 0.1)])
     assert [r["index"] for r in log.read()] == [0, 1, 2]
-    lines = (tmp_path / "training_stats.json").read_text().splitlines()
+    lines = (root / "training_stats.json").read_text().splitlines()
     assert [json.loads(line)["index"] for line in lines] == [0, 1, 2]
 
 
-def test_rewriting_an_index_replaces_the_row(tmp_path: Path) -> None:
-    log = StatsLog(str(tmp_path))
+def test_rewriting_an_index_replaces_the_row(root: StorePath) -> None:
+    log = StatsLog(str(root))
     log.write([_row(0, 1.0), _row(1, 1.0)])
     # A retried iteration writes its rows again with new values.
     log.write([_row(1, 0.5)])
@@ -39,8 +39,8 @@ def test_rewriting_an_index_replaces_the_row(tmp_path: Path) -> None:
     assert rows[0]["stats"]["metrics"]["loss"] == 1.0
 
 
-def test_summary_row_with_same_index_is_kept_after_its_bucket_row(tmp_path: Path) -> None:
-    log = StatsLog(str(tmp_path))
+def test_summary_row_with_same_index_is_kept_after_its_bucket_row(root: StorePath) -> None:
+    log = StatsLog(str(root))
     summary = {"epoch_idx": 0, "edge_path_idx": 0, "edge_chunk_idx": 0, "index": 3, "eval_stats_chunk_avg": {}}
     log.write([summary, _row(3, 0.3), _row(4, 0.4)])
     log.write([_row(3, 0.9)])
@@ -49,23 +49,23 @@ def test_summary_row_with_same_index_is_kept_after_its_bucket_row(tmp_path: Path
     assert rows[0]["stats"]["metrics"]["loss"] == 0.9
 
 
-def test_reads_pbg_written_file(tmp_path: Path) -> None:
+def test_reads_pbg_written_file(root: StorePath) -> None:
     text = json.dumps(_row(0, 0.1)) + "\n" + json.dumps(_row(1, 0.2)) + "\n"
-    (tmp_path / "training_stats.json").write_text(text)
-    assert [r["index"] for r in StatsLog(f"file://{tmp_path}").read()] == [0, 1]
+    (root / "training_stats.json").write_text(text)
+    assert [r["index"] for r in StatsLog((str(root) if root.is_s3 else f"file://{root}")).read()] == [0, 1]
 
 
-def test_corrupt_line_names_line_number(tmp_path: Path) -> None:
-    (tmp_path / "training_stats.json").write_text(json.dumps(_row(0, 0.1)) + "\n{not json\n")
+def test_corrupt_line_names_line_number(root: StorePath) -> None:
+    (root / "training_stats.json").write_text(json.dumps(_row(0, 0.1)) + "\n{not json\n")
     with pytest.raises(BadDataError, match="line 2"):
-        StatsLog(str(tmp_path)).read()
-    (tmp_path / "training_stats.json").write_text('{"no_index": 1}\n')
+        StatsLog(str(root)).read()
+    (root / "training_stats.json").write_text('{"no_index": 1}\n')
     with pytest.raises(BadDataError, match="line 1: expected a JSON object with an int 'index'"):
-        StatsLog(str(tmp_path)).read()
+        StatsLog(str(root)).read()
 
 
 @pytest.mark.parametrize("bad", [{"stats": {}}, {"index": "3"}, {"index": True}])
-def test_write_rejects_rows_without_int_index(tmp_path: Path, bad: dict) -> None:
+def test_write_rejects_rows_without_int_index(root: StorePath, bad: dict) -> None:
     with pytest.raises(ValueError, match="int 'index'"):
-        StatsLog(str(tmp_path)).write([bad])
-    assert not (tmp_path / "training_stats.json").exists()
+        StatsLog(str(root)).write([bad])
+    assert not (root / "training_stats.json").exists()
