@@ -35,6 +35,7 @@ from pydantic_core import PydanticCustomError
 
 from pbg_core.config_parsing import Schemas, apply_override, error_lines, normalise_keys
 from pbg_core.errors import ConfigError, UnknownNameError
+from pbg_core.storage_options import StorageOptions
 
 Operator = Literal["none", "translation", "diagonal", "linear", "affine", "complex_diagonal"]
 Comparator = Literal["dot", "cos", "l2", "squared_l2"]
@@ -233,6 +234,16 @@ class ConfigSchema(BaseModel):
         description="Random seed; the same seed and workers=1 give bit-identical checkpoints. "
         "None: unseeded.",
     )
+    storage_options: StorageOptions | None = Field(
+        None,
+        description="fsspec options for every path and URL of the run (edges, entities, checkpoints, "
+        "init_path, import and export files). Prefer the standard environment variables "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_DEFAULT_REGION, "
+        "AWS_ENDPOINT_URL and AWS_PROFILE: they apply to every value not set here. Credentials "
+        "given here (key, secret, token, and any *secret*/*token*/*password*/*credential* key) "
+        "are masked as '**********' in config.json, logs and flow run parameters; a masked value "
+        "read back is ignored, never used as a credential.",
+    )
 
     _choices = _choice_validator("comparator", "loss_fn", "regularizer", "bucket_order")
 
@@ -261,6 +272,15 @@ class ConfigSchema(BaseModel):
                 f"unknown entity type {entity!r}; known: {', '.join(self.entities)}"
             ) from None
         return own if own is not None else self.dimension
+
+    def storage_options_for_fs(self) -> dict[str, Any]:
+        """The real fsspec keyword arguments of every store of this run (secrets in clear).
+
+        The one place configs hand credentials to storage: pass the result straight to
+        a store, never log or serialize it. Values not set (and masked secrets read back
+        from a saved config) are left out, so the ``AWS_*`` environment supplies them.
+        """
+        return self.storage_options.to_fsspec() if self.storage_options is not None else {}
 
 
 _SCHEMAS = Schemas(ConfigSchema, EntitySchema, RelationSchema)
@@ -422,8 +442,22 @@ def _warn_about(config: ConfigSchema) -> None:
 
 
 def config_to_json(config: ConfigSchema) -> dict[str, Any]:
-    """The config as JSON-safe data with every field; ``parse_config`` turns it back into ``config``."""
+    """The config as JSON-safe data with every field; ``parse_config`` turns it back into ``config``.
+
+    Secrets of ``storage_options`` come out as ``"**********"`` (this is what config.json,
+    checkpoint attributes and logs hold), so they alone do not round-trip; use
+    :func:`config_to_raw` to re-parse a config with its credentials.
+    """
     return config.model_dump(mode="json")
+
+
+def config_to_raw(config: ConfigSchema) -> dict[str, Any]:
+    """The config as a dict for :func:`parse_config` that keeps its secrets (as ``SecretStr``).
+
+    Not JSON-safe on purpose: use it to re-validate a config in memory (e.g. with
+    overrides), never to write or log one.
+    """
+    return config.model_dump(mode="python")
 
 
 def parse_config(

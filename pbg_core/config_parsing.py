@@ -15,10 +15,14 @@ from typing import Any, NamedTuple, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from pbg_core.storage_options import is_secret_name
+
 # PBG's ``-p`` boolean spellings (matched case-insensitively).
 TRUE_STRINGS = frozenset({"1", "true", "yes", "on"})
 FALSE_STRINGS = frozenset({"0", "false", "no", "off"})
 _NULL_STRINGS = frozenset({"none", "null"})
+# The config section whose inputs never appear in messages (credentials).
+_HIDDEN_SECTION = "storage_options"
 
 
 class Schemas(NamedTuple):
@@ -128,17 +132,23 @@ def _override_value(value: str, annotation: Any) -> Any:
 def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -> list[str]:
     """Apply one ``key=value`` override to ``data`` in place.
 
+    Free keys (a model's extra keys such as ``storage_options.use_ssl``, entries of a
+    ``dict[str, Any]`` field such as ``storage_options.client_kwargs.region_name``) are
+    created as needed; so is an unset optional section (``storage_options.key``).
+
     Args:
         data: The normalised config dict (see :func:`normalise_keys`); modified.
         override: A PBG ``-p`` override such as ``"relations.0.all_negs=true"``.
         root: The model class of ``data``, whose field annotations guide the walk.
 
     Returns:
-        The override's problems, one line each (empty when it applied).
+        The override's problems, one line each (empty when it applied). They never
+        quote the value: it may be a credential.
     """
     key, sep, value = override.rpartition("=")  # PBG splits on the last '='
     if not sep or not key:
-        return [f"override {override!r}: expected key=value, e.g. num_epochs=10"]
+        shown = override if not sep else "=<value>"
+        return [f"override {shown!r}: expected key=value, e.g. num_epochs=10"]
     parts = key.split(".")
     node: Any = data
     schema: Any = root
@@ -147,6 +157,8 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
         if isinstance(schema, type) and isinstance(node, dict):
             name = _field_name(part, schema)
             if name not in schema.model_fields:
+                if schema.model_config.get("extra") == "allow":
+                    return _set_free(node, parts[depth:], value, ".".join(parts[:depth]))
                 return [f"{here}: unknown key{_suggest(part, schema.model_fields)}"]
             annotation = schema.model_fields[name].annotation
             if last:
@@ -155,6 +167,12 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
             schema = _element_schema(annotation)
             if schema is None:
                 return [f"{'.'.join(parts[: depth + 2])}: {here} has no entry {parts[depth + 1]!r}"]
+            free = _is_free_mapping(annotation)
+            if free or _all_optional(schema):
+                if node.get(name) is None:
+                    node[name] = {}  # an unset section or free mapping: the override creates it
+                if free:
+                    return _set_free(node[name], parts[depth + 1:], value, here)
             if name not in node:
                 return [f"{here}: not set in the config, so {key!r} does not exist"]
             node = node[name]
@@ -174,6 +192,48 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
         else:
             return [f"{here}: {'.'.join(parts[:depth]) or 'config'} has no entry {part!r}"]
     return []  # unreachable: the loop returns at the last part
+
+
+def _is_free_mapping(annotation: Any) -> bool:
+    """Whether a field is a mapping of untyped values (``dict[str, Any]``): free keys."""
+    base, _ = _without_none(annotation)
+    return get_origin(base) is dict and _element_schema(get_args(base)[-1]) is None
+
+
+def _all_optional(schema: Any) -> bool:
+    """Whether ``schema`` is a model an override may create from nothing (no required field)."""
+    return isinstance(schema, type) and not any(f.is_required() for f in schema.model_fields.values())
+
+
+def _set_free(node: dict[str, Any], parts: Sequence[str], value: str, prefix: str) -> list[str]:
+    """Set ``parts`` (free keys, created as needed) below ``node`` to ``value``."""
+    path = prefix
+    for part in parts[:-1]:
+        path = f"{path}.{part}" if path else part
+        if node.get(part) is None:
+            node[part] = {}
+        if not isinstance(node[part], dict):
+            return [f"{path}: is a {type(node[part]).__name__}, not a mapping, so it has no entries"]
+        node = node[part]
+    node[parts[-1]] = _free_value(parts[-1], value)
+    return []
+
+
+def _free_value(name: str, value: str) -> Any:
+    """An untyped override value: booleans, null and numbers cast; credentials stay strings."""
+    if is_secret_name(name):
+        return value  # "000123" is a password, not a number
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in _NULL_STRINGS:
+        return None
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
 
 
 _MESSAGES = {
@@ -210,6 +270,10 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
 def _describe(err: Any, schemas: Schemas) -> str:
     """The problem part of one pydantic error, in our words."""
     loc = err["loc"]
+    if loc and loc[0] == _HIDDEN_SECTION:
+        # pbg_core.storage_options already replaced the input by its type name.
+        message = err["msg"][:1].lower() + err["msg"][1:]
+        return f"{message}; got {err.get('input')!r}" if len(loc) > 1 else message
     if err["type"] == "extra_forbidden":
         nested = {"entities": schemas.entity, "relations": schemas.relation}
         model = schemas.config if len(loc) == 1 else nested.get(str(loc[0]), schemas.config)

@@ -193,7 +193,7 @@ def _make_plan(config: Any, inputs: Sequence[str], columns: Columns, delimiter: 
     unknown = sorted({t for pair in sides for t in pair} - set(config.entities))
     if unknown:
         raise ConfigError([f"relations: entity types {unknown} are not in entities {sorted(config.entities)}"])
-    options = getattr(config, "storage_options", None)
+    options = config.storage_options_for_fs()  # type: ignore[attr-defined]  # the real credentials
     for url in inputs:
         if not fs.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")

@@ -1,13 +1,26 @@
-"""Open every store a training run needs from the config's URLs."""
+"""Open every store a training run needs from the config's URLs.
+
+Every store gets the same filesystem options: the config's real (unmasked) fsspec
+keyword arguments from :meth:`ConfigSchema.storage_options_for_fs`, the one place a
+config hands credentials to storage. Stores keep them for their own calls only; they
+never appear in a store's ``repr``, a log line or an error.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
+from storage.progress import CheckpointProgress
+from storage.staged_progress import StagedProgress, stage_dir_for
 from storage.stats_log import StatsLog
+
+if TYPE_CHECKING:
+    from pbg_core.config import ConfigSchema
 
 
 @dataclass(frozen=True)
@@ -20,15 +33,27 @@ class RunStores:
     init: CheckpointStore | None
     stats: StatsLog
 
+    @property
+    def progress(self) -> CheckpointProgress | StagedProgress:
+        """A new handle on the checkpoint's bucket-level progress area (storage.progress);
+        remote checkpoints stage it locally and upload in the background (storage.staged_progress)."""
+        remote = CheckpointProgress(self.checkpoint)
+        if fs.is_local(fs.resolve(self.checkpoint.url, self.checkpoint.storage_options)[0]):
+            return remote
+        return StagedProgress(remote, stage_dir_for(self.checkpoint.url))
 
-def open_run_stores(config: object) -> RunStores:
-    """Open the stores named by a ConfigSchema (entity_path, edge_paths, checkpoint_path, init_path)."""
-    options = getattr(config, "storage_options", None)
-    init_path = getattr(config, "init_path", None)
+
+def open_run_stores(config: ConfigSchema) -> RunStores:
+    """Open the stores named by ``config`` (entity_path, edge_paths, checkpoint_path, init_path).
+
+    Credentials come from ``config.storage_options`` when set there, else from the
+    environment (``AWS_*`` variables), never from a checkpoint's saved config.json.
+    """
+    options: dict[str, Any] = config.storage_options_for_fs()
     return RunStores(
-        entities=EntityStore(config.entity_path, options),  # type: ignore[attr-defined]
-        edges=[EdgeStore(path, options) for path in config.edge_paths],  # type: ignore[attr-defined]
-        checkpoint=CheckpointStore(config.checkpoint_path, options),  # type: ignore[attr-defined]
-        init=CheckpointStore(init_path, options) if init_path else None,
-        stats=StatsLog(config.checkpoint_path, options),  # type: ignore[attr-defined]
+        entities=EntityStore(config.entity_path, options),
+        edges=[EdgeStore(path, options) for path in config.edge_paths],
+        checkpoint=CheckpointStore(config.checkpoint_path, options),
+        init=CheckpointStore(config.init_path, options) if config.init_path else None,
+        stats=StatsLog(config.checkpoint_path, options),
     )

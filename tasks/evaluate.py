@@ -14,7 +14,7 @@ from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.sessions import get_session, register_session
+from tasks.sessions import get_session, register_session, session_storage_options
 
 
 @task(name="open-eval-session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
@@ -38,7 +38,7 @@ def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
     if version == 0:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
     session = build_session(config, stores, read_only=True)
-    handle = register_session(session, prefix="eval")
+    handle = register_session(session, prefix="eval", storage_options=config.storage_options_for_fs())
     run_logger().info("evaluating checkpoint version %d of %s", version, config.checkpoint_path)
     return handle
 
@@ -48,7 +48,8 @@ def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
 def evaluate_edge_path(handle: str, edge_path: str, filter_paths: list[str] | None) -> dict[str, Any]:
     """Rank every edge of ``edge_path``, optionally filtering the edges of ``filter_paths``."""
     session = get_session(handle)
-    filters = [EdgeStore(path) for path in filter_paths] if filter_paths is not None else None
-    stats = evaluate_edge_source(session, EdgeStore(edge_path), filters)
+    options = session_storage_options(handle)  # the config's credentials, not a task parameter
+    filters = [EdgeStore(path, options) for path in filter_paths] if filter_paths is not None else None
+    stats = evaluate_edge_source(session, EdgeStore(edge_path, options), filters)
     run_logger().info("%s: %s", edge_path, stats.format())
     return {"count": stats.count, "sums": stats.metrics}

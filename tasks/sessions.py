@@ -2,12 +2,18 @@
 
 Tasks never receive big tensors: the flow holds a short string handle and each
 task resolves it here to the live :class:`pbg_core.engine.TrainingSession`
-owned by this process.
+owned by this process. The handle also resolves to the run's real filesystem options
+(:func:`session_storage_options`), so tasks that open more stores (evaluation's edge
+paths) use the same credentials without them ever being a task parameter.
+
+The checkpoint's ``config.json`` is written with credentials masked (``config_to_json``);
+a resumed run takes them from its own config or the environment, never from that file.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from prefect import task
 
@@ -18,6 +24,7 @@ from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 
 _SESSIONS: dict[str, TrainingSession] = {}
+_STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
 
 
 def get_session(handle: str) -> TrainingSession:
@@ -35,10 +42,23 @@ def get_session(handle: str) -> TrainingSession:
         ) from None
 
 
-def register_session(session: TrainingSession, prefix: str = "train") -> str:
-    """Keep ``session`` alive in this process and return its handle."""
+def session_storage_options(handle: str) -> dict[str, Any]:
+    """The fsspec options of the session's stores (secrets in clear: never log or return them).
+
+    Raises:
+        LookupError: when the handle belongs to no open session of this process.
+    """
+    get_session(handle)
+    return _STORAGE_OPTIONS.get(handle, {})
+
+
+def register_session(
+    session: TrainingSession, prefix: str = "train", storage_options: dict[str, Any] | None = None
+) -> str:
+    """Keep ``session`` (and the fsspec options of its stores) alive in this process; returns its handle."""
     handle = f"{prefix}-{uuid.uuid4().hex[:12]}"
     _SESSIONS[handle] = session
+    _STORAGE_OPTIONS[handle] = dict(storage_options or {})
     return handle
 
 
@@ -49,8 +69,8 @@ def open_training_session(config: ConfigSchema) -> str:
     logger = run_logger()
     stores = open_run_stores(config)
     session = build_session(config, stores)
-    stores.checkpoint.save_config(config_to_json(config))
-    handle = register_session(session)
+    stores.checkpoint.save_config(config_to_json(config))  # secrets masked
+    handle = register_session(session, storage_options=config.storage_options_for_fs())
     logger.info(
         "session %s: %d workers, committed version %d, seed %d",
         handle, session.workers.num_workers, session.residency.committed_version, session.seed,
@@ -62,5 +82,6 @@ def open_training_session(config: ConfigSchema) -> str:
 def close_training_session(handle: str) -> None:
     """Stop the workers and free shared memory (idempotent)."""
     session = _SESSIONS.pop(handle, None)
+    _STORAGE_OPTIONS.pop(handle, None)
     if session is not None:
         session.close()

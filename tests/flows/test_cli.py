@@ -111,7 +111,44 @@ def test_config_errors_name_the_field_and_the_allowed_values(
 
 @pytest.fixture(scope="module")
 def trained_cli(imported: SimpleNamespace, cli_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_pbg(cli_env, imported.root, "train", "config.json", "-p", "edge_paths=data/train")
+    # Credentials as -p overrides (fsspec's local filesystem ignores them): none may leak.
+    return run_pbg(cli_env, imported.root, "train", "config.json", "-p", "edge_paths=data/train",
+                   "-p", f"storage_options.key={PLANTED_KEY}", "-p", f"storage_options.secret={PLANTED_SECRET}")
+
+
+PLANTED_KEY, PLANTED_SECRET = "AKIAPLANTEDCLIKEY", "planted-cli-s3cr3t-0b7d"
+
+
+def test_train_output_and_checkpoint_hold_no_credential(
+    imported: SimpleNamespace, trained_cli: subprocess.CompletedProcess[str]
+) -> None:
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    for text in (trained_cli.stdout, trained_cli.stderr):
+        assert PLANTED_KEY not in text and PLANTED_SECRET not in text
+    for path in (imported.root / "model").rglob("*"):
+        if path.is_file():
+            assert PLANTED_SECRET.encode() not in path.read_bytes() and PLANTED_KEY.encode() not in path.read_bytes()
+    saved = json.loads((imported.root / "model" / "config.json").read_text())
+    assert saved["storage_options"]["secret"] == "**********"
+
+
+def test_eval_of_the_saved_config_json_ignores_its_masked_credentials(
+    imported: SimpleNamespace, cli_env: dict[str, str], trained_cli: subprocess.CompletedProcess[str]
+) -> None:
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    done = run_pbg(cli_env, imported.root, "eval", "model/config.json", "-p", "edge_paths=data/test", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["count"] == 400
+    assert "storage_options.secret holds the mask" in done.stderr  # dropped, not used
+
+
+def test_config_errors_never_echo_a_credential(imported: SimpleNamespace, cli_env: dict[str, str]) -> None:
+    done = run_pbg(cli_env, imported.root, "train", "config.json", "-p", f"storage_options.key={PLANTED_KEY}",
+                   "-p", f"storage_options.anon={PLANTED_SECRET}", "-p", f"={PLANTED_SECRET}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "storage_options.anon: input should be a valid boolean" in done.stderr
+    assert "override '=<value>': expected key=value" in done.stderr
+    assert PLANTED_KEY not in done.stderr + done.stdout and PLANTED_SECRET not in done.stderr + done.stdout
 
 
 def test_train_commits_the_last_version(

@@ -14,7 +14,7 @@ from pbg_core.types import Bucket
 from tasks.buckets import swap_partitions
 from tasks.checkpoint import switch_version, write_checkpoint
 from tasks.plan import plan_training
-from tasks.sessions import close_training_session, get_session, open_training_session
+from tasks.sessions import close_training_session, get_session, open_training_session, session_storage_options
 
 
 @pytest.fixture
@@ -103,3 +103,37 @@ def test_init_path_loads_the_other_checkpoint(
     # Nothing is written into init_path; the new checkpoint holds only its config so far.
     assert sorted(p.name for p in Path(config["checkpoint_path"]).iterdir()) == ["config.json"]
     assert Path(one_epoch["checkpoint_path"], "checkpoint_version.txt").read_text() == "1\n"
+
+
+KEY, SECRET = "AKIAPLANTEDSESSION", "planted-session-s3cr3t"
+
+
+def test_config_json_masks_credentials_and_resume_never_uses_the_mask(
+    make_config: Any, train_buckets: Any
+) -> None:
+    raw = make_config("secret_run", num_epochs=1, storage_options={"key": KEY, "secret": SECRET})
+    config = parse_config(raw)
+    (iteration,) = plan_training.fn(config).remaining
+    handle = open_training_session.fn(config)
+    try:
+        assert session_storage_options(handle) == {"key": KEY, "secret": SECRET}
+        train_buckets(handle, iteration)
+        write_checkpoint.fn(handle, iteration)
+        switch_version.fn(handle, iteration)
+    finally:
+        close_training_session.fn(handle)
+    checkpoint = Path(config.checkpoint_path)
+    for path in checkpoint.rglob("*"):
+        if path.is_file():  # config.json, the HDF5 files' config/json attribute, stats, version
+            assert SECRET.encode() not in path.read_bytes() and KEY.encode() not in path.read_bytes(), path
+    saved = json.loads((checkpoint / "config.json").read_text())
+    assert saved["storage_options"]["secret"] == "**********"
+    # Resuming (or evaluating) with the saved file: masks are dropped, the environment applies.
+    resumed = parse_config({**saved, "num_epochs": 2})
+    handle = open_training_session.fn(resumed)
+    try:
+        assert session_storage_options(handle) == {}
+        assert get_session(handle).residency.committed_version == 1
+    finally:
+        close_training_session.fn(handle)
+    assert json.loads((checkpoint / "config.json").read_text())["storage_options"]["secret"] == "**********"

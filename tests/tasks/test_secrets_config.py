@@ -1,0 +1,62 @@
+"""tasks.config.resolve_config: inline or URL configs, overrides, and credentials that survive re-validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pbg_core.config import config_to_json, parse_config
+from pbg_core.errors import ConfigError
+from tasks.config import load_config_file, resolve_config
+
+KEY, SECRET = "AKIAPLANTEDTASK", "planted-task-s3cr3t"
+
+
+def test_inline_config_keeps_its_credentials_through_overrides(make_config: Any) -> None:
+    config = parse_config(make_config(storage_options={"key": KEY, "secret": SECRET}))
+    resolved = resolve_config.fn(config, None, ["num_epochs=5", "storage_options.region=eu-west-3"])
+    assert resolved.num_epochs == 5
+    assert resolved.storage_options_for_fs() == {
+        "key": KEY, "secret": SECRET, "client_kwargs": {"region_name": "eu-west-3"},
+    }
+    assert resolve_config.fn(config, None, []) == config
+
+
+def test_credentials_in_the_overrides_parameter_are_refused(make_config: Any, write_config: Any) -> None:
+    path = write_config(make_config())
+    with pytest.raises(ConfigError) as info:
+        resolve_config.fn(None, str(path), ["num_epochs=2", f"storage_options.secret={SECRET}",
+                                            f"storage_options.client_kwargs.aws_session_token={SECRET}"])
+    assert [p.split(" would")[0] for p in info.value.problems] == [
+        "overrides: storage_options.secret=<value>",
+        "overrides: storage_options.client_kwargs.aws_session_token=<value>",
+    ]
+    assert SECRET not in str(info.value)
+    resolved = resolve_config.fn(None, str(path), ["storage_options.region=eu-west-3"])
+    assert resolved.storage_options_for_fs() == {"client_kwargs": {"region_name": "eu-west-3"}}
+
+
+def test_saved_config_json_as_the_config_file_sends_no_mask(make_config: Any, write_config: Any) -> None:
+    saved = config_to_json(parse_config(make_config(storage_options={"key": KEY, "secret": SECRET})))
+    path: Path = write_config(saved, "saved.json")
+    assert load_config_file(str(path)).storage_options_for_fs() == {}
+    with_override = load_config_file(str(path), ["storage_options.key=K", "storage_options.secret=S"])
+    assert with_override.storage_options_for_fs() == {"key": "K", "secret": "S"}
+
+
+def test_error_for_a_bad_secret_names_the_field_not_the_value(make_config: Any, write_config: Any) -> None:
+    path = write_config(make_config(storage_options={"key": KEY, "secret": 31415926}))
+    with pytest.raises(ConfigError) as info:
+        resolve_config.fn(None, str(path), [])
+    assert "storage_options.secret: input should be a valid string; got an int (value hidden)" in str(info.value)
+    assert "31415926" not in str(info.value) and KEY not in str(info.value)
+
+
+def test_exactly_one_config_source(make_config: Any, write_config: Any) -> None:
+    config = parse_config(make_config())
+    with pytest.raises(ConfigError, match="exactly one"):
+        resolve_config.fn(config, str(write_config(make_config())), [])
+    with pytest.raises(ConfigError, match="exactly one"):
+        resolve_config.fn(None, None, [])
