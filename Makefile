@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead pbg-venv clean
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -39,6 +39,12 @@ bench-speed: $(STAMP) pbg-venv
 
 bench-overhead: $(STAMP)
 	$(PY) bench/overhead.py
+
+bench-crash: $(STAMP)
+	$(PY) bench/crash.py
+
+bench-s3-speed: $(STAMP)
+	$(PY) bench/s3_speed.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

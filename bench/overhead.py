@@ -34,10 +34,10 @@ from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, w
 from gen_graph import ensure_graph  # noqa: E402
 
 ENGINE_METHODS = (
-    "schedule_buckets", "swap_partitions", "load_edges", "evaluate", "train",
+    "schedule_buckets", "swap_partitions", "load_edges", "evaluate", "train", "finish_bucket",
     "write_checkpoint", "switch_version", "preserve_version", "remove_old_version",
 )
-BUCKET_TASKS = ("swap_partitions", "load_edges", "evaluate_bucket", "train_bucket")
+BUCKET_TASKS = ("swap_partitions", "load_edges", "evaluate_bucket", "train_bucket", "finish_bucket")
 ITERATION_TASKS = ("schedule_buckets", "write_checkpoint", "switch_version", "preserve_version",
                    "remove_old_version")
 TARGET_PER_BUCKET_S = 0.100
@@ -110,6 +110,7 @@ def run_loop(config_path: str) -> dict[str, Any]:
                 b.evaluate_bucket.fn(handle, "before")
                 b.train_bucket.fn(handle)
                 b.evaluate_bucket.fn(handle, "after")
+                b.finish_bucket.fn(handle)
             for step in (c.write_checkpoint, c.switch_version, c.preserve_version, c.remove_old_version):
                 step.fn(handle, iteration)
             clock.seconds[iteration.index]["iteration"] = time.perf_counter() - t0

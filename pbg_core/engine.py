@@ -6,12 +6,15 @@ orchestration layer drives it one step at a time (each step is one Prefect
 task) and only ever passes it small values:
 
     schedule_buckets -> for each bucket: swap_partitions -> load_edges ->
-    evaluate("before") -> train -> evaluate("after")
+    evaluate("before") -> train -> evaluate("after") -> finish_bucket
     then: write_checkpoint -> switch_version -> preserve_version -> remove_old_version
 
 Checkpoint protocol: while version ``v`` is committed, every write goes to
-``v + 1`` names; ``switch_version`` writes the pointer last, so a crash before
-it leaves ``v`` intact.
+``v + 1`` names or to the progress area; ``switch_version`` writes the pointer
+last, so a crash before it leaves ``v`` intact. ``finish_bucket`` saves what the
+bucket changed and records it (:class:`~pbg_core.ports.PassProgress`), so a crash
+loses at most the bucket in flight: ``schedule_buckets`` of a rerun resumes after
+the last recorded bucket, with partitions and model state as that bucket left them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -32,7 +35,7 @@ from pbg_core.evaluation import chunk_eval_average
 from pbg_core.hogwild import HogwildWorkers
 from pbg_core.memory import release_free_memory
 from pbg_core.iterations import Iteration, should_preserve
-from pbg_core.ports import EdgeSource, StatsSink, VersionedStore
+from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
 from pbg_core.residency import PartitionKey, PartitionResidency
 from pbg_core.seeding import derive_seed, python_rng, torch_generator
 from pbg_core.session_parts import ModelState, SessionSettings, split_evenly
@@ -77,6 +80,9 @@ class TrainingSession:
     edge_sources: list[EdgeSource]
     stats_sink: StatsSink
     seed: int
+    progress_store: ProgressStore | None = None
+    progress: PassProgress | None = None
+    model_where: int | None = None  # where the model's latest save of this pass is (None: not saved)
     records: list[BucketRecord] = field(default_factory=list)
     current: BucketRecord | None = None
     loaded: LoadedEdges | None = None
@@ -85,7 +91,7 @@ class TrainingSession:
 
     # ---- per iteration -------------------------------------------------------------------
     def schedule_buckets(self, iteration: Iteration) -> list[Bucket]:
-        """The bucket order for this pass (seeded per iteration); starts the pass."""
+        """Start the pass: its (seeded) bucket order minus the buckets an interrupted run finished."""
         order = BUCKET_ORDERS.get(self.settings.bucket_order)
         rng = python_rng(self.seed, "bucket_order", iteration.index)
         buckets = list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
@@ -93,12 +99,44 @@ class TrainingSession:
         self.residency.metadata.iteration = iteration.metadata()
         self.records = []
         self.buckets_in_pass = len(buckets)
-        return buckets
+        self.progress = self._resume_or_start(iteration, buckets)
+        return buckets[self.progress.done:]
+
+    def _resume_or_start(self, iteration: Iteration, order: list[Bucket]) -> PassProgress:
+        """The recorded progress of this pass if it matches, else a fresh one (stale records deleted)."""
+        fresh = PassProgress(version=iteration.version, iteration_index=iteration.index, order=order)
+        if self.progress_store is None:
+            self.model_where = None
+            return fresh
+        saved = self.progress_store.read(iteration.version)
+        if saved is not None and saved.iteration_index == iteration.index and saved.order == order:
+            self.progress_store.clear(keep_version=iteration.version)
+            self.residency.restore(saved.partitions)
+            self.model_where = saved.model
+            if saved.model is not None:
+                self.model_state.restore_saved(self._area(saved.model), iteration.version)
+            logger.info("%s: resuming after bucket %d of %d (recorded progress of version %d)",
+                        iteration.label, saved.done, len(order), iteration.version)
+            return saved
+        if saved is not None:
+            logger.warning("discarding recorded progress of version %d: it is for iteration %d with order %s, "
+                           "not iteration %d with order %s", iteration.version, saved.iteration_index,
+                           saved.order, iteration.index, order)
+        self.progress_store.clear()
+        self.model_where = None
+        if self.residency.restore({}):
+            # A pass abandoned in this process changed the model too: back to the committed one.
+            self.model_state.restore(self.store, self.residency.committed_version, self.residency.init_store)
+        return fresh
 
     # ---- per bucket ----------------------------------------------------------------------
     def swap_partitions(self, bucket: Bucket) -> dict[str, float]:
         """Save partitions leaving memory, load those this bucket needs; returns IO figures."""
-        self.current = BucketRecord(bucket=bucket, position=len(self.records))
+        # Outside a pass (offline evaluation) buckets are just numbered in call order.
+        position = self.progress.order.index(bucket) if self.progress is not None else len(self.records)
+        self.current = BucketRecord(bucket=bucket, position=position)
+        logger.info("%s: bucket %s (%d of %d): swapping partitions", self._label(), tuple(bucket), position + 1,
+                    self.buckets_in_pass or 1)
         self.records.append(self.current)
         self.residency.io.reset()
         needed = set(self.settings.bucket_partitions(bucket))
@@ -142,6 +180,8 @@ class TrainingSession:
         """HOGWILD training of the current bucket; raises on a NaN/infinite loss."""
         loaded = self._require_edges()
         record = self._record()
+        logger.info("%s: bucket %s: training %d edges on %d workers", self._label(), tuple(record.bucket),
+                    len(loaded.train_idx), self.workers.num_workers)
         started = time.perf_counter()
         stats = self._run_jobs(worker_jobs.train_job, loaded.train_idx, "train", shuffle=True)
         record.timing["train"] = time.perf_counter() - started
@@ -153,26 +193,67 @@ class TrainingSession:
                 f"{self._require_iteration().label}; the last committed checkpoint is version "
                 f"{self.residency.committed_version}, left intact (lower lr or check the input weights)"
             )
-        self.residency.mark_dirty(self.settings.bucket_partitions(record.bucket))
-        self.residency.mark_dirty(self.settings.unpartitioned_keys())
+        self.residency.mark_dirty(self.settings.bucket_partitions(record.bucket), record.position)
+        self.residency.mark_dirty(self.settings.unpartitioned_keys(), record.position)
         self.model_state.dirty = True
         seconds = record.timing["train"]
         logger.info(
-            "bucket %s: trained %d edges in %.2f s (%.0f edges/s); %s",
-            record.bucket, stats.count, seconds, stats.count / max(seconds, 1e-9), stats.format(),
+            "%s: bucket %s: trained %d edges in %.2f s (%.0f edges/s); %s", self._label(),
+            tuple(record.bucket), stats.count, seconds, stats.count / max(seconds, 1e-9), stats.format(),
         )
         return stats.to_dict()
+
+    def finish_bucket(self) -> dict[str, Any]:
+        """Make the trained bucket durable: save what it changed, then record the progress.
+
+        Saves go to the bucket's progress area (the version's own names only without a
+        progress store). The record is replaced only once everything it names is saved,
+        and adopted in memory only once it is written, so a retry after a failure redoes
+        what is missing and a retry after success does nothing.
+        """
+        record, progress, iteration = self._record(), self._require_progress(), self._require_iteration()
+        if record.train is None:
+            raise RuntimeError(f"bucket {record.bucket} is not trained: call train() first")
+        if progress.done > record.position:
+            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0}
+        logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket))
+        started = time.perf_counter()
+        where = FINAL if self.progress_store is None else record.position
+        saved = self.residency.save_dirty(where)
+        if self.model_state.dirty:
+            self.model_state.save(self._area(where), iteration.version, self.residency.metadata())
+            self.model_where = where
+        row = self._row(record, iteration)
+        updated = replace(
+            progress, done=record.position + 1, partitions=dict(self.residency.locations), model=self.model_where,
+            rows=[r for r in progress.rows if r["index"] != row["index"]] + [row],
+        )
+        if self.progress_store is not None:
+            self.progress_store.write(updated)
+            keep = {w for w in [*updated.partitions.values(), updated.model] if w is not None and w != FINAL}
+            self.progress_store.prune(iteration.version, keep)
+        self.progress = updated
+        seconds = time.perf_counter() - started
+        record.timing["save"] = seconds
+        return {"bucket": list(record.bucket), "saved": [f"{e}/{p}" for e, p in saved], "seconds": seconds}
 
     # ---- checkpoint steps ----------------------------------------------------------------
     def write_checkpoint(self, iteration: Iteration) -> int:
         """Write every partition, the model and the stats rows as version ``iteration.version``."""
         if self.residency.committed_version >= iteration.version:
             return iteration.version  # already committed (a retried step)
+        progress = self._require_progress()
+        logger.info("%s: writing checkpoint version %d", iteration.label, iteration.version)
         all_keys = [*self.settings.partitioned_keys(), *self.settings.unpartitioned_keys()]
         self.residency.complete_open_version(all_keys)
-        self.model_state.save(self.store, iteration.version, self.residency.metadata())
-        rows = [self._row(record, iteration) for record in self.records]
-        chunk_avg = chunk_eval_average(record.eval_before for record in self.records)
+        if self.model_state.dirty or progress.model is None:
+            self.model_state.save(self.store, iteration.version, self.residency.metadata())
+        elif progress.model != FINAL and self.progress_store is not None:
+            self.progress_store.promote(iteration.version, progress.model, None, 0)
+        rows = list(progress.rows)
+        chunk_avg = chunk_eval_average(
+            Stats.from_dict(row["eval_stats_before"]) if "eval_stats_before" in row else None for row in rows
+        )
         if chunk_avg is not None and rows:
             rows.append({
                 "epoch_idx": iteration.epoch_idx, "edge_path_idx": iteration.edge_path_idx,
@@ -184,8 +265,12 @@ class TrainingSession:
 
     def switch_version(self, iteration: Iteration) -> int:
         """Commit: write the version pointer (atomic), then treat memory as that version."""
+        logger.info("%s: committing version %d", iteration.label, iteration.version)
         self.store.write_version(iteration.version)
         self.residency.commit(iteration.version)
+        self.model_where = None
+        if self.progress_store is not None:
+            self.progress_store.clear()  # only after the pointer is durable
         return iteration.version
 
     def preserve_version(self, iteration: Iteration) -> int | None:
@@ -200,13 +285,20 @@ class TrainingSession:
         old = iteration.version - 1
         if old < 1:
             return None
+        logger.info("%s: removing version %d", iteration.label, old)
         self.store.remove_version(old)
         return old
 
     def close(self) -> None:
-        """Stop the workers and release memory."""
-        self.workers.close()
-        self.residency.release_all()
+        """Finish progress uploads in flight, stop the workers and release memory."""
+        try:
+            if self.progress_store is not None:
+                self.progress_store.close()
+        except Exception as exc:  # noqa: BLE001 - what is recorded locally is uploaded by the next start
+            logger.warning("could not finish uploading the bucket progress: %s", exc)
+        finally:
+            self.workers.close()
+            self.residency.release_all()
 
     # ---- helpers -------------------------------------------------------------------------
     def evaluate_edges(self, bucket: Bucket, edges: EdgeList, filter_index: Any = None, where: str = "") -> Stats:
@@ -265,6 +357,20 @@ class TrainingSession:
         if record.eval_after is not None:
             row["eval_stats_after"] = record.eval_after.to_dict()
         return row
+
+    def _label(self) -> str:
+        return self.iteration.label if self.iteration is not None else "evaluation"
+
+    def _area(self, where: int) -> Any:
+        """The store a save at ``where`` goes to (a progress area, or the checkpoint for FINAL)."""
+        if self.progress_store is None or where == FINAL:
+            return self.store
+        return self.progress_store.area(self._require_iteration().version, where)
+
+    def _require_progress(self) -> PassProgress:
+        if self.progress is None:
+            raise RuntimeError("no pass is open: call schedule_buckets(iteration) first")
+        return self.progress
 
     def _record(self) -> BucketRecord:
         if self.current is None:

@@ -110,3 +110,67 @@ class StatsSink(Protocol):
     def write(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store ``rows``, replacing rows with the same index."""
         ...
+
+
+# Where a saved partition or model of the open version is: the progress area of the
+# bucket at that position of the pass, or (FINAL) the version's own file names.
+FINAL = -1
+
+
+@dataclass
+class PassProgress:
+    """Durable progress of the open version ``version``: what a resumed run starts from.
+
+    Attributes:
+        version: The open (uncommitted) version these saves belong to.
+        iteration_index: The iteration (pass) being trained.
+        order: The pass's full bucket order.
+        done: How many buckets of ``order`` are trained and saved.
+        partitions: (entity, part) -> where its latest state of this pass is
+            (a bucket position's progress area, or :data:`FINAL`).
+        model: Where the model's latest state is, or None if not saved in this pass.
+        rows: Stats rows of the done buckets.
+    """
+
+    version: int
+    iteration_index: int
+    order: list[Bucket]
+    done: int = 0
+    partitions: dict[tuple[EntityName, Partition], int] = field(default_factory=dict)
+    model: int | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ProgressStore(Protocol):
+    """The progress area of a checkpoint directory (bucket-level saves of the open version)."""
+
+    def area(self, version: int, position: int) -> PartitionStore:
+        """Where bucket ``position`` of the pass writing ``version`` saves its partitions
+        and model (the version's own files for :data:`FINAL`)."""
+        ...
+
+    def read(self, version: int) -> PassProgress | None:
+        """The recorded progress of ``version``, or None."""
+        ...
+
+    def write(self, progress: PassProgress) -> None:
+        """Atomically replace the recorded progress (the commit point of a bucket)."""
+        ...
+
+    def promote(self, version: int, position: int, entity: EntityName | None, part: Partition) -> None:
+        """Copy a partition's (``entity``) or the model's (None) file from a progress area to
+        the version's own name."""
+        ...
+
+    def prune(self, version: int, keep: set[int]) -> None:
+        """Delete the progress areas of ``version`` whose position is not in ``keep``."""
+        ...
+
+    def clear(self, keep_version: int | None = None) -> None:
+        """Delete every progress record and area (after a commit, or when stale), except
+        those of ``keep_version``."""
+        ...
+
+    def close(self) -> None:
+        """Finish writes still in flight (end of the session)."""
+        ...

@@ -88,6 +88,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         pool=pool, store=stores.checkpoint, init_store=stores.init, counts=counts,
         init_scale=config.init_scale, seed=seed, committed_version=committed,
         metadata=MetadataSource(config_json_text(config_to_json(config))),
+        progress=None if read_only else getattr(stores, "progress", None),
     )
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
@@ -108,4 +109,5 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     return TrainingSession(
         settings=settings, model_state=model_state, residency=residency, workers=workers,
         store=stores.checkpoint, edge_sources=list(stores.edges), stats_sink=stores.stats, seed=seed,
+        progress_store=residency.progress,
     )

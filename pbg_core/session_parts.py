@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from pbg_core.errors import ShapeError
+from pbg_core.errors import PbgError, ShapeError
 from pbg_core.memory import SlotMap
 from pbg_core.model import MultiRelationEmbedder, model_public_names
 from pbg_core.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
@@ -109,6 +109,15 @@ class ModelState:
                 self.source = label
                 return label
         return self.source
+
+    def restore_saved(self, store: PartitionStore, version: int) -> None:
+        """Load the model an interrupted pass saved (it must be there)."""
+        if not store.has_model(version):
+            raise PbgError(f"the recorded progress of version {version} names a model file that is missing; "
+                           "the progress area was changed from outside")
+        state_dict, optim = store.load_model(version)
+        self._load(state_dict, optim, f"progress of version {version}")
+        self.dirty = False
 
     def save(self, store: Any, version: int, metadata: CheckpointMetadata) -> None:
         """Write the model file of ``version`` (parameters under PBG's public names)."""

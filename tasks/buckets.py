@@ -23,9 +23,9 @@ _STORAGE = dict(
 )
 
 
-@task(name="schedule-buckets", cache_policy=NO_CACHE)
+@task(name="schedule-buckets", **_STORAGE)
 def schedule_buckets(handle: str, iteration: Iteration) -> list[Bucket]:
-    """The (seeded) bucket order of this pass."""
+    """The (seeded) bucket order of this pass, minus the buckets an interrupted run finished."""
     return get_session(handle).schedule_buckets(iteration)
 
 
@@ -51,3 +51,9 @@ def evaluate_bucket(handle: str, phase: str) -> dict[str, Any] | None:
 def train_bucket(handle: str) -> dict[str, Any]:
     """HOGWILD training of the loaded bucket over the session's worker pool."""
     return get_session(handle).train()
+
+
+@task(name="finish-bucket", task_run_name="save bucket progress", **_STORAGE)
+def finish_bucket(handle: str) -> dict[str, Any]:
+    """Save the partitions and model the bucket changed, then record it as done (durable)."""
+    return get_session(handle).finish_bucket()

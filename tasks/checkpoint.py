@@ -11,6 +11,7 @@ from prefect import task
 
 from pbg_core.iterations import Iteration
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
+from tasks.lease import check_lease
 from tasks.sessions import get_session
 
 _STORAGE = dict(
@@ -29,8 +30,10 @@ def write_checkpoint(handle: str, iteration: Iteration) -> int:
 
 @task(name="switch-version", task_run_name="switch to v{iteration.version}", **_STORAGE)
 def switch_version(handle: str, iteration: Iteration) -> int:
-    """Atomically point the checkpoint at the new version."""
-    return get_session(handle).switch_version(iteration)
+    """Atomically point the checkpoint at the new version (refused if this run lost its lease)."""
+    session = get_session(handle)
+    check_lease(session.store.url)
+    return session.switch_version(iteration)
 
 
 @task(name="preserve-version", **_STORAGE)

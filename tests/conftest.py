@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pbg_core.config import parse_config
+from s3_server import s3_bucket, s3_server, store_root  # noqa: F401  (fixtures for every test)
 from storage.importers import import_edges
 
 NUM_ENTITIES = 200
@@ -171,7 +172,9 @@ def h5_datasets() -> Callable[[Path], dict[str, Any]]:
 
 def train_buckets_of(handle: str, iteration: Any) -> list[Any]:
     """Run every bucket step of ``iteration`` through the task bodies (``.fn()``, no Prefect run)."""
-    from tasks.buckets import evaluate_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket
+    from tasks.buckets import (
+        evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,
+    )
 
     buckets = schedule_buckets.fn(handle, iteration)
     for bucket in buckets:
@@ -180,6 +183,7 @@ def train_buckets_of(handle: str, iteration: Any) -> list[Any]:
         evaluate_bucket.fn(handle, "before")
         train_bucket.fn(handle)
         evaluate_bucket.fn(handle, "after")
+        finish_bucket.fn(handle)
     return buckets
 
 

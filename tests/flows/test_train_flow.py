@@ -286,7 +286,7 @@ def test_crash_mid_pass_then_rerun_equals_an_uninterrupted_run(
     pbg(config=parse_config({**config, "num_epochs": 1}))
     committed = {name: h5_datasets(checkpoint / name) for name in checkpoint_files(checkpoint)}
 
-    # Break the bucket the second epoch trains last: three buckets are done when it fails.
+    # Break a bucket file: the run stops before training anything (its files are checked first).
     last = bucket_rows(run_2x2.checkpoint)[-1]
     bucket_file = Path(data.train_path) / f"edges_{last['lhs_partition']}_{last['rhs_partition']}.h5"
     good = bucket_file.read_bytes()
@@ -301,6 +301,25 @@ def test_crash_mid_pass_then_rerun_equals_an_uninterrupted_run(
             assert now[key].tobytes() == value.tobytes(), f"{name}:{key} changed by the failed run"
 
     bucket_file.write_bytes(good)
-    assert pbg(config=parse_config(config))["version"] == 2
+    result = pbg(config=parse_config(config))
+    assert result["version"] == 2
     assert [row["index"] for row in bucket_rows(checkpoint)] == list(range(8))
     assert_same_checkpoint(run_2x2.checkpoint, checkpoint, 2, h5_datasets)
+    assert not (checkpoint / "progress").exists() and not (checkpoint / "lease.json").exists()
+
+
+def test_a_second_run_on_a_held_checkpoint_is_refused_naming_the_holder(
+    graph: Any, config_for: Any, tmp_path: Path
+) -> None:
+    from storage.lease import CheckpointLease, LeaseHeldError
+
+    checkpoint = tmp_path / "held"
+    holder = CheckpointLease(str(checkpoint), "the other run", ttl=60)
+    holder.acquire()
+    try:
+        with pytest.raises(LeaseHeldError, match="being written by run 'the other run'"):
+            pbg(config=parse_config(config_for(graph, checkpoint, num_epochs=1)))
+        assert not (checkpoint / "checkpoint_version.txt").exists() and not list(checkpoint.glob("*.h5"))
+    finally:
+        holder.release()
+    assert pbg(config=parse_config(config_for(graph, checkpoint, num_epochs=1)))["version"] == 1

@@ -15,7 +15,7 @@ import torch
 
 from pbg_core.config import parse_config
 from pbg_core.types import Bucket
-from tasks.buckets import swap_partitions
+from tasks.buckets import schedule_buckets, swap_partitions
 from tasks.checkpoint import preserve_version, remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
 from tasks.sessions import close_training_session, get_session, open_training_session
@@ -99,13 +99,23 @@ def test_crash_before_switch_leaves_the_committed_version(
     close_training_session.fn(handle)
     assert pointer(checkpoint) == 1
 
+    written = h5_datasets(checkpoint / "embeddings_node_0.v2.h5")["embeddings"]
+    assert torch.equal(torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"]),
+                       torch.from_numpy(committed))  # v1 untouched
+
     reopened = open_training_session.fn(config)
     try:
         session_state = get_session(reopened)
         assert session_state.residency.committed_version == 1
-        swap_partitions.fn(reopened, Bucket(0, 0))  # loads the one partition
-        loaded = session_state.residency.handle(("node", 0)).embeddings
-        assert torch.equal(loaded, torch.from_numpy(committed))
-        assert plan_training.fn(config).remaining[0].version == 2
+        (resumed,) = plan_training.fn(config).remaining[:1]
+        assert resumed.version == 2
+        # The pass was recorded complete: nothing is trained again, v2 is committed as written.
+        assert schedule_buckets.fn(reopened, resumed) == []
+        write_checkpoint.fn(reopened, resumed)
+        switch_version.fn(reopened, resumed)
+        assert pointer(checkpoint) == 2
+        assert torch.equal(torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v2.h5")["embeddings"]),
+                           torch.from_numpy(written))
+        assert not (checkpoint / "progress").exists()
     finally:
         close_training_session.fn(reopened)

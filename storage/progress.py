@@ -1,0 +1,158 @@
+"""Bucket-level progress of the open checkpoint version (design.md, "Checkpoint protocol").
+
+While version ``v`` is committed and ``v + 1`` is being trained, every finished bucket
+saves the partitions (and model) it changed, so a crash loses at most the bucket in
+flight. Those saves never touch a file a reader may rely on:
+
+- ``progress/v{V}-b{k}/``: what the bucket at position ``k`` of the pass saved, in the
+  normal checkpoint layout (``embeddings_{type}_{part}.v{V}.h5``, ``model.v{V}.h5``);
+  the last bucket of a pass saves straight to the version's own names instead
+  (:data:`~pbg_core.ports.FINAL`), which nothing references before the commit.
+- ``progress/v{V}.json``: the record (:class:`~pbg_core.ports.PassProgress`): bucket
+  order, buckets done, where each partition's latest state is, the done buckets'
+  stats rows. It is replaced atomically after the bucket's files are complete, so it
+  is the commit point of a bucket; areas it no longer references are then deleted.
+
+When the pass ends, the areas' latest files are copied to the version's own names,
+the version pointer is switched, and the whole ``progress/`` area is cleared.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pbg_core.ports import FINAL, PassProgress
+from pbg_core.types import Bucket, EntityName, Partition
+from storage import fs, layout
+from storage.checkpoints import CheckpointStore
+from storage.errors import BadDataError, DataNotFound
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_DIR = "progress"
+FORMAT = 1
+
+
+def record_file(version: int) -> str:
+    """``v{V}.json``: the progress record of version ``V`` (inside ``progress/``)."""
+    return f"v{version}.json"
+
+
+def area_dir(version: int, position: int) -> str:
+    """``v{V}-b{k}``: the files saved by bucket position ``k`` of the pass writing ``V``."""
+    return f"v{version}-b{position}"
+
+
+class CheckpointProgress:
+    """The ``progress/`` area of one checkpoint directory (implements ``ProgressStore``).
+
+    Args:
+        checkpoint: The checkpoint directory's store.
+    """
+
+    def __init__(self, checkpoint: CheckpointStore) -> None:
+        self.checkpoint = checkpoint
+        self.url = fs.join_url(checkpoint.url, PROGRESS_DIR)
+        self.storage_options = checkpoint.storage_options
+
+    def area(self, version: int, position: int) -> CheckpointStore:
+        """The store bucket ``position`` saves into (the checkpoint itself for FINAL)."""
+        if position == FINAL:
+            return self.checkpoint
+        return CheckpointStore(fs.join_url(self.url, area_dir(version, position)), self.storage_options)
+
+    def read(self, version: int) -> PassProgress | None:
+        """The progress record of ``version``, or None when there is none.
+
+        Raises:
+            BadDataError: the record exists but is not a progress record of ``version``.
+        """
+        url = fs.join_url(self.url, record_file(version))
+        try:
+            text = fs.read_text(url, self.storage_options)
+        except DataNotFound:
+            return None
+        return _decode(url, text, version)
+
+    def write(self, progress: PassProgress) -> None:
+        """Atomically replace the record of ``progress.version``."""
+        url = fs.join_url(self.url, record_file(progress.version))
+        fs.write_text_atomic(url, json.dumps(_encode(progress), indent=1), self.storage_options)
+
+    def promote(self, version: int, position: int, entity: EntityName | None, part: Partition) -> None:
+        """Copy a file saved in a progress area to the version's own name (no-op for FINAL)."""
+        if position == FINAL:
+            return
+        name = layout.model_file(version) if entity is None else layout.embeddings_file(entity, part, version)
+        source = self.area(version, position).file_url(name)
+        fs.copy(source, self.checkpoint.file_url(name), self.storage_options)
+
+    def prune(self, version: int, keep: set[int]) -> None:
+        """Delete the areas of ``version`` whose bucket position is not in ``keep``."""
+        prefix = f"v{version}-b"
+        for name in fs.listdir(self.url, self.storage_options):
+            if name.startswith(prefix) and name[len(prefix):].isdigit() and int(name[len(prefix):]) not in keep:
+                _remove_tree(fs.join_url(self.url, name), self.storage_options)
+
+    def close(self) -> None:
+        """Nothing to finish: every write here is synchronous."""
+
+    def clear(self, keep_version: int | None = None) -> None:
+        """Delete every record and area (idempotent), except those of ``keep_version``."""
+        if keep_version is None:
+            if fs.exists(self.url, self.storage_options):
+                _remove_tree(self.url, self.storage_options)
+            return
+        keep = (record_file(keep_version), f"v{keep_version}-b")
+        for name in fs.listdir(self.url, self.storage_options):
+            if name != keep[0] and not name.startswith(keep[1]):
+                _remove_tree(fs.join_url(self.url, name), self.storage_options)
+
+
+def _remove_tree(url: str, storage_options: Any) -> None:
+    remove_tree = getattr(fs, "remove_tree", None)
+    if remove_tree is not None:
+        remove_tree(url, storage_options)
+        return
+    filesystem, path = fs.resolve(url, storage_options)
+    if filesystem.exists(path):
+        filesystem.rm(path, recursive=True)
+
+
+def _encode(progress: PassProgress) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": progress.version,
+        "iteration_index": progress.iteration_index,
+        "order": [list(bucket) for bucket in progress.order],
+        "done": progress.done,
+        "partitions": [[entity, part, where] for (entity, part), where in sorted(progress.partitions.items())],
+        "model": progress.model,
+        "rows": progress.rows,
+    }
+
+
+def _decode(url: str, text: str, version: int) -> PassProgress:
+    try:
+        data = json.loads(text)
+        if data.get("format") != FORMAT or data.get("version") != version:
+            raise ValueError(f"expected format {FORMAT} and version {version}, "
+                             f"got format {data.get('format')!r}, version {data.get('version')!r}")
+        order = [Bucket(int(lhs), int(rhs)) for lhs, rhs in data["order"]]
+        progress = PassProgress(
+            version=version,
+            iteration_index=int(data["iteration_index"]),
+            order=order,
+            done=int(data["done"]),
+            partitions={(str(e), int(p)): int(where) for e, p, where in data["partitions"]},
+            model=None if data["model"] is None else int(data["model"]),
+            rows=list(data["rows"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadDataError(url, f"not a progress record of version {version} ({exc}); delete it to "
+                                f"restart the interrupted pass from the committed version") from None
+    if not 0 <= progress.done <= len(order):
+        raise BadDataError(url, f"done={progress.done} is outside [0, {len(order)}] buckets")
+    return progress

@@ -1,0 +1,99 @@
+"""Hold the checkpoint's lease for the whole training run (storage.lease).
+
+:func:`acquire_lease` takes the lease before the session opens (a second run on the
+same checkpoint fails here, naming the holder) and starts a daemon thread renewing it
+every third of its time to live. :func:`check_lease` is called before the version
+pointer moves: a run whose lease was lost (it stalled past the expiry and another run
+took over) stops instead of committing over the other run's work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from prefect import task
+
+from pbg_core.config import ConfigSchema
+from storage.lease import CheckpointLease, LeaseLostError
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, is_transient, retry_if_transient
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Held:
+    """A lease held by this process and the thread renewing it."""
+
+    lease: CheckpointLease
+    stop: threading.Event = field(default_factory=threading.Event)
+    lost: LeaseLostError | None = None
+    thread: threading.Thread | None = None
+
+
+_HELD: dict[str, _Held] = {}
+
+
+def _run_label() -> str:
+    """The Prefect flow run's name and id when inside one, else "pbg"."""
+    try:
+        from prefect.runtime import flow_run
+
+        name, run_id = flow_run.name, flow_run.id
+        return f"{name} ({run_id})" if run_id else "pbg"
+    except Exception:  # noqa: BLE001 - a label is best effort
+        return "pbg"
+
+
+def _renew_until_stopped(held: _Held) -> None:
+    interval = max(held.lease.ttl / 3.0, 0.05)
+    while not held.stop.wait(interval):
+        try:
+            held.lease.renew()
+        except LeaseLostError as exc:
+            held.lost = exc
+            logger.error("%s", exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - keep renewing through storage hiccups
+            if not is_transient(exc):
+                logger.warning("could not renew the lease on %s: %s", held.lease.url, exc)
+
+
+@task(name="acquire-checkpoint-lease", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+def acquire_lease(config: ConfigSchema) -> str:
+    """Take the lease of the config's checkpoint directory; returns its key (the checkpoint path).
+
+    Raises:
+        storage.lease.LeaseHeldError: another live run holds it (named in the message).
+    """
+    lease = CheckpointLease(config.checkpoint_path, _run_label(), storage_options=config.storage_options_for_fs())
+    lease.acquire()
+    held = _Held(lease=lease)
+    held.thread = threading.Thread(target=_renew_until_stopped, args=(held,), name="pbg-lease", daemon=True)
+    held.thread.start()
+    _HELD[config.checkpoint_path] = held
+    return config.checkpoint_path
+
+
+def check_lease(key: str) -> None:
+    """Raise the :class:`LeaseLostError` the renewing thread saw, if any (no-op for unknown keys)."""
+    held = _HELD.get(key)
+    if held is not None and held.lost is not None:
+        raise held.lost
+
+
+@task(name="release-checkpoint-lease", cache_policy=NO_CACHE)
+def release_lease(key: str) -> None:
+    """Stop renewing and delete the lease (idempotent)."""
+    held = _HELD.pop(key, None)
+    if held is None:
+        return
+    held.stop.set()
+    if held.thread is not None:
+        held.thread.join(timeout=5)
+    try:
+        held.lease.release()
+    except Exception as exc:  # noqa: BLE001 - an unreleased lease only expires later
+        logger.warning("could not release the lease on %s (it expires by itself): %s", held.lease.url, exc)
