@@ -18,7 +18,9 @@ from pbg_core.iterations import Iteration
 from tasks.buckets import (
     evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,
 )
-from tasks.checkpoint import preserve_version, remove_old_version, switch_version, write_checkpoint
+from tasks.checkpoint import (
+    preserve_version, remove_leftovers, remove_old_version, switch_version, write_checkpoint,
+)
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.plan import plan_training
@@ -63,20 +65,20 @@ def pbg(
     logger = get_run_logger()
     resolved = resolve_config(config, config_url, overrides or [])
     results: list[dict[str, Any]] = []
-    plan = plan_training(resolved)  # checks the inputs before anything is written
-    if plan.remaining:
-        lease = acquire_lease(resolved)  # a second run on this checkpoint stops here, naming the holder
-        try:
-            plan = plan_training(resolved)  # again under the lease: another run may have committed meanwhile
-            if plan.remaining:
-                handle = open_training_session(resolved)
-                try:
-                    for iteration in plan.remaining:
-                        results.append(train_iteration(handle, iteration, resolved.eval_fraction > 0))
-                finally:
-                    close_training_session(handle)
-        finally:
-            release_lease(lease)
+    plan_training(resolved)  # checks the inputs before anything is written
+    lease = acquire_lease(resolved)  # a second run on this checkpoint stops here, naming the holder
+    try:
+        plan = plan_training(resolved)  # again under the lease: another run may have committed meanwhile
+        remove_leftovers(resolved, plan.committed_version)  # of a run killed while removing or committing
+        if plan.remaining:
+            handle = open_training_session(resolved)
+            try:
+                for iteration in plan.remaining:
+                    results.append(train_iteration(handle, iteration, resolved.eval_fraction > 0))
+            finally:
+                close_training_session(handle)
+    finally:
+        release_lease(lease)
     final = plan.committed_version + len(results)
     logger.info("checkpoint %s is at version %d of %d", resolved.checkpoint_path, final, plan.total_iterations)
     return {"checkpoint_path": resolved.checkpoint_path, "version": final, "iterations": results}

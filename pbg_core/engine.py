@@ -281,13 +281,16 @@ class TrainingSession:
         return epoch
 
     def remove_old_version(self, iteration: Iteration) -> int | None:
-        """Delete the version this iteration started from (never version 0)."""
-        old = iteration.version - 1
-        if old < 1:
-            return None
-        logger.info("%s: removing version %d", iteration.label, old)
-        self.store.remove_version(old)
-        return old
+        """Delete every version older than the one just committed (never version 0).
+
+        Normally that is the version this iteration started from; older ones are
+        leftovers of a run killed while removing. Returns the newest version removed.
+        """
+        old = [v for v in self.store.list_versions() if 0 < v < iteration.version]
+        for version in old:
+            logger.info("%s: removing version %d", iteration.label, version)
+            self.store.remove_version(version)
+        return max(old, default=None)
 
     def close(self) -> None:
         """Finish progress uploads in flight, stop the workers and release memory."""

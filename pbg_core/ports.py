@@ -56,6 +56,10 @@ class PartitionStore(Protocol):
         """Embeddings (into ``out`` when given) and serialized optimizer state."""
         ...
 
+    def embeddings_shape(self, entity: EntityName, part: Partition, version: int) -> tuple[int, int]:
+        """(count, dim) of the stored embeddings of (entity, part) at ``version``."""
+        ...
+
     def save_embeddings(
         self,
         entity: EntityName,
@@ -101,6 +105,10 @@ class VersionedStore(PartitionStore, Protocol):
 
     def remove_version(self, version: int) -> None:
         """Delete the files of ``version`` (idempotent)."""
+        ...
+
+    def list_versions(self) -> list[int]:
+        """Versions that have files in the directory, sorted."""
         ...
 
 

@@ -17,6 +17,8 @@ from pbg_core.memory import EmbeddingPool, SlotSpec
 from pbg_core.model import build_model
 from pbg_core.optimizers import AsyncAdagrad
 from pbg_core.partitions import PartitionTopology
+from pbg_core.errors import ShapeError
+from pbg_core.ports import PartitionStore
 from pbg_core.residency import PartitionKey, PartitionResidency
 from pbg_core.seeding import fresh_seed
 from pbg_core.session_parts import MetadataSource, ModelState, SessionSettings, config_json_text
@@ -63,6 +65,39 @@ def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, 
     return tuple((relation.lhs, relation.rhs) for relation in config.relations)
 
 
+def check_checkpoint_fits(
+    store: PartitionStore, version: int, counts: dict[PartitionKey, int], dims: dict[str, int], required: bool
+) -> None:
+    """Refuse, before any training, a checkpoint whose embeddings do not fit this config.
+
+    Args:
+        store: The checkpoint (the run's own, or init_path's).
+        version: Its committed version (nothing to check for 0).
+        counts: Entity count per (entity, partition) from the entity files.
+        dims: Embedding dimension per entity type.
+        required: Every partition must be present (the run's own committed version).
+
+    Raises:
+        ShapeError: a partition's stored shape differs from (count, dimension), or one is missing.
+    """
+    if version == 0:
+        return
+    where = f"{getattr(store, 'url', 'checkpoint')} version {version}"
+    problems = []
+    for (entity, part), count in sorted(counts.items()):
+        if not store.has_embeddings(entity, part, version):
+            if required:
+                problems.append(f"entity type {entity!r} partition {part}: no embeddings file")
+            continue
+        found = store.embeddings_shape(entity, part, version)
+        if found != (count, dims[entity]):
+            problems.append(f"entity type {entity!r} partition {part}: stored shape {found}, this config "
+                            f"expects ({count}, {dims[entity]}) (entity count, dimension)")
+    if problems:
+        raise ShapeError(f"{where} does not fit this config (another config, or entities imported again?): "
+                         + "; ".join(problems))
+
+
 def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
@@ -81,6 +116,10 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
     committed = stores.checkpoint.read_version()
     model_state = _build_model_state(config, num_dynamic)
+    dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
+    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
+    if stores.init is not None:
+        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
     pool = _build_pool(config, topology, counts)

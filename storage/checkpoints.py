@@ -152,6 +152,20 @@ class CheckpointStore:
                 ds.read_direct(target.detach().numpy())
             return target, hdf5.read_bytes(hf, OPTIMIZER_DATASET)
 
+    def embeddings_shape(self, entity: EntityName, part: Partition, version: int) -> tuple[int, int]:
+        """Shape of the stored embeddings of (entity, part) at ``version``, without reading them.
+
+        Raises:
+            DataNotFound: the file is missing.
+            BadDataError: the file lacks a 2-D ``embeddings`` dataset.
+        """
+        url = self.file_url(layout.embeddings_file(entity, part, version))
+        with hdf5.open_read(url, self.storage_options) as hf:
+            ds = hdf5.require_dataset(hf, EMBEDDINGS_DATASET, url)
+            if ds.ndim != 2:
+                raise BadDataError(url, f"{EMBEDDINGS_DATASET!r} must be 2-D, got shape {ds.shape}")
+            return int(ds.shape[0]), int(ds.shape[1])
+
     # -- model ---------------------------------------------------------------------
 
     def has_model(self, version: int) -> bool:

@@ -323,6 +323,28 @@ def copy(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> 
         shutil.copyfile(src, dst)
 
 
+def same_stored_object(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> bool:
+    """Whether ``dst_url`` already holds exactly ``src_url``'s bytes, per the object store's ETag.
+
+    Lets a retried copy skip what an earlier attempt finished. Only remote objects with
+    equal, non-empty ETags and sizes count; local files and missing objects give False.
+    """
+    src_fs, src_path = resolve(src_url, storage_options)
+    dst_fs, dst_path = resolve(dst_url, storage_options)
+    if is_local(src_fs) or is_local(dst_fs):
+        return False
+    try:
+        with translate_errors(dst_url):
+            dst_info = dst_fs.info(dst_path)
+        with translate_errors(src_url):
+            src_info = src_fs.info(src_path)
+    except FileNotFoundError:
+        return False
+    etag = str(dst_info.get("ETag") or "").strip('"')
+    return bool(etag) and etag == str(src_info.get("ETag") or "").strip('"') and \
+        dst_info.get("size") == src_info.get("size")
+
+
 def move(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> None:
     """Move one file: a rename on local disk, copy then delete on an object store.
 

@@ -115,14 +115,14 @@ class CheckpointLease:
         fs.write_text_atomic(self.url, self._content(), self.storage_options)
 
     def release(self) -> None:
-        """Delete the lease if this run still holds it (idempotent)."""
+        """Delete the lease if this run still holds it (idempotent; retryable after a storage error)."""
         if not self.held:
             return
-        self.held = False
         current = self.read()
         if current is not None and current.token == self.token:
             fs.remove(self.url, missing_ok=True, storage_options=self.storage_options)
             logger.info("lease on %s released", self.url)
+        self.held = False
 
     def read(self) -> LeaseHolder | None:
         """The current holder, or None when nobody holds the lease.

@@ -86,8 +86,10 @@ class CheckpointProgress:
         if position == FINAL:
             return
         name = layout.model_file(version) if entity is None else layout.embeddings_file(entity, part, version)
-        source = self.area(version, position).file_url(name)
-        fs.copy(source, self.checkpoint.file_url(name), self.storage_options)
+        source, target = self.area(version, position).file_url(name), self.checkpoint.file_url(name)
+        if fs.same_stored_object(source, target, self.storage_options):
+            return  # a retried write-checkpoint: this copy was done by an earlier attempt
+        fs.copy(source, target, self.storage_options)
 
     def prune(self, version: int, keep: set[int]) -> None:
         """Delete the areas of ``version`` whose bucket position is not in ``keep``."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from prefect import task
 
+from pbg_core.config import ConfigSchema
 from pbg_core.iterations import Iteration
+from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
 from tasks.lease import check_lease
 from tasks.sessions import get_session
@@ -46,3 +48,22 @@ def preserve_version(handle: str, iteration: Iteration) -> int | None:
 def remove_old_version(handle: str, iteration: Iteration) -> int | None:
     """Delete the previous version's files now that the new pointer is durable."""
     return get_session(handle).remove_old_version(iteration)
+
+
+@task(name="remove-leftovers", **_STORAGE)
+def remove_leftovers(config: ConfigSchema, committed_version: int) -> list[int]:
+    """Delete versions older than the committed one and progress of committed versions.
+
+    A run killed while removing the old version (or right after committing, before
+    clearing its progress) leaves them; nothing references them. Returns the versions removed.
+    """
+    stores = open_run_stores(config)
+    old = [v for v in stores.checkpoint.list_versions() if 0 < v < committed_version]
+    for version in old:
+        stores.checkpoint.remove_version(version)
+    progress = stores.progress
+    try:
+        progress.clear(keep_version=committed_version + 1)
+    finally:
+        progress.close()
+    return old

@@ -84,10 +84,11 @@ def check_lease(key: str) -> None:
         raise held.lost
 
 
-@task(name="release-checkpoint-lease", cache_policy=NO_CACHE)
+@task(name="release-checkpoint-lease", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
 def release_lease(key: str) -> None:
     """Stop renewing and delete the lease (idempotent)."""
-    held = _HELD.pop(key, None)
+    held = _HELD.get(key)
     if held is None:
         return
     held.stop.set()
@@ -95,5 +96,8 @@ def release_lease(key: str) -> None:
         held.thread.join(timeout=5)
     try:
         held.lease.release()
-    except Exception as exc:  # noqa: BLE001 - an unreleased lease only expires later
+    except Exception as exc:
+        if is_transient(exc):
+            raise  # retried by the task
         logger.warning("could not release the lease on %s (it expires by itself): %s", held.lease.url, exc)
+    _HELD.pop(key, None)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pbg_core.config import parse_config
+from s3_proxy import s3_proxy  # noqa: F401  (fault-injecting proxy in front of s3_server)
 from s3_server import s3_bucket, s3_server, store_root  # noqa: F401  (fixtures for every test)
 from storage.importers import import_edges
 

@@ -157,3 +157,17 @@ def test_server_stop_is_transient_and_start_resumes_on_same_port(s3_server: S3Se
     filesystem.mkdir(s3_bucket)
     fs.write_text_atomic(url, "4\n")  # the cached filesystem object works again after the restart
     assert fs.read_text(url) == "4\n"
+
+
+def test_same_stored_object_compares_etags(s3_bucket: str, tmp_path: Path) -> None:
+    from storage import fs
+
+    base = f"s3://{s3_bucket}/same"
+    fs.write_text_atomic(f"{base}/a.txt", "hello")
+    assert not fs.same_stored_object(f"{base}/a.txt", f"{base}/b.txt")  # missing target
+    fs.copy(f"{base}/a.txt", f"{base}/b.txt")
+    assert fs.same_stored_object(f"{base}/a.txt", f"{base}/b.txt")
+    fs.write_text_atomic(f"{base}/b.txt", "hellO")  # same size, other bytes
+    assert not fs.same_stored_object(f"{base}/a.txt", f"{base}/b.txt")
+    (tmp_path / "x").write_text("hello")
+    assert not fs.same_stored_object(str(tmp_path / "x"), f"{base}/a.txt")  # local files never count

@@ -80,7 +80,7 @@ def test_commit_protocol_over_two_iterations(session: Any, train_buckets: Any, h
     before = mtimes(files)
     assert write_checkpoint.fn(handle, second) == 2
     assert switch_version.fn(handle, second) == 2
-    assert remove_old_version.fn(handle, second) == 1
+    assert remove_old_version.fn(handle, second) is None  # nothing older is left
     assert mtimes(files) == before and pointer(checkpoint) == 2
 
 
@@ -119,3 +119,41 @@ def test_crash_before_switch_leaves_the_committed_version(
         assert not (checkpoint / "progress").exists()
     finally:
         close_training_session.fn(reopened)
+
+
+def test_remove_old_version_also_removes_leftovers_of_an_interrupted_removal(
+    session: Any, train_buckets: Any
+) -> None:
+    handle, _, iterations, checkpoint = session
+    first, second = iterations[:2]
+    for iteration in (first, second):
+        train_buckets(handle, iteration)
+        write_checkpoint.fn(handle, iteration)
+        switch_version.fn(handle, iteration)
+    # v1 is still there: as if the process died while removing it.
+    assert "model.v1.h5" in versioned(checkpoint)
+    third = iterations[2]
+    train_buckets(handle, third)
+    write_checkpoint.fn(handle, third)
+    switch_version.fn(handle, third)
+    assert remove_old_version.fn(handle, third) == 2
+    assert versioned(checkpoint) == {"embeddings_node_0.v3.h5", "model.v3.h5"}
+
+
+def test_remove_leftovers_deletes_older_versions_and_committed_progress(make_config: Any) -> None:
+    from pbg_core.ports import CheckpointMetadata, PassProgress
+    from storage.checkpoints import CheckpointStore
+    from storage.progress import CheckpointProgress
+    from tasks.checkpoint import remove_leftovers
+
+    config = parse_config(make_config("leftovers"))
+    store = CheckpointStore(config.checkpoint_path)
+    for version in (1, 2, 3):
+        store.save_embeddings("node", 0, version, torch.zeros(200, 16), None, CheckpointMetadata(config_json="{}"))
+    store.write_version(3)
+    progress = CheckpointProgress(store)
+    progress.write(PassProgress(version=3, iteration_index=2, order=[Bucket(0, 0)], done=1))  # committed since
+    progress.write(PassProgress(version=4, iteration_index=3, order=[Bucket(0, 0)], done=0))  # still open
+    assert remove_leftovers.fn(config, 3) == [1, 2]
+    assert store.list_versions() == [3]
+    assert progress.read(3) is None and progress.read(4) is not None
