@@ -38,7 +38,7 @@ from pbg_core.iterations import Iteration, should_preserve
 from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
 from pbg_core.residency import PartitionKey, PartitionResidency
 from pbg_core.seeding import derive_seed, python_rng, torch_generator
-from pbg_core.session_parts import ModelState, SessionSettings, split_evenly
+from pbg_core.session_parts import ModelState, SessionSettings, active_workers, split_evenly
 from pbg_core.stats import Stats
 from pbg_core.types import Bucket
 from pbg_core import worker_jobs
@@ -206,8 +206,8 @@ class TrainingSession:
     def finish_bucket(self) -> dict[str, Any]:
         """Make the trained bucket durable: save what it changed, then record the progress.
 
-        Saves go to the bucket's progress area (the version's own names only without a
-        progress store). The record is replaced only once everything it names is saved,
+        Saves go to the bucket's progress area (the version's own names for the last
+        bucket of the pass, or without a progress store). The record is replaced only once everything it names is saved,
         and adopted in memory only once it is written, so a retry after a failure redoes
         what is missing and a retry after success does nothing.
         """
@@ -218,7 +218,10 @@ class TrainingSession:
             return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0}
         logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket))
         started = time.perf_counter()
-        where = FINAL if self.progress_store is None else record.position
+        # The last bucket of a pass saves straight to the version's own names (nothing
+        # references them before the commit): no copy of its partitions at write_checkpoint.
+        last = record.position == len(progress.order) - 1
+        where = FINAL if last or self.progress_store is None else record.position
         saved = self.residency.save_dirty(where)
         if self.model_state.dirty:
             self.model_state.save(self._area(where), iteration.version, self.residency.metadata())
@@ -333,7 +336,10 @@ class TrainingSession:
         mode: str, filter_index: Any,
     ) -> Stats:
         slots = self.settings.slot_map(bucket, self.residency)
-        slices = split_evenly(indices, self.workers.num_workers)
+        workers = self.workers.num_workers
+        # Training a small bucket on fewer workers avoids stale HOGWILD steps (session_parts).
+        active = active_workers(len(indices), self.settings.batch_size, workers) if mode == "train" else workers
+        slices = split_evenly(indices, active) + [indices[:0]] * (workers - active)
         args = [
             worker_jobs.JobArgs(
                 slots=slots, edges=edges, indices=part, seed=derive_seed(self.seed, *tag, worker),

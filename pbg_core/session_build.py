@@ -141,6 +141,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         checkpoint_preservation_interval=config.checkpoint_preservation_interval,
         relation_sides=_relation_sides(config, num_dynamic),
         featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
+        batch_size=config.batch_size,
     )
     logger.info("model from %s; %d workers; %d partitions per side (%d x %d buckets)",
                 model_state.source, num_workers, max(topology.nparts_lhs, topology.nparts_rhs),

@@ -319,6 +319,9 @@ def copy(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> 
         _verify_upload(dst_fs, dst_path, dst_url, size, None)
         read_cache.forget(dst_url, read_cache.endpoint_of(dst_fs))
         return
+    if is_local(src_fs) and not is_local(dst_fs):
+        _upload_file(src_path, dst_fs, dst_path, dst_url)  # the source is complete: no temporary copy
+        return
     with local_read_path(src_url, storage_options) as src, local_write(dst_url, storage_options) as dst:
         shutil.copyfile(src, dst)
 
@@ -436,14 +439,24 @@ def local_write(url: str, storage_options: StorageOptions = None, tmp_name: str 
     with tempfile.TemporaryDirectory(prefix=".write-", dir=read_cache.cache_dir()) as tmp_dir:
         local = os.path.join(tmp_dir, path.rpartition("/")[2] or "data")
         yield local
-        size, md5 = os.path.getsize(local), _md5_file(local)
-        with translate_errors(url):
-            fs.put_file(local, path)  # one PUT, or a multipart upload that publishes on completion
-        info = _verify_upload(fs, path, url, size, md5)
+        info = _upload_file(local, fs, path, url)
         version = read_cache.version_of(info)
-        read_cache.forget(url, read_cache.endpoint_of(fs))
         if version is not None:
             read_cache.adopt(url, read_cache.endpoint_of(fs), version, local)
+
+
+def _upload_file(local: str, fs: fsspec.AbstractFileSystem, path: str, url: str) -> dict[str, Any]:
+    """Upload a complete local file to ``path`` of a remote ``fs``, verified; its stored info.
+
+    One PUT, or a multipart upload that publishes on completion: never a partial object.
+    Any cached copy of the old object is dropped.
+    """
+    size, md5 = os.path.getsize(local), _md5_file(local)
+    with translate_errors(url):
+        fs.put_file(local, path)
+    info = _verify_upload(fs, path, url, size, md5)
+    read_cache.forget(url, read_cache.endpoint_of(fs))
+    return info
 
 
 def _verify_upload(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, md5: str | None) -> dict[str, Any]:

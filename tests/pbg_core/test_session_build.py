@@ -52,3 +52,17 @@ def test_an_init_path_of_another_dimension_is_refused(make_config: Any, tmp_path
     config = parse_config(make_config("ckpt", init_path=str(tmp_path / "init")))
     with pytest.raises(ShapeError, match=r"init.* version 1 does not fit.*stored shape \(200, 4\)"):
         build_session(config, open_run_stores(config))
+
+
+@pytest.mark.parametrize(("edges", "workers", "expected"), [
+    (1_592, 2, 1),       # Nations: two batches of 1000 -> one worker
+    (15_999, 2, 1),      # just under 8 batches per worker for two
+    (16_000, 2, 2),
+    (2_000_000, 2, 2),
+    (2_000_000, 64, 64),
+    (0, 4, 1),
+])
+def test_small_buckets_train_on_fewer_workers(edges: int, workers: int, expected: int) -> None:
+    from pbg_core.session_parts import active_workers
+
+    assert active_workers(edges, 1000, workers) == expected
