@@ -289,11 +289,9 @@ class TrainingSession:
         Normally that is the version this iteration started from; older ones are
         leftovers of a run killed while removing. Returns the newest version removed.
         """
-        old = [v for v in self.store.list_versions() if 0 < v < iteration.version]
-        for version in old:
-            logger.info("%s: removing version %d", iteration.label, version)
-            self.store.remove_version(version)
-        return max(old, default=None)
+        if iteration.version > 1:
+            logger.info("%s: removing versions before %d", iteration.label, iteration.version)
+        return max(self.store.remove_versions_before(iteration.version), default=None)
 
     def close(self) -> None:
         """Finish progress uploads in flight, stop the workers and release memory."""

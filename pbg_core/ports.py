@@ -107,8 +107,8 @@ class VersionedStore(PartitionStore, Protocol):
         """Delete the files of ``version`` (idempotent)."""
         ...
 
-    def list_versions(self) -> list[int]:
-        """Versions that have files in the directory, sorted."""
+    def remove_versions_before(self, version: int) -> list[int]:
+        """Delete every version older than ``version`` except 0 (idempotent); those removed."""
         ...
 
 

@@ -144,9 +144,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.embeddings_file(entity, part, version))
         with hdf5.open_read(url, self.storage_options) as hf:
-            ds = hdf5.require_dataset(hf, EMBEDDINGS_DATASET, url)
-            if ds.ndim != 2:
-                raise BadDataError(url, f"{EMBEDDINGS_DATASET!r} must be 2-D, got shape {ds.shape}")
+            ds = _embeddings_dataset(hf, url)
             target = _target_tensor(out, ds.shape, url)
             if target.numel() > 0:  # h5py cannot read_direct an empty selection
                 ds.read_direct(target.detach().numpy())
@@ -161,9 +159,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.embeddings_file(entity, part, version))
         with hdf5.open_read(url, self.storage_options) as hf:
-            ds = hdf5.require_dataset(hf, EMBEDDINGS_DATASET, url)
-            if ds.ndim != 2:
-                raise BadDataError(url, f"{EMBEDDINGS_DATASET!r} must be 2-D, got shape {ds.shape}")
+            ds = _embeddings_dataset(hf, url)
             return int(ds.shape[0]), int(ds.shape[1])
 
     # -- model ---------------------------------------------------------------------
@@ -286,6 +282,17 @@ class CheckpointStore:
         for name in self._files_of(version):
             fs.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
 
+    def remove_versions_before(self, version: int) -> list[int]:
+        """Delete every version older than ``version`` except 0; returns those removed, ascending.
+
+        Normally one (the version a pass started from); more when a run was killed while
+        removing an old one.
+        """
+        old = [v for v in self.list_versions() if 0 < v < version]
+        for stale in old:
+            self.remove_version(stale)
+        return old
+
     def preserve_version(self, version: int, epoch: int) -> None:
         """Copy every file of ``version`` into ``epoch_{epoch}/`` with its own version file.
 
@@ -320,6 +327,14 @@ def _write_common(hf: h5py.File, optim_state: bytes | None, metadata: Checkpoint
     attrs: dict[str, int | str] = {CONFIG_ATTR: metadata.config_json}
     attrs.update({f"{ITERATION_ATTR_PREFIX}{k}": v for k, v in metadata.iteration.items()})
     hdf5.write_attrs(hf, attrs)
+
+
+def _embeddings_dataset(hf: h5py.File, url: str) -> h5py.Dataset:
+    """The file's 2-D ``embeddings`` dataset, or BadDataError naming the file."""
+    ds = hdf5.require_dataset(hf, EMBEDDINGS_DATASET, url)
+    if ds.ndim != 2:
+        raise BadDataError(url, f"{EMBEDDINGS_DATASET!r} must be 2-D, got shape {ds.shape}")
+    return ds
 
 
 def _target_tensor(out: torch.Tensor | None, shape: tuple[int, ...], url: str) -> torch.Tensor:

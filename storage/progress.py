@@ -96,7 +96,7 @@ class CheckpointProgress:
         prefix = f"v{version}-b"
         for name in fs.listdir(self.url, self.storage_options):
             if name.startswith(prefix) and name[len(prefix):].isdigit() and int(name[len(prefix):]) not in keep:
-                _remove_tree(fs.join_url(self.url, name), self.storage_options)
+                fs.remove_tree(fs.join_url(self.url, name), self.storage_options)
 
     def close(self) -> None:
         """Nothing to finish: every write here is synchronous."""
@@ -104,23 +104,12 @@ class CheckpointProgress:
     def clear(self, keep_version: int | None = None) -> None:
         """Delete every record and area (idempotent), except those of ``keep_version``."""
         if keep_version is None:
-            if fs.exists(self.url, self.storage_options):
-                _remove_tree(self.url, self.storage_options)
+            fs.remove_tree(self.url, self.storage_options)
             return
         keep = (record_file(keep_version), f"v{keep_version}-b")
         for name in fs.listdir(self.url, self.storage_options):
             if name != keep[0] and not name.startswith(keep[1]):
-                _remove_tree(fs.join_url(self.url, name), self.storage_options)
-
-
-def _remove_tree(url: str, storage_options: Any) -> None:
-    remove_tree = getattr(fs, "remove_tree", None)
-    if remove_tree is not None:
-        remove_tree(url, storage_options)
-        return
-    filesystem, path = fs.resolve(url, storage_options)
-    if filesystem.exists(path):
-        filesystem.rm(path, recursive=True)
+                fs.remove_tree(fs.join_url(self.url, name), self.storage_options)
 
 
 def _encode(progress: PassProgress) -> dict[str, Any]:

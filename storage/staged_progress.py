@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -108,7 +107,6 @@ class StagedProgress:
         self._inflight: Future[None] | None = None
         self._pending: PassProgress | None = None  # the record being (or failing to be) uploaded
         self._uploaded: set[tuple[int, int]] = set()  # (version, position) areas fully uploaded
-        self._lock = threading.Lock()
 
     def area(self, version: int, position: int) -> Any:
         """Local-first area of bucket ``position`` (the checkpoint itself for FINAL)."""
@@ -136,23 +134,21 @@ class StagedProgress:
         """Record locally (durable), then upload in the background after the previous upload."""
         self.local.write(progress)
         self.wait()
-        with self._lock:
-            self._pending = progress
-            self._inflight = self._executor.submit(self._upload, progress)
+        self._pending = progress
+        self._inflight = self._executor.submit(self._upload, progress)
 
     def wait(self) -> None:
         """Block until no upload is in flight; a failed one is retried here, synchronously."""
-        inflight = self._inflight
+        inflight, self._inflight = self._inflight, None
         if inflight is not None:
             try:
                 inflight.result()
+                self._pending = None
             except Exception as exc:  # noqa: BLE001 - retried below; raised if it fails again
                 logger.warning("background upload of bucket progress failed (%s); retrying", exc)
-            self._inflight = None
-        pending = self._pending
-        if pending is not None and not self._is_uploaded(pending):
-            self._upload(pending)
-        self._pending = None
+        if self._pending is not None:  # failed in the background, or in an earlier wait
+            self._upload(self._pending)
+            self._pending = None
 
     def promote(self, version: int, position: int, entity: EntityName | None, part: Partition) -> None:
         """Copy an uploaded area file to the version's own name (waits for the upload)."""
@@ -176,10 +172,6 @@ class StagedProgress:
             self.wait()
         finally:
             self._executor.shutdown(wait=True)
-
-    def _is_uploaded(self, progress: PassProgress) -> bool:
-        remote = self.remote.read(progress.version)
-        return remote is not None and remote.done >= progress.done
 
     def _upload(self, progress: PassProgress) -> None:
         """Upload the areas ``progress`` names, then its record, then prune the remote areas."""

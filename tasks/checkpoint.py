@@ -58,9 +58,7 @@ def remove_leftovers(config: ConfigSchema, committed_version: int) -> list[int]:
     clearing its progress) leaves them; nothing references them. Returns the versions removed.
     """
     stores = open_run_stores(config)
-    old = [v for v in stores.checkpoint.list_versions() if 0 < v < committed_version]
-    for version in old:
-        stores.checkpoint.remove_version(version)
+    old = stores.checkpoint.remove_versions_before(committed_version)
     progress = stores.progress
     try:
         progress.clear(keep_version=committed_version + 1)
