@@ -17,7 +17,7 @@ version the pointer names load completely. Then it starts the run again. After
   the kill is the in-flight one and is always redone;
 - no stats row (keyed by bucket index) appears twice in training_stats.json.
 
-Run: ``.venv/bin/python bench/crash.py [--kills 24] [--epochs 9] [--edges 1000000] [--seed 0]``
+Run: ``.venv/bin/python bench/crash.py [--kills 24] [--epochs 12] [--edges 1000000] [--seed 0]``
 (about 10-15 minutes here). Writes bench/results/crash.json.
 """
 
@@ -207,7 +207,7 @@ def main() -> int:
     """Parse flags, set up server, data and config, kill and resume, report."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=24)
-    parser.add_argument("--epochs", type=int, default=9)
+    parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--dimension", type=int, default=64)
