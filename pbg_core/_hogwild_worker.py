@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import socket
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing import context, reduction
@@ -43,14 +46,19 @@ _received_fds: dict[int, int] = {}
 
 
 def worker_main(
-    index: int, conn: Connection, init_fn: Callable[[int, Any], Any], init_payload: Any
+    index: int, conn: Connection, init_fn: Callable[[int, Any], Any], init_payload: Any, owner_pid: int | None = None
 ) -> None:
-    """Entry point of a worker process: init once, then serve jobs until told to stop."""
+    """Entry point of a worker process: init once, then serve jobs until told to stop.
+
+    ``owner_pid`` is the process that started the pool: the worker exits when it dies.
+    """
     # One thread per worker: HOGWILD parallelism comes from processes, and intra-op
     # threads of several workers would oversubscribe the cores.
     torch.set_num_threads(1)
     # Ctrl-C reaches the whole process group; the parent handles it and closes the pool.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if owner_pid is not None:
+        exit_with(owner_pid)
     try:
         state = init_fn(index, init_payload)
     except Exception as exc:  # reported to the parent, which re-raises it
@@ -59,6 +67,41 @@ def worker_main(
     del init_payload
     conn.send(("ready", os.getpid()))
     _serve(conn, state)
+
+
+def exit_with(owner_pid: int) -> None:
+    """Exit this process (``os._exit``) as soon as process ``owner_pid`` is gone.
+
+    A flow run killed or cancelled mid-bucket (``kill -9`` of a Prefect worker, a
+    cancelled run past its grace period) would otherwise leave its workers training on
+    until their job ends, holding the shared memory. Neither daemon flags nor
+    ``PR_SET_PDEATHSIG`` cover it: under forkserver the parent is the fork server, which
+    itself waits for its children. A daemon thread blocks on a pidfd of the owner
+    (Linux 5.3+), else polls it once a second.
+    """
+    def watch() -> None:
+        try:
+            pidfd = os.pidfd_open(owner_pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        if pidfd is not None:
+            select.select([pidfd], [], [])
+        else:
+            while _alive(owner_pid):
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pbg-owner-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _serve(conn: Connection, state: Any) -> None:

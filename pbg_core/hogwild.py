@@ -189,7 +189,7 @@ class WorkerPool(Generic[R]):
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(
                 target=worker_main,
-                args=(index, child_end, init_fn, init_payload),
+                args=(index, child_end, init_fn, init_payload, os.getpid()),
                 name=f"pbg-hogwild-{index}",
                 daemon=True,  # never outlive the parent, even if close() is skipped
             )

@@ -310,3 +310,50 @@ def raise_in_worker_0(state: dict, args: None) -> str:
     if state["index"] == 0:
         raise ValueError("bad value 3 in worker 0")
     return "ok"
+
+
+# ---- children die with the process that started them --------------------------------------
+_ORPHAN_SCRIPT = """
+import sys, time
+from pbg_core.hogwild import WorkerPool
+import slow_jobs
+with WorkerPool(2, slow_jobs.init, None, start_method=sys.argv[1]) as pool:
+    print(" ".join(map(str, pool.pids)), flush=True)
+    pool.run(slow_jobs.sleep, [120.0, 120.0])
+"""
+_SLOW_JOBS = "import time\n\ndef init(index, payload):\n    return None\n\ndef sleep(state, seconds):\n    time.sleep(seconds)\n"
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_workers_die_when_their_parent_is_killed_mid_job(tmp_path, start_method: str) -> None:
+    """kill -9 of a flow run's process must not leave HOGWILD workers training for minutes."""
+    import subprocess
+
+    (tmp_path / "slow_jobs.py").write_text(_SLOW_JOBS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN_SCRIPT, start_method], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, f"the script printed no worker pids (exit code {proc.poll()})"
+        time.sleep(0.5)  # the jobs are running
+        assert not any(_gone_or_zombie(pid) for pid in pids)
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while not all(_gone_or_zombie(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(_gone_or_zombie(pid) for pid in pids), f"workers {pids} outlived their killed parent"
+    finally:
+        proc.kill()
+        proc.wait(10)
