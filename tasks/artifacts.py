@@ -1,0 +1,113 @@
+"""Prefect UI artifacts of a training run: progress bar, per-iteration tables, final summary.
+
+Plain functions, not tasks: every task run costs API events, and these only post one
+artifact each. They are no-ops (returning None) outside a flow or task run, so task
+bodies called through ``.fn()`` in tests and benchmarks create nothing. An artifact is
+an observer of training, never part of it: any failure to build or post one is logged
+as a warning and swallowed. What the artifacts contain is computed in
+:mod:`tasks.report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from prefect.artifacts import (
+    create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact,
+)
+from prefect.context import get_run_context
+from prefect.exceptions import MissingContextError
+
+from pbg_core.config import ConfigSchema
+from pbg_core.iterations import Iteration
+from storage.stats_log import StatsLog
+from tasks._policies import run_logger
+from tasks.report import artifact_key, checkpoint_basename, iteration_table, summary_markdown
+
+T = TypeVar("T")
+
+
+def start_progress(done: int, total: int, description: str) -> UUID | None:
+    """Create the run's progress artifact at ``100 * done / total`` percent.
+
+    Args:
+        done: Units (e.g. buckets) already done, resumed ones included.
+        total: Units of the whole run; 0 shows 100 %.
+        description: Shown next to the bar.
+
+    Returns:
+        The artifact id for :func:`update_progress`, or None outside a run or on failure.
+    """
+    return _post("create the progress artifact", lambda: create_progress_artifact(
+        progress=_percent(done, total), description=description, _sync=True,  # type: ignore[call-arg]
+    ))
+
+
+def update_progress(artifact_id: UUID | None, done: int, total: int) -> None:
+    """Move the progress artifact ``artifact_id`` to ``100 * done / total`` percent (None: no-op)."""
+    if artifact_id is None:
+        return
+    _post("update the progress artifact", lambda: update_progress_artifact(
+        artifact_id=artifact_id, progress=_percent(done, total), _sync=True,  # type: ignore[call-arg]
+    ))
+
+
+def publish_iteration_table(iteration: Iteration, rows: Sequence[dict[str, Any] | None], resumed: int) -> None:
+    """Post one table artifact (no key) of the buckets ``iteration`` trained in this attempt.
+
+    Args:
+        iteration: The iteration (its label and version go into the description).
+        rows: The trained buckets' stats rows (``finish_bucket(...)["row"]``); None entries are skipped.
+        resumed: Buckets of this pass finished by an earlier attempt (not in ``rows``).
+    """
+    description = (
+        f"{iteration.label} · version {iteration.version} · "
+        f"{sum(r is not None for r in rows)} bucket(s) trained, {resumed} resumed from an earlier attempt"
+    )
+    _post(f"publish the table of {iteration.label}", lambda: create_table_artifact(
+        table=iteration_table(rows), description=description, _sync=True,  # type: ignore[call-arg]
+    ))
+
+
+def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -> None:
+    """Post the run's markdown summary, keyed ``pbg-summary-<checkpoint name>``.
+
+    Reads every row of the checkpoint's ``training_stats.json`` (earlier runs included).
+
+    Args:
+        config: The run's config.
+        version: The committed checkpoint version.
+        total_iterations: Iterations of the whole schedule.
+    """
+    def post() -> UUID:
+        rows = StatsLog(config.checkpoint_path, config.storage_options_for_fs()).read()
+        return create_markdown_artifact(
+            markdown=summary_markdown(config, version, total_iterations, rows),
+            key=artifact_key(checkpoint_basename(config.checkpoint_path)),
+            description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
+            _sync=True,  # type: ignore[call-arg]
+        )
+
+    _post("publish the run summary", post)
+
+
+def _post(what: str, call: Callable[[], T]) -> T | None:
+    """Run ``call`` inside a flow/task run only; log and swallow any failure."""
+    try:
+        get_run_context()
+    except MissingContextError:
+        return None
+    try:
+        return call()
+    except Exception as err:  # noqa: BLE001 - artifacts must never fail training
+        run_logger().warning("could not %s (training goes on): %s: %s", what, type(err).__name__, err)
+        return None
+
+
+def _percent(done: int, total: int) -> float:
+    """``100 * done / total`` clamped to [0, 100]; an empty run (total 0) is complete."""
+    if total <= 0:
+        return 100.0
+    return min(100.0, max(0.0, 100.0 * done / total))

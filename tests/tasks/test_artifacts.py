@@ -1,0 +1,140 @@
+"""tasks.artifacts against a real (temporary) Prefect API: create, then read back.
+
+A tiny flow defined here calls the artifact functions; the artifacts are read back
+through the client, filtered by that flow run's id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.context import get_run_context
+from prefect.testing.utilities import prefect_test_harness
+
+from pbg_core.config import ConfigSchema, parse_config
+from pbg_core.iterations import Iteration
+from storage.stats_log import StatsLog
+from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
+
+ITERATION = Iteration(
+    index=1, epoch_idx=0, num_epochs=2, edge_path_idx=1, num_edge_paths=2, edge_path="/data/edges_b",
+    edge_chunk_idx=0, num_edge_chunks=1,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def stats_row(lhs: int, rhs: int, index: int, epoch: int, loss: float, mrr: float) -> dict[str, Any]:
+    return {
+        "lhs_partition": lhs, "rhs_partition": rhs, "index": index,
+        "stats": {"count": 400, "metrics": {"loss": loss}},
+        "epoch_idx": epoch, "edge_path_idx": 0, "edge_chunk_idx": 0,
+        "timing": {"train": 2.0, "save": 0.5},
+        "io": {"bytes_read": 1_000_000, "bytes_written": 250_000, "seconds": 0.25},
+        "eval_stats_after": {"count": 40, "metrics": {"mrr": mrr, "r10": 0.75}},
+    }
+
+
+def make_config(tmp_path: Path, name: str) -> ConfigSchema:
+    return parse_config({
+        "entity_path": str(tmp_path / "entities"),
+        "edge_paths": [str(tmp_path / "edges")],
+        "checkpoint_path": str(tmp_path / name),
+        "entities": {"node": {"num_partitions": 2}},
+        "relations": [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"}],
+        "dimension": 8, "num_epochs": 2, "workers": 1, "seed": 0,
+        "storage_options": {"key": "AKIAEXAMPLE", "secret": "s3cr3t-never-shown"},
+    })
+
+
+def read_artifacts(flow_run_id: UUID) -> list[Any]:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return sorted(found, key=lambda a: a.created)
+
+
+def current_flow_run_id() -> UUID:
+    return get_run_context().flow_run.id  # type: ignore[union-attr]
+
+
+def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "My Model_v2")
+    rows = [stats_row(0, 0, 4, 0, 2.0, 0.25), stats_row(0, 1, 5, 1, 1.0, 0.5)]
+    StatsLog(config.checkpoint_path).write(rows)
+
+    @flow(name="artifacts-test")
+    def fake_training() -> tuple[UUID, UUID | None]:
+        progress = start_progress(1, 4, "buckets trained")
+        update_progress(progress, 3, 4)
+        publish_iteration_table(ITERATION, [rows[1], None], resumed=1)
+        publish_summary(config, version=2, total_iterations=2)
+        return current_flow_run_id(), progress
+
+    run_id, progress_id = fake_training()
+    assert progress_id is not None
+    progress, table, summary = read_artifacts(run_id)
+
+    assert (progress.id, progress.type, progress.data) == (progress_id, "progress", 75.0)
+    assert progress.description == "buckets trained"
+
+    assert (table.type, table.key) == ("table", None)
+    assert table.description == "epoch 1/2 · path 2/2 · chunk 1/1 · version 2 · 1 bucket(s) trained, " \
+        "1 resumed from an earlier attempt"
+    assert json.loads(table.data) == [{
+        "bucket": "(0, 1)", "loss": 1.0, "mrr_before": None, "mrr_after": 0.5, "hits10_before": None,
+        "hits10_after": 0.75, "edges_per_s": 200.0, "io_mb": 1.25, "io_s": 0.25, "seconds": 2.5,
+    }]
+
+    assert (summary.type, summary.key) == ("markdown", "pbg-summary-my-model-v2")
+    assert summary.description == "pbg training summary, checkpoint version 2 of 2"
+    assert "| 1 | 2 | 0.25 |" in summary.data and "| 2 | 1 | 0.5 |" in summary.data  # both epochs
+    assert "s3cr3t-never-shown" not in summary.data
+
+
+def test_failures_are_logged_and_never_fail_the_flow(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = make_config(tmp_path, "broken")
+    Path(config.checkpoint_path).mkdir()
+    (Path(config.checkpoint_path) / "training_stats.json").write_text("not json\n")
+
+    @flow(name="artifacts-failures-test")
+    def fails_quietly() -> UUID:
+        update_progress(uuid4(), 1, 2)  # no such artifact: the API answers 404
+        publish_summary(config, version=1, total_iterations=2)  # unreadable stats file
+        start_progress(0, 0, "empty run")  # total 0: complete, not a division by zero
+        return current_flow_run_id()
+
+    with caplog.at_level(logging.WARNING):
+        run_id = fails_quietly()
+    (progress,) = read_artifacts(run_id)  # the summary was not posted
+    assert (progress.type, progress.data) == ("progress", 100.0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("could not update the progress artifact (training goes on)" in m for m in warnings), warnings
+    assert any("could not publish the run summary" in m and "BadDataError" in m for m in warnings), warnings
+
+
+def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "outside")
+    StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
+    assert start_progress(1, 2, "outside") is None
+    assert update_progress(uuid4(), 1, 2) is None
+    assert publish_iteration_table(ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0) is None
+    assert publish_summary(config, version=1, total_iterations=2) is None
+    with get_client(sync_client=True) as client:
+        created = client.read_artifacts()
+    assert [a for a in created if a.flow_run_id is None or a.key == "pbg-summary-outside"] == []
+    assert [a.description for a in created if a.description == "outside"] == []

@@ -1,0 +1,221 @@
+"""tasks.report: bucket table rows, epoch grouping, sparklines, summary markdown, artifact keys.
+
+Every expected number is computed by hand from the rows below.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pbg_core.config import parse_config
+from tasks.report import (
+    TABLE_COLUMNS, artifact_key, checkpoint_basename, checkpoint_urls, epoch_curve, iteration_table, sparkline,
+    summary_markdown,
+)
+
+SECRET = "hunter2-very-secret-value"
+ACCESS_KEY = "AKIAEXAMPLEKEY0000"
+
+
+def bucket_row(
+    lhs: int, rhs: int, index: int, count: int, loss: float, *, epoch: int = 0, path: int = 0,
+    timing: dict[str, float] | None = None, io: dict[str, float] | None = None,
+    before: dict[str, Any] | None = None, after: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A stats row shaped like the engine's (``finish_bucket(...)["row"]``)."""
+    row: dict[str, Any] = {
+        "lhs_partition": lhs, "rhs_partition": rhs, "index": index,
+        "stats": {"count": count, "metrics": {"loss": loss, "reg": 0.0}},
+        "epoch_idx": epoch, "edge_path_idx": path, "edge_chunk_idx": 0,
+        "timing": timing or {}, "io": io or {},
+    }
+    if before is not None:
+        row["eval_stats_before"] = before
+    if after is not None:
+        row["eval_stats_after"] = after
+    return row
+
+
+def eval_stats(count: int, mrr: float, r10: float) -> dict[str, Any]:
+    return {"count": count, "metrics": {"loss": 1.0, "pos_rank": 3.0, "mrr": mrr, "r1": 0.1, "r10": r10}}
+
+
+FULL = bucket_row(
+    0, 1, 7, 1000, 0.123456,
+    timing={"load_edges": 0.5, "eval_before": 0.25, "train": 2.0, "eval_after": 0.25, "save": 1.0},
+    io={"bytes_read": 3_000_000, "bytes_written": 1_500_000, "seconds": 0.75},
+    before=eval_stats(50, 0.25, 0.5), after=eval_stats(50, 0.123456, 0.6),
+)
+
+
+def test_table_row_with_every_value() -> None:
+    (row,) = iteration_table([FULL])
+    assert list(row) == list(TABLE_COLUMNS)
+    assert row == {
+        "bucket": "(0, 1)",
+        "loss": 0.1235,  # 4 significant digits
+        "mrr_before": 0.25, "mrr_after": 0.1235,
+        "hits10_before": 0.5, "hits10_after": 0.6,
+        "edges_per_s": 500.0,  # 1000 edges / 2.0 s of training
+        "io_mb": 4.5,  # (3e6 + 1.5e6) bytes / 1e6
+        "io_s": 0.75,
+        "seconds": 4.0,  # 0.5 + 0.25 + 2.0 + 0.25 + 1.0
+    }
+
+
+def test_table_row_missing_values_are_none() -> None:
+    sparse = bucket_row(1, 0, 8, 200, math.nan, timing={"load_edges": 0.125}, io={"bytes_read": 2_000_000})
+    (row,) = iteration_table([sparse])
+    assert row["bucket"] == "(1, 0)"
+    assert row["loss"] is None  # NaN is not shown as a number
+    for name in ("mrr_before", "mrr_after", "hits10_before", "hits10_after", "edges_per_s", "io_s"):
+        assert row[name] is None, name
+    assert row["io_mb"] == 2.0  # only bytes_read recorded
+    assert row["seconds"] == 0.125
+
+
+def test_table_skips_none_and_summary_rows_and_keeps_order() -> None:
+    summary = {"index": 7, "epoch_idx": 0, "eval_stats_chunk_avg": eval_stats(50, 0.3, 0.7)}
+    second = bucket_row(1, 1, 8, 10, 2.0, timing={"train": 0.5})
+    rows = iteration_table([FULL, None, summary, second])
+    assert [r["bucket"] for r in rows] == ["(0, 1)", "(1, 1)"]
+    assert rows[1]["edges_per_s"] == 20.0
+    assert rows[1]["io_mb"] is None
+
+
+def test_zero_training_time_gives_no_rate() -> None:
+    (row,) = iteration_table([bucket_row(0, 0, 0, 10, 1.0, timing={"train": 0.0})])
+    assert row["edges_per_s"] is None
+
+
+def curve_rows() -> list[dict[str, Any]]:
+    """Epoch 0 over two edge paths, epoch 1 with one bucket, a summary row, out of order."""
+    return [
+        bucket_row(0, 0, 2, 400, 0.5, epoch=1, timing={"train": 0.5}, after=eval_stats(40, 0.9, 1.0)),
+        bucket_row(0, 0, 0, 100, 2.0, epoch=0, path=0, timing={"train": 1.0}, after=eval_stats(10, 0.2, 0.5)),
+        bucket_row(0, 0, 1, 300, 1.0, epoch=0, path=1, timing={"train": 1.0}, after=eval_stats(30, 0.6, 1.0)),
+        {"index": 1, "epoch_idx": 0, "edge_path_idx": 1, "eval_stats_chunk_avg": eval_stats(40, 0.0, 0.0)},
+    ]
+
+
+def test_epoch_curve_groups_by_epoch_with_count_weighted_means() -> None:
+    first, second = epoch_curve(curve_rows())
+    assert (first.epoch_idx, first.buckets) == (0, 2)
+    assert first.loss == pytest.approx(1.25)  # (100 * 2.0 + 300 * 1.0) / 400
+    assert first.mrr_after == pytest.approx(0.5)  # (10 * 0.2 + 30 * 0.6) / 40
+    assert first.hits10_after == pytest.approx(0.875)  # (10 * 0.5 + 30 * 1.0) / 40
+    assert first.edges_per_s == 200.0  # 400 edges / 2 s
+    assert (second.epoch_idx, second.buckets) == (1, 1)
+    assert second.loss == pytest.approx(0.5)
+    assert second.mrr_after == pytest.approx(0.9)
+    assert second.edges_per_s == 800.0
+
+
+def test_epoch_without_eval_has_no_mrr() -> None:
+    (point,) = epoch_curve([bucket_row(0, 0, 0, 10, 1.0)])
+    assert point.mrr_after is None and point.hits10_after is None and point.edges_per_s is None
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.25, 0.5], "█▁"),
+        ([0.0, 0.5, 1.0], "▁▅█"),  # 0.5 * 7 = 3.5 rounds to level 4
+        ([i / 7 for i in range(8)], "▁▂▃▄▅▆▇█"),
+        ([3.0, 3.0, 3.0], "▄▄▄"),  # flat: mid height
+        ([1.0, None, 2.0], "▁ █"),
+        ([None, None], "  "),
+        ([], ""),
+    ],
+)
+def test_sparkline(values: list[float | None], expected: str) -> None:
+    assert sparkline(values) == expected
+
+
+def config_with_secret(checkpoint: str) -> Any:
+    return parse_config({
+        "entity_path": "/data/entities",
+        "edge_paths": ["/data/edges"],
+        "checkpoint_path": checkpoint,
+        "entities": {"node": {"num_partitions": 2}, "tag": {"num_partitions": 1}},
+        "relations": [
+            {"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"},
+            {"name": "tagged", "lhs": "node", "rhs": "tag", "operator": "diagonal"},
+        ],
+        "dimension": 16, "comparator": "dot", "loss_fn": "softmax", "lr": 0.05, "num_epochs": 2,
+        "workers": 3, "bucket_order": "affinity",
+        "storage_options": {"key": ACCESS_KEY, "secret": SECRET, "client_kwargs": {"aws_session_token": SECRET}},
+    })
+
+
+def test_summary_markdown_content(tmp_path: Path) -> None:
+    checkpoint = str(tmp_path / "My Model_v2")
+    text = summary_markdown(config_with_secret(checkpoint), 2, 2, curve_rows())
+    assert "# PBG training: My Model_v2" in text
+    assert "version **2** of 2 iteration(s)" in text
+    assert f"- `{checkpoint}`" in text
+    assert f"- `{Path(checkpoint).as_uri()}`" in text
+    assert f"{Path(checkpoint).as_uri()}/model.v2.h5" in text
+    assert "`node` (2 partition(s)), `tag` (1 partition(s))" in text
+    assert "`linked` (node → node, translation), `tagged` (node → tag, diagonal)" in text
+    assert "dimension 16 · comparator `dot` · loss_fn `softmax` · lr 0.05" in text
+    assert "num_epochs 2 · workers 3 · bucket_order `affinity`" in text
+    # Last epoch (index 1): loss 0.5, MRR 0.9, Hits@10 1.0, 800 edges/s.
+    assert "## Metrics (epoch 2, 1 bucket row(s))" in text
+    assert "| 0.5 | 0.9 | 1 | 800 |" in text
+    assert "| 1 | 1.25 | 0.5 |" in text and "| 2 | 0.5 | 0.9 |" in text
+    assert "- loss `█▁`" in text and "- MRR (after) `▁█`" in text
+
+
+def test_summary_markdown_never_shows_storage_option_values(tmp_path: Path) -> None:
+    text = summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows())
+    assert SECRET not in text and ACCESS_KEY not in text
+    assert "storage_options: set (values not shown)" in text
+
+
+def test_summary_markdown_without_rows() -> None:
+    text = summary_markdown(config_with_secret("s3://bucket/runs/ckpt/"), 0, 4, [])
+    assert "No training stats recorded yet." in text and "No epochs recorded yet." in text
+    assert "- `s3://bucket/runs/ckpt/`" in text and "model file" not in text  # nothing committed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My Model_v2", "pbg-summary-my-model-v2"),
+        ("ckpt", "pbg-summary-ckpt"),
+        ("  --Weird!!name..  ", "pbg-summary-weird-name"),
+        ("Modèle été", "pbg-summary-modele-ete"),
+        ("___", "pbg-summary-run"),
+        ("", "pbg-summary-run"),
+    ],
+)
+def test_artifact_key(text: str, expected: str) -> None:
+    assert artifact_key(text) == expected
+
+
+def test_artifact_key_is_always_valid_and_bounded() -> None:
+    for text in ["A" * 500, "日本語", "a/b\\c", "x-" * 80, "UPPER lower 123"]:
+        key = artifact_key(text)
+        assert re.fullmatch(r"pbg-summary-[a-z0-9]+(-[a-z0-9]+)*", key), key
+        assert len(key) <= 100
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [("s3://b/runs/ckpt/", "ckpt"), ("/tmp/x/My Model_v2", "My Model_v2"), ("file:///a/b", "b"), ("rel", "rel")],
+)
+def test_checkpoint_basename(path: str, expected: str) -> None:
+    assert checkpoint_basename(path) == expected
+
+
+def test_checkpoint_urls() -> None:
+    assert checkpoint_urls("/tmp/ckpt") == ["/tmp/ckpt", "file:///tmp/ckpt"]
+    assert checkpoint_urls("file:///tmp/ckpt") == ["/tmp/ckpt", "file:///tmp/ckpt"]
+    assert checkpoint_urls("file:///tmp/My%20ckpt") == ["/tmp/My ckpt", "file:///tmp/My%20ckpt"]
+    assert checkpoint_urls("s3://bucket/ckpt") == ["s3://bucket/ckpt"]
