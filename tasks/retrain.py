@@ -1,0 +1,163 @@
+"""Scheduled retraining: each flow run trains into its own directory under the checkpoint root.
+
+With ``retrain`` set, the config's ``checkpoint_path`` is a *root*: a flow run trains into
+``{root}/run-{expected start, UTC}-{8 hex of its id}`` (:func:`run_key_for`), initialised from
+the newest earlier run that committed a version, on the edge directories its ``edge_paths``
+patterns match when it first starts. :func:`prepare_retrain` writes that choice into the run
+directory's ``config.json`` at once, so a retry of the same flow run (same directory) reuses
+it and its schedule never changes mid-run. :func:`finish_retrain` points ``{root}/latest.json``
+at the run and deletes old runs (see :mod:`storage.run_dirs` for what is never deleted).
+
+Credentials stay ``SecretStr``: the run's config is re-validated from
+:func:`config_to_raw` (never from the masked JSON form), and ``prepare_retrain``'s result
+is not persisted (a pickled config would hold them in clear).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from prefect import task
+from pydantic import BaseModel, ConfigDict, Field
+
+from pbg_core.config import ConfigSchema, config_to_json, config_to_raw, parse_config
+from storage.checkpoints import CheckpointStore
+from storage.run_dirs import (
+    expand_edge_paths, find_previous_run, has_glob, prune_run_dirs, read_run_dir, read_saved_config,
+    run_dir_name, run_dir_url, run_name_in, write_latest,
+)
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+
+_STORAGE: dict[str, Any] = dict(
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
+
+
+class RetrainOptions(BaseModel):
+    """Scheduled retraining: one checkpoint directory per flow run under ``checkpoint_path``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keep_last: int = Field(
+        3, ge=1,
+        description="Committed run directories to keep under checkpoint_path; older ones are deleted "
+                    "after a run completes (a run still training, or being initialised from, is kept).",
+    )
+    init_from_previous: bool = Field(
+        True,
+        description="Start from the newest earlier run's committed checkpoint (embeddings, model and "
+                    "optimizer state); off, or with no earlier run: the config's init_path.",
+    )
+
+
+def run_key_for(flow_run_id: str, expected_start: datetime) -> str:
+    """The run directory name of a flow run: ``run-{YYYYmmddTHHMMSSZ}-{first 8 hex of the id}``.
+
+    Args:
+        flow_run_id: The flow run's id (``flow_run.id`` of Prefect's runtime context).
+        expected_start: Its expected start time (timezone-aware); a retry keeps it, so it
+            keeps the directory.
+
+    Raises:
+        ValueError: a naive datetime or an id without 8 leading hex digits.
+    """
+    return run_dir_name(flow_run_id, expected_start)
+
+
+@task(name="prepare-retrain", task_run_name="prepare {run_key}", persist_result=False, **_STORAGE)
+def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str) -> ConfigSchema:
+    """The run's own config: its directory, what it initialises from, its edge directories.
+
+    On the run's first start: ``init_path`` = the newest earlier committed run (when
+    ``init_from_previous``; else, or if none, the config's ``init_path``) and each
+    ``edge_paths`` glob replaced by the directories it matches, sorted; the result is saved
+    as the run directory's ``config.json`` (credentials masked). On a retry (that file
+    exists) its ``edge_paths`` and ``init_path`` are reused.
+
+    Args:
+        config: The resolved config; its ``checkpoint_path`` is the root of the run directories.
+        options: Retraining options.
+        run_key: This run's directory name (:func:`run_key_for`).
+
+    Raises:
+        ValueError: ``run_key`` is not a run directory name.
+        DataNotFound: an edge path pattern matches no directory.
+        ConfigError: the resulting config does not validate.
+    """
+    logger = run_logger()
+    root = config.checkpoint_path
+    storage = config.storage_options_for_fs()
+    if has_glob(root):
+        raise ValueError(f"checkpoint_path {root!r}: the root of the run directories cannot be a glob pattern")
+    url = run_dir_url(root, run_key)
+    saved = read_saved_config(url, storage)
+    if saved is not None:
+        edge_paths, init_path = list(saved.get("edge_paths") or config.edge_paths), saved.get("init_path")
+        logger.info("run directory %s exists: resuming with its saved edge paths %s and init_path %s",
+                    url, edge_paths, init_path)
+    else:
+        edge_paths = expand_edge_paths(list(config.edge_paths), storage)
+        init_path = _choose_init(config, options, run_key, storage)
+        logger.info("new run directory %s: edge paths %s, init_path %s", url, edge_paths, init_path)
+    raw = config_to_raw(config)
+    raw.update(checkpoint_path=url, init_path=init_path, edge_paths=edge_paths)
+    run_config = parse_config(raw, source=f"retrain run {run_key}")
+    if saved is None:
+        CheckpointStore(url, storage).save_config(config_to_json(run_config))  # freezes the choice; secrets masked
+    return run_config
+
+
+def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, storage: dict[str, Any]) -> str | None:
+    """The newest earlier committed run's directory, else the config's own ``init_path``."""
+    if not options.init_from_previous:
+        return config.init_path
+    previous = find_previous_run(config.checkpoint_path, run_key, storage)
+    if previous is None:
+        run_logger().info("no earlier committed run under %s: init_path %s", config.checkpoint_path, config.init_path)
+        return config.init_path
+    run_logger().info("initialising from %s (version %d)", previous.url, previous.version)
+    return previous.url
+
+
+@task(name="finish-retrain", **_STORAGE)
+def finish_retrain(config_root: ConfigSchema, run_config: ConfigSchema, options: RetrainOptions) -> list[str]:
+    """Point ``{root}/latest.json`` at the completed run, then delete runs beyond ``keep_last``.
+
+    A run that committed nothing (``num_epochs=0``) leaves ``latest.json`` as it was.
+
+    Args:
+        config_root: The resolved config (``checkpoint_path`` = the root).
+        run_config: The run's config from :func:`prepare_retrain`.
+        options: Retraining options.
+
+    Returns:
+        URLs of the run directories deleted.
+
+    Raises:
+        ValueError: ``run_config``'s checkpoint is not a run directory directly under the root.
+    """
+    logger = run_logger()
+    root = config_root.checkpoint_path
+    storage = run_config.storage_options_for_fs()
+    name = run_name_in(root, run_config.checkpoint_path)
+    if name is None:
+        raise ValueError(f"run checkpoint_path {run_config.checkpoint_path!r} is not a run directory "
+                         f"(run-YYYYmmddTHHMMSSZ-<8 hex>) directly under the root {root!r}")
+    run = read_run_dir(root, name, storage)
+    if run.version > 0:
+        latest = write_latest(root, run, storage)
+        if latest is not None:
+            logger.info("latest.json now names %s (version %d)", run.url, run.version)
+    else:
+        logger.warning("run %s committed no version: latest.json unchanged", run.url)
+    removed = prune_run_dirs(root, name, options.keep_last, storage)
+    logger.info("kept the newest %d committed run(s) under %s; removed %d: %s",
+                options.keep_last, root, len(removed), removed)
+    return removed
+
+
+__all__ = ["RetrainOptions", "finish_retrain", "prepare_retrain", "run_key_for"]

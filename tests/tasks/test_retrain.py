@@ -1,0 +1,174 @@
+"""Scheduled retraining: options, the run's config, latest.json and pruning, two consecutive runs.
+
+Task bodies run through ``.fn()``; the end-to-end test trains the planted graph with the
+same task bodies the ``pbg`` flow runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from pbg_core.config import ConfigSchema, parse_config
+from pbg_core.types import Bucket
+from storage.checkpoints import CheckpointStore
+from tasks.buckets import swap_partitions
+from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
+from tasks.plan import plan_training
+from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
+from tasks.sessions import close_training_session, get_session, open_training_session
+
+KEY, SECRET = "AKIAPLANTEDRETRAIN", "planted-retrain-s3cr3t"
+FIRST = "run-20260301T000000Z-0000000a"
+SECOND = "run-20260302T000000Z-0000000b"
+
+
+def plant_edge_dir(path: Path) -> None:
+    path.mkdir(parents=True)
+    (path / "edges_0_0.h5").write_bytes(b"")
+
+
+def commit(run_dir: Path, version: int) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "checkpoint_version.txt").write_text(f"{version}\n")
+
+
+@pytest.fixture
+def root_config(make_config: Any, tmp_path: Path) -> ConfigSchema:
+    """A config whose checkpoint_path is a root and whose edge path is a glob; with credentials."""
+    plant_edge_dir(tmp_path / "edges" / "part-000")
+    raw = make_config("root", edge_paths=[str(tmp_path / "edges" / "part-*")], init_path=str(tmp_path / "seed"),
+                      storage_options={"key": KEY, "secret": SECRET})
+    return parse_config(raw)
+
+
+def test_options_are_a_frozen_validated_form() -> None:
+    assert RetrainOptions() == RetrainOptions(keep_last=3, init_from_previous=True)
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        RetrainOptions(keep_last=0)
+    with pytest.raises(ValidationError, match="keep_latest"):
+        RetrainOptions(keep_latest=2)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="frozen"):
+        RetrainOptions().keep_last = 5  # type: ignore[misc]
+    schema = RetrainOptions.model_json_schema()["properties"]
+    assert schema["keep_last"]["minimum"] == 1 and schema["keep_last"]["default"] == 3
+    assert all(prop["description"] for prop in schema.values())
+
+
+def test_run_key_is_the_expected_start_and_the_id_prefix() -> None:
+    start = datetime(2026, 3, 1, 10, 30, 5, tzinfo=timezone.utc)
+    assert run_key_for("0b9e1c2d-77aa-4bb0-8ccc-0123456789ab", start) == "run-20260301T103005Z-0b9e1c2d"
+
+
+def test_first_start_expands_globs_and_a_retry_reuses_its_choice(root_config: ConfigSchema, tmp_path: Path) -> None:
+    options = RetrainOptions()
+    run_config = prepare_retrain.fn(root_config, options, FIRST)
+    run_dir = tmp_path / "root" / FIRST
+    assert run_config.checkpoint_path == str(run_dir)
+    assert run_config.edge_paths == [str(tmp_path / "edges" / "part-000")]
+    assert run_config.init_path == str(tmp_path / "seed")  # no earlier run: the config's own
+    assert run_config.storage_options_for_fs() == {"key": KEY, "secret": SECRET}  # credentials intact
+    saved = (run_dir / "config.json").read_text()
+    assert SECRET not in saved and json.loads(saved)["edge_paths"] == run_config.edge_paths
+
+    plant_edge_dir(tmp_path / "edges" / "part-001")  # an import between runs
+    commit(tmp_path / "root" / "run-20260201T000000Z-00000001", 2)
+    retry = prepare_retrain.fn(root_config, options, FIRST)
+    assert retry == run_config  # same run: same edge paths, same init
+
+    later = prepare_retrain.fn(root_config, options, SECOND)
+    assert later.edge_paths == [str(tmp_path / "edges" / "part-000"), str(tmp_path / "edges" / "part-001")]
+    assert later.init_path == str(tmp_path / "root" / "run-20260201T000000Z-00000001")
+    commit(tmp_path / "root" / FIRST, 1)
+    own_init = prepare_retrain.fn(root_config, RetrainOptions(init_from_previous=False),
+                                  "run-20260303T000000Z-0000000c")
+    assert own_init.init_path == str(tmp_path / "seed")
+    with pytest.raises(ValueError, match="'run-today' is not a run directory name"):
+        prepare_retrain.fn(root_config, options, "run-today")
+
+
+def test_a_pattern_matching_nothing_is_named(make_config: Any, tmp_path: Path) -> None:
+    pattern = str(tmp_path / "edges" / "none-*")
+    config = parse_config(make_config("root", edge_paths=[pattern]))
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{pattern}: this edge_paths pattern matches no directory")):
+        prepare_retrain.fn(config, RetrainOptions(), FIRST)
+    assert not (tmp_path / "root" / FIRST).exists()
+
+
+def test_finish_refuses_a_checkpoint_outside_the_root(root_config: ConfigSchema, tmp_path: Path) -> None:
+    stray = root_config.model_copy(update={"checkpoint_path": str(tmp_path / "elsewhere" / FIRST)})
+    with pytest.raises(ValueError, match="is not a run directory .* directly under the root"):
+        finish_retrain.fn(root_config, stray, RetrainOptions())
+
+
+def train_run(config: ConfigSchema, run_config: ConfigSchema, train_buckets: Any) -> None:
+    """Every remaining iteration of ``run_config``, committed, through the flow's task bodies."""
+    plan = plan_training.fn(run_config)
+    handle = open_training_session.fn(run_config)
+    try:
+        for iteration in plan.remaining:
+            train_buckets(handle, iteration)
+            write_checkpoint.fn(handle, iteration)
+            switch_version.fn(handle, iteration)
+            remove_old_version.fn(handle, iteration)
+    finally:
+        close_training_session.fn(handle)
+
+
+def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
+    graph: Any, make_config: Any, tmp_path: Path, train_buckets: Any
+) -> None:
+    edges = tmp_path / "edges"
+    shutil.copytree(graph.train_path, edges / "part-000")
+    raw = make_config("root", edge_paths=[str(edges / "part-*")], num_epochs=1,
+                      relations=[{"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"}])
+    config, options = parse_config(raw), RetrainOptions(keep_last=1)
+    root = tmp_path / "root"
+
+    first = prepare_retrain.fn(config, options, FIRST)
+    train_run(config, first, train_buckets)
+    assert finish_retrain.fn(config, first, options) == []
+    assert json.loads((root / "latest.json").read_text())["run"] == FIRST
+    first_store = CheckpointStore(first.checkpoint_path)
+    first_model, _ = first_store.load_model(1)
+    first_embeddings, _ = first_store.load_embeddings("node", 0, 1)
+
+    shutil.copytree(graph.test_path, edges / "part-001")  # imported between the runs
+    second = prepare_retrain.fn(config, options, SECOND)
+    assert second.init_path == str(root / FIRST)
+    assert second.edge_paths == [str(edges / "part-000"), str(edges / "part-001")]
+
+    handle = open_training_session.fn(second)
+    try:
+        session = get_session(handle)
+        assert session.model_state.source == "init_path version 1"
+        own = session.model_state.model.state_dict()
+        assert "rhs_operators.0.translation" in first_model  # the relation operator's parameter
+        assert own.keys() == first_model.keys()
+        assert all(torch.equal(own[k], first_model[k]) for k in first_model)
+        swap_partitions.fn(handle, Bucket(0, 0))
+        assert torch.equal(session.residency.handle(("node", 0)).embeddings, first_embeddings)
+    finally:
+        close_training_session.fn(handle)
+
+    train_run(config, second, train_buckets)
+    second_store = CheckpointStore(second.checkpoint_path)
+    assert second_store.read_version() == 2  # one epoch x two edge paths
+    last = second_store.load_metadata(2).iteration
+    assert (last["edge_path_idx"], last["edge_path"]) == (1, str(edges / "part-001"))
+    trained, _ = second_store.load_embeddings("node", 0, 2)
+    assert not torch.equal(trained, first_embeddings)
+
+    assert finish_retrain.fn(config, second, options) == [str(root / FIRST)]
+    assert sorted(p.name for p in root.iterdir()) == ["latest.json", SECOND]
+    latest = json.loads((root / "latest.json").read_text())
+    assert {k: latest[k] for k in ("run", "checkpoint_path", "version")} == {
+        "run": SECOND, "checkpoint_path": str(root / SECOND), "version": 2}
