@@ -4,6 +4,7 @@
     pbg train  CONFIG [-p key=value ...]
     pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
     pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
+    pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--name train]
 
 ``train`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
 ephemeral API with SQLite) unless PREFECT_API_URL points at a server.
@@ -76,6 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(exp)
     exp.add_argument("--entities-output", required=True, help="TSV file for entity embeddings (must not exist)")
     exp.add_argument("--relation-types-output", required=True, help="TSV file for relation parameters")
+    serve = sub.add_parser(
+        "serve", help="serve the `pbg` flow as deployment pbg/<name> from this process (no work pool or worker); "
+        "needs a Prefect server in PREFECT_API_URL",
+    )
+    serve.add_argument("--name", default="train", help="deployment name (default: train, i.e. pbg/train)")
+    serve.add_argument("--config-url", default=None, help="default `config_url` parameter: a JSON/YAML config "
+                       "(local path or s3://); runs may pass their own")
+    serve.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="default `overrides` parameter entry (repeatable; credentials are refused)")
+    serve.add_argument("--cron", default=None, help="retraining schedule, a cron expression in UTC (default: none)")
+    serve.add_argument("--limit", type=int, default=1, help="flow runs at once in this process (default 1: "
+                       "two runs must not train one checkpoint)")
     return parser
 
 
@@ -128,7 +141,35 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"import": _cmd_import, "train": _cmd_train, "eval": _cmd_eval, "export": _cmd_export}
+def _cmd_serve(args: argparse.Namespace) -> int:
+    if not os.environ.get("PREFECT_API_URL"):
+        print(f"pbg serve: error: PREFECT_API_URL is not set: pbg/{args.name} must live on a Prefect server that "
+              "`prefect deployment run` can reach; start one (`prefect server start --host 127.0.0.1`, or "
+              "deployments/local-up.sh) and export PREFECT_API_URL=http://127.0.0.1:4200/api", file=sys.stderr)
+        return EXIT_USAGE
+    if args.limit < 1:
+        print(f"pbg serve: error: --limit {args.limit} is not allowed; give 1 or more", file=sys.stderr)
+        return EXIT_USAGE
+    from prefect.deployments.runner import EntrypointType
+
+    from flows.train import pbg
+
+    parameters: dict[str, object] = {}
+    if args.config_url:
+        parameters["config_url"] = args.config_url
+    if args.param:
+        parameters["overrides"] = list(args.param)
+    pbg.serve(
+        name=args.name, cron=args.cron, parameters=parameters, limit=args.limit,
+        entrypoint_type=EntrypointType.MODULE_PATH, pause_on_shutdown=False,
+        description="PyTorch-BigGraph training (served by `pbg serve`)", tags=["pbg"],
+    )
+    return 0
+
+
+COMMANDS = {
+    "import": _cmd_import, "train": _cmd_train, "eval": _cmd_eval, "export": _cmd_export, "serve": _cmd_serve,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

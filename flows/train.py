@@ -10,11 +10,17 @@ last saved bucket; raising ``num_epochs`` extends a finished run.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from prefect import flow, get_run_logger
+from prefect.flow_runs import pause_flow_run
+from prefect.runtime import flow_run
+from pydantic import BaseModel, Field
+from typing_extensions import Annotated
 
 from pbg_core.config import ConfigSchema
 from pbg_core.iterations import Iteration
+from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
     evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,
 )
@@ -23,35 +29,70 @@ from tasks.checkpoint import (
 )
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
-from tasks.plan import plan_training
+from tasks.plan import TrainingPlan, plan_training
+from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
 from tasks.sessions import close_training_session, open_training_session
 
 
+class RunProgress(BaseModel):
+    """The run's progress artifact and how many buckets the run had done before an iteration."""
+
+    artifact_id: UUID | None = None
+    done: int = 0
+    total: int = 1
+    buckets_per_iteration: int = 1
+
+
 @flow(name="pbg-iteration", flow_run_name="{iteration.label}", validate_parameters=False)
-def train_iteration(handle: str, iteration: Iteration, evaluate: bool) -> dict[str, Any]:
+def train_iteration(
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None
+) -> dict[str, Any]:
     """Train every bucket of one iteration, then commit it as a new checkpoint version."""
+    progress = progress or RunProgress()
     buckets = schedule_buckets(handle, iteration)
-    trained = []
+    resumed = max(0, progress.buckets_per_iteration - len(buckets))  # done by an interrupted attempt
+    done = progress.done + resumed
+    trained, rows = [], []
     for bucket in buckets:
         swap_partitions(handle, bucket)
         load_edges(handle, bucket)
         before = evaluate_bucket(handle, "before") if evaluate else None
         stats = train_bucket(handle)
         after = evaluate_bucket(handle, "after") if evaluate else None
-        finish_bucket(handle)
+        rows.append(finish_bucket(handle).get("row"))
+        done += 1
+        update_progress(progress.artifact_id, done, progress.total)
         trained.append({"bucket": list(bucket), "train": stats, "eval_before": before, "eval_after": after})
     write_checkpoint(handle, iteration)
     switch_version(handle, iteration)
     preserve_version(handle, iteration)
     remove_old_version(handle, iteration)
-    return {"version": iteration.version, "buckets": trained}
+    return {"version": iteration.version, "buckets": trained, "rows": rows, "resumed": resumed}
 
 
-@flow(name="pbg")
+def _run_name() -> str:
+    """``train <what>``: the config file's name, else the checkpoint directory's."""
+    params = flow_run.parameters or {}
+    config = params.get("config")
+    url = params.get("config_url")
+    if url:
+        what = str(url).rstrip("/").rsplit("/", 1)[-1]
+    elif config is not None:
+        path = config.get("checkpoint_path") if isinstance(config, dict) else getattr(config, "checkpoint_path", "")
+        what = str(path).rstrip("/").rsplit("/", 1)[-1] or "inline config"
+    else:
+        what = "(no config)"
+    return f"train {what}"
+
+
+@flow(name="pbg", flow_run_name=_run_name)
 def pbg(
     config: ConfigSchema | None = None,
     config_url: str | None = None,
     overrides: list[str] | None = None,
+    retrain: RetrainOptions | None = None,
+    pause_every: Annotated[int, Field(ge=0)] = 0,
+    pause_timeout_seconds: Annotated[int, Field(ge=1)] = 3600,
 ) -> dict[str, Any]:
     """Train graph embeddings as PyTorch-BigGraph does, resumable at every committed version.
 
@@ -61,24 +102,64 @@ def pbg(
         overrides: PBG-style `key=value` overrides with dotted paths, e.g. `num_epochs=10`.
             Credentials are refused here (parameters are recorded in clear): use the AWS_*
             environment variables of the worker, or `storage_options` in a config file.
+        retrain: Scheduled retraining: `checkpoint_path` becomes a root under which each flow
+            run trains into its own directory, initialised from the previous run's latest
+            committed version; edge_paths may be glob patterns (new edge directories are
+            picked up by the next run); the last `keep_last` run directories are kept.
+        pause_every: Pause the run after every N committed iterations (0: never); resume it
+            from the UI's Resume button. The process, its HOGWILD workers and the lease stay up.
+        pause_timeout_seconds: A pause not resumed within this time fails the run (the
+            committed checkpoint stays; a retry resumes from it).
     """
     logger = get_run_logger()
     resolved = resolve_config(config, config_url, overrides or [])
+    run_config = resolved
+    if retrain is not None:  # the same directory for every retry of this flow run
+        run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
+        run_config = prepare_retrain(resolved, retrain, run_key)
     results: list[dict[str, Any]] = []
-    plan_training(resolved)  # checks the inputs before anything is written
-    lease = acquire_lease(resolved)  # a second run on this checkpoint stops here, naming the holder
+    plan_training(run_config)  # checks the inputs before anything is written
+    lease = acquire_lease(run_config)  # a second run on this checkpoint stops here, naming the holder
     try:
-        plan = plan_training(resolved)  # again under the lease: another run may have committed meanwhile
-        remove_leftovers(resolved, plan.committed_version)  # of a run killed while removing or committing
+        plan = plan_training(run_config)  # again under the lease: another run may have committed meanwhile
+        remove_leftovers(run_config, plan.committed_version)  # of a run killed while removing or committing
         if plan.remaining:
-            handle = open_training_session(resolved)
-            try:
-                for iteration in plan.remaining:
-                    results.append(train_iteration(handle, iteration, resolved.eval_fraction > 0))
-            finally:
-                close_training_session(handle)
+            results = _train_remaining(run_config, plan, pause_every, pause_timeout_seconds)
     finally:
         release_lease(lease)
     final = plan.committed_version + len(results)
-    logger.info("checkpoint %s is at version %d of %d", resolved.checkpoint_path, final, plan.total_iterations)
-    return {"checkpoint_path": resolved.checkpoint_path, "version": final, "iterations": results}
+    if retrain is not None:
+        finish_retrain(resolved, run_config, retrain)
+    publish_summary(run_config, final, plan.total_iterations)
+    logger.info("checkpoint %s is at version %d of %d", run_config.checkpoint_path, final, plan.total_iterations)
+    return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results}
+
+
+def _train_remaining(
+    config: ConfigSchema, plan: TrainingPlan, pause_every: int, pause_timeout_seconds: int
+) -> list[dict[str, Any]]:
+    """Run the plan's remaining iterations in one session; one table artifact per iteration."""
+    logger = get_run_logger()
+    per = plan.buckets_per_iteration
+    total = plan.total_iterations * per
+    artifact = start_progress(plan.committed_version * per, total, f"buckets trained of {config.checkpoint_path}")
+    results: list[dict[str, Any]] = []
+    handle = open_training_session(config)
+    try:
+        for iteration in plan.remaining:
+            progress = RunProgress(artifact_id=artifact, done=iteration.index * per, total=total,
+                                   buckets_per_iteration=per)
+            result = train_iteration(handle, iteration, config.eval_fraction > 0, progress)
+            publish_iteration_table(iteration, result["rows"], result["resumed"])
+            results.append(result)
+            if _pause_due(pause_every, iteration, plan.total_iterations):
+                logger.info("paused after committing v%d (pause_every=%d): resume it from the UI",
+                            iteration.version, pause_every)
+                pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
+    finally:
+        close_training_session(handle)
+    return results
+
+def _pause_due(pause_every: int, iteration: Iteration, total_iterations: int) -> bool:
+    """Pause after every ``pause_every``-th version, never after the last one."""
+    return pause_every > 0 and iteration.version % pause_every == 0 and iteration.version < total_iterations

@@ -215,7 +215,8 @@ class TrainingSession:
         if record.train is None:
             raise RuntimeError(f"bucket {record.bucket} is not trained: call train() first")
         if progress.done > record.position:
-            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0}
+            done_row = next((r for r in progress.rows if r["index"] == self._row(record, iteration)["index"]), None)
+            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row}
         logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket))
         started = time.perf_counter()
         # The last bucket of a pass saves straight to the version's own names (nothing
@@ -238,7 +239,9 @@ class TrainingSession:
         self.progress = updated
         seconds = time.perf_counter() - started
         record.timing["save"] = seconds
-        return {"bucket": list(record.bucket), "saved": [f"{e}/{p}" for e, p in saved], "seconds": seconds}
+        return {
+            "bucket": list(record.bucket), "saved": [f"{e}/{p}" for e, p in saved], "seconds": seconds, "row": row,
+        }
 
     # ---- checkpoint steps ----------------------------------------------------------------
     def write_checkpoint(self, iteration: Iteration) -> int:

@@ -21,6 +21,7 @@ class TrainingPlan(BaseModel):
     num_edge_chunks: int = Field(ge=1)
     committed_version: int = Field(ge=0)
     total_iterations: int = Field(ge=0)
+    buckets_per_iteration: int = Field(ge=1, description="Buckets of the partition grid (one pass).")
     remaining: list[Iteration]
 
 
@@ -59,6 +60,7 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
         num_edge_chunks=chunks,
         committed_version=committed,
         total_iterations=len(iterations),
+        buckets_per_iteration=len(topology.buckets()),
         remaining=iterations[committed:],
     )
 
