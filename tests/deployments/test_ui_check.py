@@ -1,0 +1,219 @@
+"""The Prefect UI shows a flow run, its subflow runs and its artifacts (headless Chromium).
+
+Self-contained: starts its own ``prefect server start`` (SQLite in a temporary PREFECT_HOME,
+127.0.0.1, free port), runs a tiny flow with two subflows and two artifacts in a subprocess
+against it, then renders the run's page with :mod:`ui_check`. Screenshots go to
+``$PBG_TEST_OUTPUT/ui`` when that is set (for CI to keep), else to pytest's tmp dir; their
+paths are printed. Skipped only when no Chromium is installed (``.ci/install-chromium.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ui_check import FLOW_RUN_TABS, check_flow_run_page, find_chromium, flow_run_url, visible_text
+
+SERVER_START_TIMEOUT_S = 180  # ~35 s on a new DB here; more when the 2 cores are busy
+FLOW_TIMEOUT_S = 180
+
+FLOW_SOURCE = '''
+import json
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.runtime import flow_run
+
+@flow(flow_run_name="ui-child-{part}")
+def child(part: int) -> str:
+    return flow_run.get_id()
+
+@flow(flow_run_name="ui-parent-run")
+def parent() -> dict:
+    children = [child(1), child(2)]
+    summary = create_markdown_artifact(
+        key="ui-summary", markdown="# Summary\\nloss 0.5", description="UI check summary")
+    metrics = create_table_artifact(
+        key="ui-metrics", table=[{"bucket": "(0, 0)", "loss": 0.5}], description="UI check metrics")
+    return {"parent": flow_run.get_id(), "children": children,
+            "artifacts": {"ui-summary": str(summary), "ui-metrics": str(metrics)}}
+
+if __name__ == "__main__":
+    print(json.dumps(parent()))
+'''
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_prefect_env(home: Path) -> dict[str, str]:
+    """This process's environment without Prefect settings, with PREFECT_HOME=``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(home)
+    env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"  # no telemetry calls (no network here)
+    return env
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    """Poll ``<url>/api/health`` until it answers 200; fail early if the server exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prefect server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/health", timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"prefect server not healthy after {timeout_s} s:\n{log.read_text()[-3000:]}")
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group, SIGKILL it if it lingers."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The Chromium executable; skips the module when there is none (fails under PBG_REQUIRE_CHROMIUM=1, as in CI)."""
+    path = find_chromium()
+    if path is None:
+        if os.environ.get("PBG_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("PBG_REQUIRE_CHROMIUM=1 but no chromium on PATH (.ci/install-chromium.sh installs it)")
+        pytest.skip("no chromium on PATH (install it with .ci/install-chromium.sh, or set PBG_CHROMIUM)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ui_server(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A Prefect server on 127.0.0.1 with its own SQLite home: (base URL, PREFECT_HOME)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = clean_prefect_env(home)
+    # `--port` does not reach the UI settings: without this the UI calls port 4200.
+    env["PREFECT_UI_API_URL"] = f"{url}/api"
+    log = home / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        started = time.monotonic()
+        wait_healthy(url, proc, log, SERVER_START_TIMEOUT_S)
+        print(f"prefect server healthy after {time.monotonic() - started:.1f} s at {url}")
+        yield url, home
+    finally:
+        stop_group(proc)
+
+
+@pytest.fixture(scope="module")
+def finished_run(ui_server: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Ids of the tiny flow's run, its two subflow runs and its two artifacts."""
+    url, home = ui_server
+    script = tmp_path_factory.mktemp("ui-flow") / "ui_flow.py"
+    script.write_text(FLOW_SOURCE)
+    env = clean_prefect_env(home)
+    env["PREFECT_API_URL"] = f"{url}/api"
+    env["PREFECT_LOGGING_LEVEL"] = "WARNING"
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=FLOW_TIMEOUT_S
+    )
+    assert done.returncode == 0, f"flow failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    """``$PBG_TEST_OUTPUT/ui`` when set (kept by CI), else the test's tmp dir."""
+    root = os.environ.get("PBG_TEST_OUTPUT")
+    return Path(root) / "ui" if root else tmp_path / "ui"
+
+
+def test_flow_run_page_shows_run_subflows_and_artifacts(
+    chromium: str, ui_server: tuple[str, Path], finished_run: dict, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, _ = ui_server
+    shots = screenshot_dir(tmp_path)
+    results = check_flow_run_page(
+        url,
+        finished_run["parent"],
+        {
+            "SubflowRuns": ["ui-parent-run", "ui-child-1", "ui-child-2"],
+            "Artifacts": ["ui-summary", "UI check summary", "ui-metrics", "UI check metrics"],
+        },
+        shots,
+        chromium=chromium,
+    )
+    with capsys.disabled():
+        for result in results.values():
+            print(f"\nUI screenshot ({result.tab}, {result.attempts} render(s)): {result.screenshot}")
+    # The subflow names link to their own runs, the artifact cards to the artifacts created.
+    child_1, child_2 = finished_run["children"]
+    assert results["SubflowRuns"].links["ui-child-1"] == f"/v2/runs/flow-run/{child_1}"
+    assert results["SubflowRuns"].links["ui-child-2"] == f"/v2/runs/flow-run/{child_2}"
+    for key, artifact_id in finished_run["artifacts"].items():
+        assert results["Artifacts"].links[key] == f"/v2/artifacts/artifact/{artifact_id}"
+    for result in results.values():
+        assert result.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", result.screenshot
+
+
+def test_missing_text_fails_with_what_is_missing_and_page_excerpt(
+    chromium: str, ui_server: tuple[str, Path], finished_run: dict, tmp_path: Path
+) -> None:
+    url, _ = ui_server
+    with pytest.raises(AssertionError) as failure:
+        check_flow_run_page(
+            url, finished_run["parent"], {"Artifacts": ["ui-metrics", "no-such-artifact"]},
+            tmp_path, attempts=1, chromium=chromium,
+        )
+    message = str(failure.value)
+    assert "tab Artifacts: missing ['no-such-artifact'] (found ['ui-metrics'])" in message
+    assert "page text: " in message and "UI check metrics" in message
+    assert str(tmp_path / "flow-run-Artifacts.png") in message
+
+
+def test_visible_text_skips_scripts_and_maps_text_to_innermost_link() -> None:
+    dom = (
+        "<html><head><title>Flow Run: r</title><script>var hidden = 'ui-child-9';</script></head>"
+        "<body><a href='/card'><h3>ui-metrics</h3><p>UI   check\nmetrics</p></a>"
+        "<a href='/outer'>child / <a href='/inner'>ui-child-1</a></a>"
+        "<svg><text>canvas</text></svg></body></html>"
+    )
+    text, links = visible_text(dom)
+    assert text == "Flow Run: r ui-metrics UI check metrics child / ui-child-1"
+    assert ("ui-metrics UI check metrics", "/card") in links
+    assert ("ui-child-1", "/inner") in links
+
+
+def test_flow_run_url_names_the_tab_accepts_api_urls_and_rejects_unknown_tabs() -> None:
+    expected = "http://127.0.0.1:4200/v2/runs/flow-run/abc?tab=SubflowRuns"
+    assert flow_run_url("http://127.0.0.1:4200/", "abc", "SubflowRuns") == expected
+    assert flow_run_url("http://127.0.0.1:4200/api", "abc", "SubflowRuns") == expected
+    with pytest.raises(ValueError, match="unknown flow run tab 'Subflows'; allowed: Logs, TaskRuns"):
+        flow_run_url("http://127.0.0.1:4200", "abc", "Subflows")
+    assert "SubflowRuns" in FLOW_RUN_TABS and "Artifacts" in FLOW_RUN_TABS
