@@ -7,16 +7,16 @@ resumes after the last committed version and, inside the interrupted pass, after
 last saved bucket; raising ``num_epochs`` extends a finished run.
 """
 
-from __future__ import annotations
-
-from typing import Any
+# No `from __future__ import annotations`: Prefect validates the parameters of a flow run
+# started by `pbg serve` against the annotations, and string annotations were not resolved
+# there ("ConfigSchema is not fully defined").
+from typing import Annotated, Any
 from uuid import UUID
 
 from prefect import flow, get_run_logger
 from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
-from typing_extensions import Annotated
 
 from pbg_core.config import ConfigSchema
 from pbg_core.iterations import Iteration
