@@ -31,6 +31,7 @@ from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.plan import TrainingPlan, plan_training
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
+from tasks.run_logs import forward_engine_logs
 from tasks.sessions import close_training_session, open_training_session
 
 
@@ -111,6 +112,7 @@ def pbg(
         pause_timeout_seconds: A pause not resumed within this time fails the run (the
             committed checkpoint stays; a retry resumes from it).
     """
+    forward_engine_logs()
     logger = get_run_logger()
     resolved = resolve_config(config, config_url, overrides or [])
     run_config = resolved

@@ -85,6 +85,16 @@ class TransientStorageError(StorageError):
     transient = True
 
 
+class StorageUnreachable(StorageError):
+    """The store's endpoint cannot be reached at all, found before any work (not retried).
+
+    Deliberately not ``transient``: raised by the start-of-run check, where failing in a
+    second beats a minute of retries against a wrong endpoint or a server that is down.
+    """
+
+    transient = False
+
+
 class AccessDenied(StorageError, PermissionError):
     """The store refused access: denied, invalid or missing credentials (not worth retrying)."""
 

@@ -32,8 +32,9 @@ def is_transient(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if getattr(current, "transient", False):
-            return True
+        marked = getattr(current, "transient", None)
+        if marked is not None:  # the error says so itself (StorageUnreachable says no)
+            return bool(marked)
         if isinstance(current, (TimeoutError, ConnectionError)):
             return True
         if isinstance(current, OSError) and current.errno in TRANSIENT_ERRNOS:

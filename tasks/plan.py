@@ -11,6 +11,7 @@ from pbg_core.iterations import Iteration, build_iterations, compute_num_edge_ch
 from pbg_core.session_build import build_topology
 from pbg_core.types import Bucket
 from storage.errors import DataNotFound
+from storage.probe import check_reachable
 from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 
@@ -30,6 +31,12 @@ class TrainingPlan(BaseModel):
 def plan_training(config: ConfigSchema) -> TrainingPlan:
     """Check every bucket file exists, compute the edge-chunk count, skip committed iterations."""
     logger = run_logger()
+    # A wrong endpoint or a store that is down fails here in about a second, not after
+    # a minute of retries (every later step retries such faults).
+    check_reachable(
+        [config.entity_path, *config.edge_paths, config.checkpoint_path, *filter(None, [config.init_path])],
+        config.storage_options_for_fs(),
+    )
     stores = open_run_stores(config)
     topology = build_topology(config)
     missing = [

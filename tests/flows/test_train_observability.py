@@ -72,6 +72,29 @@ def test_a_run_posts_progress_a_table_per_iteration_and_a_summary(
     assert subflow_names(run_id) == ["epoch 1/2 · path 1/1 · chunk 1/1", "epoch 2/2 · path 1/1 · chunk 1/1"]
 
 
+def logs_of(flow_run_ids: list[UUID]) -> list[str]:
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=flow_run_ids)))
+    return [log.message for log in logs]
+
+
+def test_engine_lines_reach_the_run_logs(graph_2x2: Any, config_for: Any, tmp_path: Path) -> None:
+    state = pbg(config=parse_config(config_for(graph_2x2, tmp_path / "logged", num_epochs=1)), return_state=True)
+    run_id = state.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        subflows = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id]))
+        )
+    ids = [run_id, *(run.id for run in subflows)]
+    deadline = time.monotonic() + 60  # logs are shipped in batches
+    wanted = ("swapping partitions", "training", "saving its partitions")
+    while not all(any(w in line for line in logs_of(ids)) for w in wanted):
+        assert time.monotonic() < deadline, f"engine lines missing from the run's logs: {logs_of(ids)[:20]}"
+        time.sleep(1)
+
+
 def test_retraining_runs_each_get_a_directory_initialised_from_the_previous_one(
     graph_2x2: Any, config_for: Any, tmp_path: Path
 ) -> None:

@@ -1,0 +1,43 @@
+"""storage.probe: one quick request per bucket before a run, on a real S3 server (moto) and a closed port."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from storage.errors import BadUrlError, StorageUnreachable
+from storage.probe import check_reachable
+from tasks._policies import is_transient
+
+SECRET = "probe-secret-4kQ2"
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_local_paths_are_not_probed(tmp_path) -> None:
+    assert check_reachable([str(tmp_path / "a"), f"file://{tmp_path}/b"]) == []
+
+
+def test_one_probe_per_bucket_and_a_missing_key_is_fine(s3_bucket: str) -> None:
+    urls = [f"s3://{s3_bucket}/data", f"s3://{s3_bucket}/data/edges", f"s3://{s3_bucket}/model", "/tmp/local"]
+    assert check_reachable(urls) == [f"s3://{s3_bucket}/data"]
+
+
+def test_a_closed_port_fails_at_once_naming_url_and_endpoint_not_the_secret() -> None:
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(StorageUnreachable) as caught:
+        check_reachable(["s3://pbg-nowhere/data"], {"endpoint_url": endpoint, "key": "AKIAX", "secret": SECRET})
+    message = str(caught.value)
+    assert message.startswith("s3://pbg-nowhere/data: cannot reach the S3 endpoint " + endpoint)
+    assert SECRET not in message
+    assert not is_transient(caught.value)  # the tasks must not spend a minute retrying it
+
+
+def test_a_bad_bucket_name_is_a_url_error() -> None:
+    with pytest.raises(BadUrlError):
+        check_reachable(["s3://Bad_Bucket/x"])
