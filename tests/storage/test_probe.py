@@ -41,3 +41,19 @@ def test_a_closed_port_fails_at_once_naming_url_and_endpoint_not_the_secret() ->
 def test_a_bad_bucket_name_is_a_url_error() -> None:
     with pytest.raises(BadUrlError):
         check_reachable(["s3://Bad_Bucket/x"])
+
+
+def test_missing_credentials_fail_at_once_as_access_denied(
+    s3_server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from storage.errors import AccessDenied
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(AccessDenied) as caught:
+        check_reachable([f"s3://{s3_bucket}/data"], {"endpoint_url": s3_server.endpoint_url})
+    assert f"s3://{s3_bucket}/data" in str(caught.value)
+    assert not is_transient(caught.value)
