@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed pbg-venv clean
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed bench-deploy-latency pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -45,6 +45,9 @@ bench-crash: $(STAMP)
 
 bench-s3-speed: $(STAMP)
 	$(PY) bench/s3_speed.py
+
+bench-deploy-latency: $(STAMP)
+	$(PY) bench/deploy_latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,356 @@
+"""Deployment latency (issue 4): from `prefect deployment run` to the first training batch.
+
+A local stack (``deployments/local-up.sh``: Prefect server on 127.0.0.1 with SQLite in a
+temporary PREFECT_HOME, the ``pbg-local`` process work pool, ``prefect deploy``, a worker polling
+every 2 s) trains the bundled UMLS graph (imported with ``pbg import`` into a scratch
+directory; 2 epochs, 2 HOGWILD workers) through two paths:
+
+- ``worker``: deployment ``pbg/train`` picked up by the process worker;
+- ``serve``: deployment ``pbg/served`` of ``pbg serve --name served`` against the same server
+  (its runner polls every ``--serve-poll`` seconds, 2 by default like the worker).
+
+Each path gets one unmeasured warm-up run (imports cached, pool ready), then ``--repeats``
+measured runs, each into its own checkpoint directory, each waited to completion. Per run,
+t0 is the wall clock right before ``prefect deployment run`` is invoked; from the REST API:
+
+- ``cli_s``: when the CLI returned (it imports Prefect and creates the run);
+- ``running_s``: the flow run's ``start_time`` (it entered RUNNING);
+- ``first_batch_s``: the earliest log record of the run or its subflows saying "bucket (l, r):
+  training N edges on W workers" (pbg_core/engine.py logs it right before the first batch).
+  When that INFO line does not reach the API (the flow-run process leaves the ``pbg_core``
+  logger at the root's WARNING), the start of the earliest ``train-bucket`` task run stands
+  in for it (that task's body is the call that logs the line); ``first_batch_marker`` says
+  which, and ``train_task_s`` is always recorded.
+
+PASS when the worker path's largest ``first_batch_s`` is under 30 s. The stack is always
+brought down (``deployments/local-down.sh``), on errors and Ctrl-C too. Writes
+bench/results/deploy_latency.json.
+
+Run: ``.venv/bin/python bench/deploy_latency.py [--repeats 3] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json  # noqa: E402
+
+TARGET_S = 30.0
+LOCAL_UP = REPO_ROOT / "deployments" / "local-up.sh"
+LOCAL_DOWN = REPO_ROOT / "deployments" / "local-down.sh"
+UMLS = REPO_ROOT / "data" / "kg" / "umls" / "train.txt"
+UP_TIMEOUT_S = 420  # server migrations on a new SQLite DB + deploy + worker, on 2 shared cores
+RUN_TIMEOUT_S = 600
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CRASHED"})
+UUID_RE = re.compile(r"UUID: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+PATHS = {"worker": "pbg/train", "serve": "pbg/served"}
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM behaves like Ctrl-C, so the ``finally`` blocks bring the stack down."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """Our environment without Prefect settings, with PREFECT_HOME=``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(home)
+    return env
+
+
+def import_umls(work: Path, epochs: int) -> Path:
+    """Import UMLS's train split into ``work/data``; write and return the training config."""
+    config = {
+        "entity_path": str(work / "data"),
+        "edge_paths": [str(work / "data" / "train_partitioned")],
+        "checkpoint_path": str(work / "model"),  # every run overrides it
+        "entities": {"all": {"num_partitions": 1}},
+        "relations": [{"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}],
+        "dynamic_relations": True, "dimension": 200, "global_emb": False, "comparator": "dot",
+        "num_epochs": epochs, "num_uniform_negs": 100, "loss_fn": "softmax", "lr": 0.1,
+        "regularization_coef": 0.001, "eval_fraction": 0, "workers": 2, "seed": 0,
+    }
+    path = work / "config.json"
+    path.write_text(json.dumps(config, indent=2))
+    subprocess.run([str(ours_bin()), "import", str(path), str(UMLS), "--lhs-col", "0", "--rel-col", "1",
+                    "--rhs-col", "2"], check=True, cwd=work, env=clean_env(work / "prefect-import"),
+                   stdout=subprocess.DEVNULL)
+    return path
+
+
+def stack_up(home: Path) -> str:
+    """``local-up.sh`` with PREFECT_HOME=``home``; the PREFECT_API_URL of its last stdout line."""
+    done = subprocess.run(["bash", str(LOCAL_UP)], env=clean_env(home), cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=UP_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"local-up.sh exited with {done.returncode}:\n{done.stderr[-4000:]}")
+    key, _, url = done.stdout.strip().splitlines()[-1].partition("=")
+    if key != "PREFECT_API_URL" or not url.startswith("http://127.0.0.1:"):
+        raise RuntimeError(f"local-up.sh's last line is not PREFECT_API_URL=http://127.0.0.1:N/api: {done.stdout!r}")
+    return url
+
+
+def stack_down(home: Path) -> None:
+    """``local-down.sh`` for ``home``; reports (never raises) a failure, so cleanup goes on."""
+    done = subprocess.run(["bash", str(LOCAL_DOWN)], env=clean_env(home), cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=180)
+    print(done.stderr.strip(), file=sys.stderr)
+    if done.returncode != 0:
+        print(f"local-down.sh exited with {done.returncode}", file=sys.stderr)
+
+
+def start_serve(env: dict[str, str], log: Path, poll_s: float) -> subprocess.Popen[bytes]:
+    """``pbg serve --name served`` in its own session (so its flow-run children stop with it)."""
+    with log.open("wb") as out:
+        return subprocess.Popen([str(ours_bin()), "serve", "--name", "served"], cwd=REPO_ROOT,
+                                env={**env, "PREFECT_RUNNER_POLL_FREQUENCY": str(poll_s)},
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_serve(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
+    """SIGTERM the serve process group, SIGKILL it after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def epoch_s(stamp: str) -> float:
+    """Seconds since the epoch of an API timestamp (ISO 8601 with an offset)."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+class Api:
+    """The few REST calls the benchmark needs."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(base_url=url, timeout=30)
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; the decoded JSON answer."""
+        response = self.client.request(method, path, json=body)
+        response.raise_for_status()
+        return response.json() if response.content else None
+
+    def deployment_exists(self, name: str) -> bool:
+        """True once ``flow/deployment`` is registered."""
+        return self.client.get(f"/deployments/name/{name}").status_code == 200
+
+    def wait_done(self, run_id: str) -> dict[str, Any]:
+        """Poll the flow run until it is terminal; raise unless it COMPLETED."""
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while True:
+            run = self.call("GET", f"/flow_runs/{run_id}")
+            state = (run.get("state") or {}).get("type", "NONE")
+            if state in TERMINAL:
+                if state != "COMPLETED":
+                    raise RuntimeError(f"flow run {run_id} ended {state}: {run['state'].get('message')}")
+                return run
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"flow run {run_id} still {state} after {RUN_TIMEOUT_S} s")
+            time.sleep(1)
+
+    def run_tree(self, run_id: str) -> list[str]:
+        """The run's id and those of its subflows, at any depth."""
+        ids, todo = [run_id], [run_id]
+        while todo:
+            body = {"flow_runs": {"parent_flow_run_id": {"any_": todo}}, "limit": 200}
+            todo = [row["id"] for row in self.call("POST", "/flow_runs/filter", body)]
+            ids += todo
+        return ids
+
+    def first_batch_log(self, run_id: str, wait_s: float = 5) -> float | None:
+        """Timestamp of the earliest "training N edges on W workers" log of the run tree."""
+        deadline = time.monotonic() + wait_s  # the API log handler ships records in batches
+        while True:
+            body = {"logs": {"flow_run_id": {"any_": self.run_tree(run_id)}}, "sort": "TIMESTAMP_ASC", "limit": 200}
+            offset = 0
+            while True:
+                page = self.call("POST", "/logs/filter", {**body, "offset": offset})
+                for row in page:
+                    if "training" in row["message"] and "edges on" in row["message"]:
+                        return epoch_s(row["timestamp"])
+                if len(page) < 200:
+                    break
+                offset += len(page)
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(1)
+
+    def first_train_task(self, run_id: str, expected: int, wait_s: float = 180) -> float | None:
+        """Earliest start of the run tree's ``train-bucket`` task runs (whose body logs that line).
+
+        Task runs reach the database through the event pipeline, after the flow run may have
+        ended: wait until all ``expected`` of them are there, so the earliest is among them.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            body = {"task_runs": {"flow_run_id": {"any_": self.run_tree(run_id)}, "name": {"like_": "train-bucket"}},
+                    "limit": 200}
+            starts = [epoch_s(row["start_time"]) for row in self.call("POST", "/task_runs/filter", body)
+                      if row.get("start_time")]
+            if len(starts) >= expected or (starts and time.monotonic() > deadline):
+                return min(starts)
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(2)
+
+
+def measure_run(
+    api: Api, env: dict[str, str], deployment: str, config: Path, checkpoint: Path, expected_trains: int
+) -> dict[str, Any]:
+    """One ``prefect deployment run``, waited to completion; its latencies from t0."""
+    overrides = json.dumps([f"checkpoint_path={checkpoint}"])
+    argv = [str(ours_bin("prefect")), "deployment", "run", deployment, "--param", f"config_url={config}",
+            "--param", f"overrides={overrides}"]
+    t0 = time.time()
+    done = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    cli_s = time.time() - t0
+    found = UUID_RE.search(done.stdout)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}:\n{done.stdout}\n{done.stderr[-3000:]}")
+    run_id = found.group(1)
+    run = api.wait_done(run_id)
+    log_at = api.first_batch_log(run_id)
+    task_at = api.first_train_task(run_id, expected_trains)
+    first_batch = log_at if log_at is not None else task_at
+    if first_batch is None:
+        raise RuntimeError(f"flow run {run_id}: neither a 'training N edges on W workers' log record nor a "
+                           "train-bucket task run reached the API")
+    return {
+        "flow_run_id": run_id, "checkpoint": str(checkpoint), "cli_s": cli_s,
+        "running_s": epoch_s(run["start_time"]) - t0, "first_batch_s": first_batch - t0,
+        "first_batch_marker": "engine log" if log_at is not None else "train-bucket task start",
+        "train_task_s": None if task_at is None else task_at - t0,
+        "completed_s": epoch_s(run["end_time"]) - t0,
+    }
+
+
+def run_path(
+    name: str, api: Api, env: dict[str, str], config: Path, work: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The unmeasured warm-up run, then ``args.repeats`` measured ones, of one path."""
+    deployment, repeats = PATHS[name], args.repeats
+    trains = args.epochs  # one partition: one bucket, so one train-bucket task run, per epoch
+    print(f"[{name}] warm-up run of {deployment} ...", flush=True)
+    warm = measure_run(api, env, deployment, config, work / f"ckpt-{name}-warmup", trains)
+    print(f"[{name}] warm-up: first batch after {warm['first_batch_s']:.1f} s (not counted)", flush=True)
+    runs = []
+    for attempt in range(repeats):
+        runs.append(measure_run(api, env, deployment, config, work / f"ckpt-{name}-{attempt}", trains))
+        r = runs[-1]
+        print(f"[{name}] run {attempt + 1}/{repeats}: cli {r['cli_s']:.1f} s, running {r['running_s']:.1f} s, "
+              f"first batch {r['first_batch_s']:.1f} s, completed {r['completed_s']:.1f} s", flush=True)
+    return [{**warm, "warmup": True}, *runs]
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Median and max of every latency over the measured (non-warm-up) runs."""
+    measured = [r for r in runs if not r.get("warmup")]
+    out = {}
+    for key in ("first_batch_s", "running_s", "cli_s", "completed_s"):
+        values = [r[key] for r in measured]
+        out[f"{key}_median"], out[f"{key}_max"] = statistics.median(values), max(values)
+    return out
+
+
+def measure_serve(
+    api: Api, env: dict[str, str], config: Path, work: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Start ``pbg serve --name served``, wait for its deployment, measure, stop it."""
+    log = work / "serve.log"
+    proc = start_serve(env, log, args.serve_poll)
+    try:
+        deadline = time.monotonic() + 180
+        while not api.deployment_exists(PATHS["serve"]):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"pbg serve did not register {PATHS['serve']}; see {log}")
+            time.sleep(1)
+        return run_path("serve", api, env, config, work, args)
+    finally:
+        stop_serve(proc)
+
+
+def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, load: dict[str, Any]) -> int:
+    """Print the table, write the JSON; 0 on PASS."""
+    summary = {name: summarize(runs) for name, runs in results.items()}
+    ok = summary["worker"]["first_batch_s_max"] < TARGET_S
+    rows = [[name, s["first_batch_s_median"], s["first_batch_s_max"], s["running_s_median"], s["running_s_max"],
+             s["cli_s_median"], s["completed_s_median"]] for name, s in summary.items()]
+    print(format_table(["path", "1st batch med s", "1st batch max s", "RUNNING med s", "RUNNING max s",
+                        "CLI med s", "completed med s"], rows))
+    print(f"status: {'PASS' if ok else 'FAIL'} (worker path max latency to the first batch "
+          f"{summary['worker']['first_batch_s_max']:.1f} s, target < {TARGET_S:.0f} s); "
+          f"load average {load['start']} at start, {load['end']} at end (shared CPUs)")
+    out = write_json("deploy_latency", {
+        "machine": machine_info(), "args": vars(args), "load_average": load,
+        "settings": {"worker_query_seconds": 2, "worker_prefetch_seconds": 5, "serve_poll_seconds": args.serve_poll,
+                     "graph": "UMLS train split", "epochs": args.epochs, "hogwild_workers": 2},
+        "runs": results, "summary": summary, "target_s": TARGET_S, "pass": ok,
+    })
+    print(f"wrote {out}")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    """Parse flags, bring the stack up, measure each path, always bring the stack down."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="measured runs per path (default 3)")
+    parser.add_argument("--quick", action="store_true", help="1 measured run, worker path only")
+    parser.add_argument("--epochs", type=int, default=2, help="training epochs per run (default 2)")
+    parser.add_argument("--serve-poll", type=float, default=2.0,
+                        help="PREFECT_RUNNER_POLL_FREQUENCY of `pbg serve` (default 2, the worker's poll)")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats} is not allowed; give 1 or more")
+    if args.quick:
+        args.repeats = 1
+    signal.signal(signal.SIGTERM, _interrupt)
+    work_root = WORK_DIR / "deploy_latency"
+    shutil.rmtree(work_root, ignore_errors=True)
+    work_root.mkdir(parents=True)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
+    home = work / "prefect-home"
+    load = {"start": [round(x, 2) for x in os.getloadavg()]}
+    print(f"importing {UMLS.relative_to(REPO_ROOT)} into {work / 'data'} ...", flush=True)
+    config = import_umls(work, args.epochs)
+    print(f"bringing the local stack up (PREFECT_HOME={home}) ...", flush=True)
+    try:
+        api_url = stack_up(home)
+        print(f"stack up: {api_url}", flush=True)
+        env = {**clean_env(home), "PREFECT_API_URL": api_url}
+        api = Api(api_url)
+        results = {"worker": run_path("worker", api, env, config, work, args)}
+        if not args.quick:
+            results["serve"] = measure_serve(api, env, config, work, args)
+    finally:
+        print("bringing the local stack down ...", flush=True)
+        stack_down(home)
+    load["end"] = [round(x, 2) for x in os.getloadavg()]
+    return report(results, args, load)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
