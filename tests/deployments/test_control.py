@@ -176,3 +176,13 @@ def test_pbg_serve_runs_deployment_runs_without_a_worker(
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
         log.close()
+
+
+def test_the_deployment_has_the_retraining_schedule_switched_off(stack: Stack) -> None:
+    deployment = stack.api("GET", "/deployments/name/pbg/train")
+    assert deployment["concurrency_limit"] == 1 or (deployment.get("global_concurrency_limit") or {}).get("limit") == 1
+    [schedule] = deployment["schedules"]
+    assert schedule["active"] is False
+    assert schedule["schedule"]["cron"] == "0 3 * * *"
+    assert schedule["parameters"]["retrain"] == {"keep_last": 3, "init_from_previous": True}
+    assert schedule["parameters"]["config_url"] == "examples/umls/config.json"

@@ -1,0 +1,284 @@
+"""The `pbg/train` deployment on a real local stack: end to end, then crash and retry.
+
+One stack (``deployments/local-up.sh``: Prefect server on 127.0.0.1 with SQLite in a temporary
+PREFECT_HOME, process work pool, ``prefect deploy``, worker) serves both tests. Both train the
+planted graph of ``tests/conftest.py`` in 2 partitions (a 2x2 bucket grid), 1 HOGWILD worker and
+a seed, so an interrupted-and-retried run must reproduce the uninterrupted one.
+
+Crash and retry, as Prefect 3.9 requires it: a flow run whose worker was SIGKILLed stays RUNNING
+(nobody reports its end) and ``prefect flow-run retry`` refuses RUNNING runs. The stack's
+automation (local-up.sh) marks a run CRASHED once its heartbeats (every 30 s, set by
+prefect.yaml) stop for 60 s; then the retry reschedules the same flow run id, a new worker picks
+it up, and the flow resumes after the last bucket saved under ``progress/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stack import Stack
+from ui_check import check_flow_run_page, find_chromium
+
+pytestmark = pytest.mark.integration
+
+NUM_EPOCHS = 5
+BUCKETS_PER_PASS = 4  # 2 lhs x 2 rhs partitions
+NEEDED_BUCKETS = NUM_EPOCHS * BUCKETS_PER_PASS
+CHECKPOINT_FILES = ("embeddings_node_0", "embeddings_node_1", "model")
+TRAINING_LINE = re.compile(r"bucket \(\d+, \d+\): training \d+ edges")
+CRASH_TIMEOUT_S = 180  # heartbeat every 30 s + 60 s without one + the trigger's evaluation period
+RUN_TIMEOUT_S = 600
+
+
+def run_config(graph_2x2: Any, config_for: Any, checkpoint: Path) -> dict[str, Any]:
+    """The planted graph in 2x2 buckets, 1 worker, seed 0, a 10 % eval holdout."""
+    return config_for(graph_2x2, checkpoint, num_epochs=NUM_EPOCHS, workers=1, seed=0, eval_fraction=0.1)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    """``data`` as a JSON file (a config_url for the deployment)."""
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def version_of(checkpoint: Path) -> int:
+    """The committed version pointer (0 before the first commit)."""
+    pointer = checkpoint / "checkpoint_version.txt"
+    return int(pointer.read_text()) if pointer.exists() else 0
+
+
+def stats_rows(checkpoint: Path) -> list[dict[str, Any]]:
+    """training_stats.json, one dict per line."""
+    return [json.loads(line) for line in (checkpoint / "training_stats.json").read_text().splitlines()]
+
+
+def last_epoch_metrics(checkpoint: Path) -> dict[str, float]:
+    """Metrics of the last version's stats rows, flat: ``"(l, r) eval_stats_after mrr" -> value``.
+
+    Per bucket: training loss and eval before/after; plus the pass's eval summary. Timings
+    (which differ between runs) are left out.
+    """
+    out: dict[str, float] = {}
+    for row in stats_rows(checkpoint):
+        if row["epoch_idx"] != NUM_EPOCHS - 1:
+            continue
+        where = f"({row['lhs_partition']}, {row['rhs_partition']})" if "lhs_partition" in row else "pass"
+        for part in ("stats", "eval_stats_before", "eval_stats_after", "eval_stats_chunk_avg"):
+            if part in row:
+                out[f"{where} {part} count"] = row[part]["count"]
+                out.update({f"{where} {part} {name}": value for name, value in row[part]["metrics"].items()})
+    return out
+
+
+def timestamp(value: str) -> float:
+    """An API timestamp (ISO 8601, UTC) as POSIX seconds."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def training_logs(stack: Stack, flow_run_id: str, at_least: int, since: float = 0.0) -> list[dict[str, Any]]:
+    """The engine's "training N edges" log records of the run and its subflows, from ``since`` on.
+
+    A run's last log batch may reach the server after its final state: poll until ``at_least``
+    records are there (or 60 s passed, then return what there is).
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        records = [
+            record for record in stack.logs(stack.run_and_subflow_ids(flow_run_id))
+            if TRAINING_LINE.search(record["message"]) and timestamp(record["timestamp"]) >= since
+        ]
+        if len(records) >= at_least or time.monotonic() > deadline:
+            return records
+        time.sleep(1)
+
+
+def wait_for_artifacts(stack: Stack, flow_run_id: str, count: int) -> list[dict[str, Any]]:
+    """The artifacts of the run and its subflows, once at least ``count`` are there (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while True:
+        artifacts = stack.artifacts(stack.run_and_subflow_ids(flow_run_id))
+        if len(artifacts) >= count or time.monotonic() > deadline:
+            return artifacts
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(
+    stack: Stack, graph_2x2: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactory
+) -> SimpleNamespace:
+    """One `prefect deployment run pbg/train` of the 2x2 config, run to completion."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    config = run_config(graph_2x2, config_for, root / "ckpt")
+    config_url = write_json(root / "config.json", config)
+    started = time.time()
+    flow_run_id = stack.run_deployment({"config_url": str(config_url), "overrides": []})
+    run = stack.wait_for_state(flow_run_id, {"COMPLETED"}, RUN_TIMEOUT_S)
+    return SimpleNamespace(
+        id=flow_run_id, run=run, checkpoint=Path(config["checkpoint_path"]), config=config, started=started,
+        finished=time.time(),
+    )
+
+
+def test_deployment_run_trains_the_checkpoint_and_reports_in_the_ui(
+    stack: Stack, uninterrupted: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = uninterrupted.checkpoint
+    assert version_of(checkpoint) == NUM_EPOCHS
+    for name in CHECKPOINT_FILES:
+        assert (checkpoint / f"{name}.v{NUM_EPOCHS}.h5").is_file(), name
+    assert not (checkpoint / "progress").exists()
+
+    subflows = stack.subflow_runs(uninterrupted.id)
+    assert [run["name"] for run in subflows] == [
+        f"epoch {epoch}/{NUM_EPOCHS} · path 1/1 · chunk 1/1" for epoch in range(1, NUM_EPOCHS + 1)
+    ]
+    assert all(run["state"]["type"] == "COMPLETED" for run in subflows)
+
+    # Artifacts: 1 progress bar, 1 table per iteration, 1 summary (keys are per checkpoint).
+    artifacts = wait_for_artifacts(stack, uninterrupted.id, NUM_EPOCHS + 2)
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for artifact in artifacts:
+        by_type.setdefault(artifact["type"], []).append(artifact)
+    assert sorted(by_type) == ["markdown", "progress", "table"], artifacts
+    [progress] = by_type["progress"]
+    assert float(progress["data"]) == 100
+    tables = by_type["table"]
+    assert len(tables) == NUM_EPOCHS
+    for table in tables:
+        rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
+        assert len(rows) == BUCKETS_PER_PASS and all("bucket" in row for row in rows), table
+    [summary] = by_type["markdown"]
+    assert summary["key"].startswith("pbg-summary-"), summary["key"]
+    assert str(checkpoint) in summary["data"]
+
+    # Engine lines of pbg_core reach the run's logs: one "training N edges" per bucket.
+    trained = training_logs(stack, uninterrupted.id, NEEDED_BUCKETS)
+    assert len(trained) == NEEDED_BUCKETS, [r["message"] for r in trained]
+
+    # Latency from `prefect deployment run` to the first training batch (reported, not asserted;
+    # bench/deploy_latency.py measures it against the 30 s bar).
+    first_training = min(timestamp(record["timestamp"]) for record in trained)
+    with capsys.disabled():
+        print(f"\nlatency `prefect deployment run` -> first training batch: "
+              f"{first_training - uninterrupted.started:.1f} s; whole run "
+              f"{uninterrupted.finished - uninterrupted.started:.1f} s")
+
+
+def test_the_ui_shows_the_run_its_subflows_and_artifacts(
+    stack: Stack, uninterrupted: SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Headless Chromium on the stack's own UI: the flow run page, its Subflow Runs and Artifacts tabs."""
+    if find_chromium() is None:
+        if os.environ.get("PBG_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("PBG_REQUIRE_CHROMIUM=1 but no chromium on PATH (.ci/install-chromium.sh installs it)")
+        pytest.skip("no chromium on PATH (install it with .ci/install-chromium.sh, or set PBG_CHROMIUM)")
+    run = stack.flow_run(uninterrupted.id)
+    subflows = [f"epoch {epoch}/{NUM_EPOCHS} · path 1/1 · chunk 1/1" for epoch in range(1, NUM_EPOCHS + 1)]
+    summary_key = next(a["key"] for a in wait_for_artifacts(stack, uninterrupted.id, NUM_EPOCHS + 2)
+                       if a["type"] == "markdown")
+    out = Path(os.environ.get("PBG_TEST_OUTPUT") or tmp_path) / "ui-deployment"
+    found = check_flow_run_page(
+        stack.api_url, uninterrupted.id,
+        {"SubflowRuns": [run["name"], *subflows], "Artifacts": [run["name"], summary_key]}, out,
+    )
+    with capsys.disabled():
+        for tab, result in found.items():
+            print(f"\nUI {tab}: found {sorted(result.found)}; screenshot {result.screenshot}")
+
+
+def progress_record(checkpoint: Path) -> dict[str, Any] | None:
+    """The bucket progress record of the open version (committed + 1), if one is there."""
+    record = checkpoint / "progress" / f"v{version_of(checkpoint) + 1}.json"
+    return json.loads(record.read_text()) if record.exists() else None
+
+
+def wait_for_first_saved_bucket(stack: Stack, flow_run_id: str, checkpoint: Path) -> None:
+    """Return as soon as a bucket's progress is saved; fail if the run ends first."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not list((checkpoint / "progress").glob("v*.json")):
+        if time.monotonic() > deadline or stack.state_of(flow_run_id) in {"COMPLETED", "FAILED", "CRASHED"}:
+            raise AssertionError(f"no bucket progress in {checkpoint}; run {stack.state_of(flow_run_id)}; "
+                                 f"worker log:\n{stack.worker_log_tail()}")
+        time.sleep(0.05)
+
+
+def test_killed_worker_then_retry_resumes_and_matches_the_uninterrupted_run(
+    stack: Stack, uninterrupted: SimpleNamespace, tmp_path: Path, h5_datasets: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = {**uninterrupted.config, "checkpoint_path": str(tmp_path / "ckpt")}
+    checkpoint = Path(config["checkpoint_path"])
+    flow_run_id = stack.run_deployment({"config_url": str(write_json(tmp_path / "config.json", config))})
+
+    wait_for_first_saved_bucket(stack, flow_run_id, checkpoint)
+    victims = stack.kill_worker_tree()
+    killed = time.monotonic()
+    record = progress_record(checkpoint)
+    done_at_kill = version_of(checkpoint) * BUCKETS_PER_PASS + (record["done"] if record else 0)
+    assert len(victims) >= 2  # the worker and the flow run's process
+    assert done_at_kill < NEEDED_BUCKETS, "the run ended before the kill"
+
+    # Nobody reports the end of a killed run: it stays RUNNING, and a retry is refused.
+    assert stack.state_of(flow_run_id) == "RUNNING"
+    with pytest.raises(RuntimeError, match="in state 'RUNNING' and cannot be retried"):
+        stack.retry(flow_run_id)
+
+    stack.start_worker()
+    crashed = stack.wait_for_state(flow_run_id, {"CRASHED"}, CRASH_TIMEOUT_S)
+    assert "No heartbeat" in crashed["state"]["message"]
+    crash_detected = time.monotonic() - killed
+    retried = time.time()
+    assert "scheduled for retry" in stack.retry(flow_run_id)
+    stack.wait_for_state(flow_run_id, {"COMPLETED"}, RUN_TIMEOUT_S)
+    with capsys.disabled():
+        print(f"\nkilled after {done_at_kill} of {NEEDED_BUCKETS} buckets; marked CRASHED "
+              f"{crash_detected:.0f} s after the kill; retry took {time.time() - retried:.1f} s")
+
+    # The retry trains exactly the buckets not saved before the kill; both attempts together
+    # trained at most one bucket twice (the one in flight). Log lines of the killed attempt that
+    # were still buffered in its process are lost, which only lowers the first count.
+    by_retry = training_logs(stack, flow_run_id, NEEDED_BUCKETS - done_at_kill, since=retried)
+    assert len(by_retry) == NEEDED_BUCKETS - done_at_kill, [r["message"] for r in by_retry]
+    trained = training_logs(stack, flow_run_id, 0)
+    assert len(trained) <= NEEDED_BUCKETS + 1, [r["message"] for r in trained]
+
+    # Same final version, files and metrics as the uninterrupted run (1 worker + seed: bit-identical).
+    assert version_of(checkpoint) == NUM_EPOCHS
+    assert not (checkpoint / "progress").exists() and not (checkpoint / "lease.json").exists()
+    reference = last_epoch_metrics(uninterrupted.checkpoint)
+    assert len(reference) > BUCKETS_PER_PASS * 3 * 7  # every bucket's train, eval before and after
+    assert last_epoch_metrics(checkpoint) == pytest.approx(reference)
+    for name in CHECKPOINT_FILES:
+        mine = h5_datasets(checkpoint / f"{name}.v{NUM_EPOCHS}.h5")
+        reference = h5_datasets(uninterrupted.checkpoint / f"{name}.v{NUM_EPOCHS}.h5")
+        assert mine.keys() == reference.keys(), name
+        for key, value in reference.items():
+            if value.dtype.kind == "f":
+                np.testing.assert_allclose(mine[key], value, rtol=1e-6, atol=1e-7, err_msg=f"{name}:{key}")
+
+
+def test_bad_parameters_are_rejected_naming_the_field_before_any_work(
+    stack: Stack, uninterrupted: SimpleNamespace, tmp_path: Path
+) -> None:
+    # The server checks parameters against the flow's schema: no flow run is created.
+    with pytest.raises(RuntimeError, match="Validation failed for field 'config.dimension'"):
+        stack.run_deployment({"config": {**uninterrupted.config, "dimension": -3}})
+
+    # A config_url's content is checked by the flow before it writes anything.
+    checkpoint = tmp_path / "never"
+    config_url = write_json(tmp_path / "config.json", {**uninterrupted.config, "checkpoint_path": str(checkpoint)})
+    flow_run_id = stack.run_deployment({"config_url": str(config_url), "overrides": ["dimensoin=3"]})
+    failed = stack.wait_for_state(flow_run_id, {"FAILED"}, RUN_TIMEOUT_S)
+    assert "dimensoin: unknown key (did you mean 'dimension'?)" in failed["state"]["message"]
+    assert not checkpoint.exists()
+    assert stack.subflow_runs(flow_run_id) == []
