@@ -23,7 +23,7 @@ _STORAGE = dict(
 )
 
 
-@task(name="schedule-buckets", **_STORAGE)
+@task(name="schedule-buckets", task_run_name="schedule buckets of v{iteration.version}", **_STORAGE)
 def schedule_buckets(handle: str, iteration: Iteration) -> list[Bucket]:
     """The (seeded) bucket order of this pass, minus the buckets an interrupted run finished."""
     return get_session(handle).schedule_buckets(iteration)
@@ -47,7 +47,7 @@ def evaluate_bucket(handle: str, phase: str) -> dict[str, Any] | None:
     return get_session(handle).evaluate(phase)
 
 
-@task(name="train-bucket", cache_policy=NO_CACHE)
+@task(name="train-bucket", task_run_name="train bucket (HOGWILD)", cache_policy=NO_CACHE)
 def train_bucket(handle: str) -> dict[str, Any]:
     """HOGWILD training of the loaded bucket over the session's worker pool."""
     return get_session(handle).train()

@@ -38,19 +38,19 @@ def switch_version(handle: str, iteration: Iteration) -> int:
     return session.switch_version(iteration)
 
 
-@task(name="preserve-version", **_STORAGE)
+@task(name="preserve-version", task_run_name="preserve v{iteration.version} if due", **_STORAGE)
 def preserve_version(handle: str, iteration: Iteration) -> int | None:
     """Keep an ``epoch_{N}`` snapshot when checkpoint_preservation_interval asks for one."""
     return get_session(handle).preserve_version(iteration)
 
 
-@task(name="remove-old-version", **_STORAGE)
+@task(name="remove-old-version", task_run_name="remove versions before v{iteration.version}", **_STORAGE)
 def remove_old_version(handle: str, iteration: Iteration) -> int | None:
     """Delete the previous version's files now that the new pointer is durable."""
     return get_session(handle).remove_old_version(iteration)
 
 
-@task(name="remove-leftovers", **_STORAGE)
+@task(name="remove-leftovers", task_run_name="remove leftovers of interrupted runs", **_STORAGE)
 def remove_leftovers(config: ConfigSchema, committed_version: int) -> list[int]:
     """Delete versions older than the committed one and progress of committed versions.
 

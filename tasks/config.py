@@ -25,7 +25,7 @@ def load_config_file(path: str, overrides: Sequence[str] = ()) -> ConfigSchema:
     return load_config(path, list(overrides))
 
 
-@task(name="resolve-config", cache_policy=NO_CACHE, persist_result=False)
+@task(name="resolve-config", task_run_name="resolve config", cache_policy=NO_CACHE, persist_result=False)
 def resolve_config(
     config: ConfigSchema | None, config_url: str | None, overrides: Sequence[str]
 ) -> ConfigSchema:

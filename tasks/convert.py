@@ -32,13 +32,13 @@ def run_export(config: ConfigSchema, entities_output: str, relation_types_output
     export_tsv(config, entities_output, relation_types_output)
 
 
-@task(name="import-edges", cache_policy=NO_CACHE)
+@task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
 def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> str:
     """Task form of :func:`run_import`; returns the report as text."""
     return str(import_edges(config, inputs, **options))
 
 
-@task(name="export-tsv", cache_policy=NO_CACHE)
+@task(name="export-tsv", task_run_name="export embeddings to TSV", cache_policy=NO_CACHE)
 def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
     """Task form of :func:`run_export`."""
     export_tsv(config, entities_output, relation_types_output)

@@ -17,7 +17,7 @@ from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, ret
 from tasks.sessions import get_session, register_session, session_storage_options
 
 
-@task(name="open-eval-session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+@task(name="open-eval-session", task_run_name="open evaluation session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
 def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
     """Load the committed checkpoint read-only and start the workers; returns a handle.

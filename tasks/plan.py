@@ -26,7 +26,7 @@ class TrainingPlan(BaseModel):
     remaining: list[Iteration]
 
 
-@task(name="plan-training", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+@task(name="plan-training", task_run_name="plan training", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
 def plan_training(config: ConfigSchema) -> TrainingPlan:
     """Check every bucket file exists, compute the edge-chunk count, skip committed iterations."""

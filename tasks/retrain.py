@@ -123,7 +123,7 @@ def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, st
     return previous.url
 
 
-@task(name="finish-retrain", **_STORAGE)
+@task(name="finish-retrain", task_run_name="keep the last runs, point latest.json here", **_STORAGE)
 def finish_retrain(config_root: ConfigSchema, run_config: ConfigSchema, options: RetrainOptions) -> list[str]:
     """Point ``{root}/latest.json`` at the completed run, then delete runs beyond ``keep_last``.
 

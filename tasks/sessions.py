@@ -62,7 +62,7 @@ def register_session(
     return handle
 
 
-@task(name="open-training-session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
+@task(name="open-training-session", task_run_name="open training session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
 def open_training_session(config: ConfigSchema) -> str:
     """Read counts and the committed checkpoint, start the HOGWILD workers; returns a handle."""
@@ -78,7 +78,7 @@ def open_training_session(config: ConfigSchema) -> str:
     return handle
 
 
-@task(name="close-training-session", cache_policy=NO_CACHE)
+@task(name="close-training-session", task_run_name="close training session", cache_policy=NO_CACHE)
 def close_training_session(handle: str) -> None:
     """Stop the workers and free shared memory (idempotent)."""
     session = _SESSIONS.pop(handle, None)
