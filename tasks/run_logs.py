@@ -11,9 +11,24 @@ from __future__ import annotations
 
 import logging
 
+from prefect.context import FlowRunContext, TaskRunContext
 from prefect.logging.handlers import APILogHandler
 
 ENGINE_LOGGERS = ("pbg_core", "storage", "tasks")
+
+
+class InRunLogHandler(APILogHandler):
+    """Prefect's API handler, silent outside a flow or task run.
+
+    The same loggers also log from background threads (staged uploads, lease renewal) and
+    from task bodies called through ``.fn()``; there the plain handler warns on every record.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "flow_run_id", None) is None and FlowRunContext.get() is None \
+                and TaskRunContext.get() is None:
+            return
+        super().emit(record)
 
 
 def forward_engine_logs() -> None:
@@ -23,7 +38,7 @@ def forward_engine_logs() -> None:
         if logger.level == logging.NOTSET or logger.level > logging.INFO:
             logger.setLevel(logging.INFO)
         if not _has_api_handler(logger):
-            logger.addHandler(APILogHandler())
+            logger.addHandler(InRunLogHandler())
 
 
 def _has_api_handler(logger: logging.Logger) -> bool:
