@@ -162,6 +162,7 @@ def _train_remaining(
         close_training_session(handle)
     return results
 
+
 def _pause_due(pause_every: int, iteration: Iteration, total_iterations: int) -> bool:
     """Pause after every ``pause_every``-th version, never after the last one."""
     return pause_every > 0 and iteration.version % pause_every == 0 and iteration.version < total_iterations
