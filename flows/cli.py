@@ -4,7 +4,7 @@
     pbg train  CONFIG [-p key=value ...]
     pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
     pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
-    pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--name train]
+    pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name train]
 
 ``train`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
 ephemeral API with SQLite) unless PREFECT_API_URL points at a server.
@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                        help="default `overrides` parameter entry (repeatable; credentials are refused)")
     serve.add_argument("--cron", default=None, help="retraining schedule, a cron expression in UTC (default: none)")
+    serve.add_argument("--retrain-keep-last", type=int, default=None, metavar="K",
+                       help="default `retrain` parameter: each run trains into its own directory under "
+                       "checkpoint_path, initialised from the previous run; keep the last K")
     serve.add_argument("--limit", type=int, default=1, help="flow runs at once in this process (default 1: "
                        "two runs must not train one checkpoint)")
     return parser
@@ -159,6 +162,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         parameters["config_url"] = args.config_url
     if args.param:
         parameters["overrides"] = list(args.param)
+    if args.retrain_keep_last is not None:
+        if args.retrain_keep_last < 1:
+            print(f"pbg serve: error: --retrain-keep-last {args.retrain_keep_last} is not allowed; give 1 or more",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        parameters["retrain"] = {"keep_last": args.retrain_keep_last, "init_from_previous": True}
     pbg.serve(
         name=args.name, cron=args.cron, parameters=parameters, limit=args.limit,
         entrypoint_type=EntrypointType.MODULE_PATH, pause_on_shutdown=False,

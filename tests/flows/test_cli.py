@@ -222,3 +222,20 @@ def test_export_refuses_to_overwrite(imported: SimpleNamespace, exported: Simple
 def test_export_refusal_is_a_clean_error_message(exported: SimpleNamespace) -> None:
     assert "Traceback" not in exported.second.stderr
     assert "pbg export: error: " in exported.second.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env_api", "expected"),
+    [
+        ([], False, "PREFECT_API_URL is not set"),
+        (["--limit", "0"], True, "--limit 0 is not allowed"),
+        (["--retrain-keep-last", "0"], True, "--retrain-keep-last 0 is not allowed"),
+    ],
+)
+def test_serve_refuses_what_cannot_work(
+    cli_env: dict[str, str], tmp_path: Path, args: list[str], env_api: bool, expected: str
+) -> None:
+    env = {**cli_env, "PREFECT_API_URL": "http://127.0.0.1:9/api"} if env_api else cli_env
+    done = run_pbg(env, tmp_path, "serve", *args)
+    assert done.returncode == 2
+    assert expected in done.stderr
