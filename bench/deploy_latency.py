@@ -17,10 +17,9 @@ t0 is the wall clock right before ``prefect deployment run`` is invoked; from th
 - ``running_s``: the flow run's ``start_time`` (it entered RUNNING);
 - ``first_batch_s``: the earliest log record of the run or its subflows saying "bucket (l, r):
   training N edges on W workers" (pbg_core/engine.py logs it right before the first batch).
-  When that INFO line does not reach the API (the flow-run process leaves the ``pbg_core``
-  logger at the root's WARNING), the start of the earliest ``train-bucket`` task run stands
-  in for it (that task's body is the call that logs the line); ``first_batch_marker`` says
-  which, and ``train_task_s`` is always recorded.
+  Should that INFO line not reach the API, the start of the earliest "train bucket" task run
+  stands in for it (that task's body is the call that logs the line); ``first_batch_marker``
+  says which, and ``train_task_s`` is always recorded.
 
 PASS when the worker path's largest ``first_batch_s`` is under 30 s. The stack is always
 brought down (``deployments/local-down.sh``), on errors and Ctrl-C too. Writes
@@ -200,14 +199,14 @@ class Api:
             time.sleep(1)
 
     def first_train_task(self, run_id: str, expected: int, wait_s: float = 180) -> float | None:
-        """Earliest start of the run tree's ``train-bucket`` task runs (whose body logs that line).
+        """Earliest start of the run tree's "train bucket" task runs (whose body logs that line).
 
         Task runs reach the database through the event pipeline, after the flow run may have
         ended: wait until all ``expected`` of them are there, so the earliest is among them.
         """
         deadline = time.monotonic() + wait_s
         while True:
-            body = {"task_runs": {"flow_run_id": {"any_": self.run_tree(run_id)}, "name": {"like_": "train-bucket"}},
+            body = {"task_runs": {"flow_run_id": {"any_": self.run_tree(run_id)}, "name": {"like_": "train bucket"}},
                     "limit": 200}
             starts = [epoch_s(row["start_time"]) for row in self.call("POST", "/task_runs/filter", body)
                       if row.get("start_time")]
@@ -238,11 +237,11 @@ def measure_run(
     first_batch = log_at if log_at is not None else task_at
     if first_batch is None:
         raise RuntimeError(f"flow run {run_id}: neither a 'training N edges on W workers' log record nor a "
-                           "train-bucket task run reached the API")
+                           "train bucket task run reached the API")
     return {
         "flow_run_id": run_id, "checkpoint": str(checkpoint), "cli_s": cli_s,
         "running_s": epoch_s(run["start_time"]) - t0, "first_batch_s": first_batch - t0,
-        "first_batch_marker": "engine log" if log_at is not None else "train-bucket task start",
+        "first_batch_marker": "engine log" if log_at is not None else "train bucket task start",
         "train_task_s": None if task_at is None else task_at - t0,
         "completed_s": epoch_s(run["end_time"]) - t0,
     }
@@ -253,7 +252,7 @@ def run_path(
 ) -> list[dict[str, Any]]:
     """The unmeasured warm-up run, then ``args.repeats`` measured ones, of one path."""
     deployment, repeats = PATHS[name], args.repeats
-    trains = args.epochs  # one partition: one bucket, so one train-bucket task run, per epoch
+    trains = args.epochs  # one partition: one bucket, so one "train bucket" task run, per epoch
     print(f"[{name}] warm-up run of {deployment} ...", flush=True)
     warm = measure_run(api, env, deployment, config, work / f"ckpt-{name}-warmup", trains)
     print(f"[{name}] warm-up: first batch after {warm['first_batch_s']:.1f} s (not counted)", flush=True)
