@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed bench-deploy-latency pbg-venv clean
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed bench-deploy-latency bench-export compat pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -27,6 +27,10 @@ test: $(STAMP)
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 
+## compat: PBG file compatibility both ways against PyPI torchbiggraph 1.0.0 (the default test run skips these without it)
+compat: $(STAMP) pbg-venv
+	$(PY) -m pytest -m compat tests/compat -rs
+
 ## PyPI torchbiggraph==1.0.0 in its own virtualenv, for side-by-side benchmarks
 pbg-venv:
 	bash bench/setup_pbg_venv.sh
@@ -45,6 +49,9 @@ bench-crash: $(STAMP)
 
 bench-s3-speed: $(STAMP)
 	$(PY) bench/s3_speed.py
+
+bench-export: $(STAMP) pbg-venv
+	$(PY) bench/export_speed.py
 
 bench-deploy-latency: $(STAMP)
 	$(PY) bench/deploy_latency.py

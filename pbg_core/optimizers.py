@@ -142,9 +142,18 @@ class RowAdagrad:
             self._apply(table, state, idx, grad)
 
     @staticmethod
-    def state_dict(state: FloatTensorType) -> dict[str, Any]:
-        """Plain-tensor state of one table (PBG's ``{"state": {0: {"sum": ...}}}``)."""
-        return {"state": {0: {"sum": state.clone()}}, "param_groups": [{"params": [0]}]}
+    def state_dict(state: FloatTensorType, lr: float = 0.0) -> dict[str, Any]:
+        """Plain-tensor state of one table, in the shape PBG's trainer loads and resumes from.
+
+        PBG's ``RowAdagrad.load_state_dict`` (torch's) takes the saved param group whole
+        and its ``step`` reads ``step`` per parameter, ``lr``, ``lr_decay`` and
+        ``weight_decay`` per group: without them ``torchbiggraph_train`` cannot resume
+        from our checkpoint (``KeyError: 'step'``).
+        """
+        return {
+            "state": {0: {"sum": state.clone(), "step": 0}},
+            "param_groups": [{"params": [0], "lr": lr, "lr_decay": 0, "weight_decay": 0}],
+        }
 
     @staticmethod
     def load_state_dict(data: dict[str, Any], out: FloatTensorType) -> bool:
@@ -251,9 +260,15 @@ class AsyncAdagrad:
 
     def optimizer_state_dict(self) -> dict[str, Any]:
         """torch.optim-shaped state of plain tensors."""
+        # The fields torch.optim.Adagrad keeps, so PBG's trainer can resume from it (see
+        # RowAdagrad.state_dict); our loader reads only "sum".
         return {
-            "state": {i: {"sum": s.clone()} for i, s in enumerate(self.sums)},
-            "param_groups": [{"lr": self.lr, "params": list(range(len(self.sums)))}],
+            "state": {i: {"sum": s.clone(), "step": torch.tensor(0.0)} for i, s in enumerate(self.sums)},
+            "param_groups": [{
+                "lr": self.lr, "lr_decay": 0, "eps": 1e-10, "weight_decay": 0, "initial_accumulator_value": 0,
+                "foreach": None, "maximize": False, "differentiable": False, "fused": None,
+                "params": list(range(len(self.sums))),
+            }],
         }
 
     def load_optimizer_state_dict(self, data: dict[str, Any]) -> None:

@@ -87,6 +87,7 @@ class PartitionResidency:
     committed_version: int
     metadata: Any  # a session_parts.MetadataSource: called for each file's attributes
     progress: ProgressStore | None = None
+    embedding_lr: float = 0.0  # written into the optimizer state (PBG's trainer resumes with it)
     resident: dict[PartitionKey, SlotHandle] = field(default_factory=dict)
     dirty: set[PartitionKey] = field(default_factory=set)
     locations: dict[PartitionKey, int] = field(default_factory=dict)
@@ -134,7 +135,7 @@ class PartitionResidency:
         started = time.perf_counter()
         self._target(where).save_embeddings(
             key[0], key[1], self.open_version, handle.embeddings,
-            state_to_bytes(RowAdagrad.state_dict(handle.state)), self.metadata(),
+            state_to_bytes(RowAdagrad.state_dict(handle.state, self.embedding_lr)), self.metadata(),
         )
         self.io.seconds += time.perf_counter() - started
         self.io.bytes_written += handle.embeddings.numel() * 4 + handle.state.numel() * 4

@@ -127,7 +127,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         pool=pool, store=stores.checkpoint, init_store=stores.init, counts=counts,
         init_scale=config.init_scale, seed=seed, committed_version=committed,
         metadata=MetadataSource(config_json_text(config_to_json(config))),
-        progress=None if read_only else getattr(stores, "progress", None),
+        progress=None if read_only else getattr(stores, "progress", None), embedding_lr=config.lr,
     )
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()

@@ -1,0 +1,33 @@
+"""Fixtures of the PBG file-compatibility tests (helpers: :mod:`pbg_compat`).
+
+Every fixture that runs PBG depends on :func:`pbg_tools`, which skips when the PBG
+virtualenv is absent, so nothing expensive (PBG, a Prefect test server) starts in a
+skipped run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pbg_compat import VENV_ENV, PbgTools, venv_dir
+
+
+@pytest.fixture(scope="session")
+def pbg_tools() -> PbgTools:
+    """PBG's console scripts; skips the test when the PBG virtualenv is absent."""
+    bin_dir = venv_dir() / "bin"
+    if not (bin_dir / "torchbiggraph_train").is_file():
+        pytest.skip(f"PyPI torchbiggraph==1.0.0 not found: {bin_dir / 'torchbiggraph_train'} is missing "
+                    f"(run `make pbg-venv`, or set {VENV_ENV} to a virtualenv that has it)")
+    return PbgTools(bin_dir)
+
+
+@pytest.fixture(scope="module")
+def prefect_api(pbg_tools: PbgTools) -> Iterator[None]:
+    """A throw-away Prefect API for the in-process ``pbg`` / ``pbg-eval`` flow runs of a module."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
