@@ -73,10 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--json", action="store_true", help="print the metrics as one JSON object on the last line")
 
-    exp = sub.add_parser("export", help="write the latest checkpoint's embeddings and relation parameters as TSV")
+    exp = sub.add_parser(
+        "export", help="write the latest checkpoint's embeddings (TSV, NPY + names, HDF5) and relation parameters",
+    )
     _add_config_args(exp)
-    exp.add_argument("--entities-output", required=True, help="TSV file for entity embeddings (must not exist)")
-    exp.add_argument("--relation-types-output", required=True, help="TSV file for relation parameters")
+    pbg_mode = exp.add_argument_group("PBG's layout (torchbiggraph_export_to_tsv): two files")
+    pbg_mode.add_argument("--entities-output", help="TSV file for entity embeddings (must not exist)")
+    pbg_mode.add_argument("--relation-types-output", help="TSV file for relation parameters")
+    per_type = exp.add_argument_group("per entity type: one file per type in --output")
+    per_type.add_argument("--format", choices=["tsv", "npy", "h5"], default=None,
+                          help="tsv: name + values per line; npy: <type>.npy float32 + <type>.names.json; "
+                          "h5: <type>.h5 with datasets embeddings and names")
+    per_type.add_argument("--output", default=None, help="directory (local or s3://) for the per-type files")
+    per_type.add_argument("--entity-type", action="append", default=None, metavar="TYPE",
+                          help="export only this entity type (repeatable; default: all)")
+    exp.add_argument("--version", type=int, default=None, help="checkpoint version (default: the committed one)")
     serve = sub.add_parser(
         "serve", help="serve the `pbg` flow as deployment pbg/<name> from this process (no work pool or worker); "
         "needs a Prefect server in PREFECT_API_URL",
@@ -136,11 +147,31 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from tasks.config import load_config_file
-    from tasks.convert import run_export
+    from tasks.convert import run_export, run_export_embeddings
 
+    pbg_layout = args.entities_output is not None or args.relation_types_output is not None
+    per_type = args.format is not None or args.output is not None or args.entity_type is not None
+    problem = None
+    if pbg_layout and per_type:
+        problem = "give either --entities-output/--relation-types-output or --format/--output, not both"
+    elif pbg_layout and not (args.entities_output and args.relation_types_output):
+        problem = "PBG's layout needs both --entities-output and --relation-types-output"
+    elif per_type and not (args.format and args.output):
+        problem = "per-type export needs both --format (tsv, npy, h5) and --output DIR"
+    elif not (pbg_layout or per_type):
+        problem = "give --entities-output F --relation-types-output F, or --format {tsv,npy,h5} --output DIR"
+    if problem:
+        print(f"pbg export: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     config = load_config_file(args.config, args.param)
-    run_export(config, args.entities_output, args.relation_types_output)
-    print(f"wrote {args.entities_output} and {args.relation_types_output}")
+    started = time.perf_counter()
+    if pbg_layout:
+        report = run_export(config, args.entities_output, args.relation_types_output, args.version)
+    else:
+        report = run_export_embeddings(config, args.output, args.format, args.entity_type, args.version)
+    print(f"exported version {report.version}: {report.entities_written:,} embeddings, "
+          f"{report.relation_rows_written} relation parameter rows in {time.perf_counter() - started:.1f} s "
+          f"-> {', '.join(report.outputs)}")
     return 0
 
 

@@ -1,45 +1,53 @@
-"""TSV exporter: a committed checkpoint -> PBG's entity and relation-parameter TSV files.
+"""Exporters: a committed checkpoint -> TSV (PBG's layout), NPY + names JSON, or HDF5 files.
 
-Behaviour of PBG's ``export_to_tsv`` (reference 1.19):
+Two entry points:
 
-- **Outputs** must not exist: an existing file is an error naming it, checked for both
-  outputs before either is created. Both are written under temporary names and published
-  (rename on local disk, one upload each on S3) only when both are complete; if the export
-  fails half way, nothing (or nothing left over) is visible.
-- **Entities file**: one line per entity, for every entity type (config order) and
-  partition: ``name\\tv1\\t...\\tvD`` with ``%.9f`` values. When ``config.global_emb`` is
-  set and the model holds ``global_embs.emb_{type}``, it is added to every vector (float32).
-  Embeddings are read one partition at a time and formatted in row blocks.
-- **Relations file**: ``rel_name\\tside\\toperator\\tparam_name\\tshape\\tvalues...`` where
-  shape is ``x``-joined (``200x200``) and values are the parameter flattened row-major
-  (PBG cannot export 2-D parameters at all). Standard mode writes the ``rhs`` operator of
-  each config relation, checking the names against ``dynamic_rel_names.json`` when that file
-  exists; dynamic mode writes ``lhs`` then ``rhs`` rows, one per relation named in
-  ``dynamic_rel_names.json``, taking row ``r`` of every ``[num_relations, ...]`` parameter.
-  Parameters come in the operator's declaration order (PBG iterates ``named_parameters()``);
-  operators without parameters write no row.
+- :func:`export_tsv` behaves like PBG's ``export_to_tsv`` (reference 1.19): one entities
+  file (``name\\tv1\\t...\\tvD``, ``%.9f``; every entity type in config order, every
+  partition) and one relation-parameters file (see :mod:`storage.export_relations`).
+- :func:`export_embeddings` writes one set of files per entity type into an output
+  directory, in a registered format (:mod:`storage.export_sinks`: ``tsv``, ``npy``,
+  ``h5``), plus ``relation_types.tsv``.
+
+Shared rules:
+
+- **Outputs** must not exist: every existing one is named in the error, checked before
+  anything is created. All are written under temporary names and published (rename on
+  local disk, one upload each on S3) only when all are complete; if the export fails half
+  way, nothing (or nothing left over) is visible.
+- **Streaming**: embeddings are read one partition at a time (the text is formatted in row
+  blocks by :mod:`storage.export_text`, on both cores).
+- **global_emb**: when ``config.global_emb`` is set and the model holds
+  ``global_embs.emb_{type}``, it is added to every vector (float32), as PBG does.
+- **Featurized** entity types are refused: their checkpoint rows are feature embeddings,
+  not one vector per entity name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, TextIO
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-import torch
+import numpy as np
 
-from pbg_core.operators import DYNAMIC_OPERATORS, OPERATORS
 from pbg_core.types import ModuleStateDict
 from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputExistsError
+from storage.export_relations import operator_params, write_relations, write_rows
+from storage.export_sinks import EXPORT_FORMATS, EmbeddingSink
+from storage.export_text import write_blocks
+
+__all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params", "write_rows"]
 
 logger = logging.getLogger(__name__)
 
-ROW_BLOCK = 4096  # rows formatted and written per write() call
+RELATION_TYPES_FILE = "relation_types.tsv"
+ExportFormatName = Literal["tsv", "npy", "h5"]
 
 
 @dataclass(frozen=True)
@@ -48,138 +56,67 @@ class ExportReport:
 
     Attributes:
         version: The checkpoint version exported.
-        entities_written: Lines of the entities file.
+        entities_written: Entity rows written (lines of the entities file for TSV).
         relation_rows_written: Lines of the relation types file.
+        entity_counts: Rows written per entity type.
+        outputs: URLs of the files written.
     """
 
     version: int
     entities_written: int
     relation_rows_written: int
+    entity_counts: Mapping[str, int] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
 
 
-def write_rows(out: TextIO, keys: Sequence[str], values: torch.Tensor) -> int:
-    """Write ``key\\tv1\\t...\\tvD`` lines with ``%.9f`` values, one per row of ``values``.
+class _Checkpoint:
+    """The stores and model state of one committed checkpoint version."""
 
-    Args:
-        out: Text output.
-        keys: One prefix per row (already tab-joined if it has several fields).
-        values: ``[len(keys), D]`` tensor; formatted as float32 values widened to double,
-            exactly like PBG formats a float32 tensor element.
+    def __init__(self, config: Any, version: int | None) -> None:
+        self.config = config
+        self.options = config.storage_options_for_fs()  # the real credentials
+        self.checkpoints = CheckpointStore(config.checkpoint_path, self.options)
+        self.entity_store = EntityStore(config.entity_path, self.options)
+        self.version = _resolve_version(self.checkpoints, config.checkpoint_path, version)
+        has_model = self.checkpoints.has_model(self.version)
+        self.state_dict: ModuleStateDict = self.checkpoints.load_model(self.version)[0] if has_model else {}
 
-    Returns:
-        The number of lines written.
-    """
-    if values.shape[0] != len(keys):
-        raise ValueError(f"got {len(keys)} keys for {values.shape[0]} rows of values")
-    row_format = "\t".join(["%.9f"] * values.shape[1])
-    for start in range(0, len(keys), ROW_BLOCK):
-        # One C-level % per row (like numpy.savetxt) instead of one per value.
-        rows = values[start : start + ROW_BLOCK].tolist()
-        block_keys = keys[start : start + ROW_BLOCK]
-        out.write("".join(f"{key}\t{row_format % tuple(row)}\n" for key, row in zip(block_keys, rows)))
-    return len(keys)
+    def shape(self, entity: str) -> tuple[int, int]:
+        """(rows over all partitions, dim) of ``entity``'s stored embeddings."""
+        shapes = [
+            self.checkpoints.embeddings_shape(entity, part, self.version)
+            for part in range(self.config.entities[entity].num_partitions)
+        ]
+        dims = {dim for _, dim in shapes}
+        if len(dims) > 1:
+            raise BadDataError(
+                self.config.checkpoint_path,
+                f"embeddings of {entity!r} (v{self.version}) have different dimensions across partitions: {shapes}",
+            )
+        return sum(rows for rows, _ in shapes), dims.pop() if dims else self.config.entity_dimension(entity)
 
-
-def _write_entities(
-    out: TextIO,
-    config: Any,
-    entity_store: EntityStore,
-    checkpoints: CheckpointStore,
-    version: int,
-    state_dict: ModuleStateDict,
-) -> int:
-    written = 0
-    for entity, schema in config.entities.items():
-        global_emb = state_dict.get(f"global_embs.emb_{entity}") if config.global_emb else None
-        for part in range(schema.num_partitions):
-            names = entity_store.load_names(entity, part)
-            embeddings, _ = checkpoints.load_embeddings(entity, part, version)
+    def partitions(self, entity: str) -> Iterator[tuple[list[str], np.ndarray]]:
+        """(names, float32 [len(names), dim] embeddings incl. global_emb) per partition, in order."""
+        global_emb = self.state_dict.get(f"global_embs.emb_{entity}") if self.config.global_emb else None
+        for part in range(self.config.entities[entity].num_partitions):
+            names = self.entity_store.load_names(entity, part)
+            embeddings, _ = self.checkpoints.load_embeddings(entity, part, self.version)
             if embeddings.dim() != 2 or embeddings.shape[0] != len(names):
                 raise BadDataError(
-                    config.checkpoint_path,
-                    f"embeddings of {entity!r} partition {part} (v{version}) have shape "
+                    self.config.checkpoint_path,
+                    f"embeddings of {entity!r} partition {part} (v{self.version}) have shape "
                     f"{tuple(embeddings.shape)}, expected ({len(names)}, D) to match "
                     f"entity_names_{entity}_{part}.json",
                 )
             if global_emb is not None:
-                embeddings = embeddings + global_emb
-            written += write_rows(out, names, embeddings)
-            logger.info("exported %d embeddings of %s partition %d", len(names), entity, part)
-    return written
-
-
-def _declared_order(operator: str, dynamic: bool) -> list[str]:
-    """Parameter names in the order the operator module declares them (PBG's export order)."""
-    registry = DYNAMIC_OPERATORS if dynamic else OPERATORS
-    if operator not in registry:
-        return []
-    # dim 2 / one relation: the smallest valid shapes (complex_diagonal needs an even dim).
-    module = registry.get(operator)(2, 1) if dynamic else registry.get(operator)(2)
-    return [name for name, _ in module.named_parameters()]
-
-
-def operator_params(
-    state_dict: ModuleStateDict, side: str, index: int, operator: str, dynamic: bool
-) -> list[tuple[str, torch.Tensor]]:
-    """(param name, tensor) of ``{side}_operators.{index}.*``.
-
-    Ordered like the operator's ``named_parameters()`` (as PBG exports them); parameters
-    the operator does not declare follow in state-dict order.
-    """
-    prefix = f"{side}_operators.{index}."
-    params = {key[len(prefix) :]: value for key, value in state_dict.items() if key.startswith(prefix)}
-    declared = [name for name in _declared_order(operator, dynamic) if name in params]
-    return [(name, params[name]) for name in declared + [n for n in params if n not in declared]]
-
-
-def _shape(tensor: torch.Tensor) -> str:
-    return "x".join(str(d) for d in tensor.shape)
-
-
-def _stored_relation_names(entity_store: EntityStore) -> list[str] | None:
-    try:
-        return entity_store.load_dynamic_relation_names()
-    except DataNotFound:
-        return None
-
-
-def _write_standard_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
-    config_names = [rel.name for rel in config.relations]
-    stored = _stored_relation_names(entity_store)
-    if stored is not None and stored != config_names:
-        raise BadDataError(
-            config.entity_path,
-            f"dynamic_rel_names.json lists relations {stored}, expected the config's {config_names}",
-        )
-    written = 0
-    for index, rel in enumerate(config.relations):
-        for param_name, param in operator_params(state_dict, "rhs", index, rel.operator, dynamic=False):
-            key = "\t".join((rel.name, "rhs", rel.operator, param_name, _shape(param)))
-            written += write_rows(out, [key], param.detach().reshape(1, -1))
-    return written
-
-
-def _write_dynamic_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
-    names = entity_store.load_dynamic_relation_names()
-    operator = config.relations[0].operator
-    written = 0
-    for side in ("lhs", "rhs"):
-        for param_name, param in operator_params(state_dict, side, 0, operator, dynamic=True):
-            if param.dim() == 0 or param.shape[0] != len(names):
-                raise BadDataError(
-                    config.checkpoint_path,
-                    f"{side}_operators.0.{param_name} has shape {tuple(param.shape)}, expected "
-                    f"({len(names)}, ...): one row per relation of dynamic_rel_names.json",
-                )
-            shape = _shape(param[0])
-            keys = ["\t".join((name, side, operator, param_name, shape)) for name in names]
-            written += write_rows(out, keys, param.detach().reshape(len(names), -1))
-    return written
+                embeddings += global_emb.to(embeddings.dtype)  # in place: float32 like PBG's `+=`
+            logger.info("exporting %d embeddings of %s partition %d", len(names), entity, part)
+            yield names, embeddings.numpy()
 
 
 @contextlib.contextmanager
-def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[list[TextIO]]:
-    """Write every output under a temporary name; publish them all only if the block succeeds.
+def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[list[str]]:
+    """Local paths to write every output to; all are published only if the block succeeds.
 
     Outputs that exist are refused up front. Each output is written locally (next to it on
     local disk, in a temporary file for a remote store) and becomes visible in one rename or
@@ -191,11 +128,7 @@ def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[li
         raise OutputExistsError(existing[0], f"refusing to overwrite export output(s) {', '.join(existing)}")
     try:
         with contextlib.ExitStack() as stack:
-            files = []
-            for url in urls:
-                local = stack.enter_context(fs.local_write(url, storage_options))
-                files.append(stack.enter_context(open(local, "w", encoding="utf-8")))
-            yield files
+            yield [stack.enter_context(fs.local_write(url, storage_options)) for url in urls]
     except BaseException:
         # None of the outputs existed above: whatever is there now is ours.
         for url in urls:
@@ -211,6 +144,23 @@ def _resolve_version(checkpoints: CheckpointStore, url: str, version: int | None
     elif version < 1:
         raise ValueError(f"version must be a checkpoint version >= 1 (or None for the latest), got {version}")
     return version
+
+
+def _select_entity_types(config: Any, entity_types: Sequence[str] | None) -> list[str]:
+    """The requested entity types (default: all, config order) after checking they can be exported."""
+    known = list(config.entities)
+    selected = known if entity_types is None else list(dict.fromkeys(entity_types))
+    unknown = [name for name in selected if name not in config.entities]
+    if unknown or not selected:
+        raise ValueError(f"entity types to export must be some of {known}, got {list(entity_types or [])}")
+    featurized = [name for name in selected if config.entities[name].featurized]
+    if featurized:
+        others = [name for name in known if not config.entities[name].featurized]
+        raise ValueError(
+            f"cannot export featurized entity type(s) {featurized}: their embeddings are per feature, not "
+            f"per entity; export the others by naming them (non-featurized: {others})"
+        )
+    return selected
 
 
 def export_tsv(
@@ -235,16 +185,79 @@ def export_tsv(
         FileExistsError: An output already exists (nothing is written).
         DataNotFound: No committed checkpoint, or a names/embeddings/model file is missing.
         BadDataError: Names and embeddings disagree, or relation names do not match.
+        ValueError: The config has a featurized entity type.
     """
-    options = config.storage_options_for_fs()  # type: ignore[attr-defined]  # the real credentials
-    checkpoints = CheckpointStore(config.checkpoint_path, options)
-    entity_store = EntityStore(config.entity_path, options)
-    version = _resolve_version(checkpoints, config.checkpoint_path, version)
-    state_dict: ModuleStateDict = checkpoints.load_model(version)[0] if checkpoints.has_model(version) else {}
-    write_relations = _write_dynamic_relations if config.dynamic_relations else _write_standard_relations
-    with _exclusive_outputs([entities_output, relation_types_output], options) as (entities_file, relations_file):
-        entities_written = _write_entities(entities_file, config, entity_store, checkpoints, version, state_dict)
-        relation_rows = write_relations(relations_file, config, entity_store, state_dict)
-    logger.info("exported checkpoint v%d: %d entities, %d relation rows", version, entities_written, relation_rows)
-    return ExportReport(version, entities_written, relation_rows)
+    entity_types = _select_entity_types(config, None)
+    ckpt = _Checkpoint(config, version)
+    counts: dict[str, int] = {}
+    outputs = (entities_output, relation_types_output)
+    with _exclusive_outputs(outputs, ckpt.options) as (entities_path, relations_path):
+        with open(entities_path, "wb") as entities_file:
+            for entity in entity_types:
+                counts[entity] = sum(write_blocks(entities_file, *part) for part in ckpt.partitions(entity))
+        with open(relations_path, "w", encoding="utf-8") as relations_file:
+            relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
+    written = sum(counts.values())
+    logger.info("exported checkpoint v%d: %d entities, %d relation rows", ckpt.version, written, relation_rows)
+    return ExportReport(ckpt.version, written, relation_rows, counts, outputs)
 
+
+def export_embeddings(
+    config: Any,
+    output: str,
+    format: ExportFormatName,  # noqa: A002  # the CLI's --format
+    entity_types: list[str] | None = None,
+    version: int | None = None,
+) -> ExportReport:
+    """Export a checkpoint's embeddings per entity type, and its relation parameters as TSV.
+
+    Files in ``output`` (a directory path or URL, created if needed): per entity type
+    ``<type>.tsv`` (``tsv``), ``<type>.npy`` + ``<type>.names.json`` (``npy``) or
+    ``<type>.h5`` (``h5``), see :mod:`storage.export_sinks`; and ``relation_types.tsv``.
+
+    Args:
+        config: The training config (``ConfigSchema``).
+        output: Output directory; none of the files above may exist in it.
+        format: ``"tsv"``, ``"npy"`` or ``"h5"``.
+        entity_types: Entity types to export; None exports all (config order).
+        version: Checkpoint version; None exports the latest committed one.
+
+    Returns:
+        An :class:`ExportReport` (``outputs`` lists the URLs written).
+
+    Raises:
+        UnknownNameError: ``format`` is not a registered format.
+        ValueError: An unknown or featurized entity type, or an empty ``entity_types``.
+        FileExistsError: Some outputs already exist (all are named; nothing is written).
+        DataNotFound: No committed checkpoint, or a names/embeddings/model file is missing.
+        BadDataError: Names and embeddings disagree, or relation names do not match.
+    """
+    export_format = EXPORT_FORMATS.get(format)
+    selected = _select_entity_types(config, entity_types)
+    ckpt = _Checkpoint(config, version)
+    per_entity = {e: [fs.join_url(output, f"{e}{suffix}") for suffix in export_format.suffixes] for e in selected}
+    relations_url = fs.join_url(output, RELATION_TYPES_FILE)
+    outputs = tuple(url for urls in per_entity.values() for url in urls) + (relations_url,)
+    if len(set(outputs)) != len(outputs):
+        raise ValueError(f"entity type names give clashing output files {list(outputs)}; rename the entity type")
+    counts: dict[str, int] = {}
+    with _exclusive_outputs(outputs, ckpt.options) as local_paths:
+        paths = iter(local_paths)
+        for entity, urls in per_entity.items():
+            count, dim = ckpt.shape(entity)
+            sink = export_format.open([next(paths) for _ in urls], count, dim)
+            counts[entity] = _fill(sink, ckpt.partitions(entity))
+        with open(next(paths), "w", encoding="utf-8") as relations_file:
+            relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
+    logger.info("exported checkpoint v%d as %s into %s: %s", ckpt.version, format, output, counts)
+    return ExportReport(ckpt.version, sum(counts.values()), relation_rows, counts, outputs)
+
+
+def _fill(sink: EmbeddingSink, partitions: Iterator[tuple[list[str], np.ndarray]]) -> int:
+    """Write every partition into ``sink`` and close it (also on failure); the rows written."""
+    rows = 0
+    with contextlib.closing(sink):
+        for names, embeddings in partitions:
+            sink.write(names, embeddings)
+            rows += len(names)
+    return rows

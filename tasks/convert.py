@@ -13,7 +13,7 @@ from typing import Any
 from prefect import task
 
 from pbg_core.config import ConfigSchema
-from storage.exporters import export_tsv
+from storage.exporters import ExportReport, export_embeddings, export_tsv
 from storage.importers import import_edges
 from tasks._policies import NO_CACHE
 
@@ -27,9 +27,19 @@ def run_import(config: ConfigSchema, inputs: Sequence[str], **options: Any) -> A
     return import_edges(config, list(inputs), progress=_print_progress, **options)
 
 
-def run_export(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
-    """Write the latest checkpoint's embeddings and relation parameters as TSV."""
-    export_tsv(config, entities_output, relation_types_output)
+def run_export(
+    config: ConfigSchema, entities_output: str, relation_types_output: str, version: int | None = None
+) -> ExportReport:
+    """Write a checkpoint's embeddings and relation parameters as PBG's two TSV files."""
+    return export_tsv(config, entities_output, relation_types_output, version)
+
+
+def run_export_embeddings(
+    config: ConfigSchema, output: str, format: str, entity_types: Sequence[str] | None = None,
+    version: int | None = None,
+) -> ExportReport:
+    """Write one file (or file pair) per entity type in ``format`` under ``output``."""
+    return export_embeddings(config, output, format, list(entity_types) if entity_types else None, version)  # type: ignore[arg-type]
 
 
 @task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
@@ -42,3 +52,11 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
 def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
     """Task form of :func:`run_export`."""
     export_tsv(config, entities_output, relation_types_output)
+
+
+@task(name="export-embeddings", task_run_name="export embeddings as {format}", cache_policy=NO_CACHE)
+def export_embeddings_task(
+    config: ConfigSchema, output: str, format: str, entity_types: list[str] | None = None
+) -> list[str]:
+    """Task form of :func:`run_export_embeddings`; returns the URLs written."""
+    return list(run_export_embeddings(config, output, format, entity_types).outputs)

@@ -239,3 +239,33 @@ def test_serve_refuses_what_cannot_work(
     done = run_pbg(env, tmp_path, "serve", *args)
     assert done.returncode == 2
     assert expected in done.stderr
+
+
+def test_export_npy_per_entity_type_matches_the_tsv(
+    imported: SimpleNamespace, exported: SimpleNamespace, cli_env: dict[str, str]
+) -> None:
+    done = run_pbg(cli_env, imported.root, "export", "config.json", "--format", "npy", "--output", "out-npy")
+    assert done.returncode == 0, done.stderr
+    assert "exported version 2" in done.stdout
+    vectors = np.load(imported.root / "out-npy" / "node.npy")
+    names = json.loads((imported.root / "out-npy" / "node.names.json").read_text())
+    rows = {line.split("\t")[0]: [float(v) for v in line.split("\t")[1:]]
+            for line in exported.written.decode().splitlines()}
+    assert names == list(rows)
+    np.testing.assert_allclose(vectors, np.array([rows[name] for name in names]), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--format", "npy"], "needs both --format (tsv, npy, h5) and --output DIR"),
+        (["--entities-output", "e.tsv", "--format", "h5", "--output", "o"], "not both"),
+        (["--entities-output", "e.tsv"], "needs both --entities-output and --relation-types-output"),
+        ([], "give --entities-output F --relation-types-output F, or --format"),
+    ],
+)
+def test_export_usage_errors_say_what_to_give(
+    imported: SimpleNamespace, cli_env: dict[str, str], args: list[str], expected: str
+) -> None:
+    done = run_pbg(cli_env, imported.root, "export", "config.json", *args)
+    assert done.returncode == 2 and expected in done.stderr, done.stderr

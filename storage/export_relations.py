@@ -1,0 +1,122 @@
+"""Relation parameters of a checkpoint as PBG's ``relation_types`` TSV (reference 1.19).
+
+Line layout: ``rel_name\\tside\\toperator\\tparam_name\\tshape\\tvalues...`` where shape is
+``x``-joined (``200x200``) and values are the parameter flattened row-major (PBG cannot
+export 2-D parameters at all), formatted ``%.9f``.
+
+- **Standard mode** writes the ``rhs`` operator of each config relation, checking the names
+  against ``dynamic_rel_names.json`` when that file exists.
+- **Dynamic mode** writes ``lhs`` then ``rhs`` rows, one per relation named in
+  ``dynamic_rel_names.json``, taking row ``r`` of every ``[num_relations, ...]`` parameter.
+
+Parameters come in the operator's declaration order (PBG iterates ``named_parameters()``);
+operators without parameters write no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import torch
+
+from pbg_core.operators import DYNAMIC_OPERATORS, OPERATORS
+from pbg_core.types import ModuleStateDict
+from storage.entities import EntityStore
+from storage.errors import BadDataError, DataNotFound
+from storage.export_text import format_rows
+
+
+def write_rows(out: TextIO, keys: Sequence[str], values: torch.Tensor) -> int:
+    """Write ``key\\tv1\\t...\\tvD`` lines with ``%.9f`` values, one per row of ``values``.
+
+    Args:
+        out: Text output.
+        keys: One prefix per row (already tab-joined if it has several fields).
+        values: ``[len(keys), D]`` tensor; formatted as float32 values widened to double,
+            exactly like PBG formats a float32 tensor element.
+
+    Returns:
+        The number of lines written.
+    """
+    if values.shape[0] != len(keys):
+        raise ValueError(f"got {len(keys)} keys for {values.shape[0]} rows of values")
+    out.write(format_rows(keys, values.detach().cpu().numpy()).decode("utf-8"))
+    return len(keys)
+
+
+def _declared_order(operator: str, dynamic: bool) -> list[str]:
+    """Parameter names in the order the operator module declares them (PBG's export order)."""
+    registry = DYNAMIC_OPERATORS if dynamic else OPERATORS
+    if operator not in registry:
+        return []
+    # dim 2 / one relation: the smallest valid shapes (complex_diagonal needs an even dim).
+    module = registry.get(operator)(2, 1) if dynamic else registry.get(operator)(2)
+    return [name for name, _ in module.named_parameters()]
+
+
+def operator_params(
+    state_dict: ModuleStateDict, side: str, index: int, operator: str, dynamic: bool
+) -> list[tuple[str, torch.Tensor]]:
+    """(param name, tensor) of ``{side}_operators.{index}.*``.
+
+    Ordered like the operator's ``named_parameters()`` (as PBG exports them); parameters
+    the operator does not declare follow in state-dict order.
+    """
+    prefix = f"{side}_operators.{index}."
+    params = {key[len(prefix) :]: value for key, value in state_dict.items() if key.startswith(prefix)}
+    declared = [name for name in _declared_order(operator, dynamic) if name in params]
+    return [(name, params[name]) for name in declared + [n for n in params if n not in declared]]
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return "x".join(str(d) for d in tensor.shape)
+
+
+def _stored_relation_names(entity_store: EntityStore) -> list[str] | None:
+    try:
+        return entity_store.load_dynamic_relation_names()
+    except DataNotFound:
+        return None
+
+
+def write_standard_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
+    """Rows of the ``rhs`` operator parameters of every config relation; returns the row count."""
+    config_names = [rel.name for rel in config.relations]
+    stored = _stored_relation_names(entity_store)
+    if stored is not None and stored != config_names:
+        raise BadDataError(
+            config.entity_path,
+            f"dynamic_rel_names.json lists relations {stored}, expected the config's {config_names}",
+        )
+    written = 0
+    for index, rel in enumerate(config.relations):
+        for param_name, param in operator_params(state_dict, "rhs", index, rel.operator, dynamic=False):
+            key = "\t".join((rel.name, "rhs", rel.operator, param_name, _shape(param)))
+            written += write_rows(out, [key], param.detach().reshape(1, -1))
+    return written
+
+
+def write_dynamic_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
+    """Rows of the ``lhs`` and ``rhs`` parameters of every stored relation; returns the row count."""
+    names = entity_store.load_dynamic_relation_names()
+    operator = config.relations[0].operator
+    written = 0
+    for side in ("lhs", "rhs"):
+        for param_name, param in operator_params(state_dict, side, 0, operator, dynamic=True):
+            if param.dim() == 0 or param.shape[0] != len(names):
+                raise BadDataError(
+                    config.checkpoint_path,
+                    f"{side}_operators.0.{param_name} has shape {tuple(param.shape)}, expected "
+                    f"({len(names)}, ...): one row per relation of dynamic_rel_names.json",
+                )
+            shape = _shape(param[0])
+            keys = ["\t".join((name, side, operator, param_name, shape)) for name in names]
+            written += write_rows(out, keys, param.detach().reshape(len(names), -1))
+    return written
+
+
+def write_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
+    """The relations file of ``config``'s mode (standard or dynamic); returns the row count."""
+    writer = write_dynamic_relations if config.dynamic_relations else write_standard_relations
+    return writer(out, config, entity_store, state_dict)
