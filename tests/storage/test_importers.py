@@ -13,7 +13,7 @@ import pytest
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ConfigError
 from pbg_core.types import Bucket
-from storage import importers
+from storage import import_write
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
@@ -134,7 +134,7 @@ def test_import_hand_checked_counts_partitions_and_offsets(root: StorePath) -> N
 
     assert report.edges_read == 5 and report.edges_written == [5]
     assert report.entity_counts == {"user": 5} and report.relation_count == 1
-    assert report.skipped == {"unknown_relation": 0, "unknown_entity": 0, "blank_line": 0}
+    assert report.skipped == {"unknown_relation": 0, "unknown_entity": 0, "blank_line": 0, "malformed_line": 0}
     assert not any(".pbg-import" in f for f in all_files(root))
 
 
@@ -166,7 +166,7 @@ def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(root: StorePa
 
 
 def test_weights_are_float32_and_flushes_keep_order(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importers, "FLUSH_EDGES", 2)  # many appends per bucket
+    monkeypatch.setattr(import_write, "CHUNK_EDGES", 2)  # many appends per bucket
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     lines = [f"x{i} 0.{i}5 x{i + 1}" for i in range(7)]
     src = write_tsv(root / "w.tsv", lines)
@@ -234,12 +234,13 @@ def test_blank_lines_skipped_and_every_bucket_exists(root: StorePath) -> None:
 
 
 def test_progress_callback(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importers, "PROGRESS_EVERY", 2)
+    monkeypatch.setattr(import_write, "CHUNK_EDGES", 2)
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     calls: list[tuple[str, int]] = []
-    src = write_tsv(root / "p.tsv", ["a b", "b c", "c d", "d e", "e f"])
+    src = write_tsv(root / "p.tsv", ["a b", "b c", "", "c d", "d e", "e f"])
     import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, progress=lambda phase, n: calls.append((phase, n)))
-    assert calls == [("counting", 2), ("counting", 4), ("counting", 5), ("writing", 2), ("writing", 4), ("writing", 5)]
+    # Counting reports lines read (blank included) per parse batch; writing reports edges per spill chunk.
+    assert calls == [("counting", 6), ("writing", 2), ("writing", 4), ("writing", 5)]
 
 
 # -- errors and atomicity ---------------------------------------------------------------
@@ -278,14 +279,13 @@ def test_second_input_malformed_writes_nothing(root: StorePath) -> None:
     assert all_files(root) == ["bad.tsv", "good.tsv"]
 
 
-def test_failure_while_writing_removes_everything_created(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importers, "PROGRESS_EVERY", 1)
+def test_failure_while_writing_removes_everything_created(root: StorePath) -> None:
     config = make_config(root, {"n": 2}, [("r", "n", "n")], num_edge_paths=2)
     (root / "edges0" / "keep.txt").write_text("mine")
     inputs = [write_tsv(root / f"{i}.tsv", ["a b", "b c", "c a"]) for i in range(2)]
 
     def fail_in_second_input(phase: str, lines: int) -> None:
-        if phase == "writing" and lines == 5:
+        if phase == "writing" and lines == 6:
             raise KeyboardInterrupt  # e.g. Ctrl-C half way through the second edge path
 
     with pytest.raises(KeyboardInterrupt):
@@ -293,8 +293,7 @@ def test_failure_while_writing_removes_everything_created(root: StorePath, monke
     assert all_files(root) == ["0.tsv", "1.tsv", "edges0", "edges0/keep.txt"]
 
 
-def test_failure_removes_nested_directories_it_created(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importers, "PROGRESS_EVERY", 1)
+def test_failure_removes_nested_directories_it_created(root: StorePath) -> None:
     # PBG's examples nest edge paths inside the entity path: data/fb15k and data/fb15k/train.
     config = make_config(root, {"n": 1}, [("r", "n", "n")], num_edge_paths=2)
     data = root / "data" / "fb15k"

@@ -1,0 +1,120 @@
+"""Import speed and memory: our `pbg import` vs PyPI PBG 1.0.0's `torchbiggraph_import_from_tsv`.
+
+The graph (cached under bench/work/): 10M edges, string ids ``n<k>`` (about 1M distinct
+entities, power-law degrees, bench/gen_graph.py), 10 relations ``r0..r9``, one entity type in
+2 partitions (2x2 buckets). Runs, each in a fresh directory with the same PBG ``.py`` config:
+
+- ours on the full 10M-edge file;
+- ours on a 2M-edge slice (the file's first 2M lines) and PBG on the same slice: PBG's
+  importer is single-threaded Python holding everything in memory, so its full 10M run is
+  too slow to be worth running here; the like-for-like ratio is on the slice.
+
+Each command is measured by bench/_common.run_measured (wall time including interpreter start,
+peak RSS/PSS of the process tree). Bars: ours >= 1M edges/s on 10M edges, >= 15x PBG on the
+slice, and peak RSS on 10M about that on 2M (memory must not grow with the number of edges).
+
+Run: ``python bench/import_speed.py [--skip-pbg] [--edges N] [--slice N]``; writes
+bench/results/import_speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from _common import WORK_DIR, format_table, machine_info, mib, ours_bin, pbg_bin, ratio, run_measured, write_json
+from gen_graph import ensure_graph
+
+NODES, RELATIONS, SEED = 1_000_000, 10, 0
+CASE_DIR = WORK_DIR / "import_speed"
+
+CONFIG = '''"""Import benchmark config (bench/import_speed.py): PBG format, relative paths."""
+
+
+def get_torchbiggraph_config():
+    return {
+        "entity_path": "entities",
+        "edge_paths": ["edges"],
+        "checkpoint_path": "checkpoints",
+        "entities": {"node": {"num_partitions": 2}},
+        "relations": [{"name": f"r%d" % i, "lhs": "node", "rhs": "node", "operator": "none"} for i in range(10)],
+        "dimension": 16,
+    }
+'''
+
+
+def ensure_slice(source: Path, lines: int) -> Path:
+    """The first ``lines`` lines of ``source`` (cached next to it)."""
+    target = source.with_name(f"{source.stem}_first{lines}.tsv")
+    if target.exists() and sum(1 for _ in target.open("rb")) == lines:
+        return target
+    tmp = target.with_name(target.name + ".tmp")
+    with source.open("rb") as src, tmp.open("wb") as out:
+        for i, line in enumerate(src):
+            if i == lines:
+                break
+            out.write(line)
+    tmp.replace(target)
+    return target
+
+
+def run_tool(tool: str, tsv: Path, edges: int) -> dict[str, object]:
+    """Import ``tsv`` with ``tool`` ("ours" | "pbg") in a fresh directory; the measured record."""
+    cwd = CASE_DIR / f"{tool}_{edges}"
+    shutil.rmtree(cwd, ignore_errors=True)  # PBG skips the import when its outputs exist
+    cwd.mkdir(parents=True)
+    (cwd / "config.py").write_text(CONFIG)
+    if tool == "ours":
+        argv = [ours_bin(), "import", "config.py", str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2",
+                "--delimiter", "\t", "-p", f"seed={SEED}"]
+    else:
+        argv = [pbg_bin("torchbiggraph_import_from_tsv"), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2",
+                "config.py", str(tsv)]
+    result = run_measured(argv, cwd, "import")
+    if not result.ok:
+        print(f"{tool} failed ({result.returncode}):\n{result.stderr[-2000:]}", file=sys.stderr)
+    record = result.summary()
+    record.update(tool=tool, edges=edges, edges_per_s=edges / result.wall_s if result.ok else None)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--edges", type=int, default=10_000_000, help="edges of the full graph")
+    parser.add_argument("--slice", type=int, default=2_000_000, help="edges of the slice PBG imports")
+    parser.add_argument("--skip-pbg", action="store_true")
+    args = parser.parse_args(argv)
+    full = WORK_DIR / ("import_10m.tsv" if args.edges == 10_000_000 else f"import_{args.edges}.tsv")
+    summary = ensure_graph(full, NODES, args.edges, RELATIONS, SEED)
+    part = ensure_slice(full, args.slice)
+    runs = [run_tool("ours", full, args.edges), run_tool("ours", part, args.slice)]
+    if not args.skip_pbg:
+        runs.append(run_tool("pbg", part, args.slice))
+    by = {(r["tool"], r["edges"]): r for r in runs}
+    ours_full, ours_part = by[("ours", args.edges)], by[("ours", args.slice)]
+    pbg_part = by.get(("pbg", args.slice))
+    rows = [[r["tool"], f"{r['edges']:,}", r["wall_s"], r["edges_per_s"], mib(r["peak_rss_bytes"]),
+             mib(r["peak_pss_bytes"])] for r in runs]
+    print(f"graph: {summary}")
+    print(format_table(["tool", "edges", "wall s", "edges/s", "peak RSS MiB", "peak PSS MiB"], rows))
+    speedup = ratio(ours_part["edges_per_s"], pbg_part["edges_per_s"]) if pbg_part else None
+    rss_growth = ratio(ours_full["peak_rss_bytes"], ours_part["peak_rss_bytes"])
+    print(f"PBG ran on the {args.slice:,}-edge slice only (its full {args.edges:,}-edge run is too slow here).")
+    print(f"ours/PBG on the slice: {speedup and f'{speedup:.1f}x'} (bar >= 15x); "
+          f"ours on {args.edges:,}: {ours_full['edges_per_s'] or 0:,.0f} edges/s (bar >= 1,000,000); "
+          f"peak RSS {args.edges:,} / {args.slice:,} edges: {rss_growth and f'{rss_growth:.2f}'} (must stay ~1)")
+    path = write_json("import_speed", {
+        "machine": machine_info(), "graph": summary, "slice_edges": args.slice,
+        "note": f"PBG runs on the first {args.slice} lines only: its full run is too slow",
+        "runs": runs, "ours_over_pbg_on_slice": speedup, "ours_edges_per_s_full": ours_full["edges_per_s"],
+        "peak_rss_full_over_slice": rss_growth,
+        "bars": {"edges_per_s_full": 1_000_000, "ours_over_pbg": 15},
+    })
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""The import engine: edge lists -> PBG entity files and bucketed edge files, in two passes.
+
+1. **Count** (:mod:`storage.import_count`): every input is parsed once (pyarrow, see
+   :mod:`storage.import_parse`), names are mapped to ids and counted, and each edge's ids are
+   spilled to a local temporary directory. Nothing is written to the outputs before every
+   input has been read, so a malformed line fails the import before any output exists.
+2. **Assign** (:mod:`storage.import_partition`): rare names dropped, seeded shuffle,
+   exact-integer partition ranges.
+3. **Write** (:mod:`storage.import_write`): the spill is mapped chunk by chunk into the
+   bucket files, under hidden staging directories (:mod:`storage.staging`) moved into place
+   at the end (edge files first, entity files last); any failure removes what was created.
+
+Memory holds the name indexes (about 40 bytes per distinct name), one parse batch and one
+spill chunk: it does not grow with the number of edges. Both cores work in pass 1 (pyarrow
+parses blocks in its threads while Python maps the previous batch; lhs and rhs columns are
+dictionary-encoded in parallel).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pbg_core.errors import ConfigError
+from storage import fs, layout
+from storage.edges import EdgeStore
+from storage.entities import EntityStore
+from storage.errors import DataNotFound
+from storage.import_count import ImportPlan, NameCounter
+from storage.import_parse import (
+    FastPathAnomaly, RawBatch, ReadSpec, detect_delimiter, fast_batches, is_parquet, parquet_batches, slow_batches,
+)
+from storage.import_partition import Assignment, assign
+from storage.import_report import ImportReport, PhaseProgress, ProgressFn
+from storage.import_spill import Spill
+from storage import import_write
+from storage.import_write import ChunkMapper, bucket_sizes, write_buckets
+from storage.staging import Staging
+
+logger = logging.getLogger(__name__)
+
+
+def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
+    """Check the arguments against the config and derive the plan (no I/O except exists).
+
+    Raises:
+        ValueError: input count, column, delimiter or a missing rel column in dynamic mode.
+        ConfigError: dynamic mode without exactly one relation, unknown entity types.
+        DataNotFound: an input does not exist.
+    """
+    if len(inputs) != len(config.edge_paths):
+        raise ValueError(
+            f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
+            f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
+        )
+    columns = spec.columns
+    for name, col in zip(columns._fields, columns):
+        if isinstance(col, int) and col < 0:
+            raise ValueError(f"{name}_col must be a 0-based column index >= 0, got {col}")
+        if isinstance(col, str) and not all(is_parquet(url) for url in inputs):
+            raise ValueError(f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
+                             f"got {list(inputs)}; use 0-based indices for text files")
+    if spec.delimiter == "" or (spec.delimiter is not None and spec.delimiter.strip("\r\n") != spec.delimiter):
+        raise ValueError(f"delimiter must be None (tab or space, detected) or a string without newlines, "
+                         f"got {spec.delimiter!r}")
+    dynamic = bool(config.dynamic_relations)
+    if dynamic and len(config.relations) != 1:
+        raise ConfigError([f"relations: dynamic_relations needs exactly 1 relation, got {len(config.relations)}"])
+    if dynamic and columns.rel is None:
+        raise ValueError("rel_col is required with dynamic_relations (relation names come from the data)")
+    sides = [(rel.lhs, rel.rhs) for rel in config.relations]
+    unknown = sorted({t for pair in sides for t in pair} - set(config.entities))
+    if unknown:
+        raise ConfigError([f"relations: entity types {unknown} are not in entities {sorted(config.entities)}"])
+    options = config.storage_options_for_fs()  # type: ignore[attr-defined]  # the real credentials
+    for url in inputs:
+        if not fs.exists(url, options):
+            raise DataNotFound(url, "input edge list does not exist")
+    parts = {name: entity.num_partitions for name, entity in config.entities.items()}
+    return ImportPlan(
+        dynamic=dynamic,
+        relation_ids={rel.name: i for i, rel in enumerate(config.relations)},
+        sides=sides,
+        num_partitions=parts,
+        nparts_lhs=max(parts[lhs] for lhs, _ in sides),
+        nparts_rhs=max(parts[rhs] for _, rhs in sides),
+        storage_options=options,
+    )
+
+
+def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, url: str,
+             report: ImportReport, progress: PhaseProgress) -> None:
+    for batch in batches:
+        spill.append(counter.consume(batch))
+        report.edges_read += len(batch) + len(batch.bad)
+        report.skipped["blank_line"] += batch.blank
+        report.add_bad_lines([f"{url}: {line}" for line in batch.bad])
+        progress.advance(batch.lines)
+
+
+def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport,
+                progress: PhaseProgress) -> None:
+    """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
+    with fs.local_read_path(url, counter.plan.storage_options) as path:
+        if is_parquet(url):
+            _consume(parquet_batches(path, url, spec), counter, spill, url, report, progress)
+            return
+        delimiter = detect_delimiter(path, spec.delimiter)
+        snapshot = counter.snapshot()
+        before = (report.edges_read, report.skipped["blank_line"], progress.done_count)
+        try:
+            if len(delimiter) != 1:
+                raise FastPathAnomaly(f"delimiter {delimiter!r} is not one character")
+            _consume(fast_batches(path, spec, delimiter), counter, spill, url, report, progress)
+            if spill.num_edges == 0:
+                raise FastPathAnomaly("no edges")
+        except FastPathAnomaly as why:
+            logger.info("%s: reading line by line (%s)", url, why)
+            counter.restore(snapshot)
+            spill.reset()
+            report.edges_read, report.skipped["blank_line"], progress.done_count = before
+            _consume(slow_batches(path, url, spec, delimiter), counter, spill, url, report, progress)
+
+
+def names_json(names: pa.Array) -> str:
+    """``json.dumps(names, indent=4)``, byte for byte, without a Python object per name when possible.
+
+    Names made only of printable ASCII other than ``"`` and ``\\`` need no escaping and are
+    joined directly; any other name sends the whole list through :func:`json.dumps`.
+    """
+    if len(names) == 0:
+        return "[]"
+    plain = pc.all(pc.match_substring_regex(names, r"^[\x20-\x21\x23-\x5b\x5d-\x7e]*$")).as_py()
+    if not plain:
+        return json.dumps(names.to_pylist(), indent=4)
+    return '[\n    "' + '",\n    "'.join(names.to_pylist()) + '"\n]'
+
+
+def _write_entity_files(store: EntityStore, counter: NameCounter, entities: dict[str, Assignment],
+                        relation_names: list[str], dynamic: bool) -> None:
+    for name, assignment in entities.items():
+        names = counter.entities[name].names()
+        for part in range(assignment.num_partitions):
+            ids = assignment.part_ids(part)
+            store.save_count(name, part, len(ids))
+            # Written directly (not EntityStore.save_names): same bytes, a fraction of the time.
+            part_names = names.take(pa.array(ids, type=pa.int64()))
+            text = names_json(part_names.combine_chunks() if isinstance(part_names, pa.ChunkedArray) else part_names)
+            fs.write_text_atomic(fs.join_url(store.url, layout.entity_names_file(name, part)), text,
+                                 store.storage_options)
+    if dynamic:
+        store.save_dynamic_relation_count(len(relation_names))
+    # Always written, also in standard mode (PBG fix #212): export checks names against it.
+    store.save_dynamic_relation_names(relation_names)
+
+
+def run_import(
+    config: Any, inputs: Sequence[str], spec: ReadSpec, *, relation_type_min_count: int = 1,
+    entity_min_count: int = 1, seed: int | None = None, progress: ProgressFn | None = None,
+    spill_dir: str | None = None, chunk_edges: int | None = None,
+) -> ImportReport:
+    """Import ``inputs`` into ``config.entity_path`` and ``config.edge_paths`` (see the module docstring).
+
+    Args:
+        config: The training config (``ConfigSchema``).
+        inputs: One edge list per edge path (text, ``.gz``/``.bz2``, or Parquet).
+        spec: Columns, delimiter, bad-line policy, batch size.
+        relation_type_min_count: Dynamic mode: drop relation names seen fewer times.
+        entity_min_count: Drop entities seen fewer times (per type, over all inputs).
+        seed: Seed of the shuffles; None draws fresh entropy.
+        progress: ``progress(phase, done)`` after every batch/chunk of ``"counting"``, then ``"writing"``.
+        spill_dir: Parent of the temporary spill directory (default: the system temp dir).
+        chunk_edges: Spill edges mapped at a time in pass 2 (default ``import_write.CHUNK_EDGES``).
+
+    Returns:
+        The :class:`ImportReport`.
+    """
+    started = time.monotonic()
+    chunk_edges = chunk_edges or import_write.CHUNK_EDGES
+    plan = make_plan(config, inputs, spec)
+    report = ImportReport()
+    weighted = spec.columns.weight is not None
+    with tempfile.TemporaryDirectory(prefix="pbg-import-spill-", dir=spill_dir) as tmp, \
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="pbg-import") as threads:
+        counter = NameCounter(plan, threads)
+        counting = PhaseProgress(progress, "counting")
+        spills = []
+        for i, url in enumerate(inputs):
+            spills.append(Spill(os.path.join(tmp, f"input{i}"), weighted))
+            count_input(url, spills[-1], counter, spec, report, counting)
+        counting.finish()
+        rng = np.random.default_rng(seed)
+        relations = assign(counter.relations.counts, relation_type_min_count, 1, rng) if plan.dynamic else None
+        if relations is not None:
+            relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
+        else:
+            relation_names = [rel.name for rel in config.relations]
+        entities = {name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
+                    for name in plan.entity_types}
+        report.entity_counts = {name: len(a.order) for name, a in entities.items()}
+        report.relation_count = len(relation_names)
+        mapper = ChunkMapper(plan, entities, relations)
+        staging = Staging(plan.storage_options)
+        writing = PhaseProgress(progress, "writing")
+        try:
+            for spill, edge_path in zip(spills, config.edge_paths):
+                sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
+                report.skipped["unknown_relation"] += unknown_relation
+                report.skipped["unknown_entity"] += unknown_entity
+                store = EdgeStore(staging.stage(edge_path), plan.storage_options)
+                written = write_buckets(spill, mapper, store, sizes, weighted, writing.advance, chunk_edges)
+                report.edges_written.append(written)
+                logger.info("imported %d edges into %s", written, edge_path)
+            entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
+            _write_entity_files(entity_store, counter, entities, relation_names, plan.dynamic)
+            staging.commit()
+        except BaseException:
+            staging.rollback()
+            raise
+        writing.finish()
+    report.seconds = time.monotonic() - started
+    logger.info("import done: %s", report)
+    return report

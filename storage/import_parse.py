@@ -1,0 +1,366 @@
+"""Reading one edge-list input as column batches: delimited text (plain, .gz, .bz2) and Parquet.
+
+**What a text line means** (both paths below agree on it). Lines end with ``\\n`` or ``\\r\\n``.
+A line is split on the delimiter; ``delimiter=None`` picks, per file, a tab if the first
+non-blank line contains one and a single space otherwise (PBG split on any run of whitespace;
+runs of spaces now read as empty columns and are reported). A line is
+
+- *blank* (skipped, counted) if it is only whitespace or all its id columns are empty;
+- *malformed* if it has fewer columns than the largest index asked for, an empty name in an
+  id column, a weight that is not a finite number, or bytes in a read column that are not
+  UTF-8. A malformed line raises :class:`BadDataError` naming the file and line, or is
+  skipped and listed with ``skip_bad_lines``.
+
+**Fast path** (:func:`fast_batches`): ``pyarrow.csv.open_csv``, multi-threaded block parsing,
+no quoting. It never judges a line: anything unusual (a row with another column count, an
+empty name, a conversion or UTF-8 error, a non-finite weight) raises :class:`FastPathAnomaly`,
+and the caller discards what it did with the file and re-reads it with the **slow path**
+(:func:`slow_batches`, Python line by line), the authority that names the line. A file whose
+lines have varying column counts is valid but always takes the slow path.
+
+**Parquet** (:func:`parquet_batches`): columns by name (or 0-based index); ids of any type are
+read as strings; a null or empty id or a non-finite weight is malformed (reported as ``row N``).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from storage.errors import BadDataError
+
+SLOW_BATCH_ROWS = 65_536  # rows per batch on the slow path
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+Column = int | str  # a 0-based index, or a column name (Parquet)
+
+
+class Columns(NamedTuple):
+    """Where the fields of an edge are: 0-based indices (text or Parquet) or names (Parquet)."""
+
+    lhs: Column
+    rhs: Column
+    rel: Column | None
+    weight: Column | None
+
+    def ids(self) -> list[tuple[str, Column]]:
+        """(field, column) of the id columns: lhs, rhs and rel if given."""
+        return [(n, c) for n, c in zip(("lhs", "rhs", "rel"), self[:3]) if c is not None]
+
+    @property
+    def needed(self) -> int:
+        """How many columns a text line must have."""
+        return 1 + max(c for c in self if isinstance(c, int))
+
+    def describe(self) -> str:
+        """E.g. ``lhs=0, rhs=2, rel=1`` (for error messages)."""
+        return ", ".join(f"{n}={c}" for n, c in zip(self._fields, self) if c is not None)
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """How to read every input of one import."""
+
+    columns: Columns
+    delimiter: str | None = None
+    skip_bad_lines: bool = False
+    block_bytes: int = 16 << 20  # text read per fast-path batch (pyarrow reads a few ahead)
+
+
+@dataclass
+class RawBatch:
+    """Some consecutive edges of one input, as columns of strings (and float32 weights)."""
+
+    lhs: pa.Array
+    rhs: pa.Array
+    rel: pa.Array | None
+    weight: np.ndarray | None
+    lines: int  # input lines covered (edges + blank + skipped malformed), for progress
+    blank: int = 0
+    bad: list[str] = field(default_factory=list)  # "line N: problem" (skip_bad_lines only)
+
+    def __len__(self) -> int:
+        return len(self.lhs)
+
+
+class FastPathAnomaly(Exception):
+    """The fast path met something it does not judge; re-read the file with the slow path."""
+
+
+def is_parquet(url: str) -> bool:
+    """Whether ``url`` names a Parquet file (by suffix)."""
+    return url.lower().endswith(PARQUET_SUFFIXES)
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """``path`` opened for reading bytes, decompressing ``.gz`` / ``.bz2``."""
+    lower = path.lower()
+    if lower.endswith((".gz", ".gzip")):
+        return gzip.open(path, "rb")
+    if lower.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def detect_delimiter(path: str, delimiter: str | None) -> str:
+    """``delimiter``, or for None: tab if the first non-blank line has one, else a space."""
+    if delimiter is not None:
+        return delimiter
+    with open_binary(path) as lines:
+        for line in lines:
+            if line.strip():
+                return "\t" if b"\t" in line else " "
+    return "\t"
+
+
+# -- fast path ----------------------------------------------------------------------------
+
+
+def fast_batches(path: str, spec: ReadSpec, delimiter: str) -> Iterator[RawBatch]:
+    """Batches of a delimited text file via pyarrow (see the module docstring).
+
+    Raises:
+        FastPathAnomaly: anything but clean rows and blank lines.
+    """
+    if any(not isinstance(c, int) for c in spec.columns if c is not None):
+        raise FastPathAnomaly("column names need a header: only Parquet has one")
+    blank_rows = [0]
+
+    def on_invalid(row: pa_csv.InvalidRow) -> str:
+        if row.text.strip():
+            return "error"  # surfaces as ArrowInvalid below
+        blank_rows[0] += 1
+        return "skip"
+
+    reader = _open_csv(path, spec, delimiter, on_invalid)
+    reported_blank = 0
+    try:
+        for batch in reader:
+            out = _checked_batch(batch, spec.columns)
+            blank = blank_rows[0] - reported_blank
+            reported_blank = blank_rows[0]
+            out.blank += blank
+            out.lines += blank
+            yield out
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+        raise FastPathAnomaly(str(err)) from None
+
+
+def _open_csv(path: str, spec: ReadSpec, delimiter: str, on_invalid: object) -> pa_csv.CSVStreamingReader:
+    columns = spec.columns
+    names = {c: f"f{c}" for c in columns if c is not None}
+    types = {names[c]: pa.string() for _, c in columns.ids()}
+    if columns.weight is not None:
+        types[names[columns.weight]] = pa.float64()
+    source = pa.input_stream(path, compression="detect")
+    try:
+        return pa_csv.open_csv(
+            source,
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True, block_size=spec.block_bytes, use_threads=True),
+            parse_options=pa_csv.ParseOptions(
+                delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
+                newlines_in_values=False, ignore_empty_lines=False, invalid_row_handler=on_invalid,
+            ),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=sorted(set(names.values())), column_types=types, strings_can_be_null=False,
+                null_values=[], quoted_strings_can_be_null=False, check_utf8=True,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowKeyError, KeyError) as err:  # empty file, too few columns on line 1
+        raise FastPathAnomaly(str(err)) from None
+
+
+def _checked_batch(batch: pa.RecordBatch, columns: Columns) -> RawBatch:
+    """A RawBatch of ``batch`` without its blank rows; anomalies raise."""
+    ids = {name: batch.column(f"f{col}") for name, col in columns.ids()}
+    weight = None if columns.weight is None else batch.column(f"f{columns.weight}")
+    blank = 0
+    empty = [pc.equal(pc.binary_length(a), 0) for a in ids.values()]
+    if any(pc.any(e).as_py() for e in empty):
+        all_empty = empty[0]
+        any_empty = empty[0]
+        for e in empty[1:]:
+            all_empty, any_empty = pc.and_(all_empty, e), pc.or_(any_empty, e)
+        if not pc.all(pc.equal(all_empty, any_empty)).as_py():
+            raise FastPathAnomaly("an empty name in an id column")
+        keep = pc.invert(all_empty)
+        blank = len(batch) - pc.sum(keep).as_py()
+        ids = {name: a.filter(keep) for name, a in ids.items()}
+        weight = None if weight is None else weight.filter(keep)
+    weights = None
+    if weight is not None:
+        if not pc.all(pc.is_finite(weight)).as_py():
+            raise FastPathAnomaly("a weight that is not finite")
+        weights = weight.to_numpy().astype(np.float32)
+    return RawBatch(ids["lhs"], ids["rhs"], ids.get("rel"), weights, lines=len(batch), blank=blank)
+
+
+# -- slow path ----------------------------------------------------------------------------
+
+
+class _SlowBuffers:
+    """Column lists of the slow path, turned into a RawBatch when full."""
+
+    def __init__(self, with_rel: bool, with_weight: bool) -> None:
+        self.with_rel, self.with_weight = with_rel, with_weight
+        self.reset()
+
+    def reset(self) -> None:
+        self.lhs: list[str] = []
+        self.rhs: list[str] = []
+        self.rel: list[str] = []
+        self.weight: list[float] = []
+        self.lines = self.blank = 0
+        self.bad: list[str] = []
+
+    def take(self) -> RawBatch:
+        batch = RawBatch(
+            pa.array(self.lhs, pa.string()), pa.array(self.rhs, pa.string()),
+            pa.array(self.rel, pa.string()) if self.with_rel else None,
+            np.array(self.weight, dtype=np.float32) if self.with_weight else None,
+            lines=self.lines, blank=self.blank, bad=self.bad,
+        )
+        self.reset()
+        return batch
+
+
+def slow_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterator[RawBatch]:
+    """Batches of a delimited text file read line by line; the authority on malformed lines.
+
+    Raises:
+        BadDataError: the first malformed line (unless ``spec.skip_bad_lines``), or no edge at all.
+    """
+    columns = spec.columns
+    sep = delimiter.encode("utf-8")
+    buffers = _SlowBuffers(columns.rel is not None, columns.weight is not None)
+    edges = 0
+    first_data_line = 0
+    with open_binary(path) as lines:
+        for number, raw in enumerate(lines, start=1):
+            buffers.lines += 1
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                buffers.blank += 1
+                continue
+            first_data_line = first_data_line or number
+            fields, problem = _parse_line(line.split(sep), columns, number == first_data_line)
+            if problem is None and fields is None:
+                buffers.blank += 1
+                continue
+            if problem is not None:
+                shown = line.decode("utf-8", "replace")[:100]
+                problem = f"line {number}: {problem}: {shown!r}"
+                if not spec.skip_bad_lines:
+                    raise BadDataError(url, problem)
+                buffers.bad.append(problem)
+                continue
+            lhs, rhs, rel, weight = fields  # type: ignore[misc]
+            buffers.lhs.append(lhs)
+            buffers.rhs.append(rhs)
+            if rel is not None:
+                buffers.rel.append(rel)
+            if weight is not None:
+                buffers.weight.append(weight)
+            edges += 1
+            if len(buffers.lhs) >= SLOW_BATCH_ROWS:
+                yield buffers.take()
+    if edges == 0:
+        raise BadDataError(url, "line 1: expected an edge per line, the file has no edges")
+    yield buffers.take()
+
+
+def _parse_line(
+    words: list[bytes], columns: Columns, first: bool
+) -> tuple[tuple[str, str, str | None, float | None] | None, str | None]:
+    """(fields, None) for an edge, (None, None) for a blank line, (None, problem) if malformed."""
+    if len(words) < columns.needed:
+        hint = " (is a column index or the delimiter wrong?)" if first else ""
+        return None, (
+            f"expected at least {columns.needed} columns ({columns.describe()}, 0-based) "
+            f"but found {len(words)}{hint}"
+        )
+    values: dict[str, str] = {}
+    for name, col in columns.ids():
+        try:
+            values[name] = words[col].decode("utf-8")  # type: ignore[index]
+        except UnicodeDecodeError as err:
+            return None, f"expected UTF-8 text in column {col} ({err.reason})"
+    if not any(values.values()):
+        return None, None
+    empty = [col for name, col in columns.ids() if not values[name]]
+    if empty:
+        return None, f"empty name in column {empty[0]} (repeated delimiter?)"
+    weight = None
+    if columns.weight is not None:
+        word = words[columns.weight]  # type: ignore[index]
+        try:
+            weight = float(word)
+        except ValueError:
+            weight = math.nan
+        if not math.isfinite(weight):
+            return None, f"expected a finite number as weight, got {word.decode('utf-8', 'replace')!r}"
+    return (values["lhs"], values["rhs"], values.get("rel"), weight), None
+
+
+# -- Parquet ------------------------------------------------------------------------------
+
+
+def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1 << 20) -> Iterator[RawBatch]:
+    """Batches of a Parquet file (see the module docstring).
+
+    Raises:
+        BadDataError: a missing column, no rows, or a malformed row (unless ``skip_bad_lines``).
+    """
+    parquet = pq.ParquetFile(path)
+    available = parquet.schema_arrow.names
+    wanted = {name: _parquet_column(col, available, url) for name, col in zip(spec.columns._fields, spec.columns)
+              if col is not None}
+    if parquet.metadata.num_rows == 0:
+        raise BadDataError(url, "row 1: expected an edge per row, the file has no rows")
+    base = 0
+    for batch in parquet.iter_batches(batch_size=rows_per_batch, columns=sorted(set(wanted.values()))):
+        yield _parquet_batch(batch, wanted, base, url, spec.skip_bad_lines)
+        base += len(batch)
+
+
+def _parquet_column(col: Column, available: list[str], url: str) -> str:
+    if isinstance(col, int):
+        if col >= len(available):
+            raise BadDataError(url, f"column index {col} is out of range: the file has {len(available)} "
+                               f"columns {available}")
+        return available[col]
+    if col not in available:
+        raise BadDataError(url, f"column {col!r} not found; the file's columns are {available}")
+    return col
+
+
+def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url: str, skip: bool) -> RawBatch:
+    ids = {name: pc.cast(batch.column(col), pa.string()) for name, col in wanted.items() if name != "weight"}
+    bad = np.zeros(len(batch), dtype=bool)
+    for array in ids.values():
+        bad |= pc.fill_null(pc.equal(pc.binary_length(array), 0), True).to_numpy(zero_copy_only=False)
+    weight = None
+    if "weight" in wanted:
+        weight = pc.cast(batch.column(wanted["weight"]), pa.float64()).to_numpy(zero_copy_only=False)
+        bad |= ~np.isfinite(weight)  # nulls arrive as NaN
+    problems: list[str] = []
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        problems = [f"row {base + int(i) + 1}: expected non-empty ids and a finite weight" for i in rows]
+        if not skip:
+            raise BadDataError(url, problems[0] + f" in columns {wanted}")
+        keep = pa.array(~bad)
+        ids = {name: a.filter(keep) for name, a in ids.items()}
+        weight = None if weight is None else weight[~bad]
+    return RawBatch(ids["lhs"], ids["rhs"], ids.get("rel"), None if weight is None else weight.astype(np.float32),
+                    lines=len(batch), bad=problems)

@@ -1,0 +1,92 @@
+"""What an import reports: counts of edges read, written and skipped (by reason), and progress.
+
+Shared by the import engine's passes (:mod:`storage.import_fast`) and the public entry point
+(:mod:`storage.importers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pbg_core.types import EntityName
+
+# progress(phase, lines_done): phase "counting" (lines read, blank ones included), then
+# "writing" (edges mapped into buckets); called after every batch and once at the end of a phase.
+ProgressFn = Callable[[str, int], None]
+
+SKIP_REASONS = ("unknown_relation", "unknown_entity", "blank_line", "malformed_line")
+MAX_BAD_LINES_KEPT = 100  # malformed lines listed in the report (all of them are counted)
+
+
+def _skip_reasons() -> dict[str, int]:
+    return dict.fromkeys(SKIP_REASONS, 0)
+
+
+@dataclass
+class ImportReport:
+    """What one import did.
+
+    Attributes:
+        edges_read: Non-blank lines read, over all inputs (malformed ones included).
+        edges_written: Edges written, per input (input i -> edge path i).
+        skipped: Lines not written, by reason: ``unknown_relation``, ``unknown_entity``,
+            ``blank_line``, ``malformed_line`` (only with ``skip_bad_lines``).
+        bad_lines: The first :data:`MAX_BAD_LINES_KEPT` malformed lines skipped, as
+            ``"{file}: line {n}: {problem}"``.
+        entity_counts: Entities kept per entity type (after ``entity_min_count``).
+        relation_count: Relation types (config relations, or dynamic relations kept).
+        seconds: Wall time of the whole import.
+    """
+
+    edges_read: int = 0
+    edges_written: list[int] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=_skip_reasons)
+    bad_lines: list[str] = field(default_factory=list)
+    entity_counts: dict[EntityName, int] = field(default_factory=dict)
+    relation_count: int = 0
+    seconds: float = 0.0
+
+    def add_bad_lines(self, lines: list[str]) -> None:
+        """Count skipped malformed lines and keep the first few for the report."""
+        self.skipped["malformed_line"] += len(lines)
+        room = MAX_BAD_LINES_KEPT - len(self.bad_lines)
+        if room > 0:
+            self.bad_lines.extend(lines[:room])
+
+    def __str__(self) -> str:
+        written = sum(self.edges_written)
+        rate = self.edges_read / self.seconds if self.seconds > 0 else 0.0
+        skipped = ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in self.skipped.items() if n)
+        entities = ", ".join(f"{name}: {n:,}" for name, n in sorted(self.entity_counts.items()))
+        text = (
+            f"imported {written:,} of {self.edges_read:,} edges in {self.seconds:.1f} s ({rate:,.0f} edges/s); "
+            f"per input {', '.join(f'{n:,}' for n in self.edges_written)}; "
+            f"skipped {skipped or 'none'}; entities {entities}; {self.relation_count} relation type(s)"
+        )
+        if self.bad_lines:
+            text += "\nmalformed lines skipped:\n  " + "\n  ".join(self.bad_lines)
+        return text
+
+
+class PhaseProgress:
+    """Cumulative count of one phase, forwarded to the caller's callback."""
+
+    def __init__(self, callback: ProgressFn | None, phase: str) -> None:
+        self.callback = callback
+        self.phase = phase
+        self.done_count = 0
+        self._reported = -1
+
+    def advance(self, count: int) -> None:
+        """Add ``count`` and report the running total."""
+        self.done_count += count
+        if self.callback is not None and count:
+            self._reported = self.done_count
+            self.callback(self.phase, self.done_count)
+
+    def finish(self) -> None:
+        """Report the final total unless it was just reported (also when it is 0)."""
+        if self.callback is not None and self._reported != self.done_count:
+            self._reported = self.done_count
+            self.callback(self.phase, self.done_count)

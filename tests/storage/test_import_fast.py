@@ -1,0 +1,149 @@
+"""Tests of the streaming import engine: fast vs slow path, batch sizes, bad input, formats, file sizes."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pbg_core.config import ConfigSchema, parse_config
+from storage.edges import EdgeStore
+from storage.entities import EntityStore
+from storage.errors import BadDataError
+from storage.import_fast import run_import
+from storage.import_parse import Columns, ReadSpec
+from storage.importers import import_edges
+
+
+def config_for(root: Path, parts: int = 2, relations: int = 3) -> ConfigSchema:
+    return parse_config({
+        "entities": {"n": {"num_partitions": parts}},
+        "relations": [{"name": f"r{i}", "lhs": "n", "rhs": "n"} for i in range(relations)],
+        "dimension": 4, "entity_path": str(root / "ent"), "edge_paths": [str(root / "edges")],
+        "checkpoint_path": str(root / "ckpt"),
+    })
+
+
+def graph_lines(num: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    lhs, rhs, rel = rng.integers(0, 300, num), rng.integers(0, 300, num), rng.integers(0, 3, num)
+    return [f"n{a}\tr{r}\tn{b}" for a, r, b in zip(lhs, rel, rhs)]
+
+
+def write(path: Path, lines: list[str], suffix: str = "\n") -> str:
+    path.write_bytes("".join(line + suffix for line in lines).encode())
+    return str(path)
+
+
+def snapshot(config: ConfigSchema) -> tuple[list[list[str]], dict[tuple[int, int], list[list[int]]]]:
+    """Entity names per partition and edge columns per bucket."""
+    names = [EntityStore(config.entity_path).load_names("n", p) for p in range(2)]
+    store = EdgeStore(config.edge_paths[0])
+    edges = {}
+    for bucket in store.list_buckets():
+        e = store.load(bucket)
+        edges[tuple(bucket)] = [e.lhs.tensor.tolist(), e.rhs.tensor.tolist(), e.rel.tolist()]
+    return names, edges
+
+
+def named_edges(config: ConfigSchema) -> Counter:
+    names, edges = snapshot(config)
+    return Counter((names[l][a], r, names[rp][b]) for (l, rp), cols in edges.items() for a, b, r in zip(*cols))
+
+
+def test_same_output_across_batch_sizes_and_paths(tmp_path: Path) -> None:
+    lines = graph_lines(3000)
+    src = write(tmp_path / "g.tsv", lines)
+    ragged = write(tmp_path / "ragged.tsv", [line + ("\textra" if i % 7 == 0 else "") for i, line in enumerate(lines)])
+    results = []
+    for i, (path, block) in enumerate([(src, 1 << 20), (src, 1 << 10), (ragged, 1 << 20)]):  # last: slow path
+        config = config_for(tmp_path / f"run{i}")
+        run_import(config, [path], ReadSpec(Columns(0, 2, 1, None), None, block_bytes=block), seed=4,
+                   chunk_edges=500)
+        results.append(snapshot(config))
+    assert results[0] == results[1] == results[2]
+    want = Counter((a, int(r[1:]), b) for a, r, b in (line.split("\t") for line in lines))
+    config = config_for(tmp_path / "run0")
+    assert named_edges(config) == want
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "fragments"),
+    [
+        ("n1\tr0", ["line 1500", "expected at least 3 columns", "found 2"]),
+        ("n1 r0 n2", ["line 1500", "found 1"]),  # mixed delimiters
+        ("n1\tr0\t", ["line 1500", "empty name in column 2"]),
+    ],
+)
+def test_malformed_line_deep_in_a_file_is_located(tmp_path: Path, bad_line: str, fragments: list[str]) -> None:
+    lines = graph_lines(2000)
+    lines[1499] = bad_line
+    src = write(tmp_path / "bad.tsv", lines)
+    config = config_for(tmp_path)
+    with pytest.raises(BadDataError) as err:
+        run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), None, block_bytes=1 << 12), seed=0)
+    for fragment in [src, *fragments]:
+        assert fragment in str(err.value)
+    assert sorted(os.listdir(tmp_path)) == ["bad.tsv"]
+
+
+def test_non_utf8_and_wrong_column_index(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    src = tmp_path / "latin.tsv"
+    src.write_bytes(b"a\tr0\tb\nc\tr1\tcaf\xe9\n")
+    with pytest.raises(BadDataError, match=r"latin\.tsv: line 2: expected UTF-8 text in column 2"):
+        import_edges(config, [str(src)], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    good = write(tmp_path / "good.tsv", ["a\tr0\tb"])
+    with pytest.raises(BadDataError, match=r"line 1: expected at least 6 columns \(lhs=0, rhs=2, rel=5.*found 3 "
+                       r"\(is a column index"):
+        import_edges(config, [good], lhs_col=0, rel_col=5, rhs_col=2, seed=0)
+
+
+def test_skip_bad_lines_counts_and_lists_them(tmp_path: Path) -> None:
+    lines = graph_lines(100)
+    lines[9], lines[49] = "oops", "n1\tr0\tn2\tok-extra"
+    config = config_for(tmp_path)
+    src = write(tmp_path / "g.tsv", lines + [""], suffix="\r\n")
+    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, skip_bad_lines=True)
+    assert report.skipped["malformed_line"] == 1 and report.skipped["blank_line"] == 1
+    assert report.bad_lines == [f"{src}: line 10: expected at least 3 columns (lhs=0, rhs=2, rel=1, 0-based) "
+                                "but found 1: 'oops'"]
+    assert sum(report.edges_written) == 99 and report.edges_read == 100
+
+
+def test_gzip_and_parquet_inputs_give_the_same_graph(tmp_path: Path) -> None:
+    lines = graph_lines(500)
+    plain = config_for(tmp_path / "plain")
+    import_edges(plain, [write(tmp_path / "g.tsv", lines)], lhs_col=0, rel_col=1, rhs_col=2, seed=9)
+    gz = tmp_path / "g.tsv.gz"
+    gz.write_bytes(gzip.compress("".join(line + "\n" for line in lines).encode()))
+    zipped = config_for(tmp_path / "gz")
+    import_edges(zipped, [str(gz)], lhs_col=0, rel_col=1, rhs_col=2, seed=9)
+    assert snapshot(zipped) == snapshot(plain)
+    # Parquet by column name, with integer ids: names become their decimal strings.
+    cols = [line.split("\t") for line in lines]
+    table = pa.table({"src": [int(a[1:]) for a, _, _ in cols], "rel": [r for _, r, _ in cols],
+                      "dst": [int(b[1:]) for _, _, b in cols], "w": np.linspace(0.5, 2, len(cols))})
+    pq.write_table(table, tmp_path / "g.parquet")
+    par = config_for(tmp_path / "pq")
+    import_edges(par, [str(tmp_path / "g.parquet")], lhs_col="src", rel_col="rel", rhs_col="dst", weight_col="w",
+                 seed=9)
+    assert named_edges(par) == Counter({(f"{a[1:]}", int(r[1:]), f"{b[1:]}"): n
+                                        for (a, r, b), n in Counter(map(tuple, cols)).items()})
+    store = EdgeStore(par.edge_paths[0])
+    weights = np.concatenate([store.load(b).weight.numpy() for b in store.list_buckets()])
+    assert weights.dtype == np.float32 and sorted(weights.tolist()) == pytest.approx(sorted(table["w"].to_pylist()))
+
+
+def test_near_empty_bucket_files_are_small(tmp_path: Path) -> None:
+    config = config_for(tmp_path, parts=2, relations=1)
+    import_edges(config, [write(tmp_path / "g.tsv", ["a\tr0\tb", "b\tr0\tc"])], lhs_col=0, rel_col=1, rhs_col=2,
+                 seed=0)
+    sizes = [os.path.getsize(tmp_path / "edges" / name) for name in os.listdir(tmp_path / "edges")]
+    assert len(sizes) == 4 and max(sizes) < 20_000
