@@ -7,7 +7,8 @@ steps with retries and observability.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefect import task
@@ -15,16 +16,16 @@ from prefect import task
 from pbg_core.config import ConfigSchema
 from storage.exporters import ExportReport, export_embeddings, export_tsv
 from storage.importers import import_edges
-from tasks._policies import NO_CACHE
+from tasks._policies import NO_CACHE, run_logger
+from tasks.artifacts import start_progress, update_progress
+from tasks.import_progress import ImportProgress, estimate_lines
 
 
-def _print_progress(phase: str, lines: int) -> None:
-    print(f"  {phase}: {lines:,} lines", flush=True)
-
-
-def run_import(config: ConfigSchema, inputs: Sequence[str], **options: Any) -> Any:
+def run_import(
+    config: ConfigSchema, inputs: Sequence[str], progress: Callable[[str, int], None] | None = None, **options: Any
+) -> Any:
     """Convert ``inputs`` (one per edge path) into the config's entity and edge files."""
-    return import_edges(config, list(inputs), progress=_print_progress, **options)
+    return import_edges(config, list(inputs), progress=progress, **options)
 
 
 def run_export(
@@ -43,9 +44,23 @@ def run_export_embeddings(
 
 
 @task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
-def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> str:
-    """Task form of :func:`run_import`; returns the report as text."""
-    return str(import_edges(config, inputs, **options))
+def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    """Task form of :func:`run_import` with a progress artifact; returns the report's counts.
+
+    The result holds ``summary`` (the report as text) and the counts of
+    :class:`storage.import_report.ImportReport` (edges read, written per input, skipped by reason).
+    """
+    logger = run_logger()
+    artifact = start_progress(0, 1, f"importing {len(inputs)} input(s) into {config.entity_path}")
+
+    def report_progress(fraction: float, text: str) -> None:
+        update_progress(artifact, round(1000 * fraction), 1000)
+        logger.info("import %s", text)
+
+    progress = ImportProgress(estimate_lines(inputs, config.storage_options_for_fs()), report_progress, every_s=5.0)
+    report = import_edges(config, inputs, progress=progress, **options)
+    update_progress(artifact, 1, 1)
+    return {"summary": str(report), **dataclasses.asdict(report)}
 
 
 @task(name="export-tsv", task_run_name="export embeddings to TSV", cache_policy=NO_CACHE)

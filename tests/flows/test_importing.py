@@ -1,0 +1,55 @@
+"""The ``pbg-import`` flow under the Prefect test harness: files, report, progress artifact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+from flows.importing import pbg_import
+from pbg_core.config import parse_config
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    config = config_for(graph, tmp_path / "ckpt")
+    config.update(entity_path=str(data), edge_paths=[str(data / "train_partitioned")])
+    tsv = tmp_path / "train.tsv"
+    lines = (graph.root / "train.tsv").read_text().splitlines()
+    tsv.write_text("\n".join(lines[:100] + ["n1\tlinked"] + lines[100:]) + "\n")  # one malformed line
+
+    state = pbg_import(
+        inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config), skip_bad_lines=True,
+        return_state=True,
+    )
+    assert state.is_completed()
+    report = state.result()
+    assert report["edges_written"] == [graph.num_train_edges]
+    assert report["skipped"]["malformed_line"] == 1
+    assert report["bad_lines"][0].startswith(f"{tsv}: line 101")
+    assert (data / "train_partitioned" / "edges_0_0.h5").exists()
+    assert (data / "entity_count_node_0.txt").read_text().strip() == "200"
+
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
+        ))
+    assert [a.data for a in artifacts if a.type == "progress"] == [100.0]
+
+
+def test_a_malformed_line_fails_the_flow_naming_file_and_line(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    config = config_for(graph, tmp_path / "ckpt")
+    config.update(entity_path=str(data), edge_paths=[str(data / "train_partitioned")])
+    tsv = tmp_path / "bad.tsv"
+    tsv.write_text("n1\tlinked\tn2\nn3\tlinked\n")
+    state = pbg_import(inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config),
+                       return_state=True)
+    assert state.is_failed()
+    assert f"{tsv}: line 2" in str(state.message) or f"{tsv}:2" in str(state.message), state.message
+    assert not data.exists() or not any(data.rglob("*.h5"))  # nothing partial left behind
