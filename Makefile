@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed bench-deploy-latency bench-export compat pbg-venv clean
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -49,6 +49,9 @@ bench-crash: $(STAMP)
 
 bench-s3-speed: $(STAMP)
 	$(PY) bench/s3_speed.py
+
+bench-import: $(STAMP) pbg-venv
+	$(PY) bench/import_speed.py
 
 bench-export: $(STAMP) pbg-venv
 	$(PY) bench/export_speed.py
