@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("-r", "--rhs-col", type=_column, required=True, help="column of the target entity")
     imp.add_argument("--rel-col", type=_column, default=None, help="column of the relation name (default: relation 0)")
     imp.add_argument("--weight-col", type=_column, default=None, help="column of a float edge weight")
+    imp.add_argument("--force", action="store_true",
+                     help="import even if the inputs' content and the options match the last import")
     imp.add_argument("--skip-bad-lines", action="store_true",
                      help="skip and count malformed lines (the first ones are listed) instead of failing")
     imp.add_argument("--relation-type-min-count", type=int, default=1, help="drop rarer relation types")
@@ -128,7 +130,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             config, list(args.inputs), progress=progress, lhs_col=args.lhs_col, rhs_col=args.rhs_col,
             rel_col=args.rel_col, weight_col=args.weight_col, relation_type_min_count=args.relation_type_min_count,
             entity_min_count=args.entity_min_count, delimiter=args.delimiter, seed=config.seed,
-            skip_bad_lines=args.skip_bad_lines,
+            skip_bad_lines=args.skip_bad_lines, force=args.force,
         )
     print(report)
     return 0

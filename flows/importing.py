@@ -33,6 +33,7 @@ def pbg_import(
     entity_min_count: Annotated[int, Field(ge=1)] = 1,
     relation_type_min_count: Annotated[int, Field(ge=1)] = 1,
     skip_bad_lines: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Convert edge lists (TSV/CSV, .gz, Parquet; local or s3://) into the config's entity and edge files.
 
@@ -49,13 +50,14 @@ def pbg_import(
         entity_min_count: Drop entities seen fewer times.
         relation_type_min_count: Dynamic relations: drop relation types seen fewer times.
         skip_bad_lines: Skip and count malformed lines (listing the first ones) instead of failing.
+        force: Import even if the inputs' content and the options match the last import.
     """
     forward_engine_logs()
     resolved = resolve_config(config, config_url, overrides or [])
     options = dict(
         lhs_col=lhs_col, rhs_col=rhs_col, rel_col=rel_col, weight_col=weight_col, delimiter=delimiter,
         entity_min_count=entity_min_count, relation_type_min_count=relation_type_min_count,
-        skip_bad_lines=skip_bad_lines, seed=resolved.seed,
+        skip_bad_lines=skip_bad_lines, seed=resolved.seed, force=force,
     )
     report = import_edges_task(resolved, inputs, options)
     get_run_logger().info("%s", report["summary"])

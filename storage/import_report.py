@@ -46,6 +46,7 @@ class ImportReport:
     entity_counts: dict[EntityName, int] = field(default_factory=dict)
     relation_count: int = 0
     seconds: float = 0.0
+    unchanged_since: str | None = None  # set when a re-import found nothing changed (nothing written)
 
     def add_bad_lines(self, lines: list[str]) -> None:
         """Count skipped malformed lines and keep the first few for the report."""
@@ -55,6 +56,9 @@ class ImportReport:
             self.bad_lines.extend(lines[:room])
 
     def __str__(self) -> str:
+        if self.unchanged_since is not None:
+            return (f"inputs and options unchanged since the import of {self.unchanged_since}: nothing to do "
+                    f"({sum(self.edges_written):,} edges in place; --force imports again)")
         written = sum(self.edges_written)
         rate = self.edges_read / self.seconds if self.seconds > 0 else 0.0
         skipped = ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in self.skipped.items() if n)

@@ -32,14 +32,23 @@ later filtered out. Every entity type of the config gets count/name files (count
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any
 
+from pbg_core.session_build import build_topology
+from storage.edges import EdgeStore
+from storage.entities import EntityStore
+from storage.errors import StorageError
 from storage.import_fast import run_import
+from storage.import_manifest import fingerprint, read_manifest, remove_manifest, write_manifest
 from storage.import_parse import Column, Columns, ReadSpec
 from storage.import_partition import EntityIndex
 from storage.import_report import ImportReport, ProgressFn
 
 __all__ = ["EntityIndex", "ImportReport", "ProgressFn", "import_edges"]
+
+logger = logging.getLogger(__name__)
 
 
 def import_edges(
@@ -56,6 +65,7 @@ def import_edges(
     seed: int | None = None,
     progress: ProgressFn | None = None,
     skip_bad_lines: bool = False,
+    force: bool = False,
 ) -> ImportReport:
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
 
@@ -77,6 +87,9 @@ def import_edges(
             ``"counting"`` phase (lines read) and of the ``"writing"`` phase (edges mapped).
         skip_bad_lines: Skip malformed lines (counted in ``skipped["malformed_line"]``, the
             first ones listed with their line numbers) instead of failing.
+        force: Import even when the inputs' content and the options match the last import
+            (:mod:`storage.import_manifest`); otherwise that case writes nothing and returns
+            the last report with ``unchanged_since`` set.
 
     Returns:
         An :class:`ImportReport`.
@@ -88,7 +101,59 @@ def import_edges(
         BadDataError: A malformed line or an empty input (raised before anything is written).
     """
     spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines)
-    return run_import(
+    options = {
+        "columns": [lhs_col, rhs_col, rel_col, weight_col], "delimiter": delimiter, "skip_bad_lines": skip_bad_lines,
+        "relation_type_min_count": relation_type_min_count, "entity_min_count": entity_min_count, "seed": seed,
+    }
+    print_ = _fingerprint(config, inputs, options)  # None: unreadable inputs, the import says why
+    unchanged = _unchanged_import(config, print_) if print_ is not None and not force else None
+    if unchanged is not None:
+        logger.info("%s", unchanged)
+        return unchanged
+    if print_ is not None:  # an interrupted import must not leave a manifest that matches
+        remove_manifest(config.entity_path, config.storage_options_for_fs())
+    report = run_import(
         config, inputs, spec, relation_type_min_count=relation_type_min_count,
         entity_min_count=entity_min_count, seed=seed, progress=progress,
     )
+    if print_ is not None:
+        write_manifest(config.entity_path, print_, dataclasses.asdict(report), config.storage_options_for_fs())
+    return report
+
+
+def _fingerprint(config: Any, inputs: list[str], options: dict[str, Any]) -> str | None:
+    """The import's fingerprint; None when the inputs cannot be read (the import then says why)."""
+    try:
+        shaping = {
+            "edge_paths": list(config.edge_paths), "dynamic_relations": config.dynamic_relations,
+            "entities": {name: e.num_partitions for name, e in config.entities.items()},
+            "relations": [[r.name, r.lhs, r.rhs] for r in config.relations],
+        }
+        return fingerprint(inputs, {**options, **shaping}, config.storage_options_for_fs())
+    except (StorageError, OSError, AttributeError):
+        return None
+
+
+def _unchanged_import(config: Any, print_: str) -> ImportReport | None:
+    """The last import's report if it had fingerprint ``print_`` and its outputs are all there."""
+    so = config.storage_options_for_fs()
+    previous = read_manifest(config.entity_path, so)
+    if previous is None or previous.get("fingerprint") != print_ or not _outputs_complete(config):
+        return None
+    report = ImportReport(**{k: v for k, v in previous["report"].items() if k in _REPORT_FIELDS})
+    report.unchanged_since = previous.get("imported_at", "an earlier run")
+    return report
+
+
+_REPORT_FIELDS = {f.name for f in dataclasses.fields(ImportReport)}
+
+
+def _outputs_complete(config: Any) -> bool:
+    """Every entity count file and every bucket file of every edge path is there."""
+    so = config.storage_options_for_fs()
+    entities = EntityStore(config.entity_path, so)
+    if not all(entities.has_count(name, part) for name, e in config.entities.items()
+               for part in range(e.num_partitions)):
+        return False
+    topology = build_topology(config)
+    return all(EdgeStore(path, so).has_bucket(bucket) for path in config.edge_paths for bucket in topology.buckets())
