@@ -36,7 +36,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from pbg_core.session_build import build_topology
+from pbg_core.partitions import PartitionTopology
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import StorageError
@@ -155,5 +155,8 @@ def _outputs_complete(config: Any) -> bool:
     if not all(entities.has_count(name, part) for name, e in config.entities.items()
                for part in range(e.num_partitions)):
         return False
-    topology = build_topology(config)
+    topology = PartitionTopology.build(
+        {name: e.num_partitions for name, e in config.entities.items()},
+        [(r.lhs, r.rhs) for r in config.relations],
+    )
     return all(EdgeStore(path, so).has_bucket(bucket) for path in config.edge_paths for bucket in topology.buckets())
