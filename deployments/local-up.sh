@@ -83,17 +83,23 @@ with urllib.request.urlopen(sys.argv[1], timeout=5) as response:
 EOF
 }
 
-wait_for_server() {
-    local deadline=$((SECONDS + TIMEOUT))
-    until [[ "$(http_json "$API_URL/health")" == "true" ]]; do
-        alive server || { tail_log server; die "the Prefect server exited before answering on $API_URL/health"; }
+# wait_until NAME WHAT CHECK...: run CHECK every second until it succeeds; fail (with NAME's
+# log) when process NAME exits or TIMEOUT seconds pass. WHAT says what is awaited.
+wait_until() {
+    local name=$1 what=$2 deadline=$((SECONDS + TIMEOUT))
+    shift 2
+    until "$@"; do
+        alive "$name" || { tail_log "$name"; die "the $name exited while waiting for $what"; }
         if ((SECONDS >= deadline)); then
-            tail_log server
-            die "the Prefect server did not answer on $API_URL/health within ${TIMEOUT} s (PBG_LOCAL_UP_TIMEOUT)"
+            tail_log "$name"
+            die "waited ${TIMEOUT} s (PBG_LOCAL_UP_TIMEOUT) for $what"
         fi
         sleep 1
     done
 }
+
+server_healthy() { [[ "$(http_json "$API_URL/health")" == "true" ]]; }
+pool_ready() { http_json "$API_URL/work_pools/$POOL" | grep -q '"status":"READY"'; }
 
 ensure_work_pool() {
     if "$PREFECT" work-pool inspect "$POOL" >/dev/null 2>&1; then
@@ -151,15 +157,7 @@ start_worker() {
     # Poll every 2 s (default 10 s) so a `prefect deployment run` starts within seconds.
     PREFECT_WORKER_QUERY_SECONDS=2 PREFECT_WORKER_PREFETCH_SECONDS=5 PREFECT_WORKER_HEARTBEAT_SECONDS=10 \
         start_detached worker "$PREFECT" worker start --pool "$POOL" --type process
-    local deadline=$((SECONDS + TIMEOUT))
-    until http_json "$API_URL/work_pools/$POOL" | grep -q '"status":"READY"'; do
-        alive worker || { tail_log worker; die "the worker exited before polling $POOL"; }
-        if ((SECONDS >= deadline)); then
-            tail_log worker
-            die "the work pool $POOL was not READY within ${TIMEOUT} s (PBG_LOCAL_UP_TIMEOUT)"
-        fi
-        sleep 1
-    done
+    wait_until worker "the work pool $POOL to be READY" pool_ready
 }
 
 mode=full
@@ -193,7 +191,7 @@ else
     unset PREFECT_API_URL  # the server must not talk to another one
     # --port does not reach the UI's settings: without PREFECT_UI_API_URL it calls port 4200.
     PREFECT_UI_API_URL="$API_URL" start_detached server "$PREFECT" server start --host 127.0.0.1 --port "$PORT"
-    wait_for_server
+    wait_until server "the Prefect server to answer on $API_URL/health" server_healthy
     echo "$API_URL" >"$STATE/api_url"
     export PREFECT_API_URL="$API_URL"
     log "server up at $API_URL"

@@ -36,10 +36,9 @@ from tasks.sessions import close_training_session, open_training_session
 
 
 class RunProgress(BaseModel):
-    """The run's progress artifact and how many buckets the run had done before an iteration."""
+    """The run's progress artifact and the bucket counts its percentage is computed from."""
 
     artifact_id: UUID | None = None
-    done: int = 0
     total: int = 1
     buckets_per_iteration: int = 1
 
@@ -52,7 +51,7 @@ def train_iteration(
     progress = progress or RunProgress()
     buckets = schedule_buckets(handle, iteration)
     resumed = max(0, progress.buckets_per_iteration - len(buckets))  # done by an interrupted attempt
-    done = progress.done + resumed
+    done = iteration.index * progress.buckets_per_iteration + resumed
     trained, rows = [], []
     for bucket in buckets:
         swap_partitions(handle, bucket)
@@ -145,12 +144,11 @@ def _train_remaining(
     per = plan.buckets_per_iteration
     total = plan.total_iterations * per
     artifact = start_progress(plan.committed_version * per, total, f"buckets trained of {config.checkpoint_path}")
+    progress = RunProgress(artifact_id=artifact, total=total, buckets_per_iteration=per)
     results: list[dict[str, Any]] = []
     handle = open_training_session(config)
     try:
         for iteration in plan.remaining:
-            progress = RunProgress(artifact_id=artifact, done=iteration.index * per, total=total,
-                                   buckets_per_iteration=per)
             result = train_iteration(handle, iteration, config.eval_fraction > 0, progress)
             publish_iteration_table(iteration, result["rows"], result["resumed"])
             results.append(result)

@@ -1,14 +1,15 @@
 """Import edge lists and export checkpoints (storage conversions).
 
-``run_import`` / ``run_export`` are plain functions the CLI calls directly (no
-flow start-up cost); the task wrappers let flows and deployments run the same
-steps with retries and observability.
+``run_export`` / ``run_export_embeddings`` are plain functions the CLI calls directly (no
+flow start-up cost; ``pbg import`` calls :func:`storage.importers.import_edges` itself, without
+importing Prefect); the task wrappers let flows and deployments run the same steps with
+observability.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from prefect import task
@@ -19,13 +20,6 @@ from storage.importers import import_edges
 from tasks._policies import NO_CACHE, run_logger
 from tasks.artifacts import start_progress, update_progress
 from tasks.import_progress import ImportProgress, estimate_lines
-
-
-def run_import(
-    config: ConfigSchema, inputs: Sequence[str], progress: Callable[[str, int], None] | None = None, **options: Any
-) -> Any:
-    """Convert ``inputs`` (one per edge path) into the config's entity and edge files."""
-    return import_edges(config, list(inputs), progress=progress, **options)
 
 
 def run_export(
@@ -45,7 +39,7 @@ def run_export_embeddings(
 
 @task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
 def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
-    """Task form of :func:`run_import` with a progress artifact; returns the report's counts.
+    """:func:`storage.importers.import_edges` with a progress artifact; returns the report's counts.
 
     The result holds ``summary`` (the report as text) and the counts of
     :class:`storage.import_report.ImportReport` (edges read, written per input, skipped by reason).

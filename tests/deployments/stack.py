@@ -32,6 +32,18 @@ TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CRASHED"})
 _UUID = re.compile(r"UUID: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    """``data`` as a JSON file (a config_url for the deployment)."""
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def version_of(checkpoint: Path) -> int:
+    """The committed version pointer (0 before the first commit)."""
+    pointer = checkpoint / "checkpoint_version.txt"
+    return int(pointer.read_text()) if pointer.exists() else 0
+
+
 def clean_env(home: Path) -> dict[str, str]:
     """This process's environment without Prefect settings, with PREFECT_HOME=``home``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

@@ -18,21 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from stack import PREFECT, REPO_ROOT, Stack, process_tree, running
+from stack import PREFECT, REPO_ROOT, Stack, process_tree, running, version_of, write_json
 
 pytestmark = pytest.mark.integration
 
 SECRET = "pbg-test-secret-Zq81vT"  # must never show up in a state message or a log line
-
-
-def write_json(path: Path, data: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(data, indent=2))
-    return path
-
-
-def version_of(checkpoint: Path) -> int:
-    pointer = checkpoint / "checkpoint_version.txt"
-    return int(pointer.read_text()) if pointer.exists() else 0
 
 
 def hogwild_children(stack: Stack) -> set[int]:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stack import Stack
+from stack import Stack, version_of, write_json
 from ui_check import check_flow_run_page, find_chromium
 
 pytestmark = pytest.mark.integration
@@ -43,18 +43,6 @@ RUN_TIMEOUT_S = 600
 def run_config(graph_2x2: Any, config_for: Any, checkpoint: Path) -> dict[str, Any]:
     """The planted graph in 2x2 buckets, 1 worker, seed 0, a 10 % eval holdout."""
     return config_for(graph_2x2, checkpoint, num_epochs=NUM_EPOCHS, workers=1, seed=0, eval_fraction=0.1)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> Path:
-    """``data`` as a JSON file (a config_url for the deployment)."""
-    path.write_text(json.dumps(data, indent=2))
-    return path
-
-
-def version_of(checkpoint: Path) -> int:
-    """The committed version pointer (0 before the first commit)."""
-    pointer = checkpoint / "checkpoint_version.txt"
-    return int(pointer.read_text()) if pointer.exists() else 0
 
 
 def stats_rows(checkpoint: Path) -> list[dict[str, Any]]:
