@@ -1,10 +1,9 @@
 """Pass 1 of the import: names -> ids, occurrence counts, and the spill of every edge's ids.
 
-Per batch, each id column is dictionary-encoded by pyarrow (lhs and rhs in two threads: the
-kernels release the GIL), so only the batch's distinct names reach :class:`NameIndex`, which
-maps them to ids in the order names are first seen: line by line, lhs before rhs (PBG's
-counting order). Counts are ``numpy.bincount`` of the encoded indices. The batch's ids go to
-the input's :class:`Spill`.
+Per batch, the names of each id column are hashed (lhs and rhs in two threads: numpy releases
+the GIL) and looked up in the entity type's :class:`NameIndex`, which gives new names ids in the
+order they are first seen: line by line, lhs before rhs (PBG's counting order). Counts are
+``numpy.bincount`` of the ids. The batch's ids go to the input's :class:`Spill`.
 
 Which entity type a name belongs to depends on its relation (``config.relations[r].lhs`` /
 ``.rhs``; in dynamic mode relation 0's types). Edges whose relation is not a config relation
@@ -78,9 +77,9 @@ class NameCounter:
 
     def __init__(self, plan: ImportPlan, threads: ThreadPoolExecutor) -> None:
         self.plan = plan
-        self.entities = {name: NameIndex() for name in plan.entity_types}
+        self.entities = {name: NameIndex(threads.map) for name in plan.entity_types}
         self.relations = NameIndex()
-        self._threads = threads
+
 
     def snapshot(self) -> dict[str, Any]:
         """State to :meth:`restore` when a file must be read again on the slow path."""
@@ -131,16 +130,12 @@ class NameCounter:
         for side, mask in todo:
             whole = bool(mask.all())
             rows = np.arange(n, dtype=np.int64) if whole else np.flatnonzero(mask)
-            selected.append((side, mask, whole, rows, columns[side] if whole else columns[side].filter(pa.array(mask))))
-        encoded = list(self._threads.map(pc.dictionary_encode, [s[4] for s in selected]))
-        parts, indices = [], []
-        for (side, _, _, rows, _), enc in zip(selected, encoded):
-            idx = enc.indices.to_numpy()
-            indices.append(idx)
-            parts.append((enc.dictionary, first_positions(idx, len(enc.dictionary), 2 * rows + side)))
-        for (side, mask, whole, _, _), idx, part_ids in zip(selected, indices, index.lookup_or_add(parts)):
-            index.add_counts(part_ids, np.bincount(idx, minlength=len(part_ids)))
+            names = columns[side] if whole else columns[side].filter(pa.array(mask))
+            selected.append((side, mask, whole, names, 2 * rows + side))  # line by line, lhs before rhs
+        found = index.lookup_or_add([(names, positions) for _, _, _, names, positions in selected])
+        for (side, mask, whole, _, _), part_ids in zip(selected, found):
+            index.count(part_ids)
             if whole:
-                ids[side] = part_ids[idx]
+                ids[side] = part_ids
             else:
-                ids[side][mask] = part_ids[idx]
+                ids[side][mask] = part_ids

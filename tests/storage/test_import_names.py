@@ -4,16 +4,74 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
-from storage.import_names import NameIndex, first_positions, hash_strings
+from storage.import_hash import HashTable, hash_strings
+from storage.import_names import HashCollisionError, NameIndex, first_positions
+
+NAMES = ["ab", "ba", "", "x" * 300, "ab", "é", "abcdefgh", "abcdefgh\x00", "abcdefghi", "a\x00"]
 
 
 def test_hash_depends_on_content_not_on_the_array_slice() -> None:
-    names = pa.array(["ab", "ba", "", "x" * 300, "ab", "é"])
-    full = hash_strings(names)
-    assert full[0] == full[4] and len(set(full[:4].tolist() + [full[5]])) == 5
-    np.testing.assert_array_equal(hash_strings(names.slice(1, 4)), full[1:5])
-    np.testing.assert_array_equal(hash_strings(names.cast(pa.large_string())), full)
+    names = pa.array(NAMES)
+    for full in hash_strings(names):
+        assert full[0] == full[4]
+        assert len(set(full.tolist())) == len(NAMES) - 1  # every other name differs, trailing NULs too
+    keys, checks = hash_strings(names)
+    for sliced, (k, c) in ((names.slice(1, 4), (keys[1:5], checks[1:5])), (names.cast(pa.large_string()), (keys, checks))):
+        got_k, got_c = hash_strings(sliced)
+        np.testing.assert_array_equal(got_k, k)
+        np.testing.assert_array_equal(got_c, c)
+
+
+def test_short_names_hash_the_same_alone_and_next_to_long_ones() -> None:
+    # Names of <= 8 bytes take a shortcut when the whole array is short: same values either way.
+    short = ["a", "n123456", "abcdefgh", ""]
+    alone = hash_strings(pa.array(short))
+    mixed = hash_strings(pa.array(short + ["a much longer name"]))
+    for a, m in zip(alone, mixed):
+        np.testing.assert_array_equal(a, m[:4])
+
+
+def test_keys_are_never_the_empty_marker() -> None:
+    keys, _ = hash_strings(pa.array([f"n{i}" for i in range(10_000)]))
+    assert (keys != 0).all()
+
+
+def test_hash_table_finds_what_was_inserted_across_growth() -> None:
+    rng = np.random.default_rng(0)
+    keys = np.unique(rng.integers(1, 2**63, 50_000, dtype=np.uint64))
+    table = HashTable(capacity=16)
+    table.insert(keys[:100], np.arange(100))
+    table.insert(keys[100:], np.arange(100, len(keys)))  # grows several times
+    np.testing.assert_array_equal(table.find(keys), np.arange(len(keys)))
+    absent = rng.integers(1, 2**63, 1_000, dtype=np.uint64)
+    absent = absent[~np.isin(absent, keys)]
+    assert (table.find(absent) == -1).all()
+
+
+def test_hash_table_keys_in_the_same_home_slot_all_land() -> None:
+    table = HashTable(capacity=64)
+    keys = np.array([64 * i + 5 for i in range(1, 20)], dtype=np.uint64)  # one home slot, 19 keys
+    table.insert(keys, np.arange(19))
+    np.testing.assert_array_equal(table.find(keys), np.arange(19))
+
+
+def test_a_key_collision_is_reported_with_both_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.import_names as names_module
+
+    def weak(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        keys, checks = hash_strings(strings)
+        return np.ones_like(keys), checks  # every name gets key 1: only the check tells them apart
+
+    monkeypatch.setattr(names_module, "hash_strings", weak)
+    index = NameIndex()
+    index.lookup_or_add([(pa.array(["alice"]), np.array([0]))])
+    with pytest.raises(HashCollisionError, match="'bob'.*'alice'"):
+        index.lookup_or_add([(pa.array(["bob"]), np.array([0]))])
+    fresh = NameIndex()
+    with pytest.raises(HashCollisionError, match="alice.*bob|bob.*alice"):  # inside one batch
+        fresh.lookup_or_add([(pa.array(["alice", "bob"]), np.array([0, 1]))])
 
 
 def test_first_positions_picks_the_earliest_row() -> None:
@@ -43,3 +101,11 @@ def test_counts_and_restore_forget_a_discarded_file() -> None:
     assert index.size == 2 and index.counts.tolist() == [3, 1]
     (ids,) = index.lookup_or_add([(pa.array(["d", "a"]), np.array([0, 1]))])
     assert ids.tolist() == [2, 0] and index.names().to_pylist() == ["a", "b", "d"]
+
+
+def test_repeated_names_in_a_part_get_one_id_by_earliest_position() -> None:
+    index = NameIndex()
+    (ids,) = index.lookup_or_add([(pa.array(["b", "a", "b", "c", "a"]), np.array([4, 3, 0, 1, 2]))])
+    assert ids.tolist() == [0, 2, 0, 1, 2]  # b first at 0, c at 1, a at 2
+    index.count(ids)
+    assert index.counts.tolist() == [2, 1, 2] and index.names().to_pylist() == ["b", "c", "a"]
