@@ -1,25 +1,46 @@
 """Domain vocabulary shared by every layer: names, partitions, sides, buckets.
 
 Tensor aliases state the dtype they are expected to hold; they are documentation
-for readers, not runtime checks.
+for readers, not runtime checks. They are resolved on first use (PEP 562), so modules that
+only need names, partitions and buckets (the importer) do not load torch.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 EntityName = str
 RelationName = str
 Partition = int
 Rank = int
-ModuleStateDict = dict[str, torch.Tensor]
 
-FloatTensorType = torch.Tensor  # float32
-LongTensorType = torch.Tensor  # int64
-ByteTensorType = torch.Tensor  # uint8 / bool
+if TYPE_CHECKING:
+    ModuleStateDict = dict[str, torch.Tensor]
+    FloatTensorType = torch.Tensor  # float32
+    LongTensorType = torch.Tensor  # int64
+    ByteTensorType = torch.Tensor  # uint8 / bool
+
+_TORCH_ALIASES = ("ModuleStateDict", "FloatTensorType", "LongTensorType", "ByteTensorType")
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _TORCH_ALIASES:
+        raise AttributeError(f"module 'pbg_core.types' has no attribute {name!r}")
+    import torch
+
+    aliases = {
+        "ModuleStateDict": dict[str, torch.Tensor],
+        "FloatTensorType": torch.Tensor,  # float32
+        "LongTensorType": torch.Tensor,  # int64
+        "ByteTensorType": torch.Tensor,  # uint8 / bool
+    }
+    globals().update(aliases)  # later lookups skip this function
+    return aliases[name]
+
 
 # Entity types with a single partition store everything under partition 0,
 # exactly as PBG names their files (``embeddings_{type}_0.v{n}.h5``).

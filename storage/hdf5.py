@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
-import torch
 
-from pbg_core.memory import shared_empty
 
 from storage.errors import BadDataError, FormatVersionError
 from storage.fs import StorageOptions, local_read_path, local_write
+
+if TYPE_CHECKING:
+    import torch
 
 FORMAT_VERSION_ATTR = "format_version"
 FORMAT_VERSION = 1
@@ -92,6 +94,10 @@ def read_1d(ds: h5py.Dataset, start: int, stop: int, dtype: torch.dtype, shared:
     numpy's conversion. ``shared=True`` reads into shared memory (for HOGWILD workers)
     without a private copy first.
     """
+    import torch  # here, not at the top: the importer writes HDF5 without torch
+
+    from pbg_core.memory import shared_empty
+
     length = max(stop - start, 0)
     out = shared_empty((length,), dtype) if shared else torch.empty(length, dtype=dtype)
     if stop <= start:

@@ -33,7 +33,6 @@ import pyarrow.compute as pc
 
 from pbg_core.errors import ConfigError
 from storage import fs, layout
-from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import DataNotFound
 from storage.import_count import ImportPlan, NameCounter
@@ -44,7 +43,7 @@ from storage.import_partition import Assignment, assign
 from storage.import_report import ImportReport, PhaseProgress, ProgressFn
 from storage.import_spill import Spill
 from storage import import_write
-from storage.import_write import ChunkMapper, bucket_sizes, write_buckets
+from storage.import_write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
 from storage.staging import Staging
 
 logger = logging.getLogger(__name__)
@@ -217,8 +216,8 @@ def run_import(
                 sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
                 report.skipped["unknown_relation"] += unknown_relation
                 report.skipped["unknown_entity"] += unknown_entity
-                store = EdgeStore(staging.stage(edge_path), plan.storage_options)
-                written = write_buckets(spill, mapper, store, sizes, weighted, writing.advance, chunk_edges)
+                target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
+                written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
                 report.edges_written.append(written)
                 logger.info("imported %d edges into %s", written, edge_path)
             entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)

@@ -37,14 +37,15 @@ import logging
 from typing import Any
 
 from pbg_core.partitions import PartitionTopology
-from storage.edges import EdgeStore
 from storage.entities import EntityStore
+from storage import fs
 from storage.errors import StorageError
 from storage.import_fast import run_import
 from storage.import_manifest import fingerprint, read_manifest, remove_manifest, write_manifest
 from storage.import_parse import Column, Columns, ReadSpec
 from storage.import_partition import EntityIndex
 from storage.import_report import ImportReport, ProgressFn
+from storage.import_write import EdgeTarget
 
 __all__ = ["EntityIndex", "ImportReport", "ProgressFn", "import_edges"]
 
@@ -159,4 +160,5 @@ def _outputs_complete(config: Any) -> bool:
         {name: e.num_partitions for name, e in config.entities.items()},
         [(r.lhs, r.rhs) for r in config.relations],
     )
-    return all(EdgeStore(path, so).has_bucket(bucket) for path in config.edge_paths for bucket in topology.buckets())
+    return all(fs.exists(EdgeTarget(path, so).bucket_url(bucket), so)
+               for path in config.edge_paths for bucket in topology.buckets())

@@ -73,6 +73,25 @@ def test_same_output_across_batch_sizes_and_paths(tmp_path: Path) -> None:
     assert named_edges(config) == want
 
 
+def test_blocks_cut_mid_line_with_blank_runs_and_crlf_stay_on_the_fast_path(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lines = graph_lines(2000)
+    # Runs of blank lines (longer than a block) land at block starts; CRLF endings; no final newline.
+    text = "".join(line + ("\r\n" + "  \r\n" * 200 if i % 333 == 0 else "\r\n") for i, line in enumerate(lines))
+    src = tmp_path / "g.tsv"
+    src.write_bytes(text.rstrip("\r\n").encode())
+    reference = write(tmp_path / "plain.tsv", lines)
+    results = []
+    for i, (path, block) in enumerate([(str(src), 1 << 9), (reference, 1 << 20)]):
+        config = config_for(tmp_path / f"run{i}")
+        with caplog.at_level("INFO", logger="storage.import_fast"):
+            report = run_import(config, [path], ReadSpec(Columns(0, 2, 1, None), "\t", block_bytes=block), seed=4)
+        results.append(snapshot(config))
+        assert report.edges_read == len(lines)
+    assert "reading line by line" not in caplog.text
+    assert results[0] == results[1]
+
+
 @pytest.mark.parametrize(
     ("bad_line", "fragments"),
     [
