@@ -26,6 +26,7 @@ from storage import fs, hdf5, layout
 from storage.import_count import ImportPlan, row_types
 from storage.import_partition import Assignment
 from storage.import_spill import Spill, SpillChunk
+from storage.prefetch import prefetched
 
 CHUNK_EDGES = 1 << 20  # spill edges mapped at a time
 
@@ -59,6 +60,9 @@ class Mapped:
 class ChunkMapper:
     """Maps spill chunks through the assignments of the entity types (and dynamic relations).
 
+    Partitions are looked up in int16 copies of the assignments and offsets in int32 ones:
+    smaller tables miss the caches less (the counting pass reads partitions only).
+
     Args:
         plan: The import plan.
         entities: Assignment per entity type.
@@ -68,56 +72,96 @@ class ChunkMapper:
     def __init__(self, plan: ImportPlan, entities: dict[str, Assignment], relations: Assignment | None) -> None:
         self.plan = plan
         self.entities = entities
+        part_type = np.int16 if max(a.num_partitions for a in entities.values()) < 2**15 else np.int32
+        self._part_of = {name: a.part_of.astype(part_type) for name, a in entities.items()}
+        self._offset_of = {name: a.offset_of.astype(np.int32) for name, a in entities.items()}
         self.relation_index = None
         if relations is not None:
-            self.relation_index = np.full(len(relations.part_of), -1, dtype=np.int64)
+            self.relation_index = np.full(len(relations.part_of), -1, dtype=np.int32)
             self.relation_index[relations.order] = np.arange(len(relations.order))
 
     @property
     def num_buckets(self) -> int:
         return self.plan.nparts_lhs * self.plan.nparts_rhs
 
-    def map(self, chunk: SpillChunk) -> Mapped:
-        """Kept edges of ``chunk`` as offsets, relation indices and bucket keys."""
-        rel = chunk.rel.astype(np.int64)
-        if self.relation_index is not None:
-            rel = self.relation_index[rel]
+    def map(self, chunk: SpillChunk, offsets: bool = True) -> Mapped:
+        """Kept edges of ``chunk`` as offsets, relation indices and bucket keys.
+
+        With ``offsets=False`` only the bucket keys and the skip counts are computed (the
+        ``lhs``/``rhs``/``rel``/``weight`` fields are then empty).
+        """
+        rel = chunk.rel if self.relation_index is None else self.relation_index[chunk.rel]
         known = rel >= 0
-        parts, offsets = [], []
+        parts, offs = [], []
         for side, ids in ((0, chunk.lhs), (1, chunk.rhs)):
-            part = np.full(len(rel), -1, dtype=np.int64)
-            offset = np.zeros(len(rel), dtype=np.int64)
-            for name, mask in row_types(self.plan, side, rel, known):
-                assignment = self.entities[name]
-                if mask.all():
-                    part, offset = assignment.part_of[ids].astype(np.int64), assignment.offset_of[ids]
-                else:
-                    sub = ids[mask]
-                    part[mask], offset[mask] = assignment.part_of[sub], assignment.offset_of[sub]
+            part, offset = self._locate(side, ids, rel, known, offsets)
             parts.append(part)
-            offsets.append(offset)
+            offs.append(offset)
         ok = (parts[0] >= 0) & (parts[1] >= 0)
-        num_known = int(known.sum())
-        unknown_entity = num_known - int(ok.sum())
+        num_known = int(np.count_nonzero(known))
+        num_ok = int(np.count_nonzero(ok))
         weight = chunk.weight
-        if not ok.all():
-            parts, offsets = [p[ok] for p in parts], [o[ok] for o in offsets]
-            rel = rel[ok]
-            weight = None if weight is None else weight[ok]
-        bucket = parts[0] * self.plan.nparts_rhs + parts[1]
-        return Mapped(bucket, offsets[0], offsets[1], rel, weight, len(chunk) - num_known, unknown_entity)
+        if num_ok < len(ok):
+            parts = [p[ok] for p in parts]
+            if offsets:
+                offs, rel = [o[ok] for o in offs], rel[ok]
+                weight = None if weight is None else weight[ok]
+        key = self._key_type
+        bucket = parts[0].astype(key) * key(self.plan.nparts_rhs) + parts[1].astype(key)
+        if not offsets:
+            empty = np.empty(0, dtype=np.int64)
+            return Mapped(bucket, empty, empty, empty, None, len(chunk) - num_known, num_known - num_ok)
+        return Mapped(bucket, offs[0], offs[1], rel, weight, len(chunk) - num_known, num_known - num_ok)
+
+    @property
+    def _key_type(self) -> type[np.integer]:
+        # Bucket keys as small as they fit: numpy's stable argsort is a radix sort for 16 bits.
+        return np.uint16 if self.num_buckets <= 2**16 else np.int64
+
+    def _locate(self, side: int, ids: np.ndarray, rel: np.ndarray, known: np.ndarray,
+                offsets: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """(partition or -1, offset) of every row's entity on ``side``."""
+        types = row_types(self.plan, side, rel, known)
+        if len(types) == 1 and bool(types[0][1].all()):  # one type, every relation known
+            name = types[0][0]
+            return self._part_of[name][ids], (self._offset_of[name][ids] if offsets else None)
+        part = np.full(len(rel), -1, dtype=np.int32)
+        offset = np.zeros(len(rel), dtype=np.int32) if offsets else None
+        for name, mask in types:
+            sub = ids[mask]
+            part[mask] = self._part_of[name][sub]
+            if offset is not None:
+                offset[mask] = self._offset_of[name][sub]
+        return part, offset
 
 
 def bucket_sizes(spill: Spill, mapper: ChunkMapper, chunk_edges: int = CHUNK_EDGES) -> tuple[np.ndarray, int, int]:
     """(edges per bucket key, unknown-relation skips, unknown-entity skips) of one input."""
     sizes = np.zeros(mapper.num_buckets, dtype=np.int64)
     unknown_relation = unknown_entity = 0
-    for chunk in spill.chunks(chunk_edges):
-        mapped = mapper.map(chunk)
+    keys_only = (mapper.map(chunk, offsets=False) for chunk in spill.chunks(chunk_edges))
+    for mapped in prefetched(keys_only, name="pbg-import-map"):
         sizes += np.bincount(mapped.bucket, minlength=mapper.num_buckets)
         unknown_relation += mapped.unknown_relation
         unknown_entity += mapped.unknown_entity
     return sizes, unknown_relation, unknown_entity
+
+
+@dataclass
+class _Grouped:
+    """The columns of one mapped chunk, sorted by bucket (input order kept inside a bucket)."""
+
+    counts: np.ndarray  # edges per bucket key
+    columns: dict[str, np.ndarray]
+    num_edges: int
+
+
+def _grouped(mapped: Mapped, num_buckets: int, num_edges: int) -> _Grouped:
+    order = np.argsort(mapped.bucket, kind="stable")
+    columns = {"lhs": mapped.lhs[order], "rhs": mapped.rhs[order], "rel": mapped.rel[order]}
+    if mapped.weight is not None:
+        columns["weight"] = mapped.weight[order]
+    return _Grouped(np.bincount(mapped.bucket, minlength=num_buckets), columns, num_edges)
 
 
 class _BucketFiles:
@@ -134,20 +178,13 @@ class _BucketFiles:
                 columns["weight"] = hf.create_dataset("weight", shape=(size,), dtype=np.float32)
             self.datasets.append(columns)
 
-    def write(self, mapped: Mapped) -> None:
-        """Append the edges of ``mapped`` to their buckets, keeping their order."""
-        if len(mapped.bucket) == 0:
-            return
-        order = np.argsort(mapped.bucket, kind="stable")
-        counts = np.bincount(mapped.bucket, minlength=len(self.datasets))
-        columns = {"lhs": mapped.lhs[order], "rhs": mapped.rhs[order], "rel": mapped.rel[order]}
-        if mapped.weight is not None:
-            columns["weight"] = mapped.weight[order]
+    def write(self, grouped: _Grouped) -> None:
+        """Append the edges of ``grouped`` to their buckets (h5py converts to the int64 datasets)."""
         begin = 0
-        for key in np.flatnonzero(counts).tolist():
-            end = begin + int(counts[key])
+        for key in np.flatnonzero(grouped.counts).tolist():
+            end = begin + int(grouped.counts[key])
             at = int(self.cursor[key])
-            for name, values in columns.items():
+            for name, values in grouped.columns.items():
                 self.datasets[key][name][at : at + end - begin] = values[begin:end]
             self.cursor[key] = at + end - begin
             begin = end
@@ -157,12 +194,17 @@ def write_buckets(
     spill: Spill, mapper: ChunkMapper, target: EdgeTarget, sizes: np.ndarray, weighted: bool,
     on_chunk: Callable[[int], None], chunk_edges: int = CHUNK_EDGES,
 ) -> int:
-    """Write every bucket file of one edge path (all of the grid, empty ones too); edges written."""
+    """Write every bucket file of one edge path (all of the grid, empty ones too); edges written.
+
+    A background thread maps and sorts the next chunk (numpy, GIL released) while this one
+    is written (h5py).
+    """
+    grouped = (_grouped(mapper.map(chunk), mapper.num_buckets, len(chunk)) for chunk in spill.chunks(chunk_edges))
     with ExitStack() as stack:
         files = _BucketFiles(target, mapper.plan, sizes, weighted, stack)
-        for chunk in spill.chunks(chunk_edges):
-            files.write(mapper.map(chunk))
-            on_chunk(len(chunk))
+        for group in prefetched(grouped, name="pbg-import-map"):
+            files.write(group)
+            on_chunk(group.num_edges)
         if not np.array_equal(files.cursor, sizes):
             raise RuntimeError(f"bucket sizes changed between the passes: counted {sizes}, wrote {files.cursor}")
     return int(sizes.sum())
