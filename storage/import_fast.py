@@ -163,6 +163,17 @@ def _write_entity_files(store: EntityStore, counter: NameCounter, entities: dict
     store.save_dynamic_relation_names(relation_names)
 
 
+def _report_shared_names(counter: NameCounter, report: ImportReport) -> None:
+    """Count names that occur under more than one entity type (see ``ImportReport.shared_names``)."""
+    types = sorted(counter.entities)
+    for i, first in enumerate(types):
+        for second in types[i + 1 :]:
+            count, examples = counter.entities[first].shared_with(counter.entities[second])
+            if count:
+                report.shared_names[f"{first}/{second}"] = count
+                report.shared_examples[f"{first}/{second}"] = examples
+
+
 def run_import(
     config: Any, inputs: Sequence[str], spec: ReadSpec, *, relation_type_min_count: int = 1,
     entity_min_count: int = 1, seed: int | None = None, progress: ProgressFn | None = None,
@@ -207,6 +218,7 @@ def run_import(
         entities = {name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
                     for name in plan.entity_types}
         report.entity_counts = {name: len(a.order) for name, a in entities.items()}
+        _report_shared_names(counter, report)
         report.relation_count = len(relation_names)
         mapper = ChunkMapper(plan, entities, relations)
         staging = Staging(plan.storage_options)

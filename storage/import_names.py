@@ -99,6 +99,14 @@ class NameIndex:
         bounds = np.cumsum([0] + [len(n) for n in names])
         return [ids[bounds[i] : bounds[i + 1]] for i in range(len(parts))]
 
+    def shared_with(self, other: NameIndex, examples: int = 3) -> tuple[int, list[str]]:
+        """(how many names are in both indexes, the first few of them by this index's ids)."""
+        _, mine, _ = np.intersect1d(self._keys, other._keys, assume_unique=True, return_indices=True)
+        theirs = other._table.find(self._keys[mine])
+        same = np.sort(mine[self._checks[mine] == other._checks[theirs]])
+        shown = self.names().take(pa.array(same[:examples], type=pa.int64())).to_pylist() if len(same) else []
+        return len(same), shown
+
     def _probe(self, names: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(key, check, id or -1, rows whose check differs from the stored one) of ``names``."""
         key, check = hash_strings(names)

@@ -37,6 +37,10 @@ class ImportReport:
         entity_counts: Entities kept per entity type (after ``entity_min_count``).
         relation_count: Relation types (config relations, or dynamic relations kept).
         seconds: Wall time of the whole import.
+        shared_names: Names found under several entity types, per pair ``"a/b"``: each type
+            keeps its own entity (PBG's rule: types are separate namespaces, e.g. user 17
+            and item 17), reported because a shared name can also be a mistake in the data.
+        shared_examples: The first few shared names of each pair.
     """
 
     edges_read: int = 0
@@ -46,6 +50,8 @@ class ImportReport:
     entity_counts: dict[EntityName, int] = field(default_factory=dict)
     relation_count: int = 0
     seconds: float = 0.0
+    shared_names: dict[str, int] = field(default_factory=dict)
+    shared_examples: dict[str, list[str]] = field(default_factory=dict)
     unchanged_since: str | None = None  # set when a re-import found nothing changed (nothing written)
 
     def add_bad_lines(self, lines: list[str]) -> None:
@@ -68,6 +74,11 @@ class ImportReport:
             f"per input {', '.join(f'{n:,}' for n in self.edges_written)}; "
             f"skipped {skipped or 'none'}; entities {entities}; {self.relation_count} relation type(s)"
         )
+        if self.shared_names:
+            pairs = "; ".join(f"{pair}: {n:,} (e.g. {', '.join(map(repr, self.shared_examples.get(pair, [])))})"
+                              for pair, n in self.shared_names.items())
+            text += (f"\nnames under several entity types, kept as separate entities of each type (as PBG "
+                     f"does): {pairs}")
         if self.bad_lines:
             text += "\nmalformed lines skipped:\n  " + "\n  ".join(self.bad_lines)
         return text

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pbg_core.config import ConfigSchema, parse_config
+from pbg_core.types import Bucket
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError
@@ -166,3 +167,34 @@ def test_near_empty_bucket_files_are_small(tmp_path: Path) -> None:
                  seed=0)
     sizes = [os.path.getsize(tmp_path / "edges" / name) for name in os.listdir(tmp_path / "edges")]
     assert len(sizes) == 4 and max(sizes) < 20_000
+
+
+def test_a_name_under_two_entity_types_is_two_entities_and_is_reported(tmp_path: Path) -> None:
+    config = parse_config({
+        "entities": {"user": {"num_partitions": 1}, "item": {"num_partitions": 1}},
+        "relations": [{"name": "bought", "lhs": "user", "rhs": "item"},
+                      {"name": "follows", "lhs": "user", "rhs": "user"}],
+        "dimension": 4, "entity_path": str(tmp_path / "ent"), "edge_paths": [str(tmp_path / "edges")],
+        "checkpoint_path": str(tmp_path / "ckpt"),
+    })
+    # Integer ids per type, the usual case: "1" and "2" are both a user and an item.
+    src = write(tmp_path / "g.tsv", ["1\tbought\t1", "2\tbought\t1", "2\tfollows\t1", "3\tbought\t2"])
+    report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t"), seed=0)
+    assert report.entity_counts == {"item": 2, "user": 3}
+    assert report.shared_names == {"item/user": 2}
+    assert report.shared_examples == {"item/user": ["1", "2"]}
+    assert "names under several entity types" in str(report) and "item/user: 2 (e.g. '1', '2')" in str(report)
+    users, items = (EntityStore(config.entity_path).load_names(t, 0) for t in ("user", "item"))
+    e = EdgeStore(config.edge_paths[0]).load(Bucket(0, 0))
+    got = Counter()
+    for a, r, b in zip(e.lhs.tensor.tolist(), e.rel.tolist(), e.rhs.tensor.tolist()):
+        rhs_names = items if r == 0 else users
+        got[(users[a], r, rhs_names[b])] += 1
+    assert got == Counter({("1", 0, "1"): 1, ("2", 0, "1"): 1, ("2", 1, "1"): 1, ("3", 0, "2"): 1})
+
+
+def test_no_shared_names_report_when_types_do_not_overlap(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    src = write(tmp_path / "g.tsv", graph_lines(100))
+    report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t"), seed=0)
+    assert report.shared_names == {} and "several entity types" not in str(report)
