@@ -14,6 +14,7 @@ by ``relation_type_min_count`` (PBG counts entities over all inputs).
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -79,17 +80,20 @@ class NameCounter:
         self.plan = plan
         self.entities = {name: NameIndex(threads.map) for name in plan.entity_types}
         self.relations = NameIndex()
+        self.unknown_relations: Counter[str] = Counter()  # non-dynamic mode: names not in the config
 
 
     def snapshot(self) -> dict[str, Any]:
         """State to :meth:`restore` when a file must be read again on the slow path."""
-        return {"entities": {n: i.snapshot() for n, i in self.entities.items()}, "relations": self.relations.snapshot()}
+        return {"entities": {n: i.snapshot() for n, i in self.entities.items()}, "relations": self.relations.snapshot(),
+                "unknown_relations": Counter(self.unknown_relations)}
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Forget everything counted since ``snap``."""
         for name, index in self.entities.items():
             index.restore(snap["entities"][name])
         self.relations.restore(snap["relations"])
+        self.unknown_relations = Counter(snap["unknown_relations"])
 
     def consume(self, batch: RawBatch) -> SpillChunk:
         """Count the batch's names and return its edges as ids (the spill chunk)."""
@@ -118,7 +122,12 @@ class NameCounter:
             lut = self.relations.lookup_or_add([(encoded.dictionary, first)])[0]
             self.relations.add_counts(lut, np.bincount(indices, minlength=len(lut)))
         else:
-            lut = np.array([self.plan.relation_ids.get(s, -1) for s in encoded.dictionary.to_pylist()], dtype=np.int64)
+            names = encoded.dictionary.to_pylist()
+            lut = np.array([self.plan.relation_ids.get(s, -1) for s in names], dtype=np.int64)
+            if (lut < 0).any():
+                counts = np.bincount(indices, minlength=len(lut))
+                for i in np.flatnonzero(lut < 0).tolist():
+                    self.unknown_relations[names[i]] += int(counts[i])
         return lut[indices] if len(lut) else np.zeros(0, dtype=np.int64)
 
     def _count_type(

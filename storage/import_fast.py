@@ -40,7 +40,7 @@ from storage.import_parse import (
     FastPathAnomaly, RawBatch, ReadSpec, detect_delimiter, fast_batches, is_parquet, parquet_batches, slow_batches,
 )
 from storage.import_partition import Assignment, assign
-from storage.import_report import ImportReport, PhaseProgress, ProgressFn
+from storage.import_report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
 from storage.import_spill import Spill
 from storage import import_write
 from storage.import_write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
@@ -219,6 +219,7 @@ def run_import(
                     for name in plan.entity_types}
         report.entity_counts = {name: len(a.order) for name, a in entities.items()}
         _report_shared_names(counter, report)
+        report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
         report.relation_count = len(relation_names)
         mapper = ChunkMapper(plan, entities, relations)
         staging = Staging(plan.storage_options)

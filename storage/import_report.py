@@ -17,6 +17,7 @@ ProgressFn = Callable[[str, int], None]
 
 SKIP_REASONS = ("unknown_relation", "unknown_entity", "blank_line", "malformed_line")
 MAX_BAD_LINES_KEPT = 100  # malformed lines listed in the report (all of them are counted)
+MAX_NAMES_SHOWN = 10  # unknown relation names listed in the report (the most frequent)
 
 
 def _skip_reasons() -> dict[str, int]:
@@ -41,6 +42,8 @@ class ImportReport:
             keeps its own entity (PBG's rule: types are separate namespaces, e.g. user 17
             and item 17), reported because a shared name can also be a mistake in the data.
         shared_examples: The first few shared names of each pair.
+        unknown_relations: The most frequent relation names not in the config (standard mode),
+            with their edge counts (all of them are in ``skipped["unknown_relation"]``).
     """
 
     edges_read: int = 0
@@ -52,6 +55,7 @@ class ImportReport:
     seconds: float = 0.0
     shared_names: dict[str, int] = field(default_factory=dict)
     shared_examples: dict[str, list[str]] = field(default_factory=dict)
+    unknown_relations: dict[str, int] = field(default_factory=dict)
     unchanged_since: str | None = None  # set when a re-import found nothing changed (nothing written)
 
     def add_bad_lines(self, lines: list[str]) -> None:
@@ -74,6 +78,9 @@ class ImportReport:
             f"per input {', '.join(f'{n:,}' for n in self.edges_written)}; "
             f"skipped {skipped or 'none'}; entities {entities}; {self.relation_count} relation type(s)"
         )
+        if self.unknown_relations:
+            shown = ", ".join(f"{name!r} ({n:,})" for name, n in self.unknown_relations.items())
+            text += f"\nrelation names not in the config (edges skipped): {shown}"
         if self.shared_names:
             pairs = "; ".join(f"{pair}: {n:,} (e.g. {', '.join(map(repr, self.shared_examples.get(pair, [])))})"
                               for pair, n in self.shared_names.items())

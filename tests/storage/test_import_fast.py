@@ -198,3 +198,14 @@ def test_no_shared_names_report_when_types_do_not_overlap(tmp_path: Path) -> Non
     src = write(tmp_path / "g.tsv", graph_lines(100))
     report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t"), seed=0)
     assert report.shared_names == {} and "several entity types" not in str(report)
+
+
+def test_unknown_relation_names_are_counted_once_also_after_a_slow_path_reread(tmp_path: Path) -> None:
+    config = config_for(tmp_path, relations=2)  # r0, r1: r2 is not in the config
+    lines = graph_lines(600)
+    lines.append(lines[0] + "\textra")  # a ragged last line: the file is read again line by line
+    src = write(tmp_path / "g.tsv", lines)
+    report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t", block_bytes=1 << 10), seed=0)
+    want = sum(1 for line in lines if line.split("\t")[1] == "r2")
+    assert report.skipped["unknown_relation"] == want
+    assert report.unknown_relations == {"r2": want}

@@ -164,6 +164,8 @@ def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(root: StorePa
     assert [store.load_count("user", p) for p in range(3)] == [3, 2, 2]  # starts 0, ceil(7/3)=3, ceil(14/3)=5
     assert sorted(store.load_names("item", 0)) == ["item0", "item1", "item2", "item3"]
     assert report.skipped["unknown_relation"] == 1
+    assert report.unknown_relations == {"unknown_rel": 1}
+    assert "relation names not in the config (edges skipped): 'unknown_rel' (1)" in str(report)
     assert report.edges_written == [16, 8] and report.edges_read == 25
 
 
