@@ -142,8 +142,8 @@ class NameCounter:
             names = columns[side] if whole else columns[side].filter(pa.array(mask))
             selected.append((side, mask, whole, names, 2 * rows + side))  # line by line, lhs before rhs
         found = index.lookup_or_add([(names, positions) for _, _, _, names, positions in selected])
+        index.count(np.concatenate(found))  # one bincount for both sides
         for (side, mask, whole, _, _), part_ids in zip(selected, found):
-            index.count(part_ids)
             if whole:
                 ids[side] = part_ids
             else:

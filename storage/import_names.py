@@ -3,11 +3,12 @@
 Per entity type (and for dynamic relations) a :class:`NameIndex` keeps:
 
 - ``names``: the names by id, as pyarrow string chunks (about 11 bytes per short name);
-- a :class:`~storage.import_hash.HashTable` from each name's 64-bit ``key`` hash to its id,
-  and the ``key`` and ``check`` hashes by id (:func:`~storage.import_hash.hash_strings`);
+- a :class:`~storage.import_hash.HashTable` from each name's 64-bit ``key`` hash to its id
+  and 32 bits of its ``check`` hash (:func:`~storage.import_hash.hash_strings`), and both
+  hashes by id (to rebuild the table on :meth:`NameIndex.restore`);
 - ``counts``: occurrences per id.
 
-Every hit is confirmed by comparing its ``check`` hash, so two different names are never
+Every hit is confirmed by comparing its ``check`` bits, so two different names are never
 merged silently: a ``key`` collision raises :class:`HashCollisionError` naming both.
 Ids follow the order in which names are first seen, given by caller-supplied positions, so the
 numbering does not depend on how the input was cut into batches.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from storage.import_hash import HashCollisionError, HashTable, hash_strings
+from storage.import_hash import STORED_CHECK_MASK, HashCollisionError, HashTable, hash_strings
 
 __all__ = ["HashCollisionError", "NameIndex", "first_positions"]
 
@@ -102,7 +103,7 @@ class NameIndex:
     def shared_with(self, other: NameIndex, examples: int = 3) -> tuple[int, list[str]]:
         """(how many names are in both indexes, the first few of them by this index's ids)."""
         _, mine, _ = np.intersect1d(self._keys, other._keys, assume_unique=True, return_indices=True)
-        theirs = other._table.find(self._keys[mine])
+        theirs, _ = other._table.find(self._keys[mine])
         same = np.sort(mine[self._checks[mine] == other._checks[theirs]])
         shown = self.names().take(pa.array(same[:examples], type=pa.int64())).to_pylist() if len(same) else []
         return len(same), shown
@@ -110,9 +111,8 @@ class NameIndex:
     def _probe(self, names: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(key, check, id or -1, rows whose check differs from the stored one) of ``names``."""
         key, check = hash_strings(names)
-        ids = self._table.find(key)
-        found = np.flatnonzero(ids >= 0)
-        return key, check, ids, found[self._checks[ids[found]] != check[found]]
+        ids, stored_check = self._table.find(key)
+        return key, check, ids, np.flatnonzero((ids >= 0) & (stored_check != (check & STORED_CHECK_MASK)))
 
     def snapshot(self) -> _Snapshot:
         """State to :meth:`restore`."""
@@ -125,7 +125,7 @@ class NameIndex:
         del self._chunks[snap.num_chunks :]
         self._names_cache = None
         self._table = HashTable()
-        self._table.insert(self._keys, np.arange(snap.size, dtype=np.int64))
+        self._table.insert(self._keys, np.arange(snap.size, dtype=np.int64), self._checks)
 
     def _add(self, keys: np.ndarray, checks: np.ndarray, positions: np.ndarray, rows: np.ndarray,
              names: list[pa.Array]) -> np.ndarray:
@@ -151,7 +151,7 @@ class NameIndex:
         rep_keys = sorted_keys[first][by_position]
         self._keys = np.concatenate([self._keys, rep_keys])
         self._checks = np.concatenate([self._checks, checks[reps[by_position]]])
-        self._table.insert(rep_keys, self.size + np.arange(len(reps), dtype=np.int64))
+        self._table.insert(rep_keys, self.size + np.arange(len(reps), dtype=np.int64), checks[reps[by_position]])
         self.size += len(reps)
         self.counts = np.concatenate([self.counts, np.zeros(len(reps), dtype=np.int64)])
         out = np.empty(len(keys), dtype=np.int64)

@@ -41,20 +41,23 @@ def test_keys_are_never_the_empty_marker() -> None:
 def test_hash_table_finds_what_was_inserted_across_growth() -> None:
     rng = np.random.default_rng(0)
     keys = np.unique(rng.integers(1, 2**63, 50_000, dtype=np.uint64))
+    checks = rng.integers(0, 2**63, len(keys), dtype=np.uint64)
     table = HashTable(capacity=16)
-    table.insert(keys[:100], np.arange(100))
-    table.insert(keys[100:], np.arange(100, len(keys)))  # grows several times
-    np.testing.assert_array_equal(table.find(keys), np.arange(len(keys)))
+    table.insert(keys[:100], np.arange(100), checks[:100])
+    table.insert(keys[100:], np.arange(100, len(keys)), checks[100:])  # grows several times
+    values, stored = table.find(keys)
+    np.testing.assert_array_equal(values, np.arange(len(keys)))
+    np.testing.assert_array_equal(stored, checks & np.uint64(0xFFFFFFFF))
     absent = rng.integers(1, 2**63, 1_000, dtype=np.uint64)
     absent = absent[~np.isin(absent, keys)]
-    assert (table.find(absent) == -1).all()
+    assert (table.find(absent)[0] == -1).all()
 
 
 def test_hash_table_keys_in_the_same_home_slot_all_land() -> None:
     table = HashTable(capacity=64)
     keys = np.array([64 * i + 5 for i in range(1, 20)], dtype=np.uint64)  # one home slot, 19 keys
-    table.insert(keys, np.arange(19))
-    np.testing.assert_array_equal(table.find(keys), np.arange(19))
+    table.insert(keys, np.arange(19), keys)
+    np.testing.assert_array_equal(table.find(keys)[0], np.arange(19))
 
 
 def test_a_key_collision_is_reported_with_both_names(monkeypatch: pytest.MonkeyPatch) -> None:
