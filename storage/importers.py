@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pbg_core.partitions import PartitionTopology
@@ -106,19 +107,27 @@ def import_edges(
         "columns": [lhs_col, rhs_col, rel_col, weight_col], "delimiter": delimiter, "skip_bad_lines": skip_bad_lines,
         "relation_type_min_count": relation_type_min_count, "entity_min_count": entity_min_count, "seed": seed,
     }
-    print_ = _fingerprint(config, inputs, options)  # None: unreadable inputs, the import says why
-    unchanged = _unchanged_import(config, print_) if print_ is not None and not force else None
-    if unchanged is not None:
-        logger.info("%s", unchanged)
-        return unchanged
-    if print_ is not None:  # an interrupted import must not leave a manifest that matches
-        remove_manifest(config.entity_path, config.storage_options_for_fs())
-    report = run_import(
-        config, inputs, spec, relation_type_min_count=relation_type_min_count,
-        entity_min_count=entity_min_count, seed=seed, progress=progress,
-    )
+    so = config.storage_options_for_fs()
+    print_: str | None = None  # None: unreadable inputs (the import itself then says why)
+    compared = not force and read_manifest(config.entity_path, so) is not None and _outputs_complete(config)
+    if compared:  # only a previous import can make this one unnecessary: compare fingerprints first
+        print_ = _fingerprint(config, inputs, options)
+        unchanged = _unchanged_import(config, print_) if print_ is not None else None
+        if unchanged is not None:
+            logger.info("%s", unchanged)
+            return unchanged
+    remove_manifest(config.entity_path, so)  # an interrupted import must not leave a manifest that matches
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-import-fingerprint") as hasher:
+        # Otherwise the inputs are hashed while pass 1 parses them (hashlib releases the GIL).
+        later: Future[str | None] | None = None if compared else hasher.submit(_fingerprint, config, inputs, options)
+        report = run_import(
+            config, inputs, spec, relation_type_min_count=relation_type_min_count,
+            entity_min_count=entity_min_count, seed=seed, progress=progress,
+        )
+        if later is not None:
+            print_ = later.result()
     if print_ is not None:
-        write_manifest(config.entity_path, print_, dataclasses.asdict(report), config.storage_options_for_fs())
+        write_manifest(config.entity_path, print_, dataclasses.asdict(report), so)
     return report
 
 

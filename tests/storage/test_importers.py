@@ -340,15 +340,20 @@ def test_reimport_replaces_previous_output(root: StorePath) -> None:
     assert sorted(names) == ["x", "y"]
 
 
-def test_unknown_entity_type_in_relations_is_config_error() -> None:
+def test_unknown_entity_type_in_relations_is_config_error(tmp_path: Path) -> None:
     class Config:  # parse_config rejects this already; the importer must not rely on it
         entities = {"n": type("E", (), {"num_partitions": 1})()}
         relations = [type("R", (), {"name": "r", "lhs": "n", "rhs": "ghost"})()]
-        edge_paths = ["unused"]
+        edge_paths = [str(tmp_path / "edges")]
+        entity_path = str(tmp_path / "entities")
         dynamic_relations = False
 
+        def storage_options_for_fs(self) -> None:
+            return None
+
     with pytest.raises(ConfigError, match="ghost"):
-        import_edges(Config(), ["unused.tsv"], lhs_col=0, rhs_col=1)
+        import_edges(Config(), [str(tmp_path / "unused.tsv")], lhs_col=0, rhs_col=1)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_import_path_does_not_load_torch_or_prefect() -> None:
