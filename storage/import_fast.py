@@ -10,10 +10,12 @@
    bucket files, under hidden staging directories (:mod:`storage.staging`) moved into place
    at the end (edge files first, entity files last); any failure removes what was created.
 
-Memory holds the name indexes (about 40 bytes per distinct name), one parse batch and one
-spill chunk: it does not grow with the number of edges. Both cores work in pass 1 (pyarrow
-parses blocks in its threads while Python maps the previous batch; lhs and rhs columns are
-dictionary-encoded in parallel).
+Memory holds the name indexes (about 60 bytes per distinct name: hash table slots, hashes,
+counts, the names), three parse blocks and two spill chunks: it does not grow with the number
+of edges. Both cores work throughout: pass 1 parses the next block (pyarrow, both cores) in
+a background thread while this one is mapped, and hashes and probes lhs and rhs in two
+threads; pass 2 maps and sorts the next chunk while h5py writes this one. The inputs'
+fingerprint (:mod:`storage.import_manifest`) is hashed alongside pass 1.
 """
 
 from __future__ import annotations
