@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="import even if the inputs' content and the options match the last import")
     imp.add_argument("--skip-bad-lines", action="store_true",
                      help="skip and count malformed lines (the first ones are listed) instead of failing")
+    imp.add_argument("--unknown-relations", choices=("skip", "error"), default="skip",
+                     help="a relation name not in the config: skip and count the edge (default, as PBG) or treat "
+                          "the line as malformed (an error naming file and line, or a skip with --skip-bad-lines)")
     imp.add_argument("--relation-type-min-count", type=int, default=1, help="drop rarer relation types")
     imp.add_argument("--entity-min-count", type=int, default=1, help="drop rarer entities (and their edges)")
     imp.add_argument("--delimiter", default=None, help="column separator (default: tab if the file's first line has one, else a space)")
@@ -130,7 +133,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             config, list(args.inputs), progress=progress, lhs_col=args.lhs_col, rhs_col=args.rhs_col,
             rel_col=args.rel_col, weight_col=args.weight_col, relation_type_min_count=args.relation_type_min_count,
             entity_min_count=args.entity_min_count, delimiter=args.delimiter, seed=config.seed,
-            skip_bad_lines=args.skip_bad_lines, force=args.force,
+            skip_bad_lines=args.skip_bad_lines, force=args.force, unknown_relations=args.unknown_relations,
         )
     print(report)
     return 0

@@ -6,7 +6,7 @@ and its log. Parameters are data: a config object or a JSON/YAML ``config_url``.
 """
 
 # No `from __future__ import annotations`: Prefect resolves parameter annotations at run time.
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger
 from pydantic import Field
@@ -33,6 +33,7 @@ def pbg_import(
     entity_min_count: Annotated[int, Field(ge=1)] = 1,
     relation_type_min_count: Annotated[int, Field(ge=1)] = 1,
     skip_bad_lines: bool = False,
+    unknown_relations: Literal["skip", "error"] = "skip",
     force: bool = False,
 ) -> dict[str, Any]:
     """Convert edge lists (TSV/CSV, .gz, Parquet; local or s3://) into the config's entity and edge files.
@@ -50,6 +51,8 @@ def pbg_import(
         entity_min_count: Drop entities seen fewer times.
         relation_type_min_count: Dynamic relations: drop relation types seen fewer times.
         skip_bad_lines: Skip and count malformed lines (listing the first ones) instead of failing.
+        unknown_relations: A relation name not in the config: "skip" the edge and count it (as
+            PBG), or "error": the line is malformed (see `skip_bad_lines`).
         force: Import even if the inputs' content and the options match the last import.
     """
     forward_engine_logs()
@@ -57,7 +60,7 @@ def pbg_import(
     options = dict(
         lhs_col=lhs_col, rhs_col=rhs_col, rel_col=rel_col, weight_col=weight_col, delimiter=delimiter,
         entity_min_count=entity_min_count, relation_type_min_count=relation_type_min_count,
-        skip_bad_lines=skip_bad_lines, seed=resolved.seed, force=force,
+        skip_bad_lines=skip_bad_lines, unknown_relations=unknown_relations, seed=resolved.seed, force=force,
     )
     report = import_edges_task(resolved, inputs, options)
     get_run_logger().info("%s", report["summary"])

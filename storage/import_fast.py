@@ -96,6 +96,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         nparts_lhs=max(parts[lhs] for lhs, _ in sides),
         nparts_rhs=max(parts[rhs] for _, rhs in sides),
         storage_options=options,
+        strict_relations=spec.relations is not None,
     )
 
 

@@ -68,6 +68,7 @@ def import_edges(
     progress: ProgressFn | None = None,
     skip_bad_lines: bool = False,
     force: bool = False,
+    unknown_relations: str = "skip",
 ) -> ImportReport:
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
 
@@ -89,6 +90,12 @@ def import_edges(
             ``"counting"`` phase (lines read) and of the ``"writing"`` phase (edges mapped).
         skip_bad_lines: Skip malformed lines (counted in ``skipped["malformed_line"]``, the
             first ones listed with their line numbers) instead of failing.
+        unknown_relations: ``"skip"`` (PBG's behaviour): an edge whose relation name is not
+            in the config is skipped and counted, and the report lists the most frequent such
+            names. ``"error"``: such a line is malformed (an error naming file, line and the
+            expected names, or with ``skip_bad_lines`` a counted, listed skip). Only
+            meaningful with ``rel_col`` and standard relations (in dynamic mode every name
+            is a relation).
         force: Import even when the inputs' content and the options match the last import
             (:mod:`storage.import_manifest`); otherwise that case writes nothing and returns
             the last report with ``unchanged_since`` set.
@@ -102,10 +109,14 @@ def import_edges(
         DataNotFound: An input does not exist.
         BadDataError: A malformed line or an empty input (raised before anything is written).
     """
-    spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines)
+    if unknown_relations not in UNKNOWN_RELATION_POLICIES:
+        raise ValueError(f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}")
+    strict = unknown_relations == "error" and rel_col is not None and not config.dynamic_relations
+    relations = frozenset(r.name for r in config.relations) if strict else None
+    spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines, relations)
     options = {
         "columns": [lhs_col, rhs_col, rel_col, weight_col], "delimiter": delimiter, "skip_bad_lines": skip_bad_lines,
-        "relation_type_min_count": relation_type_min_count, "entity_min_count": entity_min_count, "seed": seed,
+        "unknown_relations": unknown_relations, "relation_type_min_count": relation_type_min_count, "entity_min_count": entity_min_count, "seed": seed,
     }
     so = config.storage_options_for_fs()
     print_: str | None = None  # None: unreadable inputs (the import itself then says why)
@@ -155,6 +166,7 @@ def _unchanged_import(config: Any, print_: str) -> ImportReport | None:
     return report
 
 
+UNKNOWN_RELATION_POLICIES = ("skip", "error")
 _REPORT_FIELDS = {f.name for f in dataclasses.fields(ImportReport)}
 
 

@@ -269,3 +269,18 @@ def test_export_usage_errors_say_what_to_give(
 ) -> None:
     done = run_pbg(cli_env, imported.root, "export", "config.json", *args)
     assert done.returncode == 2 and expected in done.stderr, done.stderr
+
+
+def test_import_unknown_relations_error_is_a_clean_message(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({**cli_config(), "edge_paths": ["data/train"]}))
+    (tmp_path / "typo.tsv").write_text("n1\tlinked\tn2\nn3\tlinkde\tn4\n")
+    args = ["import", "config.json", "typo.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
+    done = run_pbg(cli_env, tmp_path, *args, "--unknown-relations", "error")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "typo.tsv: line 2: relation 'linkde' in column 1 is not in the config (expected one of 'linked')" \
+        in done.stderr
+    assert not (tmp_path / "data").exists()
+    done = run_pbg(cli_env, tmp_path, *args)  # the default: skipped, counted and named
+    assert done.returncode == 0, done.stderr
+    assert "relation names not in the config (edges skipped): 'linkde' (1)" in done.stdout

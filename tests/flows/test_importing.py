@@ -53,3 +53,16 @@ def test_a_malformed_line_fails_the_flow_naming_file_and_line(graph: Any, config
     assert state.is_failed()
     assert f"{tsv}: line 2" in str(state.message) or f"{tsv}:2" in str(state.message), state.message
     assert not data.exists() or not any(data.rglob("*.h5"))  # nothing partial left behind
+
+
+def test_unknown_relations_error_fails_the_flow_naming_the_line(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    config = config_for(graph, tmp_path / "ckpt")
+    config.update(entity_path=str(data), edge_paths=[str(data / "train_partitioned")])
+    tsv = tmp_path / "typo.tsv"
+    tsv.write_text("n1\tlinked\tn2\nn3\tlinkde\tn4\n")
+    state = pbg_import(inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config),
+                       unknown_relations="error", return_state=True)
+    assert state.is_failed()
+    assert f"{tsv}: line 2: relation 'linkde' in column 1 is not in the config" in str(state.message), state.message
+    assert not data.exists() or not any(data.rglob("*.h5"))

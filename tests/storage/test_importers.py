@@ -365,3 +365,31 @@ def test_the_import_path_does_not_load_torch_or_prefect() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_unknown_relations_error_names_file_line_and_the_expected_names(root: StorePath) -> None:
+    config = make_config(root, {"n": 2}, [("likes", "n", "n"), ("knows", "n", "n")])
+    lines = [f"a{i}\tlikes\tb{i}" for i in range(50)] + ["a1\tlkes\tb2"] + [f"c{i}\tknows\td{i}" for i in range(50)]
+    src = write_tsv(root / "typo.tsv", lines)
+    before = all_files(root)
+    with pytest.raises(BadDataError) as err:
+        import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="error")
+    message = str(err.value)
+    for fragment in (src, "line 51", "relation 'lkes' in column 1 is not in the config", "'knows', 'likes'"):
+        assert fragment in message
+    assert all_files(root) == before
+    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="error",
+                          skip_bad_lines=True)
+    assert report.skipped["malformed_line"] == 1 and report.skipped["unknown_relation"] == 0
+    assert report.bad_lines == [f"{src}: line 51: relation 'lkes' in column 1 is not in the config "
+                                f"(expected one of 'knows', 'likes'): 'a1\\tlkes\\tb2'"]
+    assert sum(report.edges_written) == 100
+
+
+def test_unknown_relations_skip_is_the_default_and_other_values_are_refused(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("likes", "n", "n")])
+    src = write_tsv(root / "g.tsv", ["a\tlikes\tb", "a\tnope\tb", "b\tnope\tc"])
+    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    assert report.skipped["unknown_relation"] == 2 and report.unknown_relations == {"nope": 2}
+    with pytest.raises(ValueError, match=r"unknown_relations must be one of \['skip', 'error'\], got 'fail'"):
+        import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="fail")
