@@ -88,9 +88,9 @@ class NameIndex:
         keys = np.concatenate([p[0] for p in probed])
         checks = np.concatenate([p[1] for p in probed])
         ids = np.concatenate([p[2] for p in probed])
-        bad = np.concatenate([p[3] for p in probed])
-        if len(bad):  # rows within their part: find the first one's part
-            part = next(i for i, p in enumerate(probed) if len(p[3]))
+        mismatched = [i for i, p in enumerate(probed) if len(p[3])]  # parts with a check mismatch
+        if mismatched:
+            part = mismatched[0]
             row = int(probed[part][3][0])
             _collision(names[part][row].as_py(), self.names()[int(probed[part][2][row])].as_py())
         missing = np.flatnonzero(ids < 0)
