@@ -12,10 +12,11 @@ words (the last one zero-padded). Two independent hashes are computed:
   length and finished with splitmix64. It addresses the table.
 - ``check``: the sum of ``splitmix64(w_k + k * G + 1)``, mixed with the length. Its low 32
   bits are kept next to the key and compared on every hit, so two names that share a ``key``
-  are reported (:class:`HashCollisionError` names both) instead of merged. A merge needs 96
-  bits of two independent hashes of two different names to collide (about 10^-17 for a
-  billion names), and they are computed differently (a polynomial over the words, and a sum
-  of non-linear word mixes), so the structured inputs that defeat one do not defeat the other.
+  are told apart (the later one is stored under :func:`alternate_key`, see
+  :class:`storage.import_names.NameIndex`). Two names are merged only if 96 bits of two
+  independent hashes collide (about 10^-11 for a billion names), and the two are computed
+  differently (a polynomial over the words, and a sum of non-linear word mixes), so the
+  structured inputs that defeat one do not defeat the other.
 
 A name of up to 8 bytes is one word; when every name of an array is, the gathers are skipped
 (same values as the general path). Names never depend on the slice or the batch they come in.
@@ -31,6 +32,7 @@ _GOLD = np.uint64(0xD6E8FEB86659FD93)  # position salt of the check hash
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _LEN_CHECK = np.uint64(0xC2B2AE3D27D4EB4F)
+_ALT_SALT = np.uint64(0x165667B19E3779F9)
 
 # _TAIL_MASK[r]: the low r bytes of a little-endian word (r = 0..8).
 _TAIL_MASK = np.array([(1 << (8 * r)) - 1 for r in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
@@ -99,6 +101,14 @@ def hash_strings(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         check = _splitmix(check + ulen * _LEN_CHECK)
     key[key == 0] = 1
     return key, check
+
+
+def alternate_key(keys: np.ndarray, checks: np.ndarray) -> np.ndarray:
+    """The table key of a name whose own ``key`` is already held by another name (never 0)."""
+    with np.errstate(over="ignore"):
+        alt = _splitmix(keys ^ (checks * _MIX1) ^ _ALT_SALT)
+    alt[alt == 0] = 1
+    return alt
 
 
 def _long_sums(starts: np.ndarray, lengths: np.ndarray, view: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

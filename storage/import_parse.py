@@ -12,11 +12,12 @@ runs of spaces now read as empty columns and are reported). A line is
   skipped and listed with ``skip_bad_lines``.
 
 **Fast path** (:func:`fast_batches`): ``pyarrow.csv.read_csv`` on blocks of whole lines, parsed
-one block ahead in a background thread, multi-threaded inside a block, no quoting. It never judges a line: anything unusual (a row with another column count, an
-empty name, a conversion or UTF-8 error, a non-finite weight) raises :class:`FastPathAnomaly`,
-and the caller discards what it did with the file and re-reads it with the **slow path**
-(:func:`slow_batches`, Python line by line), the authority that names the line. A file whose
-lines have varying column counts is valid but always takes the slow path.
+one block ahead in a background thread, multi-threaded inside a block, no quoting. It never
+judges a line: anything unusual (a row with another column count, an empty name, a conversion
+or UTF-8 error, a non-finite weight) raises :class:`FastPathAnomaly`, and the caller discards
+what it did with the file and re-reads it with the **slow path** (:func:`slow_batches`, Python
+line by line), the authority that names the line. A file whose lines have varying column counts
+is valid but always takes the slow path.
 
 **Parquet** (:func:`parquet_batches`): columns by name (or 0-based index); ids of any type are
 read as strings; a null or empty id or a non-finite weight is malformed (reported as ``row N``).

@@ -167,7 +167,8 @@ def _grouped(mapped: Mapped, num_buckets: int, num_edges: int) -> _Grouped:
 class _BucketFiles:
     """The open, pre-sized files of every bucket of one edge path, with a write cursor each."""
 
-    def __init__(self, target: EdgeTarget, plan: ImportPlan, sizes: np.ndarray, weighted: bool, stack: ExitStack) -> None:
+    def __init__(self, target: EdgeTarget, plan: ImportPlan, sizes: np.ndarray, weighted: bool,
+                 stack: ExitStack) -> None:
         self.datasets: list[dict[str, h5py.Dataset]] = []
         self.cursor = np.zeros(len(sizes), dtype=np.int64)
         for key, size in enumerate(sizes.tolist()):

@@ -18,7 +18,8 @@ def test_hash_depends_on_content_not_on_the_array_slice() -> None:
         assert full[0] == full[4]
         assert len(set(full.tolist())) == len(NAMES) - 1  # every other name differs, trailing NULs too
     keys, checks = hash_strings(names)
-    for sliced, (k, c) in ((names.slice(1, 4), (keys[1:5], checks[1:5])), (names.cast(pa.large_string()), (keys, checks))):
+    cases = [(names.slice(1, 4), keys[1:5], checks[1:5]), (names.cast(pa.large_string()), keys, checks)]
+    for sliced, k, c in cases:
         got_k, got_c = hash_strings(sliced)
         np.testing.assert_array_equal(got_k, k)
         np.testing.assert_array_equal(got_c, c)
@@ -60,7 +61,7 @@ def test_hash_table_keys_in_the_same_home_slot_all_land() -> None:
     np.testing.assert_array_equal(table.find(keys)[0], np.arange(19))
 
 
-def test_a_key_collision_is_reported_with_both_names(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_names_sharing_a_key_stay_apart_across_batches_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
     import storage.import_names as names_module
 
     def weak(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -69,12 +70,37 @@ def test_a_key_collision_is_reported_with_both_names(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(names_module, "hash_strings", weak)
     index = NameIndex()
-    index.lookup_or_add([(pa.array(["alice"]), np.array([0]))])
-    with pytest.raises(HashCollisionError, match="'bob'.*'alice'"):
-        index.lookup_or_add([(pa.array(["bob"]), np.array([0]))])
+    (ids,) = index.lookup_or_add([(pa.array(["alice"]), np.array([0]))])
+    assert ids.tolist() == [0]
+    # Two more names on key 1 in one batch (one repeated), then everything again in two parts.
+    (ids,) = index.lookup_or_add([(pa.array(["carol", "bob", "carol"]), np.array([5, 3, 7]))])
+    assert ids.tolist() == [2, 1, 2] and index.names().to_pylist() == ["alice", "bob", "carol"]
+    snap = index.snapshot()
+    lhs, rhs = index.lookup_or_add([(pa.array(["bob", "dave"]), np.array([0, 2])),
+                                    (pa.array(["alice", "carol"]), np.array([1, 3]))])
+    assert lhs.tolist() == [1, 3] and rhs.tolist() == [0, 2]
+    index.restore(snap)  # dave forgotten, the table rebuilt from the kept names' table keys
+    (ids,) = index.lookup_or_add([(pa.array(["carol", "erin", "alice", "bob"]), np.arange(4))])
+    assert ids.tolist() == [2, 3, 0, 1] and index.size == 4
+
+
+def test_a_collision_of_both_hashes_is_reported_with_both_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.import_names as names_module
+
+    def weak(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        keys, checks = hash_strings(strings)
+        return np.ones_like(keys), checks
+
+    monkeypatch.setattr(names_module, "hash_strings", weak)
+    monkeypatch.setattr(names_module, "alternate_key", lambda keys, checks: np.full_like(keys, 2))
+    index = NameIndex()
+    index.lookup_or_add([(pa.array(["alice", "bob"]), np.array([0, 1]))])  # bob on the alternate key 2
+    with pytest.raises(HashCollisionError, match="'carol' and 'bob' collide on both"):
+        index.lookup_or_add([(pa.array(["carol"]), np.array([0]))])
     fresh = NameIndex()
-    with pytest.raises(HashCollisionError, match="alice.*bob|bob.*alice"):  # inside one batch
-        fresh.lookup_or_add([(pa.array(["alice", "bob"]), np.array([0, 1]))])
+    with pytest.raises(HashCollisionError, match="'carol' and 'bob'|'bob' and 'carol'"):  # inside one batch
+        fresh.lookup_or_add([(pa.array(["alice", "bob", "carol"]), np.array([0, 1, 2]))])
+
 
 
 def test_first_positions_picks_the_earliest_row() -> None:
@@ -112,3 +138,29 @@ def test_repeated_names_in_a_part_get_one_id_by_earliest_position() -> None:
     assert ids.tolist() == [0, 2, 0, 1, 2]  # b first at 0, c at 1, a at 2
     index.count(ids)
     assert index.counts.tolist() == [2, 1, 2] and index.names().to_pylist() == ["b", "c", "a"]
+
+
+def test_many_key_collisions_match_a_dict_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.import_names as names_module
+
+    def eight_bit_keys(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        keys, checks = hash_strings(strings)
+        return (keys & np.uint64(0xFF)) | np.uint64(1), checks  # 128 keys for 3,000 names
+
+    monkeypatch.setattr(names_module, "hash_strings", eight_bit_keys)
+    rng = np.random.default_rng(7)
+    index, reference = NameIndex(), {}
+    for batch in range(12):
+        lhs, rhs = (pa.array([f"n{i}" for i in rng.integers(0, 3000, 500)]) for _ in range(2))
+        rows = np.arange(500)
+        got = index.lookup_or_add([(lhs, 2 * rows), (rhs, 2 * rows + 1)])
+        for part, column in zip(got, (lhs, rhs)):
+            for name, id_ in zip(column.to_pylist(), part.tolist()):
+                assert reference.setdefault(name, id_) == id_, (batch, name)
+        if batch == 5:
+            snap, kept = index.snapshot(), dict(reference)
+        if batch == 8:
+            index.restore(snap)
+            reference = kept
+    assert index.names().to_pylist() == sorted(reference, key=reference.__getitem__)
+    assert len(set(reference.values())) == len(reference) == index.size
