@@ -123,7 +123,7 @@ def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, re
         try:
             if len(delimiter) != 1:
                 raise FastPathAnomaly(f"delimiter {delimiter!r} is not one character")
-            _consume(fast_batches(path, spec, delimiter), counter, spill, url, report, progress)
+            _consume(fast_batches(path, url, spec, delimiter), counter, spill, url, report, progress)
             if spill.num_edges == 0:
                 raise FastPathAnomaly("no edges")
         except FastPathAnomaly as why:

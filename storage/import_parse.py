@@ -13,11 +13,12 @@ runs of spaces now read as empty columns and are reported). A line is
 
 **Fast path** (:func:`fast_batches`): ``pyarrow.csv.read_csv`` on blocks of whole lines, parsed
 one block ahead in a background thread, multi-threaded inside a block, no quoting. It never
-judges a line: anything unusual (a row with another column count, an empty name, a conversion
-or UTF-8 error, a non-finite weight) raises :class:`FastPathAnomaly`, and the caller discards
-what it did with the file and re-reads it with the **slow path** (:func:`slow_batches`, Python
-line by line), the authority that names the line. A file whose lines have varying column counts
-is valid but always takes the slow path.
+judges a line: a block with anything unusual (a row with another column count, an empty name, a
+conversion or UTF-8 error, a non-finite weight) is read again by the **slow path**
+(:func:`slow_block`, Python line by line, numbered from the block's first line), the authority
+that names the line. So a few bad lines cost a few slow blocks, and a file whose lines have
+varying column counts is valid but read slowly. The slow path reads whole files only where the
+fast one cannot start (column names for a text file, no edge at all).
 
 **Parquet** (:func:`parquet_batches`): columns by name (or 0-based index); ids of any type are
 read as strings; a null or empty id or a non-finite weight is malformed (reported as ``row N``).
@@ -27,8 +28,10 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
+import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, NamedTuple
 
@@ -40,6 +43,8 @@ import pyarrow.parquet as pq
 
 from storage.errors import BadDataError
 from storage.prefetch import prefetched
+
+logger = logging.getLogger(__name__)
 
 SLOW_BATCH_ROWS = 65_536  # rows per batch on the slow path
 _PARSE_CHUNK = 1 << 20  # bytes per pyarrow parse task inside a block (both cores share a block)
@@ -132,37 +137,76 @@ def detect_delimiter(path: str, delimiter: str | None) -> str:
 # -- fast path ----------------------------------------------------------------------------
 
 
-def fast_batches(path: str, spec: ReadSpec, delimiter: str) -> Iterator[RawBatch]:
+def fast_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterator[RawBatch]:
     """Batches of a delimited text file via pyarrow (see the module docstring).
 
     The file is cut into blocks of about ``spec.block_bytes`` at line ends; a background
     thread parses the next block (pyarrow, on both cores) while the caller maps this one, so
-    at most three blocks are in memory whatever the file size.
+    at most three blocks are in memory whatever the file size. A block with anything unusual
+    is read again line by line (:func:`slow_block`), so a few bad lines in a large file cost
+    a few slow blocks, not a slow file.
 
     Raises:
-        FastPathAnomaly: anything but clean rows and blank lines.
+        FastPathAnomaly: column names for a text file (the caller reads the whole file slowly).
+        BadDataError: a malformed line (unless ``spec.skip_bad_lines``).
     """
     if any(not isinstance(c, int) for c in spec.columns if c is not None):
         raise FastPathAnomaly("column names need a header: only Parquet has one")
-    for batch, blank in prefetched(_parsed_blocks(path, spec, delimiter), name="pbg-import-parse"):
-        out = _checked_batch(batch, spec.columns)
-        out.blank += blank
-        out.lines += blank
+    blocks = slow = 0
+    first_reason = ""
+    for parsed in prefetched(_parsed_blocks(path, spec, delimiter), name="pbg-import-parse"):
+        blocks += 1
+        try:
+            if parsed.batch is None:
+                raise FastPathAnomaly(parsed.reason)
+            out = _checked_batch(parsed.batch, spec.columns)
+        except FastPathAnomaly as why:
+            slow += 1
+            first_reason = first_reason or str(why)
+            yield from slow_block(parsed.block, parsed.first_line, url, spec, delimiter)
+            continue
+        out.blank += parsed.blank
+        out.lines += parsed.blank
         yield out
+    if slow:
+        logger.info("%s: %d of %d blocks read line by line (first: %s)", url, slow, blocks, first_reason)
 
 
-def _parsed_blocks(path: str, spec: ReadSpec, delimiter: str) -> Iterator[tuple[pa.RecordBatch, int]]:
-    """(rows, blank lines) of each block of whole lines of ``path`` (decompressed)."""
+@dataclass
+class _Parsed:
+    """One block of whole lines, parsed by pyarrow (``batch``) or not (``reason``)."""
+
+    block: bytes
+    first_line: int  # 1-based number of the block's first line in the file
+    batch: pa.RecordBatch | None
+    blank: int = 0
+    reason: str = ""
+
+
+def _parsed_blocks(path: str, spec: ReadSpec, delimiter: str) -> Iterator[_Parsed]:
+    """The blocks of whole lines of ``path`` (decompressed), each parsed if pyarrow can."""
+    first_line = 1
+    for block in _line_blocks(path, spec.block_bytes):
+        try:
+            batch, blank = _parse_block(block, spec, delimiter)
+            yield _Parsed(block, first_line, batch, blank)
+        except FastPathAnomaly as why:
+            yield _Parsed(block, first_line, None, reason=str(why))
+        first_line += block.count(b"\n")
+
+
+def _line_blocks(path: str, block_bytes: int) -> Iterator[bytes]:
+    """About ``block_bytes`` of ``path`` at a time, cut after a line end (the last line gets one)."""
     with pa.input_stream(path, compression="detect") as stream:
         carry = b""
-        while chunk := stream.read(spec.block_bytes):
+        while chunk := stream.read(block_bytes):
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
             carry = data[cut:]
             if cut:
-                yield _parse_block(data[:cut] if cut < len(data) else data, spec, delimiter)
+                yield data[:cut] if cut < len(data) else data
         if carry:  # the last line has no line end: pyarrow cannot parse a lone such line
-            yield _parse_block(carry + b"\n", spec, delimiter)
+            yield carry + b"\n"
 
 
 def _field_types(columns: Columns) -> dict[str, pa.DataType]:
@@ -283,43 +327,60 @@ def slow_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
     Raises:
         BadDataError: the first malformed line (unless ``spec.skip_bad_lines``), or no edge at all.
     """
+    with open_binary(path) as lines:
+        edges = yield from _slow_lines(lines, 1, url, spec, delimiter)
+    if edges == 0:
+        raise BadDataError(url, "line 1: expected an edge per line, the file has no edges")
+
+
+def slow_block(block: bytes, first_line: int, url: str, spec: ReadSpec, delimiter: str) -> Iterator[RawBatch]:
+    """Batches of one block of whole lines whose first line is line ``first_line`` of ``url``.
+
+    Raises:
+        BadDataError: the first malformed line (unless ``spec.skip_bad_lines``).
+    """
+    yield from _slow_lines(io.BytesIO(block), first_line, url, spec, delimiter)
+
+
+def _slow_lines(lines: Iterable[bytes], first_line: int, url: str, spec: ReadSpec,
+                delimiter: str) -> Generator[RawBatch, None, int]:
+    """Batches of ``lines`` (numbered from ``first_line``); returns the number of edges."""
     columns = spec.columns
     sep = delimiter.encode("utf-8")
     buffers = _SlowBuffers(columns.rel is not None, columns.weight is not None)
     edges = 0
-    first_data_line = 0
-    with open_binary(path) as lines:
-        for number, raw in enumerate(lines, start=1):
-            buffers.lines += 1
-            line = raw.rstrip(b"\r\n")
-            if not line.strip():
-                buffers.blank += 1
-                continue
-            first_data_line = first_data_line or number
-            fields, problem = _parse_line(line.split(sep), columns, number == first_data_line, spec.relations)
-            if problem is None and fields is None:
-                buffers.blank += 1
-                continue
-            if problem is not None:
-                shown = line.decode("utf-8", "replace")[:100]
-                problem = f"line {number}: {problem}: {shown!r}"
-                if not spec.skip_bad_lines:
-                    raise BadDataError(url, problem)
-                buffers.bad.append(problem)
-                continue
-            lhs, rhs, rel, weight = fields  # type: ignore[misc]
-            buffers.lhs.append(lhs)
-            buffers.rhs.append(rhs)
-            if rel is not None:
-                buffers.rel.append(rel)
-            if weight is not None:
-                buffers.weight.append(weight)
-            edges += 1
-            if len(buffers.lhs) >= SLOW_BATCH_ROWS:
-                yield buffers.take()
-    if edges == 0:
-        raise BadDataError(url, "line 1: expected an edge per line, the file has no edges")
+    # The column-count hint is for the file's first data line only.
+    first_data_line = 0 if first_line == 1 else -1
+    for number, raw in enumerate(lines, start=first_line):
+        buffers.lines += 1
+        line = raw.rstrip(b"\r\n")
+        if not line.strip():
+            buffers.blank += 1
+            continue
+        first_data_line = first_data_line or number
+        fields, problem = _parse_line(line.split(sep), columns, number == first_data_line, spec.relations)
+        if problem is None and fields is None:
+            buffers.blank += 1
+            continue
+        if problem is not None:
+            shown = line.decode("utf-8", "replace")[:100]
+            problem = f"line {number}: {problem}: {shown!r}"
+            if not spec.skip_bad_lines:
+                raise BadDataError(url, problem)
+            buffers.bad.append(problem)
+            continue
+        lhs, rhs, rel, weight = fields  # type: ignore[misc]
+        buffers.lhs.append(lhs)
+        buffers.rhs.append(rhs)
+        if rel is not None:
+            buffers.rel.append(rel)
+        if weight is not None:
+            buffers.weight.append(weight)
+        edges += 1
+        if len(buffers.lhs) >= SLOW_BATCH_ROWS:
+            yield buffers.take()
     yield buffers.take()
+    return edges
 
 
 def _parse_line(

@@ -85,11 +85,11 @@ def test_blocks_cut_mid_line_with_blank_runs_and_crlf_stay_on_the_fast_path(
     results = []
     for i, (path, block) in enumerate([(str(src), 1 << 9), (reference, 1 << 20)]):
         config = config_for(tmp_path / f"run{i}")
-        with caplog.at_level("INFO", logger="storage.import_fast"):
+        with caplog.at_level("INFO"):
             report = run_import(config, [path], ReadSpec(Columns(0, 2, 1, None), "\t", block_bytes=block), seed=4)
         results.append(snapshot(config))
         assert report.edges_read == len(lines)
-    assert "reading line by line" not in caplog.text
+    assert "line by line" not in caplog.text
     assert results[0] == results[1]
 
 
@@ -209,3 +209,20 @@ def test_unknown_relation_names_are_counted_once_also_after_a_slow_path_reread(t
     want = sum(1 for line in lines if line.split("\t")[1] == "r2")
     assert report.skipped["unknown_relation"] == want
     assert report.unknown_relations == {"r2": want}
+
+
+def test_a_bad_line_sends_only_its_block_through_the_slow_path(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lines = graph_lines(5000)
+    lines[3210] = "n1\tr0"  # too few columns, deep in the file
+    src = write(tmp_path / "g.tsv", lines)
+    config = config_for(tmp_path / "run")
+    with caplog.at_level("INFO"):
+        report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t", skip_bad_lines=True,
+                                                   block_bytes=1 << 12), seed=0)
+    blocks = [r.getMessage() for r in caplog.records if "blocks read line by line" in r.getMessage()]
+    assert len(blocks) == 1 and f"{src}: 1 of " in blocks[0], blocks
+    assert report.skipped["malformed_line"] == 1
+    assert report.bad_lines[0].startswith(f"{src}: line 3211: expected at least 3 columns")
+    want = Counter((a, int(r[1:]), b) for a, r, b in (line.split("\t") for i, line in enumerate(lines) if i != 3210))
+    assert named_edges(config) == want
