@@ -165,9 +165,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from tasks.config import load_config_file
-    from tasks.convert import run_export, run_export_embeddings
-
     pbg_layout = args.entities_output is not None or args.relation_types_output is not None
     per_type = args.format is not None or args.output is not None or args.entity_type is not None
     problem = None
@@ -182,12 +179,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if problem:
         print(f"pbg export: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    config = load_config_file(args.config, args.param)
+    # Storage only, no Prefect (as for import): ~3.5 s and ~350 MB saved.
+    from storage.config_loader import load_config
+    from storage.exporters import export_embeddings, export_tsv
+
+    config = load_config(args.config, list(args.param))
     started = time.perf_counter()
     if pbg_layout:
-        report = run_export(config, args.entities_output, args.relation_types_output, args.version)
+        report = export_tsv(config, args.entities_output, args.relation_types_output, args.version)
     else:
-        report = run_export_embeddings(config, args.output, args.format, args.entity_type, args.version)
+        report = export_embeddings(config, args.output, args.format, args.entity_type or None, args.version)
     print(f"exported version {report.version}: {report.entities_written:,} embeddings, "
           f"{report.relation_rows_written} relation parameter rows in {time.perf_counter() - started:.1f} s "
           f"-> {', '.join(report.outputs)}")

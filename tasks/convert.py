@@ -1,40 +1,23 @@
 """Import edge lists and export checkpoints (storage conversions).
 
-``run_export`` / ``run_export_embeddings`` are plain functions the CLI calls directly (no
-flow start-up cost; ``pbg import`` calls :func:`storage.importers.import_edges` itself, without
-importing Prefect); the task wrappers let flows and deployments run the same steps with
-observability.
+The tasks let flows and deployments run the storage conversions with observability. The CLI
+(``pbg import`` / ``pbg export``) calls :mod:`storage.importers` and :mod:`storage.exporters`
+itself, without importing Prefect (about 3.5 s and 350 MB saved per command).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 from prefect import task
 
 from pbg_core.config import ConfigSchema
-from storage.exporters import ExportReport, export_embeddings, export_tsv
+from storage.exporters import export_embeddings, export_tsv
 from storage.importers import import_edges
 from tasks._policies import NO_CACHE, run_logger
 from tasks.artifacts import start_progress, update_progress
 from tasks.import_progress import ImportProgress, estimate_lines
-
-
-def run_export(
-    config: ConfigSchema, entities_output: str, relation_types_output: str, version: int | None = None
-) -> ExportReport:
-    """Write a checkpoint's embeddings and relation parameters as PBG's two TSV files."""
-    return export_tsv(config, entities_output, relation_types_output, version)
-
-
-def run_export_embeddings(
-    config: ConfigSchema, output: str, format: str, entity_types: Sequence[str] | None = None,
-    version: int | None = None,
-) -> ExportReport:
-    """Write one file (or file pair) per entity type in ``format`` under ``output``."""
-    return export_embeddings(config, output, format, list(entity_types) if entity_types else None, version)  # type: ignore[arg-type]
 
 
 @task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
@@ -59,7 +42,7 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
 
 @task(name="export-tsv", task_run_name="export embeddings to TSV", cache_policy=NO_CACHE)
 def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
-    """Task form of :func:`run_export`."""
+    """Task form of :func:`storage.exporters.export_tsv`."""
     export_tsv(config, entities_output, relation_types_output)
 
 
@@ -67,5 +50,5 @@ def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_o
 def export_embeddings_task(
     config: ConfigSchema, output: str, format: str, entity_types: list[str] | None = None
 ) -> list[str]:
-    """Task form of :func:`run_export_embeddings`; returns the URLs written."""
-    return list(run_export_embeddings(config, output, format, entity_types).outputs)
+    """Task form of :func:`storage.exporters.export_embeddings`; returns the URLs written."""
+    return list(export_embeddings(config, output, format, entity_types).outputs)  # type: ignore[arg-type]

@@ -356,15 +356,17 @@ def test_unknown_entity_type_in_relations_is_config_error(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+def loaded_after(modules: str) -> list[str]:
+    """Which of torch and Prefect a fresh interpreter has loaded after importing ``modules``."""
+    code = f"import json, sys\nimport {modules}\nprint(json.dumps(sorted(m for m in ('torch', 'prefect') if m in sys.modules)))"
+    return json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+
+
 def test_the_import_path_does_not_load_torch_or_prefect() -> None:
     # `pbg import` starts in about 0.5 s because neither is loaded (torch alone: ~1.5 s, ~300 MB).
-    code = (
-        "import sys\n"
-        "import flows.cli, flows.progress_bar, storage.config_loader, storage.importers, tasks.import_progress\n"
-        "print(sorted(m for m in ('torch', 'prefect') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.strip() == "[]"
+    modules = "flows.cli, flows.progress_bar, storage.config_loader, storage.importers, tasks.import_progress"
+    assert loaded_after(modules) == []
+    assert loaded_after("flows.cli, storage.exporters") == ["torch"]  # pbg export: no Prefect
 
 
 def test_unknown_relations_error_names_file_line_and_the_expected_names(root: StorePath) -> None:
