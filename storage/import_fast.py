@@ -10,7 +10,7 @@
    bucket files, under hidden staging directories (:mod:`storage.staging`) moved into place
    at the end (edge files first, entity files last); any failure removes what was created.
 
-Memory holds the name indexes (about 60 bytes per distinct name: hash table slots, hashes,
+Memory holds the name indexes (about 80 bytes per distinct name: hash table slots, hashes,
 counts, the names), three parse blocks and two spill chunks: it does not grow with the number
 of edges. Both cores work throughout: pass 1 parses the next block (pyarrow, both cores) in
 a background thread while this one is mapped, and hashes and probes lhs and rhs in two
