@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from pbg_core.types import EntityName
 from storage.import_names import NameIndex, first_positions
-from storage.import_parse import FastPathAnomaly, RawBatch
+from storage.import_parse import RawBatch
 from storage.import_spill import MAX_ID, SpillChunk
 
 
@@ -50,7 +50,6 @@ class ImportPlan:
     nparts_lhs: int
     nparts_rhs: int
     storage_options: Any = None
-    strict_relations: bool = False  # a relation name not in the config is a malformed line
 
     @property
     def entity_types(self) -> list[EntityName]:
@@ -126,8 +125,6 @@ class NameCounter:
             names = encoded.dictionary.to_pylist()
             lut = np.array([self.plan.relation_ids.get(s, -1) for s in names], dtype=np.int64)
             if (lut < 0).any():
-                if self.plan.strict_relations:  # the slow path names the first such line
-                    raise FastPathAnomaly("a relation name that is not in the config")
                 counts = np.bincount(indices, minlength=len(lut))
                 for i in np.flatnonzero(lut < 0).tolist():
                     self.unknown_relations[names[i]] += int(counts[i])

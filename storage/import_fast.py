@@ -96,7 +96,6 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         nparts_lhs=max(parts[lhs] for lhs, _ in sides),
         nparts_rhs=max(parts[rhs] for _, rhs in sides),
         storage_options=options,
-        strict_relations=spec.relations is not None,
     )
 
 
@@ -119,7 +118,7 @@ def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, re
             return
         delimiter = detect_delimiter(path, spec.delimiter)
         snapshot = counter.snapshot()
-        before = (report.edges_read, report.skipped["blank_line"], progress.done_count)
+        before = (report.edges_read, dict(report.skipped), list(report.bad_lines), progress.done_count)
         try:
             if len(delimiter) != 1:
                 raise FastPathAnomaly(f"delimiter {delimiter!r} is not one character")
@@ -130,7 +129,7 @@ def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, re
             logger.info("%s: reading line by line (%s)", url, why)
             counter.restore(snapshot)
             spill.reset()
-            report.edges_read, report.skipped["blank_line"], progress.done_count = before
+            report.edges_read, report.skipped, report.bad_lines, progress.done_count = before
             _consume(slow_batches(path, url, spec, delimiter), counter, spill, url, report, progress)
 
 

@@ -159,7 +159,7 @@ def fast_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
         try:
             if parsed.batch is None:
                 raise FastPathAnomaly(parsed.reason)
-            out = _checked_batch(parsed.batch, spec.columns)
+            out = _checked_batch(parsed.batch, spec)
         except FastPathAnomaly as why:
             slow += 1
             first_reason = first_reason or str(why)
@@ -267,8 +267,9 @@ def _leading_blank_lines(block: bytes) -> tuple[int, int]:
     return start, count
 
 
-def _checked_batch(batch: pa.RecordBatch, columns: Columns) -> RawBatch:
+def _checked_batch(batch: pa.RecordBatch, spec: ReadSpec) -> RawBatch:
     """A RawBatch of ``batch`` without its blank rows; anomalies raise."""
+    columns = spec.columns
     ids = {name: batch.column(f"f{col}") for name, col in columns.ids()}
     weight = None if columns.weight is None else batch.column(f"f{columns.weight}")
     blank = 0
@@ -289,6 +290,8 @@ def _checked_batch(batch: pa.RecordBatch, columns: Columns) -> RawBatch:
         if not pc.all(pc.is_finite(weight)).as_py():
             raise FastPathAnomaly("a weight that is not finite")
         weights = weight.to_numpy().astype(np.float32)
+    if spec.relations is not None and not pc.all(pc.is_in(ids["rel"], pa.array(sorted(spec.relations)))).as_py():
+        raise FastPathAnomaly("a relation name that is not in the config")
     return RawBatch(ids["lhs"], ids["rhs"], ids.get("rel"), weights, lines=len(batch), blank=blank)
 
 
@@ -441,7 +444,7 @@ def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1
         raise BadDataError(url, "row 1: expected an edge per row, the file has no rows")
     base = 0
     for batch in parquet.iter_batches(batch_size=rows_per_batch, columns=sorted(set(wanted.values()))):
-        yield _parquet_batch(batch, wanted, base, url, spec.skip_bad_lines)
+        yield _parquet_batch(batch, wanted, base, url, spec)
         base += len(batch)
 
 
@@ -456,7 +459,7 @@ def _parquet_column(col: Column, available: list[str], url: str) -> str:
     return col
 
 
-def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url: str, skip: bool) -> RawBatch:
+def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url: str, spec: ReadSpec) -> RawBatch:
     ids = {name: pc.cast(batch.column(col), pa.string()) for name, col in wanted.items() if name != "weight"}
     bad = np.zeros(len(batch), dtype=bool)
     for array in ids.values():
@@ -465,12 +468,19 @@ def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url
     if "weight" in wanted:
         weight = pc.cast(batch.column(wanted["weight"]), pa.float64()).to_numpy(zero_copy_only=False)
         bad |= ~np.isfinite(weight)  # nulls arrive as NaN
+    unknown = np.zeros(len(batch), dtype=bool)
+    if spec.relations is not None:
+        known = pc.is_in(ids["rel"], pa.array(sorted(spec.relations)))
+        unknown = ~pc.fill_null(known, True).to_numpy(zero_copy_only=False) & ~bad
     problems: list[str] = []
-    if bad.any():
-        rows = np.flatnonzero(bad)
-        problems = [f"row {base + int(i) + 1}: expected non-empty ids and a finite weight" for i in rows]
-        if not skip:
+    if bad.any() or unknown.any():
+        rows = np.flatnonzero(bad | unknown)
+        problems = [f"row {base + int(i) + 1}: " + (
+            f"relation {ids['rel'][int(i)].as_py()!r} is not in the config ({_expected(spec.relations)})"  # type: ignore[arg-type]
+            if unknown[i] else "expected non-empty ids and a finite weight") for i in rows]
+        if not spec.skip_bad_lines:
             raise BadDataError(url, problems[0] + f" in columns {wanted}")
+        bad |= unknown
         keep = pa.array(~bad)
         ids = {name: a.filter(keep) for name, a in ids.items()}
         weight = None if weight is None else weight[~bad]

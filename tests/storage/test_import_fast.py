@@ -226,3 +226,28 @@ def test_a_bad_line_sends_only_its_block_through_the_slow_path(
     assert report.bad_lines[0].startswith(f"{src}: line 3211: expected at least 3 columns")
     want = Counter((a, int(r[1:]), b) for a, r, b in (line.split("\t") for i, line in enumerate(lines) if i != 3210))
     assert named_edges(config) == want
+
+
+def test_unknown_relations_error_also_checks_parquet_rows(tmp_path: Path) -> None:
+    config = config_for(tmp_path, relations=2)  # r0, r1
+    src = tmp_path / "g.parquet"
+    pq.write_table(pa.table({"src": ["a", "b", "c"], "rel": ["r0", "r7", "r1"], "dst": ["b", "c", "a"]}), src)
+    spec = ReadSpec(Columns("src", "dst", "rel", None), relations=frozenset({"r0", "r1"}))
+    with pytest.raises(BadDataError, match=r"row 2: relation 'r7' is not in the config \(expected one of 'r0', 'r1'\)"):
+        run_import(config, [str(src)], spec, seed=0)
+    report = run_import(config, [str(src)], ReadSpec(spec.columns, skip_bad_lines=True, relations=spec.relations), seed=0)
+    assert report.skipped["malformed_line"] == 1 and sum(report.edges_written) == 2
+
+
+def test_an_unknown_relation_in_error_mode_sends_only_its_block_slow(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lines = graph_lines(5000)
+    lines[2500] = "n1\tr9\tn2"  # r9 is not a config relation
+    src = write(tmp_path / "g.tsv", lines)
+    spec = ReadSpec(Columns(0, 2, 1, None), "\t", skip_bad_lines=True, relations=frozenset({"r0", "r1", "r2"}),
+                    block_bytes=1 << 12)
+    with caplog.at_level("INFO"):
+        report = run_import(config_for(tmp_path / "run"), [src], spec, seed=0)
+    slow = [r.getMessage() for r in caplog.records if "line by line" in r.getMessage()]
+    assert len(slow) == 1 and f"{src}: 1 of " in slow[0], slow
+    assert report.skipped["malformed_line"] == 1 and report.bad_lines[0].startswith(f"{src}: line 2501: relation 'r9'")
