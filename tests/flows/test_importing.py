@@ -42,27 +42,28 @@ def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: A
     assert [a.data for a in artifacts if a.type == "progress"] == [100.0]
 
 
-def test_a_malformed_line_fails_the_flow_naming_file_and_line(graph: Any, config_for: Any, tmp_path: Path) -> None:
+def failed_import(graph: Any, config_for: Any, tmp_path: Path, text: str, **options: Any) -> tuple[Any, Path, Path]:
+    """(final state, input file, entity dir) of a ``pbg-import`` run over ``text``."""
     data = tmp_path / "data"
     config = config_for(graph, tmp_path / "ckpt")
     config.update(entity_path=str(data), edge_paths=[str(data / "train_partitioned")])
-    tsv = tmp_path / "bad.tsv"
-    tsv.write_text("n1\tlinked\tn2\nn3\tlinked\n")
+    tsv = tmp_path / "input.tsv"
+    tsv.write_text(text)
     state = pbg_import(inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config),
-                       return_state=True)
+                       return_state=True, **options)
+    return state, tsv, data
+
+
+def test_a_malformed_line_fails_the_flow_naming_file_and_line(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    state, tsv, data = failed_import(graph, config_for, tmp_path, "n1\tlinked\tn2\nn3\tlinked\n")
     assert state.is_failed()
     assert f"{tsv}: line 2" in str(state.message) or f"{tsv}:2" in str(state.message), state.message
     assert not data.exists() or not any(data.rglob("*.h5"))  # nothing partial left behind
 
 
 def test_unknown_relations_error_fails_the_flow_naming_the_line(graph: Any, config_for: Any, tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    config = config_for(graph, tmp_path / "ckpt")
-    config.update(entity_path=str(data), edge_paths=[str(data / "train_partitioned")])
-    tsv = tmp_path / "typo.tsv"
-    tsv.write_text("n1\tlinked\tn2\nn3\tlinkde\tn4\n")
-    state = pbg_import(inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config),
-                       unknown_relations="error", return_state=True)
+    state, tsv, data = failed_import(graph, config_for, tmp_path, "n1\tlinked\tn2\nn3\tlinkde\tn4\n",
+                                     unknown_relations="error")
     assert state.is_failed()
     assert f"{tsv}: line 2: relation 'linkde' in column 1 is not in the config" in str(state.message), state.message
     assert not data.exists() or not any(data.rglob("*.h5"))
