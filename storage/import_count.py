@@ -82,7 +82,6 @@ class NameCounter:
         self.relations = NameIndex()
         self.unknown_relations: Counter[str] = Counter()  # non-dynamic mode: names not in the config
 
-
     def snapshot(self) -> dict[str, Any]:
         """State to :meth:`restore` when a file must be read again on the slow path."""
         return {"entities": {n: i.snapshot() for n, i in self.entities.items()}, "relations": self.relations.snapshot(),
@@ -107,9 +106,8 @@ class NameCounter:
             todo = [(side, mask) for side in (0, 1) for t, mask in masks[side] if t == name and mask.any()]
             if todo:
                 self._count_type(self.entities[name], todo, columns, ids, n)
-        for side_ids in ids:
-            if len(side_ids) and side_ids.max() > MAX_ID:
-                raise ValueError(f"more than {MAX_ID:,} distinct names of one entity type are not supported")
+        if any(index.size > MAX_ID + 1 for index in self.entities.values()):  # ids are 0..size-1
+            raise ValueError(f"more than {MAX_ID + 1:,} distinct names of one entity type are not supported")
         return SpillChunk(ids[0], ids[1], rel.astype(np.int32), batch.weight)
 
     def _relation_ids(self, batch: RawBatch, n: int) -> np.ndarray:

@@ -60,8 +60,7 @@ class Mapped:
 class ChunkMapper:
     """Maps spill chunks through the assignments of the entity types (and dynamic relations).
 
-    Partitions are looked up in int16 copies of the assignments and offsets in int32 ones:
-    smaller tables miss the caches less (the counting pass reads partitions only).
+    The counting pass reads partitions only; the writing pass offsets too.
 
     Args:
         plan: The import plan.
@@ -72,9 +71,6 @@ class ChunkMapper:
     def __init__(self, plan: ImportPlan, entities: dict[str, Assignment], relations: Assignment | None) -> None:
         self.plan = plan
         self.entities = entities
-        part_type = np.int16 if max(a.num_partitions for a in entities.values()) < 2**15 else np.int32
-        self._part_of = {name: a.part_of.astype(part_type) for name, a in entities.items()}
-        self._offset_of = {name: a.offset_of.astype(np.int32) for name, a in entities.items()}
         self.relation_index = None
         if relations is not None:
             self.relation_index = np.full(len(relations.part_of), -1, dtype=np.int32)
@@ -124,14 +120,15 @@ class ChunkMapper:
         types = row_types(self.plan, side, rel, known)
         if len(types) == 1 and bool(types[0][1].all()):  # one type, every relation known
             name = types[0][0]
-            return self._part_of[name][ids], (self._offset_of[name][ids] if offsets else None)
+            assignment = self.entities[name]
+            return assignment.part_of[ids], (assignment.offset_of[ids] if offsets else None)
         part = np.full(len(rel), -1, dtype=np.int32)
         offset = np.zeros(len(rel), dtype=np.int32) if offsets else None
         for name, mask in types:
             sub = ids[mask]
-            part[mask] = self._part_of[name][sub]
+            part[mask] = self.entities[name].part_of[sub]
             if offset is not None:
-                offset[mask] = self._offset_of[name][sub]
+                offset[mask] = self.entities[name].offset_of[sub]
         return part, offset
 
 
