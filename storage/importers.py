@@ -116,21 +116,26 @@ def import_edges(
     spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines, relations)
     options = {
         "columns": [lhs_col, rhs_col, rel_col, weight_col], "delimiter": delimiter, "skip_bad_lines": skip_bad_lines,
-        "unknown_relations": unknown_relations, "relation_type_min_count": relation_type_min_count, "entity_min_count": entity_min_count, "seed": seed,
+        "unknown_relations": unknown_relations, "relation_type_min_count": relation_type_min_count,
+        "entity_min_count": entity_min_count, "seed": seed,
     }
     so = config.storage_options_for_fs()
     print_: str | None = None  # None: unreadable inputs (the import itself then says why)
-    compared = not force and read_manifest(config.entity_path, so) is not None and _outputs_complete(config)
-    if compared:  # only a previous import can make this one unnecessary: compare fingerprints first
+    previous = None if force else read_manifest(config.entity_path, so)
+    if previous is not None and not _outputs_complete(config):
+        previous = None
+    if previous is not None:  # only a previous import can make this one unnecessary: compare fingerprints first
         print_ = _fingerprint(config, inputs, options)
-        unchanged = _unchanged_import(config, print_) if print_ is not None else None
-        if unchanged is not None:
+        if print_ is not None and previous.get("fingerprint") == print_:
+            unchanged = _unchanged_report(previous)
             logger.info("%s", unchanged)
             return unchanged
     remove_manifest(config.entity_path, so)  # an interrupted import must not leave a manifest that matches
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-import-fingerprint") as hasher:
         # Otherwise the inputs are hashed while pass 1 parses them (hashlib releases the GIL).
-        later: Future[str | None] | None = None if compared else hasher.submit(_fingerprint, config, inputs, options)
+        later: Future[str | None] | None = None
+        if previous is None:
+            later = hasher.submit(_fingerprint, config, inputs, options)
         report = run_import(
             config, inputs, spec, relation_type_min_count=relation_type_min_count,
             entity_min_count=entity_min_count, seed=seed, progress=progress,
@@ -151,16 +156,12 @@ def _fingerprint(config: Any, inputs: list[str], options: dict[str, Any]) -> str
             "relations": [[r.name, r.lhs, r.rhs] for r in config.relations],
         }
         return fingerprint(inputs, {**options, **shaping}, config.storage_options_for_fs())
-    except (StorageError, OSError, AttributeError):
+    except (StorageError, OSError):
         return None
 
 
-def _unchanged_import(config: Any, print_: str) -> ImportReport | None:
-    """The last import's report if it had fingerprint ``print_`` and its outputs are all there."""
-    so = config.storage_options_for_fs()
-    previous = read_manifest(config.entity_path, so)
-    if previous is None or previous.get("fingerprint") != print_ or not _outputs_complete(config):
-        return None
+def _unchanged_report(previous: dict[str, Any]) -> ImportReport:
+    """The report of the last import (its manifest ``previous``), marked as unchanged since then."""
     report = ImportReport(**{k: v for k, v in previous["report"].items() if k in _REPORT_FIELDS})
     report.unchanged_since = previous.get("imported_at", "an earlier run")
     return report
