@@ -469,14 +469,16 @@ def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url
         weight = pc.cast(batch.column(wanted["weight"]), pa.float64()).to_numpy(zero_copy_only=False)
         bad |= ~np.isfinite(weight)  # nulls arrive as NaN
     unknown = np.zeros(len(batch), dtype=bool)
+    expected = ""
     if spec.relations is not None:
         known = pc.is_in(ids["rel"], pa.array(sorted(spec.relations)))
         unknown = ~pc.fill_null(known, True).to_numpy(zero_copy_only=False) & ~bad
+        expected = _expected(spec.relations)
     problems: list[str] = []
     if bad.any() or unknown.any():
         rows = np.flatnonzero(bad | unknown)
         problems = [f"row {base + int(i) + 1}: " + (
-            f"relation {ids['rel'][int(i)].as_py()!r} is not in the config ({_expected(spec.relations)})"  # type: ignore[arg-type]
+            f"relation {ids['rel'][int(i)].as_py()!r} is not in the config ({expected})"
             if unknown[i] else "expected non-empty ids and a finite weight") for i in rows]
         if not spec.skip_bad_lines:
             raise BadDataError(url, problems[0] + f" in columns {wanted}")

@@ -110,7 +110,8 @@ def import_edges(
         BadDataError: A malformed line or an empty input (raised before anything is written).
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
-        raise ValueError(f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}")
+        raise ValueError(
+            f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}")
     strict = unknown_relations == "error" and rel_col is not None and not config.dynamic_relations
     relations = frozenset(r.name for r in config.relations) if strict else None
     spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines, relations)

@@ -25,7 +25,7 @@ def estimate_lines(inputs: Sequence[str], storage_options: dict[str, Any] | None
 
     Compressed and Parquet inputs are not estimated: their size says little about lines.
     """
-    if not inputs or any(url.endswith(_NOT_TEXT) for url in inputs):
+    if not inputs or any(url.lower().endswith(_NOT_TEXT) for url in inputs):
         return None
     try:
         total = 0

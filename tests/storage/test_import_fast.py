@@ -235,7 +235,8 @@ def test_unknown_relations_error_also_checks_parquet_rows(tmp_path: Path) -> Non
     spec = ReadSpec(Columns("src", "dst", "rel", None), relations=frozenset({"r0", "r1"}))
     with pytest.raises(BadDataError, match=r"row 2: relation 'r7' is not in the config \(expected one of 'r0', 'r1'\)"):
         run_import(config, [str(src)], spec, seed=0)
-    report = run_import(config, [str(src)], ReadSpec(spec.columns, skip_bad_lines=True, relations=spec.relations), seed=0)
+    skipping = ReadSpec(spec.columns, skip_bad_lines=True, relations=spec.relations)
+    report = run_import(config, [str(src)], skipping, seed=0)
     assert report.skipped["malformed_line"] == 1 and sum(report.edges_written) == 2
 
 

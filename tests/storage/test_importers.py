@@ -358,7 +358,8 @@ def test_unknown_entity_type_in_relations_is_config_error(tmp_path: Path) -> Non
 
 def loaded_after(modules: str) -> list[str]:
     """Which of torch and Prefect a fresh interpreter has loaded after importing ``modules``."""
-    code = f"import json, sys\nimport {modules}\nprint(json.dumps(sorted(m for m in ('torch', 'prefect') if m in sys.modules)))"
+    found = "sorted(m for m in ('torch', 'prefect') if m in sys.modules)"
+    code = f"import json, sys\nimport {modules}\nprint(json.dumps({found}))"
     return json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 
