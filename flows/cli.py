@@ -13,12 +13,15 @@ ephemeral API with SQLite) unless PREFECT_API_URL points at a server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+
+from flows.local_server import LocalApiServer, local_api
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -140,28 +143,63 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from flows.train import pbg
-    from tasks.config import load_config_file
+    with local_api() as server:  # first: the server's start-up overlaps everything below
+        from storage.config_loader import load_config
 
-    config = load_config_file(args.config, args.param)
-    started = time.perf_counter()
-    result = pbg(config=config)
+        config = load_config(args.config, list(args.param))  # a bad config fails here, in under a second
+        from flows.train import pbg
+
+        started = time.perf_counter()
+        with _local_run_settings(server):
+            result = pbg(config=config)
+        _drain_prefect_clients()
     print(f"trained: {result['checkpoint_path']} is at version {result['version']} "
           f"({time.perf_counter() - started:.1f} s)")
     return 0
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from flows.evaluate import pbg_eval
-    from tasks.config import load_config_file
+    with local_api() as server:
+        from storage.config_loader import load_config
 
-    config = load_config_file(args.config, args.param)
-    filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
-    metrics = pbg_eval(config=config, filter_paths=filter_paths)
+        config = load_config(args.config, list(args.param))
+        from flows.evaluate import pbg_eval
+
+        filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
+        with _local_run_settings(server):
+            metrics = pbg_eval(config=config, filter_paths=filter_paths)
+        _drain_prefect_clients()
     print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
     if args.json:
         print(json.dumps(metrics))
     return 0
+
+
+@contextlib.contextmanager
+def _local_run_settings(server: LocalApiServer | None) -> Iterator[None]:
+    """Wait for the embedded server, and run without flow-run heartbeats on it.
+
+    Heartbeats let a server mark a run whose process died as CRASHED; the embedded server
+    dies with the process, so nothing watches them, and each flow run's heartbeat thread
+    costs up to a second at its end (it is joined, and it sleeps in 1 s steps).
+    """
+    if server is None:
+        yield
+        return
+    server.wait_ready()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
+
+
+def _drain_prefect_clients() -> None:
+    """Send the events and log lines the Prefect client still holds before its server stops."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    EventsWorker.drain_all()
+    APILogWorker.drain_all()
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

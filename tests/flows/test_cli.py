@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -160,6 +161,29 @@ def test_train_commits_the_last_version(
     assert (model / "checkpoint_version.txt").read_text() == "2\n"
     assert {p.name for p in model.glob("*.h5")} == {"embeddings_node_0.v2.h5", "model.v2.h5"}
     assert json.loads((model / "config.json").read_text())["edge_paths"] == ["data/train"]
+
+
+def test_every_run_and_task_of_a_cli_training_reaches_the_database(
+    cli_env: dict[str, str], trained_cli: subprocess.CompletedProcess[str]
+) -> None:
+    """The embedded server flushes its task-run and event queues before the command exits."""
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    with sqlite3.connect(Path(cli_env["PREFECT_HOME"]) / "prefect.db") as db:
+        (parent_id,) = db.execute(
+            "SELECT fr.id FROM flow_run fr JOIN flow f ON f.id = fr.flow_id WHERE f.name = 'pbg' "
+            "AND fr.state_type = 'COMPLETED' ORDER BY fr.created DESC LIMIT 1").fetchone()
+        subflows = db.execute(
+            "SELECT fr.id, fr.name, fr.state_type FROM flow_run fr JOIN task_run tr ON tr.id = fr.parent_task_run_id "
+            "WHERE tr.flow_run_id = ? ORDER BY fr.name", (parent_id,)).fetchall()
+        assert [(name, state) for _, name, state in subflows] == [
+            ("epoch 1/2 · path 1/1 · chunk 1/1", "COMPLETED"), ("epoch 2/2 · path 1/1 · chunk 1/1", "COMPLETED")]
+        for version, (subflow_id, name, _) in enumerate(subflows, start=1):
+            tasks = db.execute("SELECT name, state_type FROM task_run WHERE flow_run_id = ?", (subflow_id,)).fetchall()
+            # schedule, swap, load, train, save progress, write, switch, preserve, remove
+            assert len(tasks) == 9 and {state for _, state in tasks} == {"COMPLETED"}, (name, tasks)
+            assert {"train bucket (HOGWILD)", f"switch to v{version}"} <= {task for task, _ in tasks}
+        (events,) = db.execute("SELECT count(*) FROM events WHERE event LIKE 'prefect.task-run.%'").fetchone()
+        assert events > 0
 
 
 def test_eval_json_is_the_last_stdout_line(

@@ -1,0 +1,181 @@
+"""The embedded Prefect API server of a local run: ``pbg train``/``pbg eval`` without PREFECT_API_URL.
+
+Prefect's own ephemeral mode starts a temporary server the first time the client needs one,
+that is after every import and right before the flow run: about 3 s of the server's imports
+on the critical path of every command. This module starts the same server (Prefect's app, see
+:mod:`flows.local_server_app`) as the command's first step instead, so its start overlaps our
+imports, the config checks and the data loading, and it runs it the way a local run needs:
+
+- **Services of a local run only** (:data:`SERVER_SETTINGS`): no telemetry, no automations
+  (triggers, actions); the task-run recorder and the event persister write in batches at most
+  every :data:`FLUSH_SECONDS` instead of one SQLite transaction per event. Per event they cost
+  about 0.3 s of server CPU per training iteration and held SQLite's write lock so often that
+  the flow's own requests kept colliding with them.
+- **Retry-After** on SQLite-busy responses (see :mod:`flows.local_server_app`): a collision
+  costs 50 ms, not the client's default 2 s back-off.
+- **Bound to this command:** it listens on a socket we bind to 127.0.0.1 before it starts
+  (no port race, the URL is known at once), it is in its own session so a terminal Ctrl-C
+  reaches only the command (which then ends the flow run cleanly and stops the server), and
+  the kernel stops it if the command dies (``PR_SET_PDEATHSIG``), even on ``kill -9``.
+- **Stopped with its queues drained:** :meth:`LocalApiServer.stop` sends SIGTERM; Prefect's
+  services flush what they hold before the process exits, so every task run and event of
+  the run is in ``$PREFECT_HOME/prefect.db`` for a later ``prefect server start``.
+
+Nothing here imports Prefect: the point is to start the server before anything heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pbg_core.errors import PbgError
+
+FLUSH_SECONDS = 1
+SERVER_SETTINGS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
+    "PREFECT_SERVER_SERVICES_ACTIONS_ENABLED": "false",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "1000",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": str(FLUSH_SECONDS),
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": str(FLUSH_SECONDS),
+    "PREFECT_UI_ENABLED": "false",
+}
+# A brand-new PREFECT_HOME runs Prefect's database migrations first (30 s or more here).
+READY_TIMEOUT_SECONDS = 180.0
+STOP_TIMEOUT_SECONDS = 15.0
+_PR_SET_PDEATHSIG = 1
+
+
+class LocalServerError(PbgError):
+    """The embedded Prefect API server did not start or answer."""
+
+
+@dataclass
+class LocalApiServer:
+    """A running embedded server: its process, API URL and log file."""
+
+    process: subprocess.Popen[bytes]
+    api_url: str
+    log_path: Path
+    started_at: float = field(default_factory=time.monotonic)
+    ready: bool = False
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> float:
+        """Block until ``/api/health`` answers; returns the seconds waited.
+
+        Raises:
+            LocalServerError: the server exited, or did not answer within ``timeout`` s.
+        """
+        waited_from = time.monotonic()
+        deadline = waited_from + timeout
+        while not self.ready:
+            if self.process.poll() is not None:
+                raise LocalServerError(self._failure(f"exited with status {self.process.returncode}"))
+            if time.monotonic() > deadline:
+                raise LocalServerError(self._failure(f"did not answer within {timeout:.0f} s"))
+            self.ready = _healthy(self.api_url)
+            if not self.ready:
+                time.sleep(0.02)
+        return time.monotonic() - waited_from
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """SIGTERM, wait for the services to flush and the process to exit (SIGKILL after ``timeout``)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.returncode in (0, -signal.SIGTERM):
+            with contextlib.suppress(FileNotFoundError):
+                self.log_path.unlink()
+
+    def _failure(self, what: str) -> str:
+        tail = _tail(self.log_path, 15)
+        return (f"the local Prefect API server of this run ({self.api_url}) {what} (log: {self.log_path}); "
+                "to use a running Prefect server instead, set PREFECT_API_URL"
+                + (f"\nlast lines of its log:\n{tail}" if tail else ""))
+
+
+def start_local_server(python: str = sys.executable) -> LocalApiServer:
+    """Start the embedded server in the background on a free loopback port; returns at once.
+
+    Call it before anything else in the command: its start-up (about 3 s of imports) then
+    overlaps the command's own work. Call :meth:`LocalApiServer.wait_ready` before the flow.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
+    fd, log_name = tempfile.mkstemp(prefix="pbg-prefect-server-", suffix=".log")
+    env = {**os.environ, **SERVER_SETTINGS}
+    env.pop("PREFECT_API_URL", None)  # the server must not act as a client of another server
+    with os.fdopen(fd, "wb") as log, listener:
+        process = subprocess.Popen(
+            [python, "-m", "uvicorn", "--fd", str(listener.fileno()),
+             "--factory", "flows.local_server_app:create_app",
+             "--log-level", "error", "--lifespan", "on", "--timeout-graceful-shutdown", "5"],
+            pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True, preexec_fn=_die_with_parent,
+        )
+    return LocalApiServer(process=process, api_url=f"http://127.0.0.1:{port}/api", log_path=Path(log_name))
+
+
+@contextlib.contextmanager
+def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
+    """Start the embedded server and point this process's Prefect client at it.
+
+    Yields the :class:`LocalApiServer`, or None when ``PREFECT_API_URL`` already names a server
+    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` for the
+    duration, so Prefect must not have read its settings yet: enter this before importing it.
+    The server is stopped (queues drained) on exit, whatever happened.
+    """
+    if enabled is None:
+        enabled = not os.environ.get("PREFECT_API_URL")
+    if not enabled:
+        yield None
+        return
+    server = start_local_server()
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        yield server
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()
+
+
+def _healthy(api_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Ask the kernel to SIGTERM the server when the command's process dies (Linux only)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
