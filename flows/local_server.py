@@ -38,7 +38,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import BinaryIO
 
 from pbg_core.errors import PbgError
 
@@ -69,7 +69,7 @@ class LocalApiServer:
 
     process: subprocess.Popen[bytes]
     api_url: str
-    log_path: Path
+    log: BinaryIO  # the server's output, in an already-unlinked file: nothing is left behind
     started_at: float = field(default_factory=time.monotonic)
     ready: bool = False
 
@@ -100,40 +100,41 @@ class LocalApiServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.returncode in (0, -signal.SIGTERM):
-            with contextlib.suppress(FileNotFoundError):
-                self.log_path.unlink()
+        self.log.close()
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines the server printed."""
+        self.log.seek(0)
+        return "\n".join(self.log.read().decode(errors="replace").splitlines()[-lines:])
 
     def _failure(self, what: str) -> str:
-        tail = _tail(self.log_path, 15)
-        return (f"the local Prefect API server of this run ({self.api_url}) {what} (log: {self.log_path}); "
-                "to use a running Prefect server instead, set PREFECT_API_URL"
-                + (f"\nlast lines of its log:\n{tail}" if tail else ""))
+        tail = self.log_tail()
+        return (f"the local Prefect API server of this run ({self.api_url}) {what}; to use a running "
+                "Prefect server instead, set PREFECT_API_URL" + (f"\nits last lines:\n{tail}" if tail else ""))
 
 
-def start_local_server(python: str = sys.executable) -> LocalApiServer:
+def start_local_server(python: str = sys.executable, module: str = "flows.local_server_app") -> LocalApiServer:
     """Start the embedded server in the background on a free loopback port; returns at once.
 
     Call it before anything else in the command: its start-up (about 3 s of imports) then
     overlaps the command's own work. Call :meth:`LocalApiServer.wait_ready` before the flow.
+    ``python -m module FD`` is the server's command line (see :mod:`flows.local_server_app`).
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     port = listener.getsockname()[1]
-    fd, log_name = tempfile.mkstemp(prefix="pbg-prefect-server-", suffix=".log")
+    log = tempfile.TemporaryFile(prefix="pbg-prefect-server-")
     env = {**os.environ, **SERVER_SETTINGS}
     env.pop("PREFECT_API_URL", None)  # the server must not act as a client of another server
-    with os.fdopen(fd, "wb") as log, listener:
+    with listener:
         process = subprocess.Popen(
-            [python, "-m", "uvicorn", "--fd", str(listener.fileno()),
-             "--factory", "flows.local_server_app:create_app",
-             "--log-level", "error", "--lifespan", "on", "--timeout-graceful-shutdown", "5"],
+            [python, "-m", module, str(listener.fileno())],
             pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True, preexec_fn=_die_with_parent,
         )
-    return LocalApiServer(process=process, api_url=f"http://127.0.0.1:{port}/api", log_path=Path(log_name))
+    return LocalApiServer(process=process, api_url=f"http://127.0.0.1:{port}/api", log=log)
 
 
 @contextlib.contextmanager
@@ -172,10 +173,3 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""

@@ -7,11 +7,17 @@ without it the client backs off ``2 ** attempt`` seconds, so each lock collision
 request and the server's own writers (task-run recorder, event persister) stalled the flow
 for about 2 s. Collisions are short: SQLite releases the lock within milliseconds.
 
-Started by :mod:`flows.local_server` as ``uvicorn --factory flows.local_server_app:create_app``.
+Started by :mod:`flows.local_server` as ``python -m flows.local_server_app FD``: uvicorn serves on
+the listening socket the command bound and passed as file descriptor ``FD``. (Not ``uvicorn --fd``:
+it takes such a socket for a Unix one, so asyncio leaves Nagle's algorithm on and every response
+waits ~40 ms for a delayed ACK.)
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -49,3 +55,22 @@ def create_app() -> ASGIApp:
     from prefect.server.api.server import create_app as prefect_create_app
 
     return with_retry_after(prefect_create_app(ephemeral=True, final=True))
+
+
+def serve(fd: int) -> None:
+    """Serve :func:`create_app` on the inherited listening socket ``fd`` until SIGTERM/SIGINT."""
+    import uvicorn
+
+    listener = socket.socket(fileno=fd)  # family, type and protocol are read from the socket
+    config = uvicorn.Config(
+        create_app, factory=True, lifespan="on", log_level="error", timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run(sockets=[listener])
+    # Stopped and flushed: skip the interpreter's teardown of Prefect's server modules.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
