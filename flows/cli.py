@@ -161,7 +161,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         with _local_run_settings(server):
             result = pbg(config=config)
-        _drain_prefect_clients()
     print(f"trained: {result['checkpoint_path']} is at version {result['version']} "
           f"({time.perf_counter() - started:.1f} s)")
     return 0
@@ -178,7 +177,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
         with _local_run_settings(server):
             metrics = pbg_eval(config=config, filter_paths=filter_paths)
-        _drain_prefect_clients()
     print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
     if args.json:
         print(json.dumps(metrics))
@@ -237,15 +235,6 @@ class _DropMessages(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(self.prefix)
-
-
-def _drain_prefect_clients() -> None:
-    """Send the events and log lines the Prefect client still holds before its server stops."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    EventsWorker.drain_all()
-    APILogWorker.drain_all()
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
