@@ -42,6 +42,8 @@ def _prepare_prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     # import/export run no flow: their storage logs must not warn about a missing flow run.
     os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+    # Prefect's client telemetry runs a thread that calls home (Prefect's opt-out variable).
+    os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:

@@ -145,9 +145,13 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
     """Start the embedded server and point this process's Prefect client at it.
 
     Yields the :class:`LocalApiServer`, or None when ``PREFECT_API_URL`` already names a server
-    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` for the
-    duration, so Prefect must not have read its settings yet: enter this before importing it.
-    The server is stopped (queues drained) on exit, whatever happened.
+    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` (enter this
+    before Prefect reads its settings) and leaves it set: a Prefect client created after the
+    server stopped would otherwise start Prefect's own temporary server, which would outlive
+    this command. ``PREFECT_CLIENT_MAX_RETRIES=0`` (unless set): the server replays busy writes
+    itself, and a loopback server that refuses connections is gone for good, so the client's
+    back-off (2 s doubling, five times) would only delay the end, or the exit, by a minute.
+    The server is stopped (the client's queues sent first, its own drained) on exit.
     """
     if enabled is None:
         enabled = not os.environ.get("PREFECT_API_URL")
@@ -156,12 +160,12 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
         return
     server = start_local_server()
     os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "0")
     try:
         yield server
     finally:
         if "prefect" in sys.modules:  # whatever happened, send what the client holds first
             drain_prefect_clients()
-        os.environ.pop("PREFECT_API_URL", None)
         server.stop()
 
 
