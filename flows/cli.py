@@ -159,7 +159,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config = load_config(args.config, list(args.param))  # a bad config fails here, in under a second
         prestart_workers(config, training=True)
         from flows.train import pbg
+        from tasks.sessions import prepare_training_session
 
+        if server is not None:  # while the server starts: the session, and Prefect's serializers
+            prepare_training_session(config)
+            pbg.serialize_parameters(pbg.validate_parameters({"config": config}))
         started = time.perf_counter()
         with _local_run_settings(server):
             result = pbg(config=config)
@@ -328,7 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pbg {args.command}: interrupted", file=sys.stderr)
         return 130
     finally:
-        close_prestarted()  # workers a failed command started but never used
+        # What a failed command opened ahead but never used: sessions, then spare workers.
+        if "tasks.sessions" in sys.modules:
+            sys.modules["tasks.sessions"].close_prepared_sessions()
+        close_prestarted()
 
 
 def run() -> None:

@@ -1,6 +1,8 @@
 """The ASGI app of the embedded Prefect API server (runs inside its own process).
 
-Prefect's own server app, unchanged, behind one small wrapper, :func:`retry_busy_writes`.
+Prefect's own server app, unchanged, behind two small wrappers: :func:`warm_up_after_startup`
+(a few read-only requests once it has started, so the run's first requests do not pay for
+its lazy set-up) and :func:`retry_busy_writes`.
 Prefect answers ``503 Service Unavailable`` when SQLite reports "database is locked": a
 retryable error, the request's transaction was rolled back. Its client then waits
 ``2 ** attempt`` seconds, so each collision between one of the flow's writes and the
@@ -105,11 +107,55 @@ async def _answer(app: ASGIApp, scope: Scope, body: bytes) -> list[Message]:
     return sent
 
 
+WARM_UP_REQUESTS = (("GET", "/api/admin/version", b""), ("POST", "/api/flow_runs/filter", b'{"limit": 1}'))
+
+
+def warm_up_after_startup(app: ASGIApp) -> ASGIApp:
+    """Wrap ``app`` so that, once it has started, a few read-only requests run in the background.
+
+    The first request to any API route builds every route's dependencies (~0.25 s here) and
+    the first queries compile their SQL: without this, the run's first requests paid for it
+    while the command waited.
+    """
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def send_then_warm(message: Message) -> None:
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                asyncio.get_running_loop().create_task(_warm_up(app))
+
+        await app(scope, receive, send_then_warm)
+
+    return wrapped
+
+
+async def _warm_up(app: ASGIApp) -> None:
+    for method, path, body in WARM_UP_REQUESTS:
+        try:
+            await _answer(app, _request_scope(method, path), body)
+        except Exception:  # noqa: BLE001 - an optimisation only: the real requests will say what is wrong
+            return
+
+
+def _request_scope(method: str, path: str) -> Scope:
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0),
+    }
+
+
 def create_app() -> ASGIApp:
-    """Prefect's server app (ephemeral mode: no UI, local-run services), busy writes replayed."""
+    """Prefect's server app (ephemeral mode: no UI, local-run services), busy writes replayed,
+    warmed up in the background once started."""
     from prefect.server.api.server import create_app as prefect_create_app
 
-    return retry_busy_writes(prefect_create_app(ephemeral=True, final=True))
+    return warm_up_after_startup(retry_busy_writes(prefect_create_app(ephemeral=True, final=True)))
 
 
 def serve(fd: int) -> None:

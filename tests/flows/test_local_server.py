@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from flows.local_server import LocalServerError, start_local_server
-from flows.local_server_app import retry_busy_writes
+from flows.local_server_app import retry_busy_writes, warm_up_after_startup
 
 
 def _call(app: Any, scope: dict[str, Any], body: bytes = b"{}") -> list[dict[str, Any]]:
@@ -175,3 +175,32 @@ def test_an_error_raised_after_the_answer_keeps_the_answer() -> None:
 
     with pytest.raises(RuntimeError, match="no answer at all"):
         _call(retry_busy_writes(broken), {"type": "http", "method": "POST"})
+
+
+def test_the_app_is_warmed_up_in_the_background_once_started() -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await receive()
+            await send({"type": "lifespan.startup.complete"})
+            return
+        seen.append((scope["method"], scope["path"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def start() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "lifespan.startup"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await warm_up_after_startup(app)({"type": "lifespan"}, receive, send)
+        await asyncio.sleep(0.05)  # the warm-up runs after startup is reported
+        return sent
+
+    assert asyncio.run(start()) == [{"type": "lifespan.startup.complete"}]
+    assert seen == [("GET", "/api/admin/version"), ("POST", "/api/flow_runs/filter")]
