@@ -7,8 +7,9 @@ on the critical path of every command. This module starts the same server (Prefe
 imports, the config checks and the data loading, and it runs it the way a local run needs:
 
 - **Services of a local run only** (:data:`SERVER_SETTINGS`): no telemetry, no automations
-  (triggers, actions); the task-run recorder and the event persister write in batches at most
-  every :data:`FLUSH_SECONDS` instead of one SQLite transaction per event. Per event they cost
+  (triggers, actions), no live event stream (no UI); the task-run recorder and the event
+  persister write in batches at most every :data:`FLUSH_SECONDS` instead of one SQLite
+  transaction per event. Per event they cost
   about 0.3 s of server CPU per training iteration and held SQLite's write lock so often that
   the flow's own requests kept colliding with them.
 - **Busy writes replayed in the server** (see :mod:`flows.local_server_app`): a collision with
@@ -48,6 +49,7 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
     "PREFECT_SERVER_SERVICES_ACTIONS_ENABLED": "false",
+    "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED": "false",  # live events for UI pages: no UI here
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "1000",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": str(FLUSH_SECONDS),
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
