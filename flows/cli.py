@@ -157,10 +157,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from storage.config_loader import load_config
 
         config = load_config(args.config, list(args.param))  # a bad config fails here, in under a second
-        prestart_workers(config, training=True)
         from flows.train import pbg
         from tasks.sessions import prepare_training_session
 
+        prestart_workers(config, training=True)
         if server is not None:  # while the server starts: the session, and Prefect's serializers
             prepare_training_session(config)
             pbg.serialize_parameters(pbg.validate_parameters({"config": config}))
@@ -177,8 +177,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         from storage.config_loader import load_config
 
         config = load_config(args.config, list(args.param))
-        prestart_workers(config, training=False)
         from flows.evaluate import pbg_eval
+
+        prestart_workers(config, training=False)
 
         filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
         with _local_run_settings(server):
@@ -190,8 +191,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def prestart_workers(config: ConfigSchema, training: bool) -> None:
-    """Spawn the HOGWILD children the run will use now: their ~1.5 s of imports overlap ours.
+    """Fork the HOGWILD children the run will use now, ready at once (see pbg_core.worker_boot).
 
+    Call it once torch and the engine are imported and before Prefect starts any thread.
     Training starts children only for buckets big enough to share (the engine's rule,
     :func:`pbg_core.worker_boot.active_workers`), so a small graph on local disk starts none;
     holdout and offline evaluation use every worker.
@@ -204,7 +206,7 @@ def prestart_workers(config: ConfigSchema, training: bool) -> None:
         largest = largest_local_bucket(config.edge_paths)
         if largest is not None:
             children = active_workers(largest, config.batch_size, workers) - 1
-    prestart_children(children)
+    prestart_children(children, start_method="fork")
 
 
 @contextlib.contextmanager

@@ -346,6 +346,31 @@ def test_prestarted_children_of_another_count_are_stopped_not_adopted() -> None:
     close_prestarted()  # idempotent
 
 
+def test_forked_prestarted_children_work_and_fork_falls_back_to_spawn_with_threads() -> None:
+    import threading
+
+    from pbg_core.hogwild import HogwildWorkers
+    from pbg_core.worker_boot import start_children
+
+    payload = torch.zeros(2).share_memory_()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()  # pytest's process may have threads already; make sure it has one more
+    try:
+        spawned = start_children(1, start_method="fork")
+        assert type(spawned.processes[0]).__name__ == "SpawnProcess"
+        spawned.close()
+    finally:
+        stop.set()
+        other.join()
+    if threading.active_count() == 1:
+        forked = start_children(1, start_method="fork")
+        assert type(forked.processes[0]).__name__ == "ForkProcess"
+        with HogwildWorkers(2, init_state, payload, prestarted=forked) as workers:
+            assert workers.run(write_payload, [3.0, 4.0]) == [True, True]
+            assert payload.tolist() == [3.0, 4.0]
+
+
 def test_prestarted_children_never_adopted_exit_when_closed() -> None:
     from pbg_core.worker_boot import close_prestarted, prestart_children, take_prestarted
 
