@@ -105,3 +105,44 @@ def test_accepts_only_contiguous_cpu_float32_and_int64() -> None:
     assert kernels.accepts((x,), (torch.zeros(3, dtype=torch.long),))
     assert not kernels.accepts((x.t(),))
     assert not kernels.accepts((x,), (torch.zeros(3, dtype=torch.int32),))
+
+
+def _torch_softmax(negs, pos, weights):  # type: ignore[no-untyped-def]
+    """Reference: the softmax loss through autograd (float64)."""
+    negs, pos = negs.double().requires_grad_(), pos.double().requires_grad_()
+    lse = negs.logsumexp(-1)
+    loss = ((torch.logaddexp(pos, lse) - pos) * weights.double()).sum()
+    loss.backward()
+    return float(loss.detach()), negs.grad.float(), pos.grad.float(), int((negs > pos.unsqueeze(-1)).sum())
+
+
+def test_softmax_matches_autograd() -> None:
+    gen = torch.Generator().manual_seed(5)
+    negs = 4 * torch.randn(3, 5, 9, generator=gen)
+    negs[:, :, :5].diagonal(dim1=1, dim2=2).add_(-1e9)  # masked entries
+    negs[0, 0, 1:] = -60.0  # tiny exps next to a big one
+    pos, weights = 4 * torch.randn(3, 5, generator=gen), torch.rand(3, 5, generator=gen) + 0.5
+    loss, grad, grad_pos, violators = _torch_softmax(negs, pos, weights)
+    out_pos = torch.empty(3, 5)
+    sums = kernels.softmax_grads_(negs, pos, weights, out_pos)
+    assert sums[0] == pytest.approx(loss, rel=1e-6)
+    assert sums[1] == violators > 0
+    torch.testing.assert_close(negs, grad, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(out_pos, grad_pos, rtol=1e-5, atol=1e-7)
+    assert (negs[:, :, :5].diagonal(dim1=1, dim2=2) == 0).all()
+
+
+def test_softmax_exp_is_within_two_ulp() -> None:
+    x = torch.linspace(-87.0, 0.0, 200_001)
+    row = x.clone()
+    kbits = torch.empty(x.numel(), dtype=torch.int32).numpy()
+    total = kernels._exp_shifted(row.numpy(), 0.0, kbits, kbits.view("float32"))
+    want = torch.exp(x.double())
+    assert ((row.double() - want).abs() / want).max() < 2.4e-7  # 2 ulp of float32
+    assert total == pytest.approx(float(want.sum()), rel=1e-5)
+
+
+def test_softmax_keeps_nan_in_the_loss() -> None:
+    negs = torch.tensor([[[0.0, float("nan"), 1.0]]])
+    sums = kernels.softmax_grads_(negs, torch.tensor([[1.0]]), torch.tensor([[1.0]]), torch.empty(1, 1))
+    assert math.isnan(sums[0])
