@@ -6,8 +6,8 @@ negatives; negatives never pass through an operator. :func:`supports` selects ba
 with batch + uniform negatives (``num_batch_negs > 0``, no ``all_negs``), the ``dot``
 comparator, the ranking, logistic or softmax loss, N3 or no regularizer, an operator of
 :data:`pbg_core.row_operators.ROW_OPERATORS` (``complex_diagonal``, ``diagonal``,
-``translation``, ``none``), no featurized entity type, and a batch that fills whole
-chunks. :func:`train_batch` then computes the same loss, regularizer, gradients and
+``translation``, ``none``) and no featurized entity type; a short last chunk is
+padded and masked as the generic path does. :func:`train_batch` then computes the same loss, regularizer, gradients and
 updates as the autograd path of :mod:`pbg_core.batching` (tests hold them within 1e-5),
 drawing the same uniform negatives. Why it is cheaper:
 
@@ -66,8 +66,7 @@ def supports(model: MultiRelationEmbedder, loss_fn: LossFunction, settings: Batc
         return False
     if row_operator(model.lhs_operators[0]) is None or row_operator(model.rhs_operators[0]) is None:
         return False
-    # A short last chunk needs zero padding and masks: left to the generic path.
-    return num_pos > 0 and num_pos % min(settings.num_batch_negs, num_pos) == 0
+    return num_pos > 0
 
 
 class ChunkRows:
@@ -130,7 +129,8 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
     spec = model.relation(0)
     num_pos = len(batch)
     chunk = min(settings.num_batch_negs, num_pos)
-    num_chunks = num_pos // chunk
+    num_chunks = -(-num_pos // chunk)
+    valid = num_pos - (num_chunks - 1) * chunk  # real positives in the last chunk
     keys = ((spec.lhs, Side.LHS), (spec.rhs, Side.RHS))
     sides_on = (not settings.disable_lhs_negs, not settings.disable_rhs_negs)
     uniforms = [
@@ -138,18 +138,19 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
         if on and settings.num_uniform_negs > 0 else None
         for key, on in zip(keys, sides_on)
     ]
-    rows = ChunkRows(tables, keys, (batch.lhs.tensor, batch.rhs.tensor), uniforms, chunk, settings.max_norm)
+    positives, rel, scale = _padded(batch, num_chunks, chunk, spec.weight)
+    rows = ChunkRows(tables, keys, positives, uniforms, chunk, settings.max_norm)
     emb_l, emb_r = rows.embs
     src_l, src_r = emb_l[:, :chunk], emb_r[:, :chunk]  # the positives' own rows
-    rel = batch.rel.view(num_chunks, chunk)
     ops = (model.lhs_operators[0], model.rhs_operators[0])
     row_ops = (row_operator(ops[0]), row_operator(ops[1]))
+    _zero_padding((src_l, src_r), valid)
     dst_r = row_ops[1].forward(ops[1], emb_r, rel, scratch("dyn_dst_r", src_r.shape, src_r.dtype))  # h_r(v)
     dst_l = row_ops[0].forward(ops[0], emb_l, rel, scratch("dyn_dst_l", src_l.shape, src_l.dtype))  # g_r(u)
-    scale = spec.weight if batch.weight is None else batch.weight.reshape(num_chunks, chunk) * spec.weight
+    _zero_padding((dst_r, dst_l), valid)
     # Forward direction: u against h_r(v), LHS rows as negatives; reverse: v against g_r(u).
-    side_l = _score(trainer.loss_fn, src_l, dst_r, emb_l if sides_on[0] else None, scale, "_l")
-    side_r = _score(trainer.loss_fn, src_r, dst_l, emb_r if sides_on[1] else None, scale, "_r")
+    side_l = _score(trainer.loss_fn, src_l, dst_r, emb_l if sides_on[0] else None, scale, valid, "_l")
+    side_r = _score(trainer.loss_fn, src_r, dst_l, emb_r if sides_on[1] else None, scale, valid, "_r")
     grad_l, grad_r = rows.grads
     d_dst_r = _backward(side_l, emb_l, src_l, dst_r, grad_l, "_l")
     d_dst_l = _backward(side_r, emb_r, src_r, dst_l, grad_r, "_r")
@@ -175,22 +176,58 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
     return Stats(count=num_pos, metrics=metrics)
 
 
+def _padded(
+    batch: EdgeList, num_chunks: int, chunk: int, weight: float
+) -> tuple[tuple[LongTensorType, LongTensorType], LongTensorType, float | FloatTensorType]:
+    """The positives and relations padded to whole chunks, and each positive's loss scale.
+
+    The generic path zero-pads the last chunk. Here the padding rows repeat the batch's
+    first edge and are zeroed once gathered (:func:`_zero_padding`); their loss scale is
+    0, so their gradients are exactly 0, and a zero gradient folded into a row the batch
+    updates anyway changes nothing (no other row is written).
+    """
+    pad = num_chunks * chunk - len(batch)
+    lhs, rhs, rel = batch.lhs.tensor, batch.rhs.tensor, batch.rel
+    scale: float | FloatTensorType = weight if batch.weight is None else batch.weight * weight
+    if pad == 0:
+        return (lhs, rhs), rel.view(num_chunks, chunk), scale if batch.weight is None else scale.view(num_chunks, -1)
+    lhs, rhs, rel = (torch.cat([t, t[:1].expand(pad)]) for t in (lhs, rhs, rel))
+    per_edge = scale if isinstance(scale, torch.Tensor) else torch.full((len(batch),), scale)
+    scale = torch.cat([per_edge, per_edge.new_zeros(pad)]).view(num_chunks, chunk)
+    return (lhs, rhs), rel.view(num_chunks, chunk), scale
+
+
+def _zero_padding(tensors: tuple[FloatTensorType, ...], valid: int) -> None:
+    """Zero the padding rows (after the first ``valid``) of the last chunk of each [C, B, D] tensor."""
+    if valid < tensors[0].shape[1]:
+        for t in tensors:
+            t[-1, valid:].zero_()
+
+
 def _score(
     loss_fn: LossFunction,
     src: FloatTensorType,
     dst: FloatTensorType,
     rows: FloatTensorType | None,
     scale: float | FloatTensorType,
+    valid: int,
     tag: str,
 ) -> SideGrads:
     """Loss and score gradients of one direction: ``src`` [C, B, D] against the operator
-    output ``dst``, and ``rows`` [C, B + U, D] (or None: no negatives) against ``dst``."""
+    output ``dst``, and ``rows`` [C, B + U, D] (or None: no negatives) against ``dst``.
+
+    Masked with -1e9 as the generic path: each positive against itself and, in a padded
+    last chunk, the padding columns (``valid`` real positives).
+    """
     pos = torch.mul(src, dst, out=scratch("dyn_prod", src.shape, src.dtype)).sum(-1)
     neg = None
     if rows is not None:
+        chunk = src.shape[1]
         out = scratch("dyn_negs" + tag, (*dst.shape[:2], rows.shape[1]), dst.dtype)
         neg = torch.bmm(dst, rows.transpose(1, 2), out=out)
-        neg[:, :, : src.shape[1]].diagonal(dim1=1, dim2=2).add_(MASKED)  # a positive is not its own negative
+        neg[:, :, :chunk].diagonal(dim1=1, dim2=2).add_(MASKED)  # a positive is not its own negative
+        if valid < chunk:
+            neg[-1, :, valid:chunk].add_(MASKED)
     return loss_grads(loss_fn, pos, neg, scale, tag)
 
 

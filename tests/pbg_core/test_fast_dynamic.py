@@ -170,7 +170,7 @@ def test_supports_only_the_row_wise_cases() -> None:
     model, loss, settings = build_model(cfg, NUM_RELS), build_loss("softmax"), BatchSettings(12, 4, 3)
     assert fast_dynamic.supports(model, loss, settings, 12)
     assert fast_dynamic.supports(model, loss, settings, 3)  # one chunk of 3
-    assert not fast_dynamic.supports(model, loss, settings, 10)  # short last chunk
+    assert fast_dynamic.supports(model, loss, settings, 10)  # a short last chunk is padded
     assert not fast_dynamic.supports(model, loss, BatchSettings(12, 0, 3), 12)  # uniform-only mode
     assert not fast_dynamic.supports(model, loss, BatchSettings(12, 4, 3, True, True), 12)
     assert not fast_dynamic.supports(model, loss, settings, 0)
@@ -185,9 +185,18 @@ def test_supports_only_the_row_wise_cases() -> None:
         assert not fast_dynamic.supports(build_model(cfg, NUM_RELS), loss, settings, 12), cfg
 
 
-def test_unsupported_batches_still_train_identically() -> None:
-    # 26 edges in batches of 12: the last batch (2 edges) is one chunk; batch 10 pads chunks.
-    fast, slow, base = run_both(make_config(regularization_coef=1e-2), random_edges(26, seed=8))
+@pytest.mark.parametrize("operator", ["complex_diagonal", "translation", "diagonal"])
+@pytest.mark.parametrize("loss_fn", ["ranking", "softmax", "logistic"])
+def test_padded_last_chunks_train_identically(operator: str, loss_fn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 26 edges in batches of 10 with chunks of 4: every batch ends in a padded chunk
+    # (10 = 4 + 4 + 2, 6 = 4 + 2).
+    cfg = make_config(operator, loss_fn=loss_fn, margin=1.0, batch_size=10, regularization_coef=1e-2)
+    fast, slow, base = run_both(cfg, random_edges(26, seed=9, weights=True), monkeypatch=monkeypatch)
     assert_same(fast, slow, base)
-    fast, slow, base = run_both(make_config(batch_size=10, regularization_coef=1e-2), random_edges(26, seed=9))
-    assert_same(fast, slow, base)
+
+
+def test_padded_chunks_with_disabled_sides_and_two_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for overrides in ({"disable_lhs_negs": True}, {"rhs": "b", "num_uniform_negs": 0}, {"max_norm": 1.0}):
+        cfg = make_config(batch_size=10, regularization_coef=1e-2, **overrides)
+        fast, slow, base = run_both(cfg, random_edges(26, seed=10), monkeypatch=monkeypatch)
+        assert_same(fast, slow, base)
