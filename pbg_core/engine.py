@@ -338,15 +338,15 @@ class TrainingSession:
     ) -> Stats:
         slots = self.settings.slot_map(bucket, self.residency)
         workers = self.workers.num_workers
-        # Training a small bucket on fewer workers avoids stale HOGWILD steps (session_parts).
+        # Training a small bucket on fewer workers avoids stale HOGWILD steps (session_parts);
+        # the idle workers get no job (no pickling, no wake-up).
         active = active_workers(len(indices), self.settings.batch_size, workers) if mode == "train" else workers
-        slices = split_evenly(indices, active) + [indices[:0]] * (workers - active)
         args = [
             worker_jobs.JobArgs(
                 slots=slots, edges=edges, indices=part, seed=derive_seed(self.seed, *tag, worker),
                 mode=mode, filter_index=filter_index,
             )
-            for worker, part in enumerate(slices)
+            for worker, part in enumerate(split_evenly(indices, active))
         ]
         return Stats.sum(self.workers.run(job, args))
 
