@@ -15,10 +15,6 @@ as many dispatches); as one loop each it reads and writes every element once:
   loss and the gradient (written over the scores) in three passes over each row, with
   a vectorisable ``exp`` (Cephes' ``expf`` polynomial, within 1-2 ulp of torch's):
   0.20 ms instead of 0.52 ms for ``[20, 50, 150]`` scores.
-- :func:`complex_forward_` / :func:`complex_backward_` are the dynamic
-  ``complex_diagonal`` operator on a batch's rows and its backward fused with N3
-  (:mod:`pbg_core.row_operators`): the per-edge parameters are read in place, never
-  gathered, and the per-relation gradients summed in order.
 
 They match the torch formulation up to float rounding (``reassoc``), and
 are deterministic (sequential loops). They never assume finite values (no ``nnan`` /
@@ -37,7 +33,7 @@ import torch
 from pbg_core.types import FloatTensorType, LongTensorType
 
 # Reassociation lets the sums vectorise; no nnan/ninf, so NaN and inf propagate.
-_FAST_MATH = {"reassoc", "contract", "arcp"}
+FAST_MATH = {"reassoc", "contract", "arcp"}
 
 
 def accepts(floats: tuple[torch.Tensor, ...], longs: tuple[torch.Tensor, ...] = ()) -> bool:
@@ -120,60 +116,17 @@ def softmax_grads_(
     return out
 
 
-def complex_forward_(
-    x: FloatTensorType, rel: LongTensorType, real: FloatTensorType, imag: FloatTensorType, out: FloatTensorType
-) -> None:
-    """``out = x[:, :B] * (real[rel] + i imag[rel])`` on the halves of the rows, ``B = rel.shape[1]``.
+def warm_up() -> None:
+    """Call every kernel once on tiny inputs: loads their cached machine code.
 
-    Args:
-        x: [C, N, D] rows per chunk; the first B of each chunk are transformed.
-        rel: [C, B] each row's relation.
-        real: [N, D/2] real parts of the relation parameters.
-        imag: [N, D/2] imaginary parts.
-        out: [C, B, D] output.
+    The first call of any numba kernel in a process costs ~0.3 s (numba's own start-up,
+    then ~3 ms per kernel); done here it need not land in a bucket's first batch.
     """
-    _complex_forward(x.numpy(), rel.numpy(), real.numpy(), imag.numpy(), out.numpy())
-
-
-def complex_backward_(
-    x: FloatTensorType,
-    rel: LongTensorType,
-    real: FloatTensorType,
-    imag: FloatTensorType,
-    dst: FloatTensorType,
-    grad_dst: FloatTensorType,
-    grad_x: FloatTensorType,
-    grad_real: FloatTensorType,
-    grad_imag: FloatTensorType,
-    coef: float,
-) -> float:
-    """Backward of :func:`complex_forward_`, fused with N3 of ``x`` and ``dst``.
-
-    Adds ``3 coef m (a, b)`` (N3 of the moduli ``m`` of ``dst``) into ``grad_dst``, then
-    the operator's gradient w.r.t. the rows plus N3 of the rows into ``grad_x``, and the
-    per-relation parameter gradients into ``grad_real`` / ``grad_imag`` [N, D/2].
-
-    Args:
-        x: [C, N, D] rows per chunk; the first B = ``rel.shape[1]`` were transformed.
-        rel: [C, B] each row's relation.
-        real: [N, D/2] real parts of the relation parameters.
-        imag: [N, D/2] imaginary parts.
-        dst: [C, B, D] the forward output.
-        grad_dst: [C, B, D] the loss gradient w.r.t. ``dst`` (N3 added in place).
-        grad_x: [C, N, D] accumulates the gradient w.r.t. the first B rows of each chunk of ``x``.
-        grad_real: [N, D/2] accumulates the gradient of ``real``.
-        grad_imag: [N, D/2] accumulates the gradient of ``imag``.
-        coef: N3 weight (0: no N3 work).
-
-    Returns:
-        ``coef * (sum m(x)^3 + sum m(dst)^3)``.
-    """
-    return float(
-        _complex_backward(
-            x.numpy(), rel.numpy(), real.numpy(), imag.numpy(), dst.numpy(), grad_dst.numpy(), grad_x.numpy(),
-            grad_real.numpy(), grad_imag.numpy(), np.float32(coef),
-        )
-    )
+    table, state, grads = np.zeros((4, 2), np.float32), np.zeros(4, np.float32), np.zeros((2, 2), np.float32)
+    _row_adagrad(table, state, np.array([1, 1]), grads, np.zeros(4, np.int64), 0.1, 1e-10)
+    negs, pos, scale = np.zeros((1, 1, 2, 3), np.float32), np.zeros((1, 2), np.float32), np.ones((1, 2), np.float32)
+    _ranking(negs, pos, scale, 0.1, np.zeros((1, 1, 2), np.float32), np.zeros((1, 3)))
+    _softmax(negs[0], pos, scale, np.zeros((1, 2), np.float32), np.zeros(2))
 
 
 # Cephes expf: exp(x) = 2^k p(r), x = k ln2 + r, |r| <= ln2 / 2 (ln2 split in two for accuracy).
@@ -182,7 +135,7 @@ _LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)
 _EXP_MIN = np.float32(-87.33654)  # below this exp(x) < 2^-126: taken as 0 (the sum it joins is >= 1)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
 def _exp_shifted(row, shift, kbits, pow2):  # type: ignore[no-untyped-def]  # pragma: no cover
     """``row = exp(row - shift)`` in place for ``row <= shift``; returns the sum.
 
@@ -212,7 +165,7 @@ def _exp_shifted(row, shift, kbits, pow2):  # type: ignore[no-untyped-def]  # pr
     return total
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
 def _softmax(negs, pos, scale, grad_pos, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     chunks, per_chunk, num_neg = negs.shape
     kbits = np.empty(num_neg, np.int32)
@@ -243,55 +196,7 @@ def _softmax(negs, pos, scale, grad_pos, out):  # type: ignore[no-untyped-def]  
     out[1] = violators
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
-def _complex_forward(x, rel, real, imag, out):  # type: ignore[no-untyped-def]  # pragma: no cover
-    chunks, rows, dim = rel.shape[0], rel.shape[1], x.shape[2]
-    half = dim // 2
-    for c in range(chunks):
-        for b in range(rows):
-            r = rel[c, b]
-            for k in range(half):
-                a, bb, re, im = x[c, b, k], x[c, b, half + k], real[r, k], imag[r, k]
-                out[c, b, k] = a * re - bb * im
-                out[c, b, half + k] = a * im + bb * re
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
-def _complex_backward(  # type: ignore[no-untyped-def]  # pragma: no cover
-    x, rel, real, imag, dst, grad_dst, grad_x, grad_real, grad_imag, coef
-):
-    chunks, rows, dim = rel.shape[0], rel.shape[1], x.shape[2]
-    half = dim // 2
-    three = np.float32(3.0) * coef
-    penalty = 0.0
-    for c in range(chunks):
-        for b in range(rows):
-            r = rel[c, b]
-            cubes = np.float32(0.0)
-            for k in range(half):
-                a, bb, re, im = x[c, b, k], x[c, b, half + k], real[r, k], imag[r, k]
-                g1, g2 = grad_dst[c, b, k], grad_dst[c, b, half + k]
-                ga, gb = np.float32(0.0), np.float32(0.0)
-                if coef != 0:
-                    da, db = dst[c, b, k], dst[c, b, half + k]
-                    m_dst = np.sqrt(da * da + db * db)
-                    m_x = np.sqrt(a * a + bb * bb)
-                    cubes += m_dst * m_dst * m_dst + m_x * m_x * m_x
-                    g1 += three * m_dst * da
-                    g2 += three * m_dst * db
-                    grad_dst[c, b, k] = g1
-                    grad_dst[c, b, half + k] = g2
-                    ga = three * m_x * a
-                    gb = three * m_x * bb
-                grad_x[c, b, k] += ga + g1 * re + g2 * im
-                grad_x[c, b, half + k] += gb + g2 * re - g1 * im
-                grad_real[r, k] += g1 * a + g2 * bb
-                grad_imag[r, k] += g2 * a - g1 * bb
-            penalty += cubes
-    return penalty * coef
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
 def _row_adagrad(table, state, indices, grads, slots, lr, eps):  # type: ignore[no-untyped-def]  # pragma: no cover
     n, dim = grads.shape
     for i in range(n):
@@ -320,7 +225,7 @@ def _row_adagrad(table, state, indices, grads, slots, lr, eps):  # type: ignore[
             table[row, k] += grads[i, k] * step
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
 def _ranking(negs, pos, scale, margin, grad_pos, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     sides, chunks, per_chunk, num_neg = negs.shape
     for s in range(sides):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pbg_core import kernels
+from pbg_core import kernels, operator_kernels
 from pbg_core.operators import DYNAMIC_OPERATORS
 from pbg_core.registry import Registry
 from pbg_core.types import FloatTensorType, LongTensorType
@@ -129,7 +129,7 @@ class ComplexDiagonalRows:
     ) -> FloatTensorType:
         real, imag = op.real.detach(), op.imag.detach()
         if rows.dim() == 3 and kernels.accepts((rows, out, real, imag), (rel,)):
-            kernels.complex_forward_(rows, rel, real, imag, out)
+            operator_kernels.complex_forward_(rows, rel, real, imag, out)
             return out
         x = rows[:, : rel.shape[1]]
         re, im = per_edge(op.real, rel), per_edge(op.imag, rel)
@@ -146,7 +146,7 @@ class ComplexDiagonalRows:
         real, imag = op.real.detach(), op.imag.detach()
         if rows.dim() == 3 and kernels.accepts((rows, dst, grad_dst, grad_rows, real, imag), (rel,)):
             grad_real, grad_imag = torch.zeros_like(real), torch.zeros_like(imag)
-            penalty = kernels.complex_backward_(
+            penalty = operator_kernels.complex_backward_(
                 rows, rel, real, imag, dst, grad_dst, grad_rows, grad_real, grad_imag, coef
             )
             return penalty, [(op.real, grad_real), (op.imag, grad_imag)]
