@@ -146,3 +146,47 @@ def test_softmax_keeps_nan_in_the_loss() -> None:
     negs = torch.tensor([[[0.0, float("nan"), 1.0]]])
     sums = kernels.softmax_grads_(negs, torch.tensor([[1.0]]), torch.tensor([[1.0]]), torch.empty(1, 1))
     assert math.isnan(sums[0])
+
+
+_WARM_UP_CHECK = """
+from types import SimpleNamespace
+import torch
+from pbg_core import kernels, operator_kernels
+from pbg_core.batching import BucketTables, build_trainer, train_edges
+from pbg_core.edgelist import EdgeList
+from pbg_core.model import build_model
+from pbg_core.types import Side
+
+kernels.warm_up()
+operator_kernels.warm_up()
+dispatchers = [kernels._row_adagrad, kernels._ranking, kernels._softmax,
+               operator_kernels._complex_forward, operator_kernels._complex_backward]
+before = [len(d.signatures) for d in dispatchers]
+for operator, loss_fn, dynamic in (("complex_diagonal", "softmax", True), ("none", "ranking", False)):
+    cfg = SimpleNamespace(
+        entities={"a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
+        relations=[SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.0, operator=operator, all_negs=False)],
+        dimension=8, comparator="dot", bias=False, global_emb=False, regularizer="N3",
+        regularization_coef=1e-3 if dynamic else 0.0, dynamic_relations=dynamic, loss_fn=loss_fn, margin=0.1,
+        max_norm=None, batch_size=8, num_batch_negs=4, num_uniform_negs=3, disable_lhs_negs=False,
+        disable_rhs_negs=False, lr=0.1, relation_lr=None,
+    )
+    cfg.entity_dimension = lambda name: 8
+    table, state = torch.randn(20, 8), torch.zeros(20)
+    keys = (("a", Side.LHS), ("a", Side.RHS))
+    tables = BucketTables({key: table for key in keys}, {key: state for key in keys})
+    rel = torch.randint(2, (16,)) if dynamic else torch.zeros(16, dtype=torch.long)
+    edges = EdgeList.from_tensors(torch.randint(20, (16,)), torch.randint(20, (16,)), rel)
+    train_edges(build_trainer(cfg, build_model(cfg, 2)), tables, edges, torch.arange(16), torch.Generator())
+after = [len(d.signatures) for d in dispatchers]
+assert after == before, (before, after)
+"""
+
+
+def test_warm_up_loads_the_signatures_training_uses() -> None:
+    """In a fresh process, training after warm_up compiles nothing new (no first-batch stall)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _WARM_UP_CHECK], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
