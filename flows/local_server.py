@@ -11,15 +11,16 @@ imports, the config checks and the data loading, and it runs it the way a local 
   every :data:`FLUSH_SECONDS` instead of one SQLite transaction per event. Per event they cost
   about 0.3 s of server CPU per training iteration and held SQLite's write lock so often that
   the flow's own requests kept colliding with them.
-- **Retry-After** on SQLite-busy responses (see :mod:`flows.local_server_app`): a collision
-  costs 50 ms, not the client's default 2 s back-off.
+- **Busy writes replayed in the server** (see :mod:`flows.local_server_app`): a collision with
+  SQLite's write lock costs milliseconds, not the client's 2 s back-off (or a failed run).
 - **Bound to this command:** it listens on a socket we bind to 127.0.0.1 before it starts
   (no port race, the URL is known at once), it is in its own session so a terminal Ctrl-C
   reaches only the command (which then ends the flow run cleanly and stops the server), and
   the kernel stops it if the command dies (``PR_SET_PDEATHSIG``), even on ``kill -9``.
-- **Stopped with its queues drained:** :meth:`LocalApiServer.stop` sends SIGTERM; Prefect's
-  services flush what they hold before the process exits, so every task run and event of
-  the run is in ``$PREFECT_HOME/prefect.db`` for a later ``prefect server start``.
+- **Stopped with its queues drained:** :func:`local_api` first sends what the command's Prefect
+  client still holds, then :meth:`LocalApiServer.stop` sends SIGTERM and the server's services
+  flush what they hold before it exits, so every task run, event and log line of the run is in
+  ``$PREFECT_HOME/prefect.db`` for a later ``prefect server start``.
 
 Nothing here imports Prefect: the point is to start the server before anything heavy.
 """
@@ -38,7 +39,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import BinaryIO
 
 from pbg_core.errors import PbgError
 
@@ -56,6 +57,7 @@ SERVER_SETTINGS = {
 # A brand-new PREFECT_HOME runs Prefect's database migrations first (30 s or more here).
 READY_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 15.0
+DRAIN_TIMEOUT_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -69,7 +71,7 @@ class LocalApiServer:
 
     process: subprocess.Popen[bytes]
     api_url: str
-    log_path: Path
+    log: BinaryIO  # the server's output, in an already-unlinked file: nothing is left behind
     started_at: float = field(default_factory=time.monotonic)
     ready: bool = False
 
@@ -100,40 +102,42 @@ class LocalApiServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.returncode in (0, -signal.SIGTERM):
-            with contextlib.suppress(FileNotFoundError):
-                self.log_path.unlink()
+        self.log.close()
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines the server printed."""
+        self.log.seek(0)
+        return "\n".join(self.log.read().decode(errors="replace").splitlines()[-lines:])
 
     def _failure(self, what: str) -> str:
-        tail = _tail(self.log_path, 15)
-        return (f"the local Prefect API server of this run ({self.api_url}) {what} (log: {self.log_path}); "
-                "to use a running Prefect server instead, set PREFECT_API_URL"
-                + (f"\nlast lines of its log:\n{tail}" if tail else ""))
+        tail = self.log_tail()
+        return (f"the local Prefect API server of this run ({self.api_url}) {what}; to use a running "
+                "Prefect server instead, set PREFECT_API_URL" + (f"\nits last lines:\n{tail}" if tail else ""))
 
 
-def start_local_server(python: str = sys.executable) -> LocalApiServer:
+def start_local_server(python: str = sys.executable, module: str = "flows.local_server_app") -> LocalApiServer:
     """Start the embedded server in the background on a free loopback port; returns at once.
 
     Call it before anything else in the command: its start-up (about 3 s of imports) then
     overlaps the command's own work. Call :meth:`LocalApiServer.wait_ready` before the flow.
+    ``python -m module FD`` is the server's command line (see :mod:`flows.local_server_app`).
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     port = listener.getsockname()[1]
-    fd, log_name = tempfile.mkstemp(prefix="pbg-prefect-server-", suffix=".log")
+    kept = os.environ.get("PBG_SERVER_LOG")  # to read what the server printed, after the run
+    log = open(kept, "w+b") if kept else tempfile.TemporaryFile(prefix="pbg-prefect-server-")  # noqa: SIM115
     env = {**os.environ, **SERVER_SETTINGS}
     env.pop("PREFECT_API_URL", None)  # the server must not act as a client of another server
-    with os.fdopen(fd, "wb") as log, listener:
+    with listener:
         process = subprocess.Popen(
-            [python, "-m", "uvicorn", "--fd", str(listener.fileno()),
-             "--factory", "flows.local_server_app:create_app",
-             "--log-level", "error", "--lifespan", "on", "--timeout-graceful-shutdown", "5"],
+            [python, "-m", module, str(listener.fileno())],
             pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True, preexec_fn=_die_with_parent,
         )
-    return LocalApiServer(process=process, api_url=f"http://127.0.0.1:{port}/api", log_path=Path(log_name))
+    return LocalApiServer(process=process, api_url=f"http://127.0.0.1:{port}/api", log=log)
 
 
 @contextlib.contextmanager
@@ -141,9 +145,13 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
     """Start the embedded server and point this process's Prefect client at it.
 
     Yields the :class:`LocalApiServer`, or None when ``PREFECT_API_URL`` already names a server
-    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` for the
-    duration, so Prefect must not have read its settings yet: enter this before importing it.
-    The server is stopped (queues drained) on exit, whatever happened.
+    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` (enter this
+    before Prefect reads its settings) and leaves it set: a Prefect client created after the
+    server stopped would otherwise start Prefect's own temporary server, which would outlive
+    this command. ``PREFECT_CLIENT_MAX_RETRIES=0`` (unless set): the server replays busy writes
+    itself, and a loopback server that refuses connections is gone for good, so the client's
+    back-off (2 s doubling, five times) would only delay the end, or the exit, by a minute.
+    The server is stopped (the client's queues sent first, its own drained) on exit.
     """
     if enabled is None:
         enabled = not os.environ.get("PREFECT_API_URL")
@@ -152,11 +160,26 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
         return
     server = start_local_server()
     os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "0")
     try:
         yield server
     finally:
-        os.environ.pop("PREFECT_API_URL", None)
+        if "prefect" in sys.modules:  # whatever happened, send what the client holds first
+            drain_prefect_clients()
         server.stop()
+
+
+def drain_prefect_clients(timeout: float = DRAIN_TIMEOUT_SECONDS) -> None:
+    """Send the events and log lines Prefect's client still holds, for at most ``timeout`` s.
+
+    Before the server stops: afterwards Prefect's own exit handlers would retry them against
+    a closed port for about a minute (its back-off doubles from 2 s, five times).
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    EventsWorker.drain_all(timeout=timeout)
+    APILogWorker.drain_all(timeout=timeout)
 
 
 def _healthy(api_url: str) -> bool:
@@ -172,10 +195,3 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""

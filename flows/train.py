@@ -10,6 +10,7 @@ last saved bucket; raising ``num_epochs`` extends a finished run.
 # No `from __future__ import annotations`: Prefect validates the parameters of a flow run
 # started by `pbg serve` against the annotations, and string annotations were not resolved
 # there ("ConfigSchema is not fully defined").
+from functools import partial
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -19,6 +20,7 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
+from flows.pipeline import SubflowPipeline, run_body
 from pbg_core.iterations import Iteration
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
@@ -48,7 +50,13 @@ def train_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None
 ) -> dict[str, Any]:
     """Train every bucket of one iteration, then commit it as a new checkpoint version."""
-    progress = progress or RunProgress()
+    # In the `pbg` flow the body runs in the flow's own thread, after the previous iteration's
+    # (flows/pipeline.py); called on its own, right here.
+    return run_body(_iteration_steps, handle, iteration, evaluate, progress or RunProgress())  # type: ignore[return-value]
+
+
+def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:
+    """The iteration's tasks: per bucket swap, load, evaluate, train, evaluate, save; then commit."""
     buckets = schedule_buckets(handle, iteration)
     resumed = max(0, progress.buckets_per_iteration - len(buckets))  # done by an interrupted attempt
     done = iteration.index * progress.buckets_per_iteration + resumed
@@ -148,17 +156,28 @@ def _train_remaining(
     results: list[dict[str, Any]] = []
     handle = open_training_session(config)
     try:
-        for iteration in plan.remaining:
-            result = train_iteration(handle, iteration, config.eval_fraction > 0, progress)
-            publish_iteration_table(iteration, result["rows"], result["resumed"])
+        remaining = plan.remaining
+        pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
+        calls = [partial(_run_iteration, handle, it, config.eval_fraction > 0, progress) for it in remaining]
+        # Each subflow is created while the previous iteration works (never across a pause).
+        outcomes = SubflowPipeline().run_in_order(calls, [it.label for it in remaining],
+                                                  overlap_after=lambda index: not pause_after[index])
+        for iteration, due, result in zip(remaining, pause_after, outcomes):
             results.append(result)
-            if _pause_due(pause_every, iteration, plan.total_iterations):
+            if due:
                 logger.info("paused after committing v%d (pause_every=%d): resume it from the UI",
                             iteration.version, pause_every)
                 pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
     finally:
         close_training_session(handle)
     return results
+
+
+def _run_iteration(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:
+    """The iteration's subflow, then its table artifact (in the subflow's helper thread: off the critical path)."""
+    result = train_iteration(handle, iteration, evaluate, progress)
+    publish_iteration_table(iteration, result["rows"], result["resumed"])
+    return result
 
 
 def _pause_due(pause_every: int, iteration: Iteration, total_iterations: int) -> bool:

@@ -5,6 +5,7 @@ torch) and every child starts by forking an already-warm process.
 
 Protocol over one duplex Unix-socket pipe per worker:
 
+- a child started ahead of its session first receives ``(init_fn, init_payload)`` as a job;
 - child sends ``("ready", pid)`` after ``init_fn`` or ``("error", packed)`` if it raised;
 - parent sends a job ``(fn, args)`` (:func:`encode_job` + :func:`send_job`); child
   replies ``("ok", result)`` or ``("error", packed)`` with plain ``Connection.send``;
@@ -27,6 +28,7 @@ import pickle
 import select
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -46,11 +48,14 @@ _received_fds: dict[int, int] = {}
 
 
 def worker_main(
-    index: int, conn: Connection, init_fn: Callable[[int, Any], Any], init_payload: Any, owner_pid: int | None = None
+    index: int, conn: Connection, init_fn: Callable[[int, Any], Any] | None, init_payload: Any,
+    owner_pid: int | None = None,
 ) -> None:
     """Entry point of a worker process: init once, then serve jobs until told to stop.
 
-    ``owner_pid`` is the process that started the pool: the worker exits when it dies.
+    ``owner_pid`` is the process that started the pool: the worker exits when it dies. A
+    worker started ahead of its session (``init_fn`` None, see :mod:`pbg_core.worker_boot`)
+    receives ``(init_fn, init_payload)`` as its first message.
     """
     # One thread per worker: HOGWILD parallelism comes from processes, and intra-op
     # threads of several workers would oversubscribe the cores.
@@ -59,6 +64,14 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if owner_pid is not None:
         exit_with(owner_pid)
+    if init_fn is None:
+        try:
+            first = recv_job(conn)
+        except (EOFError, OSError):
+            os._exit(0)  # never adopted: the pool was dropped before its session opened
+        if first is None:
+            os._exit(0)
+        init_fn, init_payload = first
     try:
         state = init_fn(index, init_payload)
     except Exception as exc:  # reported to the parent, which re-raises it
@@ -67,6 +80,12 @@ def worker_main(
     del init_payload
     conn.send(("ready", os.getpid()))
     _serve(conn, state)
+    # Nothing of a worker outlives it (its results went through the pipe, the tables are the
+    # parent's shared memory), so skip the interpreter's teardown: it took ~0.5 s (torch and
+    # multiprocessing finalizers) of every run's shutdown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def exit_with(owner_pid: int) -> None:

@@ -38,10 +38,11 @@ from pbg_core.iterations import Iteration, should_preserve
 from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
 from pbg_core.residency import PartitionKey, PartitionResidency
 from pbg_core.seeding import derive_seed, python_rng, torch_generator
-from pbg_core.session_parts import ModelState, SessionSettings, active_workers, split_evenly
+from pbg_core.session_parts import ModelState, SessionSettings, split_evenly
 from pbg_core.stats import Stats
 from pbg_core.types import Bucket
 from pbg_core import worker_jobs
+from pbg_core.worker_boot import active_workers
 
 logger = logging.getLogger(__name__)
 
@@ -338,15 +339,16 @@ class TrainingSession:
     ) -> Stats:
         slots = self.settings.slot_map(bucket, self.residency)
         workers = self.workers.num_workers
-        # Training a small bucket on fewer workers avoids stale HOGWILD steps (session_parts);
-        # the idle workers get no job (no pickling, no wake-up).
+        # Training a small bucket on fewer workers avoids stale HOGWILD steps (worker_boot).
         active = active_workers(len(indices), self.settings.batch_size, workers) if mode == "train" else workers
+        # Only active workers get a job: the children are started on the first job that needs them.
+        slices = split_evenly(indices, active)
         args = [
             worker_jobs.JobArgs(
                 slots=slots, edges=edges, indices=part, seed=derive_seed(self.seed, *tag, worker),
                 mode=mode, filter_index=filter_index,
             )
-            for worker, part in enumerate(split_evenly(indices, active))
+            for worker, part in enumerate(slices)
         ]
         return Stats.sum(self.workers.run(job, args))
 

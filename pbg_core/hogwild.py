@@ -41,6 +41,9 @@ import torch.multiprocessing as mp
 
 from pbg_core._hogwild_worker import encode_job, send_job, unpack_exception, worker_main
 from pbg_core.errors import WorkerDiedError
+from pbg_core.worker_boot import PrestartedChildren, default_num_workers
+
+__all__ = ["HogwildWorkers", "WorkerPool", "default_num_workers"]
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -48,14 +51,6 @@ R = TypeVar("R")
 START_METHODS = ("forkserver", "spawn")
 _PRELOAD = ["torch", "pbg_core._hogwild_worker"]
 _CLOSE_GRACE_SECONDS = 2.0
-
-
-def default_num_workers() -> int:
-    """Cores this process may run on (affinity/cgroup cpusets), not the machine's core count."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not available on macOS
-        return max(1, os.cpu_count() or 1)
 
 
 class WorkerPool(Generic[R]):
@@ -70,6 +65,8 @@ class WorkerPool(Generic[R]):
         init_fn: Module-level ``init_fn(worker_index, init_payload) -> worker_state``.
         init_payload: Sent to every child once (e.g. shared embedding buffers).
         start_method: ``"forkserver"`` or ``"spawn"``.
+        prestarted: ``num_workers`` children already started without a payload (see
+            :mod:`pbg_core.worker_boot`): adopted, and sent ``init_fn``/``init_payload``.
 
     Raises:
         ValueError: bad ``num_workers`` or ``start_method``.
@@ -83,9 +80,12 @@ class WorkerPool(Generic[R]):
         init_fn: Callable[[int, Any], Any],
         init_payload: Any = None,
         start_method: str = "forkserver",
+        prestarted: PrestartedChildren | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be an int >= 1; got {num_workers!r}")
+        if prestarted is not None and len(prestarted) != num_workers:
+            raise ValueError(f"got {len(prestarted)} pre-started workers for a pool of {num_workers}")
         if start_method not in START_METHODS:
             raise ValueError(f"start_method {start_method!r} is not allowed; allowed: {', '.join(START_METHODS)}")
         self.num_workers = num_workers
@@ -94,7 +94,10 @@ class WorkerPool(Generic[R]):
         self._closed = False
         self.pids: list[int] = []
         try:
-            self._start(init_fn, init_payload, start_method)
+            if prestarted is not None:
+                self._adopt(prestarted, init_fn, init_payload)
+            else:
+                self._start(init_fn, init_payload, start_method)
         except BaseException:
             self.close()
             raise
@@ -198,6 +201,18 @@ class WorkerPool(Generic[R]):
             proc.start()
             # Only the child may hold its end, so the parent sees EOF when the child dies.
             child_end.close()
+        self._await_ready()
+
+    def _adopt(self, prestarted: PrestartedChildren, init_fn: Callable[[int, Any], Any], init_payload: Any) -> None:
+        """Take over children started without a payload and send each ``(init_fn, init_payload)``."""
+        self._procs, self._conns = prestarted.processes, prestarted.connections
+        prestarted.processes, prestarted.connections = [], []
+        message = _pickle_job(init_fn, init_payload, "init_fn")
+        for worker in range(self.num_workers):
+            self._send(worker, message, "init_fn")
+        self._await_ready()
+
+    def _await_ready(self) -> None:
         replies = self._collect(list(range(self.num_workers)), "init_fn")
         for worker, (kind, payload) in sorted(replies.items()):
             if kind == "error":
@@ -305,27 +320,36 @@ class HogwildWorkers(Generic[R]):
     whole process (its interpreter, torch and mapped tables: hundreds of MiB) and a
     child start. With ``num_workers == 1`` no child process exists at all.
 
+    The children start on the first :meth:`run` that gives them work (unless ``prestarted``
+    ones are adopted at once): a run whose buckets are all too small for more than one
+    worker (see :func:`pbg_core.worker_boot.active_workers`) never starts them.
+
     Args:
         num_workers: Total workers including this process (>= 1).
         init_fn: Module-level ``init_fn(worker_index, init_payload) -> worker_state``.
         init_payload: Given to ``init_fn`` here and sent once to each child.
         start_method: Start method of the children (see :class:`WorkerPool`).
+        prestarted: ``num_workers - 1`` children started ahead (:mod:`pbg_core.worker_boot`)
+            to adopt instead of starting new ones.
     """
 
     def __init__(
-        self, num_workers: int, init_fn: Callable[[int, Any], Any], init_payload: Any, start_method: str = "spawn"
+        self, num_workers: int, init_fn: Callable[[int, Any], Any], init_payload: Any, start_method: str = "spawn",
+        prestarted: PrestartedChildren | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be an int >= 1; got {num_workers!r}")
         self.num_workers = num_workers
+        self._init = (init_fn, init_payload)
+        self._start_method = start_method
         self._children: WorkerPool[R] | None = None
-        if num_workers > 1:
-            self._children = WorkerPool(num_workers - 1, _init_shifted, (init_fn, init_payload), start_method)
+        if num_workers > 1 and prestarted is not None:
+            self._start_children(prestarted)
         self._state = init_fn(0, init_payload)
 
     @property
     def pids(self) -> list[int]:
-        """This process, then the children."""
+        """This process, then the children (none before they are started)."""
         return [os.getpid(), *(self._children.pids if self._children else [])]
 
     @property
@@ -334,7 +358,10 @@ class HogwildWorkers(Generic[R]):
         return self._children is not None and self._children.closed
 
     def run(self, fn: Callable[[Any, A], R], per_worker_args: Sequence[A]) -> list[R]:
-        """``fn(state_i, per_worker_args[i])`` for every worker; results in worker order."""
+        """``fn(state_i, per_worker_args[i])`` for every worker given args; results in worker order.
+
+        Fewer args than workers leave the remaining workers idle (one arg: this process only).
+        """
         if not per_worker_args:
             return []
         if len(per_worker_args) > self.num_workers:
@@ -348,9 +375,18 @@ class HogwildWorkers(Generic[R]):
             finally:
                 torch.set_num_threads(previous)
 
-        if self._children is None:
+        if len(per_worker_args) == 1:
             return [local()]
-        return self._children.run_alongside(fn, per_worker_args[1:], local)
+        return self._start_children().run_alongside(fn, per_worker_args[1:], local)
+
+    def _start_children(self, prestarted: PrestartedChildren | None = None) -> WorkerPool[R]:
+        """The children, started (or adopted) on first use."""
+        if self._children is None:
+            init_fn, init_payload = self._init
+            self._children = WorkerPool(
+                self.num_workers - 1, _init_shifted, (init_fn, init_payload), self._start_method, prestarted=prestarted,
+            )
+        return self._children
 
     def close(self) -> None:
         """Stop the children (idempotent)."""

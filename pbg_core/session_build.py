@@ -12,7 +12,7 @@ from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.engine import TrainingSession
-from pbg_core.hogwild import HogwildWorkers, default_num_workers
+from pbg_core.hogwild import HogwildWorkers
 from pbg_core.memory import EmbeddingPool, SlotSpec
 from pbg_core.model import build_model
 from pbg_core.optimizers import AsyncAdagrad
@@ -22,6 +22,7 @@ from pbg_core.ports import PartitionStore
 from pbg_core.residency import PartitionKey, PartitionResidency
 from pbg_core.seeding import fresh_seed
 from pbg_core.session_parts import MetadataSource, ModelState, SessionSettings, config_json_text
+from pbg_core.worker_boot import default_num_workers, take_prestarted
 from pbg_core.worker_jobs import WorkerInit, init_worker
 
 logger = logging.getLogger(__name__)
@@ -133,9 +134,11 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     num_workers = config.workers or default_num_workers()
     # This process is worker 0 (see HogwildWorkers). Children are spawned, not forked
     # from a forkserver: a forkserver preloaded with torch stays alive the whole run and
-    # holds ~200 MiB; spawning costs a few seconds once per run instead.
+    # holds ~200 MiB; spawning costs ~1.5 s once per run instead, which `pbg train` hides
+    # by starting them before the session exists (pbg_core.worker_boot).
     payload = WorkerInit(config, model_state.model, model_state.optimizer, pool.buffers())
-    workers = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn")
+    workers = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn",
+                             prestarted=take_prestarted(num_workers - 1))
     settings = SessionSettings(
         topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,
         checkpoint_preservation_interval=config.checkpoint_preservation_interval,

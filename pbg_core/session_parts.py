@@ -148,19 +148,6 @@ class ModelState:
                 raise ShapeError(f"optimizer state of {label} does not fit this config: {exc}") from exc
 
 
-# HOGWILD workers each start from the same snapshot of the tables; with only a batch or
-# two each, their updates are mostly stale steps from one point (Nations, 2 batches per
-# epoch: filtered MRR 0.60-0.61 with two overlapping workers, ~0.66 with one), and the
-# parallel speed-up of so little work is lost in dispatch anyway.
-MIN_BATCHES_PER_WORKER = 8
-
-
-def active_workers(num_edges: int, batch_size: int, num_workers: int) -> int:
-    """How many workers train a bucket of ``num_edges``: each gets at least
-    :data:`MIN_BATCHES_PER_WORKER` batches, and there is always one."""
-    return max(1, min(num_workers, num_edges // (MIN_BATCHES_PER_WORKER * batch_size)))
-
-
 def split_evenly(indices: torch.Tensor, parts: int) -> list[torch.Tensor]:
     """``parts`` contiguous slices of nearly equal length (some may be empty)."""
     bounds = [len(indices) * i // parts for i in range(parts + 1)]

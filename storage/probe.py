@@ -17,7 +17,7 @@ import fsspec
 from fsspec.utils import infer_storage_options
 
 from storage.errors import StorageUnreachable, TransientStorageError
-from storage.fs import resolve, translate_errors
+from storage.fs import is_local, resolve, translate_errors
 
 PROBE_CONFIG = {"retries": {"max_attempts": 1, "mode": "standard"}, "connect_timeout": 5, "read_timeout": 15}
 _S3 = frozenset({"s3", "s3a"})
@@ -77,3 +77,27 @@ def endpoint_of(fs: fsspec.AbstractFileSystem) -> str:
 def _reason(err: TransientStorageError) -> str:
     cause = err.__cause__
     return f"{type(cause).__name__}: {cause}" if cause is not None else err.problem
+
+
+def largest_local_bucket(edge_paths: Iterable[str]) -> int | None:
+    """Edges in the largest bucket of the local ``edge_paths``; None if any is remote or unreadable.
+
+    A hint for deciding how many HOGWILD workers to start ahead, never an error: whatever is
+    wrong with the files is reported by the run's own checks. Reads only the HDF5 metadata.
+    """
+    from storage import hdf5, layout  # h5py only when asked (pbg import never is)
+
+    largest = 0
+    for edge_path in edge_paths:
+        fs, path = resolve(edge_path)
+        if not is_local(fs):
+            return None
+        try:
+            names = [name for name in os.listdir(path) if layout.parse_edge_file(name) is not None]
+            for name in names:
+                url = os.path.join(path, name)
+                with hdf5.open_read(url) as hf:
+                    largest = max(largest, len(hdf5.require_dataset(hf, "rel", url)))
+        except Exception:  # noqa: BLE001 - a hint only; the run's checks name the problem
+            return None
+    return largest

@@ -10,6 +10,8 @@ as a warning and swallowed. What the artifacts contain is computed in
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
@@ -45,10 +47,22 @@ def start_progress(done: int, total: int, description: str) -> UUID | None:
     ))
 
 
+PROGRESS_INTERVAL_SECONDS = 1.0
+_progress_posted: dict[UUID, float] = {}  # artifact id -> when it was last moved (monotonic)
+
+
 def update_progress(artifact_id: UUID | None, done: int, total: int) -> None:
-    """Move the progress artifact ``artifact_id`` to ``100 * done / total`` percent (None: no-op)."""
+    """Move the progress artifact ``artifact_id`` to ``100 * done / total`` percent (None: no-op).
+
+    At most once per :data:`PROGRESS_INTERVAL_SECONDS`, and always at ``done >= total``: each
+    update is an API round trip between two buckets, and a small graph trains several per second.
+    """
     if artifact_id is None:
         return
+    now = time.monotonic()
+    if done < total and now - _progress_posted.get(artifact_id, -math.inf) < PROGRESS_INTERVAL_SECONDS:
+        return
+    _progress_posted[artifact_id] = now
     _post("update the progress artifact", lambda: update_progress_artifact(
         artifact_id=artifact_id, progress=_percent(done, total), _sync=True,  # type: ignore[call-arg]
     ))

@@ -63,6 +63,6 @@ def test_an_init_path_of_another_dimension_is_refused(make_config: Any, tmp_path
     (0, 4, 1),
 ])
 def test_small_buckets_train_on_fewer_workers(edges: int, workers: int, expected: int) -> None:
-    from pbg_core.session_parts import active_workers
+    from pbg_core.worker_boot import active_workers
 
     assert active_workers(edges, 1000, workers) == expected

@@ -138,3 +138,24 @@ def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
         created = client.read_artifacts()
     assert [a for a in created if a.flow_run_id is None or a.key == "pbg-summary-outside"] == []
     assert [a.description for a in created if a.description == "outside"] == []
+
+
+def test_progress_moves_at_most_once_a_second_but_always_reaches_the_end() -> None:
+    @flow(name="progress-throttle-test")
+    def ticking() -> tuple[UUID, list[float]]:
+        progress = start_progress(0, 10, "buckets trained")
+        seen = []
+        for done in (1, 2, 3):  # within a second: only the first moves the bar
+            update_progress(progress, done, 10)
+            seen.append(read_progress(progress))
+        update_progress(progress, 10, 10)  # the end always does
+        seen.append(read_progress(progress))
+        return progress, seen
+
+    _, seen = ticking()
+    assert seen == [10.0, 10.0, 10.0, 100.0]
+
+
+def read_progress(artifact_id: UUID | None) -> float:
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(id={"any_": [artifact_id]}))[0].data
