@@ -6,10 +6,10 @@ negatives; negatives never pass through an operator. :func:`supports` selects ba
 with batch + uniform negatives (``num_batch_negs > 0``, no ``all_negs``), the ``dot``
 comparator, the ranking, logistic or softmax loss, N3 or no regularizer, an operator of
 :data:`pbg_core.row_operators.ROW_OPERATORS` (``complex_diagonal``, ``diagonal``,
-``translation``, ``none``) and no featurized entity type; a short last chunk is
-padded and masked as the generic path does. :func:`train_batch` then computes the same loss, regularizer, gradients and
-updates as the autograd path of :mod:`pbg_core.batching` (tests hold them within 1e-5),
-drawing the same uniform negatives. Why it is cheaper:
+``translation``, ``none``) and no featurized entity type; a short last chunk is padded
+and masked as the generic path does. :func:`train_batch` then computes the same loss,
+regularizer, gradients and updates as the autograd path of :mod:`pbg_core.batching`
+(tests hold them within 1e-5), drawing the same uniform negatives. Why it is cheaper:
 
 - Each side's rows are gathered once laid out per chunk, ``[chunk positives, chunk
   uniforms]`` (both sides in one ``index_select`` when they share a table), so a
@@ -37,7 +37,7 @@ from pbg_core.model import MASKED, MultiRelationEmbedder
 from pbg_core.negatives import sample_uniform
 from pbg_core.optimizers import RowAdagrad
 from pbg_core.row_gather import gather_rows
-from pbg_core.row_operators import ParamGrads, row_operator
+from pbg_core.row_operators import ParamGrads, RowOperator, row_operator
 from pbg_core.stats import Stats
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 
@@ -133,20 +133,15 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
     valid = num_pos - (num_chunks - 1) * chunk  # real positives in the last chunk
     keys = ((spec.lhs, Side.LHS), (spec.rhs, Side.RHS))
     sides_on = (not settings.disable_lhs_negs, not settings.disable_rhs_negs)
-    uniforms = [
-        sample_uniform(num_chunks, settings.num_uniform_negs, tables.embeddings[key].shape[0], generator)
-        if on and settings.num_uniform_negs > 0 else None
-        for key, on in zip(keys, sides_on)
-    ]
+    uniforms = _uniforms(tables, keys, sides_on, num_chunks, settings.num_uniform_negs, generator)
     positives, rel, scale = _padded(batch, num_chunks, chunk, spec.weight)
     rows = ChunkRows(tables, keys, positives, uniforms, chunk, settings.max_norm)
     emb_l, emb_r = rows.embs
     src_l, src_r = emb_l[:, :chunk], emb_r[:, :chunk]  # the positives' own rows
     ops = (model.lhs_operators[0], model.rhs_operators[0])
-    row_ops = (row_operator(ops[0]), row_operator(ops[1]))
     _zero_padding((src_l, src_r), valid)
-    dst_r = row_ops[1].forward(ops[1], emb_r, rel, scratch("dyn_dst_r", src_r.shape, src_r.dtype))  # h_r(v)
-    dst_l = row_ops[0].forward(ops[0], emb_l, rel, scratch("dyn_dst_l", src_l.shape, src_l.dtype))  # g_r(u)
+    dst_r = _row_op(ops[1]).forward(ops[1], emb_r, rel, scratch("dyn_dst_r", src_r.shape, src_r.dtype))  # h_r(v)
+    dst_l = _row_op(ops[0]).forward(ops[0], emb_l, rel, scratch("dyn_dst_l", src_l.shape, src_l.dtype))  # g_r(u)
     _zero_padding((dst_r, dst_l), valid)
     # Forward direction: u against h_r(v), LHS rows as negatives; reverse: v against g_r(u).
     side_l = _score(trainer.loss_fn, src_l, dst_r, emb_l if sides_on[0] else None, scale, valid, "_l")
@@ -154,17 +149,8 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
     grad_l, grad_r = rows.grads
     d_dst_r = _backward(side_l, emb_l, src_l, dst_r, grad_l, "_l")
     d_dst_l = _backward(side_r, emb_r, src_r, dst_l, grad_r, "_r")
-    coef = model.regularizer.weight if model.regularizer is not None else 0.0
-    # Each backward also adds N3 of its input (the other direction's src) and of its output.
-    reg_r, param_grads = row_ops[1].backward(ops[1], emb_r, rel, dst_r, d_dst_r, grad_r, coef)
-    reg_l, grads_l = row_ops[0].backward(ops[0], emb_l, rel, dst_l, d_dst_l, grad_l, coef)
-    param_grads += grads_l
-    reg = reg_r + reg_l
-    if coef:
-        counts = torch.bincount(batch.rel, minlength=model.num_dynamic_relations).to(torch.float32)
-        for row_op, op in zip(row_ops, ops):
-            value, grads = row_op.n3_params(op, counts, coef)
-            reg, param_grads = reg + value, param_grads + grads
+    reg, param_grads = _operators_backward(model, batch.rel, rel, ((emb_r, dst_r, d_dst_r, grad_r),
+                                                                    (emb_l, dst_l, d_dst_l, grad_l)))
     rows.step(trainer.row_optimizer)
     _step_model(trainer, param_grads)
     metrics = {
@@ -174,6 +160,56 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
         "violators_rhs": float(side_r.violators),
     }
     return Stats(count=num_pos, metrics=metrics)
+
+
+def _row_op(op: torch.nn.Module) -> RowOperator:
+    row_op = row_operator(op)
+    assert row_op is not None  # supports() checked it
+    return row_op
+
+
+def _uniforms(
+    tables: BucketTables,
+    keys: tuple[tuple[str, Side], tuple[str, Side]],
+    sides_on: tuple[bool, bool],
+    num_chunks: int,
+    num_uniform: int,
+    generator: torch.Generator,
+) -> list[LongTensorType | None]:
+    """Each side's uniform negatives [C, U] (None when off), drawn LHS first as the generic path."""
+    return [
+        sample_uniform(num_chunks, num_uniform, tables.embeddings[key].shape[0], generator)
+        if on and num_uniform > 0 else None
+        for key, on in zip(keys, sides_on)
+    ]
+
+
+def _operators_backward(
+    model: MultiRelationEmbedder,
+    batch_rel: LongTensorType,
+    rel: LongTensorType,
+    directions: tuple[tuple[FloatTensorType, FloatTensorType, FloatTensorType, FloatTensorType], ...],
+) -> tuple[FloatTensorType | float, ParamGrads]:
+    """Both operators' backward with N3: the regularizer's value and every parameter's gradient.
+
+    ``directions`` are ``(rows, dst, d_dst, grad_rows)`` of the RHS operator, then the
+    LHS one. Each backward adds N3 of its input (the other direction's src rows) and of
+    its output; the operator-parameter term counts each real edge's relation once
+    (``batch_rel``: unpadded), as the generic path's per-edge ``reg_params``.
+    """
+    coef = model.regularizer.weight if model.regularizer is not None else 0.0
+    ops = (model.rhs_operators[0], model.lhs_operators[0])
+    reg: FloatTensorType | float = 0.0
+    param_grads: ParamGrads = []
+    for op, (rows, dst, d_dst, grad_rows) in zip(ops, directions):
+        value, grads = _row_op(op).backward(op, rows, rel, dst, d_dst, grad_rows, coef)
+        reg, param_grads = reg + value, param_grads + grads
+    if coef:
+        counts = torch.bincount(batch_rel, minlength=model.num_dynamic_relations).to(torch.float32)
+        for op in ops:
+            value, grads = _row_op(op).n3_params(op, counts, coef)
+            reg, param_grads = reg + value, param_grads + grads
+    return reg, param_grads
 
 
 def _padded(
