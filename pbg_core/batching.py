@@ -6,7 +6,8 @@ that relation's next ``batch_size`` edges; in dynamic mode batches are contiguou
 
 Per training batch: batches that :func:`pbg_core.fast_paths.supports` accepts (no
 operator, dot/cos, ranking/logistic/softmax, batch + uniform negatives) run its
-hand-written forward/backward. Any other batch gathers the rows it needs (positives,
+hand-written forward/backward; so do dynamic-relation batches with a row-wise operator
+that :func:`pbg_core.fast_dynamic.supports` accepts. Any other batch gathers the rows it needs (positives,
 uniform negatives) with one ``index_select`` per request into dense leaf tensors
 (:mod:`pbg_core.row_gather`), differentiates the small dense graph with autograd, and
 :class:`RowAdagrad` writes coalesced row updates back into the shared tables in place
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from pbg_core import fast_paths
+from pbg_core import fast_dynamic, fast_paths
 from pbg_core.edgelist import EdgeList, EntityList
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
@@ -93,7 +94,7 @@ class Trainer:
     settings: BatchSettings
     row_optimizer: RowAdagrad
     model_optimizer: AsyncAdagrad | None
-    fast_path: bool = True  # use pbg_core.fast_paths for the batches it supports
+    fast_path: bool = True  # use pbg_core.fast_paths / fast_dynamic for the batches they support
 
 
 @dataclass
@@ -271,6 +272,8 @@ def _train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, genera
     rel = 0 if trainer.model.dynamic else int(batch.rel[0])
     if trainer.fast_path and fast_paths.supports(trainer.model, trainer.loss_fn, trainer.settings, rel, len(batch)):
         return fast_paths.train_batch(trainer, tables, batch, rel, generator)
+    if trainer.fast_path and fast_dynamic.supports(trainer.model, trainer.loss_fn, trainer.settings, len(batch)):
+        return fast_dynamic.train_batch(trainer, tables, batch, generator)
     prep = _prepare(trainer.model, trainer.settings, tables, batch, generator, requires_grad=True)
     scores = trainer.model.score(prep.rel, prep.layout, prep.lhs, prep.rhs)
     loss_fn = trainer.loss_fn

@@ -17,8 +17,8 @@ negatives from the generator. Why it is cheaper:
   from batch to batch (:func:`pbg_core.fast_backward.scratch`): fresh ones page-faulted
   ~850 times per batch. With both sides' negatives on, their scores are one
   ``[2, C, B, N]`` buffer, so the ranking loss runs each elementwise op once.
-- The loss gradient is closed form (the ranking loss is one fused loop over both
-  sides' scores, :mod:`pbg_core.kernels`); the embedding gradients come from
+- The loss gradient is closed form (:mod:`pbg_core.loss_grads`; the ranking loss is
+  one fused loop over both sides' scores); the embedding gradients come from
   :mod:`pbg_core.fast_backward`: four ``bmm`` written straight into the gradient
   buffer, or, for a ranking loss with few violating pairs, ``index_add`` over just the
   nonzero (positive, negative) pairs and RowAdagrad on just the rows they touch.
@@ -26,14 +26,14 @@ negatives from the generator. Why it is cheaper:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 
-from pbg_core import fast_backward, kernels
+from pbg_core import fast_backward
 from pbg_core.comparators import CosComparator, DotComparator
-from pbg_core.losses import LogisticLoss, LossFunction, RankingLoss, SoftmaxLoss
+from pbg_core.loss_grads import LOSSES, SideGrads, loss_grads, ranking_grads
+from pbg_core.losses import LossFunction, RankingLoss
 from pbg_core.model import MASKED, MultiRelationEmbedder
 from pbg_core.negatives import sample_uniform
 from pbg_core.operators import IdentityDynamicOperator, IdentityOperator
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from pbg_core.edgelist import EdgeList
 
 _COMPARATORS = (DotComparator, CosComparator)
-_LOSSES = (RankingLoss, LogisticLoss, SoftmaxLoss)
 _IDENTITY_OPERATORS = (IdentityOperator, IdentityDynamicOperator)
 
 
@@ -61,7 +60,7 @@ def supports(
         rel: The batch's relation (0 in dynamic mode).
         num_pos: Number of edges in the batch.
     """
-    if type(model.comparator) not in _COMPARATORS or type(loss_fn) not in _LOSSES:
+    if type(model.comparator) not in _COMPARATORS or type(loss_fn) not in LOSSES:
         return False
     if model.regularizer is not None or model.global_embs is not None:
         return False
@@ -106,10 +105,10 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, rel: in
     pos, lhs_neg, rhs_neg, both = _scores(emb_l, emb_r, chunk, lhs_on, rhs_on)
     scale = spec.weight if batch.weight is None else batch.weight.reshape(num_chunks, chunk) * spec.weight
     if both is not None and type(trainer.loss_fn) is RankingLoss:
-        side_l, side_r = _ranking(trainer.loss_fn, pos, both, scale)
+        side_l, side_r = ranking_grads(trainer.loss_fn, pos, both, scale)
     else:
-        side_l = _loss_grads(trainer.loss_fn, pos, lhs_neg, scale)
-        side_r = _loss_grads(trainer.loss_fn, pos, rhs_neg, scale)
+        side_l = loss_grads(trainer.loss_fn, pos, lhs_neg, scale, "_l")
+        side_r = loss_grads(trainer.loss_fn, pos, rhs_neg, scale, "_r")
 
     if side_l.active is not None and side_r.active is not None and _sparse_enough(side_l, side_r, emb_l, emb_r):
         pairs = fast_backward.ranking_pairs(rows, side_l.grad_neg, side_r.grad_neg, (side_l.grad_pos, side_r.grad_pos))
@@ -173,80 +172,7 @@ def _scores(
     return pos, lhs_neg, rhs_neg, both
 
 
-class _SideGrads(NamedTuple):
-    """One side's loss and its score gradients (as autograd would give them)."""
-
-    loss: FloatTensorType  # scaled loss
-    grad_pos: FloatTensorType  # [C, B] d loss / d positive scores
-    grad_neg: FloatTensorType | None  # [C, B, N] d loss / d negative scores (None without negatives)
-    violators: FloatTensorType  # negatives scored above their positive
-    active: FloatTensorType | None  # ranking loss only: number of nonzero entries of grad_neg
-
-
-def _loss_grads(
-    loss_fn: LossFunction, pos: FloatTensorType, neg: FloatTensorType | None, scale: float | FloatTensorType
-) -> _SideGrads:
-    """One side's loss and its gradients; ``neg`` is reused as the buffer of its gradient.
-
-    Args:
-        loss_fn: Ranking, logistic or softmax loss.
-        pos: [C, B] positive scores.
-        neg: [C, B, N] masked negative scores, or None when the side has no negatives.
-        scale: Relation weight, times the per-edge weights [C, B] if any.
-    """
-    zero = pos.new_zeros(())
-    ranking = isinstance(loss_fn, RankingLoss)
-    if neg is None:
-        if isinstance(loss_fn, LogisticLoss):
-            loss = (F.softplus(-pos) * scale).sum()
-            return _SideGrads(loss, torch.sigmoid(-pos).mul_(scale).neg_(), None, zero, None)
-        return _SideGrads(zero, torch.zeros_like(pos), None, zero, zero if ranking else None)
-    if ranking:
-        assert isinstance(loss_fn, RankingLoss)
-        return _ranking(loss_fn, pos, neg.unsqueeze(0), scale)[0]
-    # neg > pos exactly when neg - pos > 0 (IEEE subtraction of distinct finite floats is
-    # never 0); sign + sum is ~2.5x cheaper than a bool comparison and its sum.
-    diff = torch.sub(neg, pos.unsqueeze(-1), out=fast_backward.scratch("diff", neg.shape, neg.dtype))
-    violators = diff.clamp_min_(0).sign_().sum()
-    scale_col = scale.unsqueeze(-1) if isinstance(scale, torch.Tensor) else scale
-    if isinstance(loss_fn, SoftmaxLoss):
-        # Masked scores sit at -1e9, whose exp underflows to 0 (as in the generic path).
-        lse = neg.logsumexp(-1)
-        loss = ((torch.logaddexp(pos, lse) - pos) * scale).sum()
-        p_neg = torch.sigmoid(lse - pos).mul_(scale)  # total softmax mass on the negatives
-        grad = neg.sub_(lse.unsqueeze(-1)).exp_().mul_(p_neg.unsqueeze(-1))
-        return _SideGrads(loss, p_neg.neg(), grad, violators, None)
-    num_neg = neg.shape[-1]
-    loss = ((F.softplus(-pos) + F.softplus(neg).sum(-1) / num_neg) * scale).sum()
-    grad = neg.sigmoid_().mul_(scale_col / num_neg)
-    return _SideGrads(loss, torch.sigmoid(-pos).mul_(scale).neg_(), grad, violators, None)
-
-
-def _ranking(
-    loss_fn: RankingLoss, pos: FloatTensorType, negs: FloatTensorType, scale: float | FloatTensorType
-) -> list[_SideGrads]:
-    """Ranking loss and gradients of ``S`` sides' negatives ``negs`` [S, C, B, N] (overwritten).
-
-    One fused pass (:func:`pbg_core.kernels.ranking_grads_`) when the tensors allow it,
-    else the same arithmetic as torch ops on the stacked scores.
-    """
-    weights = scale if isinstance(scale, torch.Tensor) else pos.new_full(pos.shape, scale)
-    if kernels.accepts((negs, pos, weights)):
-        grad_pos = fast_backward.scratch("grad_pos", (negs.shape[0], *pos.shape), pos.dtype)
-        sums = torch.from_numpy(kernels.ranking_grads_(negs, pos, weights, loss_fn.margin, grad_pos))
-        return [_SideGrads(sums[s, 0], grad_pos[s], negs[s], sums[s, 1], sums[s, 2]) for s in range(negs.shape[0])]
-    violators = (negs > pos.unsqueeze(-1)).sum((1, 2, 3)).to(torch.float64)
-    hinge = negs.sub_((pos - loss_fn.margin).unsqueeze(-1)).clamp_min_(0)
-    losses = (hinge.sum(-1) * weights).sum((1, 2))
-    active_pairs = hinge.sign_()  # 1 where the hinge is active (relu's gradient), else 0
-    counts = active_pairs.sum(-1)
-    active = counts.sum((1, 2))
-    grad_pos = counts.mul_(weights).neg_()
-    grad = active_pairs.mul_(weights.unsqueeze(-1))
-    return [_SideGrads(losses[s], grad_pos[s], grad[s], violators[s], active[s]) for s in range(negs.shape[0])]
-
-
-def _sparse_enough(side_l: _SideGrads, side_r: _SideGrads, emb_l: FloatTensorType, emb_r: FloatTensorType) -> bool:
+def _sparse_enough(side_l: SideGrads, side_r: SideGrads, emb_l: FloatTensorType, emb_r: FloatTensorType) -> bool:
     """Whether few enough score gradients are nonzero for the sparse backward to pay off."""
     num_chunks, chunk = side_l.grad_pos.shape
     entries = num_chunks * chunk * ((emb_l.shape[1] if side_l.grad_neg is not None else 0) +

@@ -1,4 +1,4 @@
-"""Fused CPU loops (numba) for the two memory-bound steps of a training batch.
+"""Fused CPU loops (numba) for the memory-bound steps of a training batch.
 
 Written as torch ops, each of these steps is a chain of 8-15 whole-array passes (and
 as many dispatches); as one loop each it reads and writes every element once:
@@ -11,8 +11,12 @@ as many dispatches); as one loop each it reads and writes every element once:
 - :func:`ranking_grads_` is the ranking loss of the fast path: hinge, its gradient
   (written over the scores), per-positive counts, the loss, violators and active pairs
   of one or both sides: 0.09 ms instead of 0.26 ms for ``[2, 20, 50, 100]`` scores.
+- :func:`softmax_grads_` is the softmax loss of one side: max, violators, exp, the
+  loss and the gradient (written over the scores) in three passes over each row, with
+  a vectorisable ``exp`` (Cephes' ``expf`` polynomial, within 1-2 ulp of torch's):
+  0.20 ms instead of 0.52 ms for ``[20, 50, 150]`` scores.
 
-Both match the torch formulation up to float rounding of sums (``reassoc``), and
+They match the torch formulation up to float rounding (``reassoc``), and
 are deterministic (sequential loops). They never assume finite values (no ``nnan`` /
 ``ninf`` fast-math flags): a NaN score still makes the loss NaN, which stops the run.
 Compiled code is cached next to this file (``cache=True``), so worker processes load
@@ -29,7 +33,7 @@ import torch
 from pbg_core.types import FloatTensorType, LongTensorType
 
 # Reassociation lets the sums vectorise; no nnan/ninf, so NaN and inf propagate.
-_FAST_MATH = {"reassoc", "contract", "arcp"}
+FAST_MATH = {"reassoc", "contract", "arcp"}
 
 
 def accepts(floats: tuple[torch.Tensor, ...], longs: tuple[torch.Tensor, ...] = ()) -> bool:
@@ -87,7 +91,112 @@ def ranking_grads_(
     return out
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
+def softmax_grads_(
+    negs: FloatTensorType, pos: FloatTensorType, scale: FloatTensorType, grad_pos: FloatTensorType
+) -> np.ndarray:
+    """Softmax loss of one side's scores; ``negs`` becomes the loss gradient.
+
+    Per positive ``(c, b)`` with ``lse = logsumexp(negs[c, b])``: the loss
+    ``scale * (logaddexp(pos, lse) - pos)``, the negatives' gradient
+    ``exp(negs - lse) * p`` and the positive's ``-p`` with ``p = scale * sigmoid(lse - pos)``.
+    Masked scores (-1e9) get exactly 0.
+
+    Args:
+        negs: [C, B, N] masked negative scores, overwritten by their gradients.
+        pos: [C, B] positive scores.
+        scale: [C, B] relation weight times edge weight.
+        grad_pos: [C, B] output: the positives' score gradients.
+
+    Returns:
+        ``[2]`` float64: the scaled loss (NaN if any score is NaN) and the number of
+        negatives scoring above their positive.
+    """
+    out = np.zeros(2, dtype=np.float64)
+    _softmax(negs.numpy(), pos.numpy(), scale.numpy(), grad_pos.numpy(), out)
+    return out
+
+
+def warm_up() -> None:
+    """Call every kernel once on tiny inputs: loads their cached machine code.
+
+    The first call of any numba kernel in a process costs ~0.3 s (numba's own start-up,
+    then ~3 ms per kernel); done here it need not land in a bucket's first batch.
+    """
+    table, state, grads = np.zeros((4, 2), np.float32), np.zeros(4, np.float32), np.zeros((2, 2), np.float32)
+    _row_adagrad(table, state, np.array([1, 1]), grads, np.zeros(4, np.int64), 0.1, 1e-10)
+    negs, pos, scale = np.zeros((1, 1, 2, 3), np.float32), np.zeros((1, 2), np.float32), np.ones((1, 2), np.float32)
+    _ranking(negs, pos, scale, 0.1, np.zeros((1, 1, 2), np.float32), np.zeros((1, 3)))
+    _softmax(negs[0], pos, scale, np.zeros((1, 2), np.float32), np.zeros(2))
+
+
+# Cephes expf: exp(x) = 2^k p(r), x = k ln2 + r, |r| <= ln2 / 2 (ln2 split in two for accuracy).
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)
+_EXP_MIN = np.float32(-87.33654)  # below this exp(x) < 2^-126: taken as 0 (the sum it joins is >= 1)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
+def _exp_shifted(row, shift, kbits, pow2):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """``row = exp(row - shift)`` in place for ``row <= shift``; returns the sum.
+
+    libm's ``expf`` is one call per element; this polynomial vectorises. ``2^k`` is
+    built in the exponent bits of ``kbits``, read back through its float view ``pow2``.
+    """
+    size = row.shape[0]
+    for n in range(size):
+        x = row[n] - shift
+        clamped = x if x > _EXP_MIN else _EXP_MIN
+        k = np.floor(clamped * _LOG2E + np.float32(0.5))
+        r = clamped - k * _LN2_HI - k * _LN2_LO
+        p = np.float32(1.9875691500e-4)
+        p = p * r + np.float32(1.3981999507e-3)
+        p = p * r + np.float32(8.3334519073e-3)
+        p = p * r + np.float32(4.1665795894e-2)
+        p = p * r + np.float32(1.6666665459e-1)
+        p = p * r + np.float32(5.0000001201e-1)
+        p = p * r * r + r + np.float32(1.0)
+        row[n] = p if x >= _EXP_MIN else np.float32(0.0)
+        kbits[n] = (np.int32(k) + np.int32(127)) << np.int32(23)
+    total = np.float32(0.0)
+    for n in range(size):
+        e = row[n] * pow2[n]
+        row[n] = e
+        total += e
+    return total
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
+def _softmax(negs, pos, scale, grad_pos, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    chunks, per_chunk, num_neg = negs.shape
+    kbits = np.empty(num_neg, np.int32)
+    pow2 = kbits.view(np.float32)
+    loss, violators, saw_nan = 0.0, 0, False
+    for c in range(chunks):
+        for b in range(per_chunk):
+            p = pos[c, b]
+            row = negs[c, b]
+            top = row[0]
+            for n in range(num_neg):
+                v = row[n]
+                top = v if v > top else top
+                violators += v > p
+                saw_nan |= v != v  # the exp below would drop a NaN: the loss keeps it
+            total = _exp_shifted(row, top, kbits, pow2)
+            # d = lse - pos; the loss term is softplus(d), the negatives' mass sigmoid(d).
+            d = top + np.log(total) - p
+            u = np.exp(-abs(d))
+            softplus = max(d, np.float32(0.0)) + np.log1p(u)
+            mass = (np.float32(1.0) if d >= 0 else u) / (np.float32(1.0) + u) * scale[c, b]
+            loss += softplus * scale[c, b]
+            factor = mass / total
+            for n in range(num_neg):
+                row[n] *= factor
+            grad_pos[c, b] = -mass
+    out[0] = np.nan if saw_nan else loss
+    out[1] = violators
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
 def _row_adagrad(table, state, indices, grads, slots, lr, eps):  # type: ignore[no-untyped-def]  # pragma: no cover
     n, dim = grads.shape
     for i in range(n):
@@ -116,7 +225,7 @@ def _row_adagrad(table, state, indices, grads, slots, lr, eps):  # type: ignore[
             table[row, k] += grads[i, k] * step
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FAST_MATH)
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
 def _ranking(negs, pos, scale, margin, grad_pos, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     sides, chunks, per_chunk, num_neg = negs.shape
     for s in range(sides):

@@ -8,11 +8,14 @@ the bucket's shared edges, its slice of edge indices and a seed.
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from pbg_core import kernels, operator_kernels
 from pbg_core.batching import BucketTables, Evaluator, Trainer, build_evaluator, build_trainer, eval_edges, train_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.evaluation import FilterIndex
@@ -20,6 +23,8 @@ from pbg_core.memory import PoolBuffers, SlotMap
 from pbg_core.model import MultiRelationEmbedder
 from pbg_core.optimizers import AsyncAdagrad
 from pbg_core.stats import Stats
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,12 +62,24 @@ class JobArgs:
 def init_worker(index: int, payload: WorkerInit) -> WorkerState:
     """Build the trainer and evaluators around the shared model (runs in the child)."""
     config = payload.config
+    # In the background: the kernels' ~0.3 s first-call cost overlaps the rest of the
+    # start-up instead of landing in the first bucket (a kernel called meanwhile waits
+    # on numba's compiler lock).
+    threading.Thread(target=_warm_up_kernels, name="pbg-kernel-warm-up", daemon=True).start()
     return WorkerState(
         trainer=build_trainer(config, payload.model, payload.model_optimizer),
         holdout_evaluator=build_evaluator(config, payload.model, during_training=True),
         offline_evaluator=build_evaluator(config, payload.model, during_training=False),
         buffers=payload.buffers,
     )
+
+
+def _warm_up_kernels() -> None:
+    try:
+        kernels.warm_up()
+        operator_kernels.warm_up()
+    except Exception as exc:  # noqa: BLE001 - an optimisation only: the first real call reports any problem
+        logger.warning("could not preload the numba kernels (%s); they load on first use", exc)
 
 
 def _tables(state: WorkerState, args: JobArgs) -> BucketTables:

@@ -282,14 +282,14 @@ def test_fast_path_with_reused_buffers_across_batch_shapes() -> None:
 
 
 def test_ranking_torch_fallback_matches_the_fused_kernel() -> None:
-    from pbg_core.fast_paths import _ranking
+    from pbg_core.loss_grads import ranking_grads
     from pbg_core.losses import RankingLoss
 
     gen = torch.Generator().manual_seed(5)
     negs, pos = torch.randn(2, 3, 4, 6, generator=gen), torch.randn(3, 4, generator=gen)
     weights = torch.rand(3, 4, generator=gen)
-    fused = _ranking(RankingLoss(0.1), pos, negs.clone(), weights)
-    fallback = _ranking(RankingLoss(0.1), pos.double(), negs.double(), weights.double())  # float64: no kernel
+    fused = ranking_grads(RankingLoss(0.1), pos, negs.clone(), weights)
+    fallback = ranking_grads(RankingLoss(0.1), pos.double(), negs.double(), weights.double())  # float64: no kernel
     for a, b in zip(fused, fallback):
         assert float(a.loss) == pytest.approx(float(b.loss), rel=1e-5)
         assert float(a.violators) == float(b.violators) and float(a.active) == float(b.active)

@@ -105,3 +105,88 @@ def test_accepts_only_contiguous_cpu_float32_and_int64() -> None:
     assert kernels.accepts((x,), (torch.zeros(3, dtype=torch.long),))
     assert not kernels.accepts((x.t(),))
     assert not kernels.accepts((x,), (torch.zeros(3, dtype=torch.int32),))
+
+
+def _torch_softmax(negs, pos, weights):  # type: ignore[no-untyped-def]
+    """Reference: the softmax loss through autograd (float64)."""
+    negs, pos = negs.double().requires_grad_(), pos.double().requires_grad_()
+    lse = negs.logsumexp(-1)
+    loss = ((torch.logaddexp(pos, lse) - pos) * weights.double()).sum()
+    loss.backward()
+    return float(loss.detach()), negs.grad.float(), pos.grad.float(), int((negs > pos.unsqueeze(-1)).sum())
+
+
+def test_softmax_matches_autograd() -> None:
+    gen = torch.Generator().manual_seed(5)
+    negs = 4 * torch.randn(3, 5, 9, generator=gen)
+    negs[:, :, :5].diagonal(dim1=1, dim2=2).add_(-1e9)  # masked entries
+    negs[0, 0, 1:] = -60.0  # tiny exps next to a big one
+    pos, weights = 4 * torch.randn(3, 5, generator=gen), torch.rand(3, 5, generator=gen) + 0.5
+    loss, grad, grad_pos, violators = _torch_softmax(negs, pos, weights)
+    out_pos = torch.empty(3, 5)
+    sums = kernels.softmax_grads_(negs, pos, weights, out_pos)
+    assert sums[0] == pytest.approx(loss, rel=1e-6)
+    assert sums[1] == violators > 0
+    torch.testing.assert_close(negs, grad, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(out_pos, grad_pos, rtol=1e-5, atol=1e-7)
+    assert (negs[:, :, :5].diagonal(dim1=1, dim2=2) == 0).all()
+
+
+def test_softmax_exp_is_within_two_ulp() -> None:
+    x = torch.linspace(-87.0, 0.0, 200_001)
+    row = x.clone()
+    kbits = torch.empty(x.numel(), dtype=torch.int32).numpy()
+    total = kernels._exp_shifted(row.numpy(), 0.0, kbits, kbits.view("float32"))
+    want = torch.exp(x.double())
+    assert ((row.double() - want).abs() / want).max() < 2.4e-7  # 2 ulp of float32
+    assert total == pytest.approx(float(want.sum()), rel=1e-5)
+
+
+def test_softmax_keeps_nan_in_the_loss() -> None:
+    negs = torch.tensor([[[0.0, float("nan"), 1.0]]])
+    sums = kernels.softmax_grads_(negs, torch.tensor([[1.0]]), torch.tensor([[1.0]]), torch.empty(1, 1))
+    assert math.isnan(sums[0])
+
+
+_WARM_UP_CHECK = """
+from types import SimpleNamespace
+import torch
+from pbg_core import kernels, operator_kernels
+from pbg_core.batching import BucketTables, build_trainer, train_edges
+from pbg_core.edgelist import EdgeList
+from pbg_core.model import build_model
+from pbg_core.types import Side
+
+kernels.warm_up()
+operator_kernels.warm_up()
+dispatchers = [kernels._row_adagrad, kernels._ranking, kernels._softmax,
+               operator_kernels._complex_forward, operator_kernels._complex_backward]
+before = [len(d.signatures) for d in dispatchers]
+for operator, loss_fn, dynamic in (("complex_diagonal", "softmax", True), ("none", "ranking", False)):
+    cfg = SimpleNamespace(
+        entities={"a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
+        relations=[SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.0, operator=operator, all_negs=False)],
+        dimension=8, comparator="dot", bias=False, global_emb=False, regularizer="N3",
+        regularization_coef=1e-3 if dynamic else 0.0, dynamic_relations=dynamic, loss_fn=loss_fn, margin=0.1,
+        max_norm=None, batch_size=8, num_batch_negs=4, num_uniform_negs=3, disable_lhs_negs=False,
+        disable_rhs_negs=False, lr=0.1, relation_lr=None,
+    )
+    cfg.entity_dimension = lambda name: 8
+    table, state = torch.randn(20, 8), torch.zeros(20)
+    keys = (("a", Side.LHS), ("a", Side.RHS))
+    tables = BucketTables({key: table for key in keys}, {key: state for key in keys})
+    rel = torch.randint(2, (16,)) if dynamic else torch.zeros(16, dtype=torch.long)
+    edges = EdgeList.from_tensors(torch.randint(20, (16,)), torch.randint(20, (16,)), rel)
+    train_edges(build_trainer(cfg, build_model(cfg, 2)), tables, edges, torch.arange(16), torch.Generator())
+after = [len(d.signatures) for d in dispatchers]
+assert after == before, (before, after)
+"""
+
+
+def test_warm_up_loads_the_signatures_training_uses() -> None:
+    """In a fresh process, training after warm_up compiles nothing new (no first-batch stall)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _WARM_UP_CHECK], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
