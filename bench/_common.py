@@ -11,6 +11,8 @@ Sampling can miss a spike shorter than the interval; both sides are sampled the 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import platform
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -185,6 +188,24 @@ def run_measured(
         stdout_path=str(out_path), stderr_path=str(err_path),
         stdout=out_path.read_text(errors="replace"), stderr=err_path.read_text(errors="replace"),
     )
+
+
+@contextlib.contextmanager
+def measurement_lock(path: Path | None) -> Iterator[None]:
+    """Hold an exclusive flock(2) on ``path`` (created if missing) for the block; no-op if None.
+
+    The same lock as ``flock PATH command`` takes, so measured commands of several people on
+    one shared machine never overlap.
+    """
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def format_table(headers: list[str], rows: list[list[object]]) -> str:
