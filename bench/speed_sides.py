@@ -100,7 +100,7 @@ def throughput_from_pbg(run: RunResult) -> dict[str, object]:
             "per_bucket": [list(pair) for pair in buckets]}
 
 
-def _run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> dict[str, object]:
+def run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> dict[str, object]:
     """Import ``graph`` into ``workdir`` once (a marker file skips later runs)."""
     marker = workdir / IMPORT_DONE
     if marker.exists():
@@ -128,7 +128,7 @@ def run_side(
     """
     result: dict[str, object] = {"side": side.name, "overrides": side.train_overrides,
                                  "workdir": str(workdir)}
-    result["import"] = _run_import(side, config, graph, workdir)
+    result["import"] = run_import(side, config, graph, workdir)
     if result["import"]["status"] == "failed":  # type: ignore[index]
         result["status"] = "failed"
         return result
