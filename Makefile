@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -43,6 +43,9 @@ bench-speed: $(STAMP) pbg-venv
 
 bench-overhead: $(STAMP)
 	$(PY) bench/overhead.py
+
+bench-prefect-costs: $(STAMP)
+	$(PY) bench/prefect_costs.py
 
 bench-crash: $(STAMP)
 	$(PY) bench/crash.py

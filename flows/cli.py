@@ -42,6 +42,8 @@ def _prepare_prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     # import/export run no flow: their storage logs must not warn about a missing flow run.
     os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+    # Prefect's client telemetry runs a thread that calls home (Prefect's opt-out variable).
+    os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -155,13 +157,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from storage.config_loader import load_config
 
         config = load_config(args.config, list(args.param))  # a bad config fails here, in under a second
-        prestart_workers(config, training=True)
         from flows.train import pbg
+        from tasks.sessions import prepare_training_session
 
+        prestart_workers(config, training=True)
+        if server is not None:  # while the server starts: the session, and Prefect's serializers
+            prepare_training_session(config)
+            pbg.serialize_parameters(pbg.validate_parameters({"config": config}))
         started = time.perf_counter()
         with _local_run_settings(server):
             result = pbg(config=config)
-        _drain_prefect_clients()
     print(f"trained: {result['checkpoint_path']} is at version {result['version']} "
           f"({time.perf_counter() - started:.1f} s)")
     return 0
@@ -172,13 +177,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         from storage.config_loader import load_config
 
         config = load_config(args.config, list(args.param))
-        prestart_workers(config, training=False)
         from flows.evaluate import pbg_eval
+
+        prestart_workers(config, training=False)
 
         filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
         with _local_run_settings(server):
             metrics = pbg_eval(config=config, filter_paths=filter_paths)
-        _drain_prefect_clients()
     print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
     if args.json:
         print(json.dumps(metrics))
@@ -186,8 +191,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def prestart_workers(config: ConfigSchema, training: bool) -> None:
-    """Spawn the HOGWILD children the run will use now: their ~1.5 s of imports overlap ours.
+    """Fork the HOGWILD children the run will use now, ready at once (see pbg_core.worker_boot).
 
+    Call it once torch and the engine are imported and before Prefect starts any thread.
     Training starts children only for buckets big enough to share (the engine's rule,
     :func:`pbg_core.worker_boot.active_workers`), so a small graph on local disk starts none;
     holdout and offline evaluation use every worker.
@@ -200,7 +206,7 @@ def prestart_workers(config: ConfigSchema, training: bool) -> None:
         largest = largest_local_bucket(config.edge_paths)
         if largest is not None:
             children = active_workers(largest, config.batch_size, workers) - 1
-    prestart_children(children)
+    prestart_children(children, start_method="fork")
 
 
 @contextlib.contextmanager
@@ -237,15 +243,6 @@ class _DropMessages(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(self.prefix)
-
-
-def _drain_prefect_clients() -> None:
-    """Send the events and log lines the Prefect client still holds before its server stops."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    EventsWorker.drain_all()
-    APILogWorker.drain_all()
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -337,7 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pbg {args.command}: interrupted", file=sys.stderr)
         return 130
     finally:
-        close_prestarted()  # workers a failed command started but never used
+        # What a failed command opened ahead but never used: sessions, then spare workers.
+        if "tasks.sessions" in sys.modules:
+            sys.modules["tasks.sessions"].close_prepared_sessions()
+        close_prestarted()
 
 
 def run() -> None:

@@ -7,19 +7,21 @@ on the critical path of every command. This module starts the same server (Prefe
 imports, the config checks and the data loading, and it runs it the way a local run needs:
 
 - **Services of a local run only** (:data:`SERVER_SETTINGS`): no telemetry, no automations
-  (triggers, actions); the task-run recorder and the event persister write in batches at most
-  every :data:`FLUSH_SECONDS` instead of one SQLite transaction per event. Per event they cost
+  (triggers, actions), no live event stream (no UI); the task-run recorder and the event
+  persister write in batches at most every :data:`FLUSH_SECONDS` instead of one SQLite
+  transaction per event. Per event they cost
   about 0.3 s of server CPU per training iteration and held SQLite's write lock so often that
   the flow's own requests kept colliding with them.
-- **Retry-After** on SQLite-busy responses (see :mod:`flows.local_server_app`): a collision
-  costs 50 ms, not the client's default 2 s back-off.
+- **Busy writes replayed in the server** (see :mod:`flows.local_server_app`): a collision with
+  SQLite's write lock costs milliseconds, not the client's 2 s back-off (or a failed run).
 - **Bound to this command:** it listens on a socket we bind to 127.0.0.1 before it starts
   (no port race, the URL is known at once), it is in its own session so a terminal Ctrl-C
   reaches only the command (which then ends the flow run cleanly and stops the server), and
   the kernel stops it if the command dies (``PR_SET_PDEATHSIG``), even on ``kill -9``.
-- **Stopped with its queues drained:** :meth:`LocalApiServer.stop` sends SIGTERM; Prefect's
-  services flush what they hold before the process exits, so every task run and event of
-  the run is in ``$PREFECT_HOME/prefect.db`` for a later ``prefect server start``.
+- **Stopped with its queues drained:** :func:`local_api` first sends what the command's Prefect
+  client still holds, then :meth:`LocalApiServer.stop` sends SIGTERM and the server's services
+  flush what they hold before it exits, so every task run, event and log line of the run is in
+  ``$PREFECT_HOME/prefect.db`` for a later ``prefect server start``.
 
 Nothing here imports Prefect: the point is to start the server before anything heavy.
 """
@@ -47,6 +49,7 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
     "PREFECT_SERVER_SERVICES_ACTIONS_ENABLED": "false",
+    "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED": "false",  # live events for UI pages: no UI here
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "1000",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": str(FLUSH_SECONDS),
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
@@ -56,6 +59,7 @@ SERVER_SETTINGS = {
 # A brand-new PREFECT_HOME runs Prefect's database migrations first (30 s or more here).
 READY_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 15.0
+DRAIN_TIMEOUT_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -125,7 +129,8 @@ def start_local_server(python: str = sys.executable, module: str = "flows.local_
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     port = listener.getsockname()[1]
-    log = tempfile.TemporaryFile(prefix="pbg-prefect-server-")
+    kept = os.environ.get("PBG_SERVER_LOG")  # to read what the server printed, after the run
+    log = open(kept, "w+b") if kept else tempfile.TemporaryFile(prefix="pbg-prefect-server-")  # noqa: SIM115
     env = {**os.environ, **SERVER_SETTINGS}
     env.pop("PREFECT_API_URL", None)  # the server must not act as a client of another server
     with listener:
@@ -142,9 +147,13 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
     """Start the embedded server and point this process's Prefect client at it.
 
     Yields the :class:`LocalApiServer`, or None when ``PREFECT_API_URL`` already names a server
-    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` for the
-    duration, so Prefect must not have read its settings yet: enter this before importing it.
-    The server is stopped (queues drained) on exit, whatever happened.
+    (``enabled`` overrides that test). Sets ``PREFECT_API_URL`` in ``os.environ`` (enter this
+    before Prefect reads its settings) and leaves it set: a Prefect client created after the
+    server stopped would otherwise start Prefect's own temporary server, which would outlive
+    this command. ``PREFECT_CLIENT_MAX_RETRIES=0`` (unless set): the server replays busy writes
+    itself, and a loopback server that refuses connections is gone for good, so the client's
+    back-off (2 s doubling, five times) would only delay the end, or the exit, by a minute.
+    The server is stopped (the client's queues sent first, its own drained) on exit.
     """
     if enabled is None:
         enabled = not os.environ.get("PREFECT_API_URL")
@@ -153,11 +162,26 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
         return
     server = start_local_server()
     os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "0")
     try:
         yield server
     finally:
-        os.environ.pop("PREFECT_API_URL", None)
+        if "prefect" in sys.modules:  # whatever happened, send what the client holds first
+            drain_prefect_clients()
         server.stop()
+
+
+def drain_prefect_clients(timeout: float = DRAIN_TIMEOUT_SECONDS) -> None:
+    """Send the events and log lines Prefect's client still holds, for at most ``timeout`` s.
+
+    Before the server stops: afterwards Prefect's own exit handlers would retry them against
+    a closed port for about a minute (its back-off doubles from 2 s, five times).
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    EventsWorker.drain_all(timeout=timeout)
+    APILogWorker.drain_all(timeout=timeout)
 
 
 def _healthy(api_url: str) -> bool:

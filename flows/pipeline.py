@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -120,7 +121,7 @@ class SubflowPipeline:
             overlap_after: Whether call ``i + 1`` may be created while call ``i``'s body runs
                 (False e.g. before a pause: nothing new starts until the caller resumes).
         """
-        pending: _Call[R] | None = None  # a finished body whose subflow may still be ending
+        pending: deque[_Call[R]] = deque()  # bodies done, subflows maybe still ending (in order)
         ahead = self._start(calls, names, 0) if calls else None
         for index in range(len(calls)):
             current = ahead if ahead is not None else self._start(calls, names, index)
@@ -132,32 +133,34 @@ class SubflowPipeline:
                 body = current.body
                 if body is not None:
                     body.execute()
-                if pending is not None:  # the previous subflow ended while this body ran
-                    yield pending.result()
-                    pending = None
-                if body is not None and body.error is not None:
-                    raise body.error
-                pending = current
+                failed = body is not None and body.error is not None
+                # Hand out the results of subflows that have ended; wait for none (a deployed
+                # run's subflow joins its heartbeat thread as it ends: up to a second) unless
+                # nothing may start before the caller has seen them.
+                while pending and (failed or ahead is None or pending[0].finished.is_set()):
+                    yield pending.popleft().result()
+                if failed:
+                    raise body.error  # type: ignore[union-attr, misc]
+                pending.append(current)
                 if ahead is None:
-                    yield pending.result()
-                    pending = None
+                    while pending:
+                        yield pending.popleft().result()
             except BaseException:
-                self._abandon(ahead, pending, current)
+                self._abandon(ahead, list(pending), current)
                 raise
-        if pending is not None:
-            yield pending.result()
+        while pending:
+            yield pending.popleft().result()
 
     def _start(self, calls: Sequence[Callable[[], R]], names: Sequence[str], index: int) -> _Call[R]:
         return _Call(calls[index], names[index])
 
     @staticmethod
-    def _abandon(ahead: _Call[Any] | None, pending: _Call[Any] | None, current: _Call[Any]) -> None:
+    def _abandon(ahead: _Call[Any] | None, pending: list[_Call[Any]], current: _Call[Any]) -> None:
         """After a failure or an interrupt: cancel the call created ahead, let the others end."""
         if ahead is not None:
             ahead.cancel("not run: the iteration before it did not complete")
-        for call in (pending, current, ahead):
-            if call is not None:
-                call.finished.wait(_JOIN_AFTER_INTERRUPT_SECONDS)
+        for call in [*pending, current, *([ahead] if ahead is not None else [])]:
+            call.finished.wait(_JOIN_AFTER_INTERRUPT_SECONDS)
 
 
 def run_body(fn: Callable[..., R], *args: Any) -> R | State:

@@ -1,11 +1,11 @@
 """Start HOGWILD worker processes before the training session exists (no torch import here).
 
 A spawned worker spends about 1.5 s importing torch and the engine before it can train. A
-command that knows how many workers it will need (``pbg train`` does, right after reading the
-config) starts them at once with :func:`prestart_children`, so those imports run on another
-core while the command imports its own modules and waits for its API server. The training
-session later adopts them (:func:`take_prestarted`) and sends each its init payload as the
-first message (see :mod:`pbg_core._hogwild_worker`).
+command that knows how many workers it will need (``pbg train`` does, once it has read the
+config and imported the engine) starts them ahead with :func:`prestart_children`: forked
+while it is still single-threaded, they are ready at once, while the command waits for its API
+server. The training session later adopts them (:func:`take_prestarted`) and sends each its
+init payload as the first message (see :mod:`pbg_core._hogwild_worker`).
 
 This module imports neither torch nor the worker module: the whole point is to start the
 children before the parent pays for those imports. Children that are never adopted (the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -55,11 +56,14 @@ class PrestartedChildren:
         return len(self.processes)
 
     def close(self) -> None:
-        """Stop the children (their pipes close: they exit) and reap them."""
+        """Stop the children and reap them: they hold nothing yet, so SIGTERM at once."""
         for conn in self.connections:
             conn.close()
         for proc in self.processes:
-            proc.join(1.0)
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self.processes:
+            proc.join(2.0)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
@@ -76,9 +80,14 @@ def boot(index: int, conn: Connection, owner_pid: int) -> None:
     worker_main(index, conn, None, None, owner_pid)
 
 
-def start_children(count: int) -> PrestartedChildren:
-    """Spawn ``count`` uninitialised workers (child ``i`` is pool index ``i``); returns at once."""
-    ctx = multiprocessing.get_context(START_METHOD)
+def start_children(count: int, start_method: str = START_METHOD) -> PrestartedChildren:
+    """Start ``count`` uninitialised workers (child ``i`` is pool index ``i``); returns at once.
+
+    ``"fork"`` is used only while this process has a single thread (see :func:`prestart_children`).
+    """
+    if start_method == "fork" and threading.active_count() > 1:
+        start_method = START_METHOD  # forking a multi-threaded process can deadlock the child
+    ctx = multiprocessing.get_context(start_method)
     children = PrestartedChildren()
     for index in range(count):
         parent_end, child_end = ctx.Pipe(duplex=True)
@@ -91,12 +100,18 @@ def start_children(count: int) -> PrestartedChildren:
     return children
 
 
-def prestart_children(count: int) -> None:
-    """Start ``count`` workers for a session this process is about to open (0: nothing)."""
+def prestart_children(count: int, start_method: str = START_METHOD) -> None:
+    """Start ``count`` workers for a session this process is about to open (0: nothing).
+
+    ``start_method="fork"`` once this process has imported torch and the engine, while it has
+    no other thread yet (Prefect starts its threads with the first flow run): the children
+    are then ready at once, without importing anything. The spawned default costs each child
+    ~1.5 s of imports, which overlap the caller's only if started early.
+    """
     global _warm
     close_prestarted()
     if count > 0:
-        _warm = start_children(count)
+        _warm = start_children(count, start_method)
 
 
 def take_prestarted(count: int) -> PrestartedChildren | None:

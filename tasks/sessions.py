@@ -8,10 +8,16 @@ paths) use the same credentials without them ever being a task parameter.
 
 The checkpoint's ``config.json`` is written with credentials masked (``config_to_json``);
 a resumed run takes them from its own config or the environment, never from that file.
+
+``pbg train`` opens the session ahead (:func:`prepare_training_session`), while its API server
+starts; the ``open-training-session`` task then adopts it if it still holds: same config, and
+the checkpoint's committed version unchanged now that the run holds the lease. Otherwise it is
+closed and the task opens a fresh one, as a deployed run always does.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -25,6 +31,7 @@ from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, ret
 
 _SESSIONS: dict[str, TrainingSession] = {}
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
+_PREPARED: dict[str, TrainingSession] = {}  # config fingerprint -> a session opened ahead of its flow
 
 
 def get_session(handle: str) -> TrainingSession:
@@ -62,13 +69,51 @@ def register_session(
     return handle
 
 
+def prepare_training_session(config: ConfigSchema) -> bool:
+    """Open the session of ``config`` ahead of its flow (a plain function, not a task).
+
+    A hint, never an error: whatever fails here (a missing file, a bad checkpoint) fails again
+    in the flow's own checks, which report it in the run. Returns whether a session is ready.
+    """
+    close_prepared_sessions()
+    try:
+        _PREPARED[_fingerprint(config)] = build_session(config, open_run_stores(config))
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        logging.getLogger(__name__).debug("could not open the session ahead: %s", exc)
+        return False
+    return True
+
+
+def close_prepared_sessions() -> None:
+    """Close sessions opened ahead and never adopted (idempotent)."""
+    while _PREPARED:
+        _PREPARED.popitem()[1].close()
+
+
+def _adopt_prepared(config: ConfigSchema, stores: Any) -> TrainingSession | None:
+    """The session opened ahead for ``config`` if the checkpoint is still where it found it."""
+    session = _PREPARED.pop(_fingerprint(config), None)
+    close_prepared_sessions()  # any other one is of another config
+    if session is not None and session.residency.committed_version != stores.checkpoint.read_version():
+        session.close()  # another run committed meanwhile: start from what is there now
+        return None
+    return session
+
+
+def _fingerprint(config: ConfigSchema) -> str:
+    return config.model_dump_json()
+
+
 @task(name="open-training-session", task_run_name="open training session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
 def open_training_session(config: ConfigSchema) -> str:
-    """Read counts and the committed checkpoint, start the HOGWILD workers; returns a handle."""
+    """Read counts and the committed checkpoint, start the HOGWILD workers; returns a handle.
+
+    Adopts the session :func:`prepare_training_session` opened ahead, if it still holds.
+    """
     logger = run_logger()
     stores = open_run_stores(config)
-    session = build_session(config, stores)
+    session = _adopt_prepared(config, stores) or build_session(config, stores)
     stores.checkpoint.save_config(config_to_json(config))  # secrets masked
     handle = register_session(session, storage_options=config.storage_options_for_fs())
     logger.info(

@@ -109,3 +109,21 @@ def test_a_failing_body_propagates_and_the_call_created_ahead_is_cancelled() -> 
 def test_run_body_outside_a_pipeline_runs_right_here() -> None:
     assert run_body(lambda a, b: (a + b, threading.current_thread().name), 2, 3) == (
         5, threading.current_thread().name)
+
+
+def test_a_slow_subflow_ending_does_not_hold_back_the_next_body() -> None:
+    # A deployed run's subflow joins its heartbeat thread as it ends (up to a second).
+    recorder = Recorder()
+
+    def call(index: int) -> int:
+        recorder.note("created", index)
+        result = run_body(lambda: recorder.note("body start", index) or index)
+        time.sleep(0.3)
+        recorder.note("ended", index)
+        return result
+
+    calls = [lambda index=index: call(index) for index in range(4)]
+    assert list(SubflowPipeline().run_in_order(calls, list("abcd"), lambda i: True)) == [0, 1, 2, 3]
+    starts, ends = recorder.times("body start"), recorder.times("ended")
+    for index in range(1, 4):
+        assert starts[index] < ends[index - 1]

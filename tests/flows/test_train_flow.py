@@ -141,6 +141,44 @@ def test_diverged_iteration_keeps_the_committed_version_then_a_fixed_rerun_compl
     assert all(math.isfinite(row["stats"]["metrics"]["loss"]) for row in bucket_rows(checkpoint))
 
 
+def test_a_failed_iteration_cancels_the_one_created_ahead_and_fails_the_run_with_its_error(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The next iteration's subflow is created while one works (flows/pipeline.py): when that
+    # one fails, the next must be cancelled without running, and the run fail as before.
+    from pbg_core.engine import TrainingSession
+
+    original = TrainingSession.write_checkpoint
+
+    def write_checkpoint(self: TrainingSession, iteration: Any) -> int:
+        if iteration.version == 2:
+            raise ValueError("disk said no to version 2")
+        return original(self, iteration)
+
+    monkeypatch.setattr(TrainingSession, "write_checkpoint", write_checkpoint)
+    config = make_config(num_epochs=4)
+    state = pbg(config=parse_config(config), return_state=True)
+    assert state.is_failed()
+    with pytest.raises(ValueError, match="disk said no to version 2"):
+        state.result()
+    assert version_of(Path(config["checkpoint_path"])) == 1
+    assert subflow_states(state.state_details.flow_run_id) == {
+        "epoch 1/4 · path 1/1 · chunk 1/1": "COMPLETED",
+        "epoch 2/4 · path 1/1 · chunk 1/1": "FAILED",
+        "epoch 3/4 · path 1/1 · chunk 1/1": "CANCELLED",  # created ahead, never ran
+    }
+
+
+def subflow_states(parent_id: Any) -> dict[str, str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id])))
+    return {run.name: run.state.type.value for run in runs}
+
+
 # ---- bad inputs fail before training --------------------------------------------------------
 
 

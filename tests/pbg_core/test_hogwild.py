@@ -306,6 +306,82 @@ def test_single_hogwild_worker_needs_no_child() -> None:
     workers.close()
 
 
+def test_hogwild_children_start_only_when_a_job_needs_them() -> None:
+    from pbg_core.hogwild import HogwildWorkers
+
+    with HogwildWorkers(3, init_state, "p") as workers:
+        assert workers.run(whoami, [4])[0][:3] == (0, os.getpid(), 8)
+        assert workers.pids == [os.getpid()]  # one arg: this process only, nothing started
+        results = workers.run(whoami, [1, 2, 3])
+        assert [r[0] for r in results] == [0, 1, 2] and len(set(workers.pids)) == 3
+        assert workers.run(whoami, [1, 2])[1][1] == results[1][1]  # the same children afterwards
+
+
+def test_prestarted_children_are_adopted_and_initialised_with_the_payload() -> None:
+    from pbg_core.hogwild import HogwildWorkers
+    from pbg_core.worker_boot import close_prestarted, prestart_children, take_prestarted
+
+    payload = torch.zeros(3).share_memory_()
+    prestart_children(2)
+    try:
+        warm = take_prestarted(2)
+        assert warm is not None and take_prestarted(2) is None  # taken once
+        pids = [proc.pid for proc in warm.processes]
+        with HogwildWorkers(3, init_state, payload, prestarted=warm) as workers:
+            assert workers.pids[1:] == pids  # adopted at once, not started again
+            assert workers.run(write_payload, [0.5, 1.5, 2.5]) == [True, True, True]
+            assert payload[:3].tolist() == [0.5, 1.5, 2.5]  # the payload arrived as shared memory
+    finally:
+        close_prestarted()
+
+
+def test_prestarted_children_of_another_count_are_stopped_not_adopted() -> None:
+    from pbg_core import worker_boot
+    from pbg_core.worker_boot import close_prestarted, prestart_children, take_prestarted
+
+    prestart_children(2)
+    processes = list(worker_boot._warm.processes)  # type: ignore[union-attr]
+    assert take_prestarted(1) is None
+    assert not any(proc.is_alive() for proc in processes)
+    close_prestarted()  # idempotent
+
+
+def test_forked_prestarted_children_work_and_fork_falls_back_to_spawn_with_threads() -> None:
+    import threading
+
+    from pbg_core.hogwild import HogwildWorkers
+    from pbg_core.worker_boot import start_children
+
+    payload = torch.zeros(2).share_memory_()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()  # pytest's process may have threads already; make sure it has one more
+    try:
+        spawned = start_children(1, start_method="fork")
+        assert type(spawned.processes[0]).__name__ == "SpawnProcess"
+        spawned.close()
+    finally:
+        stop.set()
+        other.join()
+    if threading.active_count() == 1:
+        forked = start_children(1, start_method="fork")
+        assert type(forked.processes[0]).__name__ == "ForkProcess"
+        with HogwildWorkers(2, init_state, payload, prestarted=forked) as workers:
+            assert workers.run(write_payload, [3.0, 4.0]) == [True, True]
+            assert payload.tolist() == [3.0, 4.0]
+
+
+def test_prestarted_children_never_adopted_exit_when_closed() -> None:
+    from pbg_core.worker_boot import close_prestarted, prestart_children, take_prestarted
+
+    prestart_children(1)
+    warm = take_prestarted(1)
+    assert warm is not None and warm.processes[0].is_alive()
+    warm.close()
+    assert warm.processes == []
+    close_prestarted()
+
+
 def raise_in_worker_0(state: dict, args: None) -> str:
     if state["index"] == 0:
         raise ValueError("bad value 3 in worker 0")

@@ -57,3 +57,33 @@ def test_missing_credentials_fail_at_once_as_access_denied(
         check_reachable([f"s3://{s3_bucket}/data"], {"endpoint_url": s3_server.endpoint_url})
     assert f"s3://{s3_bucket}/data" in str(caught.value)
     assert not is_transient(caught.value)
+
+
+def test_largest_local_bucket_reads_the_edge_counts_of_every_path(tmp_path) -> None:
+    import torch
+
+    from pbg_core.edgelist import EdgeList
+    from pbg_core.types import Bucket
+    from storage.edges import EdgeStore
+    from storage.probe import largest_local_bucket
+
+    def save(path, bucket, n):
+        ids = torch.arange(n)
+        EdgeStore(str(path)).save(bucket, EdgeList.from_tensors(ids, ids, torch.zeros(n, dtype=torch.long)))
+
+    save(tmp_path / "a", Bucket(0, 0), 30)
+    save(tmp_path / "a", Bucket(0, 1), 70)
+    save(tmp_path / "b", Bucket(1, 1), 50)
+    (tmp_path / "a" / "notes.txt").write_text("not an edge file")
+    assert largest_local_bucket([str(tmp_path / "a"), f"file://{tmp_path / 'b'}"]) == 70
+
+
+def test_largest_local_bucket_is_only_a_hint(tmp_path) -> None:
+    from storage.probe import largest_local_bucket
+
+    assert largest_local_bucket(["s3://some-bucket/edges"]) is None  # remote: not read
+    assert largest_local_bucket([str(tmp_path / "missing")]) is None  # the run's checks say what is wrong
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "edges_0_0.h5").write_bytes(b"not hdf5")
+    assert largest_local_bucket([str(tmp_path / "bad")]) is None
+    assert largest_local_bucket([]) == 0

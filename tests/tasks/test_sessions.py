@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,61 @@ def test_config_json_masks_credentials_and_resume_never_uses_the_mask(
     finally:
         close_training_session.fn(handle)
     assert json.loads((checkpoint / "config.json").read_text())["storage_options"]["secret"] == "**********"
+
+
+def test_a_session_opened_ahead_is_adopted_by_the_task(make_config: Any) -> None:
+    from tasks.sessions import prepare_training_session
+
+    config = parse_config(make_config(workers=1, seed=3))
+    assert prepare_training_session(config)
+    prepared = _prepared_sessions()
+    assert len(prepared) == 1
+    handle = open_training_session.fn(parse_config(make_config(workers=1, seed=3)))  # an equal config
+    try:
+        assert get_session(handle) is prepared[0] and _prepared_sessions() == []
+        assert (Path(config.checkpoint_path) / "config.json").exists()  # written by the task, under the lease
+    finally:
+        close_training_session.fn(handle)
+
+
+def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_config_differs(
+    one_epoch: dict[str, Any], make_config: Any
+) -> None:
+    from tasks.sessions import prepare_training_session
+
+    fresh = parse_config(make_config("moved", workers=1))
+    assert prepare_training_session(fresh)
+    prepared = _prepared_sessions()[0]
+    # Meanwhile another run committed version 1 there.
+    shutil.copytree(one_epoch["checkpoint_path"], fresh.checkpoint_path, dirs_exist_ok=True)
+    handle = open_training_session.fn(fresh)
+    try:
+        session = get_session(handle)
+        assert session is not prepared and session.residency.committed_version == 1
+        assert _prepared_sessions() == []
+    finally:
+        close_training_session.fn(handle)
+
+    assert prepare_training_session(parse_config(make_config("other", workers=1)))
+    handle = open_training_session.fn(parse_config(make_config("other", workers=1, seed=99)))  # another config
+    try:
+        assert _prepared_sessions() == [] and get_session(handle).seed == 99
+    finally:
+        close_training_session.fn(handle)
+
+
+def test_opening_ahead_is_only_a_hint(make_config: Any, tmp_path: Path) -> None:
+    from tasks.sessions import close_prepared_sessions, prepare_training_session
+
+    broken = parse_config({**make_config("broken"), "entity_path": str(tmp_path / "no-entities")})
+    assert not prepare_training_session(broken)  # the flow's own checks report what is wrong
+    assert _prepared_sessions() == []
+    assert prepare_training_session(parse_config(make_config("spare", workers=1)))
+    close_prepared_sessions()
+    assert _prepared_sessions() == []
+
+
+def _prepared_sessions() -> list[Any]:
+    from tasks import sessions
+
+    return list(sessions._PREPARED.values())
