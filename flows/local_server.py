@@ -9,9 +9,8 @@ imports, the config checks and the data loading, and it runs it the way a local 
 - **Services of a local run only** (:data:`SERVER_SETTINGS`): no telemetry, no automations
   (triggers, actions), no live event stream (no UI); the task-run recorder and the event
   persister write in batches at most every :data:`FLUSH_SECONDS` instead of one SQLite
-  transaction per event. Per event they cost
-  about 0.3 s of server CPU per training iteration and held SQLite's write lock so often that
-  the flow's own requests kept colliding with them.
+  transaction per event. Per event they cost about 0.3 s of server CPU per training iteration
+  and held SQLite's write lock so often that the flow's own requests kept colliding with them.
 - **Busy writes replayed in the server** (see :mod:`flows.local_server_app`): a collision with
   SQLite's write lock costs milliseconds, not the client's 2 s back-off (or a failed run).
 - **Bound to this command:** it listens on a socket we bind to 127.0.0.1 before it starts
