@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import (REPO_ROOT, RESULTS_DIR, WORK_DIR, RunResult, format_table, machine_info,
-                     measurement_lock, mib, ratio, run_measured, tail, write_json)
+from _common import (REPO_ROOT, RESULTS_DIR, WORK_DIR, RunResult, ToolMissingError, format_table,
+                     machine_info, measurement_lock, mib, ratio, run_measured, tail, write_json)
 from speed import CASES as SPEED_CASES
 from speed import ensure_case_graph, load_config_dict
 from speed_sides import (SideCommands, build_sides, ours_commands, read_training_stats, run_import,
@@ -291,6 +291,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        ours_commands(args.seed)  # every run imports with our CLI, even with --skip-ours
+    except ToolMissingError as error:
+        print(f"whole_run: error: {error}", file=sys.stderr)
+        return 1
     sides, notes = build_sides(args.skip_pbg, args.skip_ours, args.seed)
     for note in notes:
         print(f"skipping a side: {note}")
