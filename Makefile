@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
+.PHONY: setup demo test lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -40,6 +40,10 @@ bench-quality: $(STAMP)
 
 bench-speed: $(STAMP) pbg-venv
 	$(PY) bench/speed.py
+
+## whole train commands, PBG 1.0.0 vs ours (UMLS demo, KG, config A); BENCH_LOCK=/tmp/pbg-bench.lock on a shared machine
+bench-whole-run: $(STAMP) pbg-venv
+	$(PY) bench/whole_run.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
 bench-overhead: $(STAMP)
 	$(PY) bench/overhead.py

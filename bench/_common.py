@@ -11,12 +11,16 @@ Sampling can miss a spike shorter than the interval; both sides are sampled the 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import platform
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,11 +54,16 @@ def pbg_bin(tool: str) -> Path:
 
 @dataclass
 class RunResult:
-    """One measured command: exit status, wall time, peak tree memory and captured output."""
+    """One measured command: exit status, wall time, peak tree memory and captured output.
+
+    ``started_at`` is the wall clock (``time.time()``) at spawn, to place the command's own log
+    timestamps on the same axis; ``wall_s`` runs from spawn to the moment its exit is reaped.
+    """
 
     argv: list[str]
     cwd: str
     returncode: int
+    started_at: float
     wall_s: float
     peak_rss_bytes: int
     peak_pss_bytes: int
@@ -138,7 +147,8 @@ def run_measured(
     """Run ``argv`` in ``cwd``, sampling its process tree's memory until it exits.
 
     stdout/stderr go to ``cwd/<log_name>.out`` / ``.err`` (files, not pipes, so a chatty tool
-    never blocks on a full pipe) and are read back into the result.
+    never blocks on a full pipe) and are read back into the result. A thread blocks in
+    ``wait()``, so the exit is timed to the moment it happens, not to the next memory sample.
 
     Args:
         argv: Command and arguments.
@@ -154,22 +164,48 @@ def run_measured(
     out_path, err_path = cwd / f"{log_name}.out", cwd / f"{log_name}.err"
     command = [str(arg) for arg in argv]
     peak_rss = peak_pss = peak_procs = 0
-    start = time.perf_counter()
     with out_path.open("w") as out, err_path.open("w") as err:
+        started_at, start = time.time(), time.perf_counter()
         proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err,
                                 env={**os.environ, **(env or {})})
-        while proc.poll() is None:
+        exited, ended = threading.Event(), [start]
+
+        def reap() -> None:
+            proc.wait()
+            ended[0] = time.perf_counter()
+            exited.set()
+
+        threading.Thread(target=reap, daemon=True).start()
+        while not exited.is_set():
             rss, pss, procs = tree_memory(proc.pid)
             peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             peak_procs = max(peak_procs, procs)
-            time.sleep(sample_interval)
-    wall = time.perf_counter() - start
+            exited.wait(sample_interval)
+    wall = ended[0] - start
     return RunResult(
-        argv=command, cwd=str(cwd), returncode=proc.returncode, wall_s=wall,
+        argv=command, cwd=str(cwd), returncode=proc.returncode, started_at=started_at, wall_s=wall,
         peak_rss_bytes=peak_rss, peak_pss_bytes=peak_pss, peak_processes=peak_procs,
         stdout_path=str(out_path), stderr_path=str(err_path),
         stdout=out_path.read_text(errors="replace"), stderr=err_path.read_text(errors="replace"),
     )
+
+
+@contextlib.contextmanager
+def measurement_lock(path: Path | None) -> Iterator[None]:
+    """Hold an exclusive flock(2) on ``path`` (created if missing) for the block; no-op if None.
+
+    The same lock as ``flock PATH command`` takes, so measured commands of several people on
+    one shared machine never overlap.
+    """
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def format_table(headers: list[str], rows: list[list[object]]) -> str:

@@ -84,15 +84,22 @@ def generate_edges(
     return lhs.astype(np.int64), rel, rhs.astype(np.int64)
 
 
-def write_tsv(path: Path, lhs: np.ndarray, rel: np.ndarray, rhs: np.ndarray) -> None:
-    """Write ``n{lhs}\\tr{rel}\\tn{rhs}`` lines to ``path`` (parent directories created)."""
+def write_tsv(
+    path: Path, lhs: np.ndarray, rel: np.ndarray, rhs: np.ndarray,
+    node_prefix: str = "n", rel_prefix: str = "r",
+) -> None:
+    """Write ``n{lhs}\\tr{rel}\\tn{rhs}`` lines to ``path`` (parent directories created).
+
+    ``node_prefix`` and ``rel_prefix`` replace the ``n`` and ``r`` of the names.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w") as out:
         for start in range(0, len(lhs), _WRITE_BLOCK):
             stop = start + _WRITE_BLOCK
             rows = zip(lhs[start:stop].tolist(), rel[start:stop].tolist(), rhs[start:stop].tolist())
-            out.write("".join(f"n{a}\tr{r}\tn{b}\n" for a, r, b in rows))
+            out.write("".join(f"{node_prefix}{a}\t{rel_prefix}{r}\t{node_prefix}{b}\n"
+                              for a, r, b in rows))
     tmp.replace(path)  # a half-written file never carries the final name
 
 
@@ -117,16 +124,33 @@ def ensure_graph(
     """
     params = {"nodes": num_nodes, "edges": num_edges, "relations": num_relations,
               "seed": seed, "alpha": alpha}
-    meta_path = path.with_name(path.name + ".json")
+    cached = cached_summary(path, params)
+    if cached is not None:
+        return cached
+    lhs, rel, rhs = generate_edges(num_nodes, num_edges, num_relations, seed, alpha)
+    write_tsv(path, lhs, rel, rhs)
+    summary = graph_summary(lhs, rel, rhs)
+    save_summary(path, params, summary)
+    return summary
+
+
+def _meta_path(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def cached_summary(path: Path, params: dict[str, object]) -> dict[str, object] | None:
+    """The summary cached next to ``path`` if it was written with exactly ``params``, else None."""
+    meta_path = _meta_path(path)
     if path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         if meta.get("params") == params:
             return meta["summary"]
-    lhs, rel, rhs = generate_edges(num_nodes, num_edges, num_relations, seed, alpha)
-    write_tsv(path, lhs, rel, rhs)
-    summary = graph_summary(lhs, rel, rhs)
-    meta_path.write_text(json.dumps({"params": params, "summary": summary}, indent=2))
-    return summary
+    return None
+
+
+def save_summary(path: Path, params: dict[str, object], summary: dict[str, object]) -> None:
+    """Cache ``summary`` and the ``params`` that produced ``path`` in ``<path>.json``."""
+    _meta_path(path).write_text(json.dumps({"params": params, "summary": summary}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:

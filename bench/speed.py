@@ -1,18 +1,22 @@
 """Training speed and memory, PyPI PBG 1.0.0 vs our `pbg`, side by side in one run.
 
-For each config (bench/configs/speed_a.py, speed_b.py) on one seeded synthetic graph
-(bench/gen_graph.py), each tool imports the TSV with its own importer and trains from scratch
-with the same config file; the script then reports, per tool and as ours/PBG ratios:
+For each config (bench/configs/speed_a.py, speed_b.py, speed_c.py) on one seeded synthetic
+graph (bench/gen_graph.py, bench/gen_kg.py for C), each tool imports the TSV with its own
+importer and trains from scratch with the same config file; the script then reports, per tool
+and as ours/PBG ratios:
 - train edges/s (each tool's own compute timer; see speed_sides.py) and wall-clock edges/s;
 - wall time of the train command, peak RSS and PSS of its whole process tree (see _common.py);
 - achieved fraction of this machine's sgemm FLOP/s (flops.py model x edges/s / sgemm.py).
-Targets: config A ours/PBG >= 3x edges/s, config B >= 2x, peak tree RSS ours <= PBG.
+Targets: config A ours/PBG >= 3x edges/s, B and C >= 2x, peak tree RSS ours <= PBG. Config C
+also trains ours a second time with N3 (``-p regularization_coef=1e-3``, which PBG 1.0.0 lacks):
+target N3 edges/s >= 0.9x ours without it.
 
 Graphs: A = 200k nodes, 2M edges, 1 relation; B = 200k nodes, 200k edges, 10 relations
-(dynamic). --quick shrinks both 10x (smoke run). Machines are shared and noisy: only compare
-numbers from one run, and prefer the ratios.
+(dynamic); C = a KG of 110k entities, 22 Zipf-skewed relations, 257k edges (dynamic).
+--quick shrinks all 10x (smoke run). Machines are shared and noisy: only compare numbers from
+one run, and prefer the ratios.
 
-Run: ``python bench/speed.py [--only A|B] [--epochs N] [--quick] [--skip-pbg] [--skip-ours]``;
+Run: ``python bench/speed.py [--only A|B|C] [--epochs N] [--quick] [--skip-pbg] [--skip-ours]``;
 writes bench/results/speed.json.
 """
 
@@ -27,13 +31,27 @@ from pathlib import Path
 from _common import BENCH_DIR, WORK_DIR, format_table, machine_info, ratio, write_json
 from flops import train_flops_per_edge
 from gen_graph import ensure_graph
+from gen_kg import KGShape, ensure_kg
 from sgemm import measure_machine
-from speed_sides import build_sides, run_side
+from speed_sides import SideCommands, build_sides, run_side, variant
+
+
+@dataclass(frozen=True)
+class OursVariant:
+    """A second run of our side with extra overrides, compared with our plain run."""
+
+    name: str
+    overrides: tuple[str, ...]
+    min_ratio: float  # target: variant edges/s >= min_ratio x ours
 
 
 @dataclass(frozen=True)
 class SpeedCase:
-    """One benchmark configuration: config file, graph shape, default epochs and target."""
+    """One benchmark configuration: config file, graph shape, default epochs and target.
+
+    ``kind`` picks the generator: "powerlaw" (gen_graph.py, ``nodes`` ids) or "kg" (gen_kg.py,
+    ``nodes`` entities, a 1% test split written beside the train file and not imported).
+    """
 
     name: str
     config_file: Path
@@ -42,13 +60,38 @@ class SpeedCase:
     relations: int
     epochs: int
     target_speedup: float
+    kind: str = "powerlaw"
+    variants: tuple[OursVariant, ...] = ()
 
 
+N3 = OursVariant("ours_n3", ("regularization_coef=1e-3",), 0.9)
 CASES = {
     "A": SpeedCase("A", BENCH_DIR / "configs" / "speed_a.py", 200_000, 2_000_000, 1, 3, 3.0),
     "B": SpeedCase("B", BENCH_DIR / "configs" / "speed_b.py", 200_000, 200_000, 10, 1, 2.0),
+    "C": SpeedCase("C", BENCH_DIR / "configs" / "speed_c.py", 110_000, 257_000, 22, 3, 2.0,
+                   kind="kg", variants=(N3,)),
 }
 QUICK_SHRINK = 10
+
+
+def ensure_case_graph(case: SpeedCase, shrink: int, seed: int) -> tuple[Path, dict[str, object]]:
+    """Generate (or reuse) the case's graph, ``shrink`` times smaller; its path and summary."""
+    nodes, edges = case.nodes // shrink, case.edges // shrink
+    graphs = WORK_DIR / "speed" / "graphs"
+    if case.kind == "kg":
+        shape = KGShape(entities=nodes, relations=case.relations, train_edges=edges,
+                        test_edges=max(edges // 100, 1), seed=seed)
+        path = graphs / f"{case.name}-kg-n{nodes}-e{edges}-r{case.relations}-s{seed}.tsv"
+        return path, ensure_kg(path, shape)
+    path = graphs / f"{case.name}-n{nodes}-e{edges}-r{case.relations}-s{seed}.tsv"
+    return path, ensure_graph(path, nodes, edges, case.relations, seed)
+
+
+def case_sides(case: SpeedCase, sides: list[SideCommands]) -> list[SideCommands]:
+    """The tools' sides plus the case's variants of ours (when our side runs)."""
+    ours = next((side for side in sides if side.tool == "ours"), None)
+    extra = [variant(ours, v.name, list(v.overrides)) for v in case.variants] if ours else []
+    return [*sides, *extra]
 
 
 def load_config_dict(path: Path) -> dict[str, object]:
@@ -72,40 +115,50 @@ def add_flops(side: dict[str, object], flops_per_edge: float, sgemm: dict[str, o
     side["sgemm_fraction_one_thread"] = achieved / sgemm["one_thread"]["flops"]  # type: ignore[index]
 
 
-def compare(case: SpeedCase, pbg: dict | None, ours: dict | None) -> dict[str, object]:
-    """Ours/PBG ratios and pass/fail against the targets (None where a side is missing)."""
-    def get(side: dict | None, key: str) -> float | None:
-        return side.get(key) if side and side.get("status") == "ok" else None
+def _get(side: dict | None, key: str) -> float | None:
+    """``side[key]`` of a side that ran to the end, else None."""
+    return side.get(key) if side and side.get("status") == "ok" else None
 
-    speedup = ratio(get(ours, "edges_per_s"), get(pbg, "edges_per_s"))
-    rss_ratio = ratio(get(ours, "peak_rss_mib"), get(pbg, "peak_rss_mib"))
-    return {
+
+def compare(case: SpeedCase, record: dict) -> dict[str, object]:
+    """Ours/PBG ratios and pass/fail against the targets (None where a side is missing).
+
+    Each variant of ours gets ``<name>_ratio`` (its edges/s over ours) and ``<name>_pass``.
+    """
+    pbg, ours = record.get("pbg"), record.get("ours")
+    speedup = ratio(_get(ours, "edges_per_s"), _get(pbg, "edges_per_s"))
+    rss_ratio = ratio(_get(ours, "peak_rss_mib"), _get(pbg, "peak_rss_mib"))
+    result: dict[str, object] = {
         "speedup": speedup,
-        "wall_speedup": ratio(get(ours, "wall_edges_per_s"), get(pbg, "wall_edges_per_s")),
+        "wall_speedup": ratio(_get(ours, "wall_edges_per_s"), _get(pbg, "wall_edges_per_s")),
         "rss_ratio": rss_ratio,
-        "pss_ratio": ratio(get(ours, "peak_pss_mib"), get(pbg, "peak_pss_mib")),
+        "pss_ratio": ratio(_get(ours, "peak_pss_mib"), _get(pbg, "peak_pss_mib")),
         "target_speedup": case.target_speedup,
         "speed_pass": None if speedup is None else speedup >= case.target_speedup,
         "rss_pass": None if rss_ratio is None else rss_ratio <= 1.0,
     }
+    for var in case.variants:
+        var_ratio = ratio(_get(record.get(var.name), "edges_per_s"), _get(ours, "edges_per_s"))
+        result[f"{var.name}_ratio"] = var_ratio
+        result[f"{var.name}_min_ratio"] = var.min_ratio
+        result[f"{var.name}_pass"] = None if var_ratio is None else var_ratio >= var.min_ratio
+    return result
 
 
 def run_case(case: SpeedCase, args: argparse.Namespace, sgemm: dict, sides: list) -> dict:
     """Generate the graph, run every side, compute FLOP fractions and ratios for one config."""
     shrink = QUICK_SHRINK if args.quick else 1
-    nodes, edges = case.nodes // shrink, case.edges // shrink
     epochs = args.epochs or (1 if args.quick else case.epochs)
-    graph_key = f"{case.name}-n{nodes}-e{edges}-r{case.relations}-s{args.seed}"
-    graph = WORK_DIR / "speed" / "graphs" / f"{graph_key}.tsv"
-    print(f"[{case.name}] graph {graph.name} ...", flush=True)
-    summary = ensure_graph(graph, nodes, edges, case.relations, args.seed)
+    graph, summary = ensure_case_graph(case, shrink, args.seed)
+    print(f"[{case.name}] graph {graph.name}", flush=True)
     flops_per_edge = train_flops_per_edge(load_config_dict(case.config_file))
     record: dict[str, object] = {"config_file": str(case.config_file), "epochs": epochs,
                                  "graph": {"path": str(graph), **summary},
                                  "train_flops_per_edge": flops_per_edge}
-    for side in sides:
-        print(f"[{case.name}] {side.name}: import + train ({epochs} epochs) ...", flush=True)
-        workdir = WORK_DIR / "speed" / graph_key / side.name
+    for side in case_sides(case, sides):
+        extra = "".join(f" -p {o}" for o in side.train_overrides)
+        print(f"[{case.name}] {side.name}: import + train ({epochs} epochs{extra}) ...", flush=True)
+        workdir = WORK_DIR / "speed" / graph.stem / side.tool
         result = run_side(side, case.config_file, graph, workdir, epochs)
         add_flops(result, flops_per_edge, sgemm)
         record[side.name] = result
@@ -114,7 +167,7 @@ def run_case(case: SpeedCase, args: argparse.Namespace, sgemm: dict, sides: list
               flush=True)
         if result["status"] != "ok":
             print(_failure_detail(result), flush=True)
-    record["comparison"] = compare(case, record.get("pbg"), record.get("ours"))  # type: ignore[arg-type]
+    record["comparison"] = compare(case, record)
     return record
 
 
@@ -129,8 +182,9 @@ def _failure_detail(result: dict) -> str:
     return f"  {result.get('error', 'unknown failure')}"
 
 
-def case_rows(name: str, record: dict) -> list[list[object]]:
+def case_rows(case: SpeedCase, record: dict) -> list[list[object]]:
     """Table rows (metric, PBG, ours, ratio, target) for one config."""
+    name = case.name
     pbg, ours, cmp = record.get("pbg") or {}, record.get("ours") or {}, record["comparison"]
     metrics = [
         ("train edges/s", "edges_per_s", cmp["speedup"], f">= {cmp['target_speedup']:g}x"),
@@ -145,7 +199,22 @@ def case_rows(name: str, record: dict) -> list[list[object]]:
             for label, key, r, target in metrics]
     rows.append([f"{name}: status", pbg.get("status"), ours.get("status"),
                  _verdict(cmp), ""])
+    for var in case.variants:
+        rows.extend(_variant_rows(name, var, record.get(var.name) or {}, cmp))
     return rows
+
+
+def _variant_rows(name: str, var: OursVariant, side: dict, cmp: dict) -> list[list[object]]:
+    """Rows for a variant of ours: its edges/s (ratio to ours) and compute-bound fraction."""
+    label = f"{name}: {var.name} ({' '.join(var.overrides)})"
+    verdict = cmp[f"{var.name}_pass"]
+    return [
+        [f"{label} train edges/s", None, side.get("edges_per_s"), cmp[f"{var.name}_ratio"],
+         f">= {var.min_ratio:g}x ours"],
+        [f"{label} sgemm fraction", None, side.get("sgemm_fraction"), None, ""],
+        [f"{label} status", None, side.get("status"),
+         "n/a" if verdict is None else ("PASS" if verdict else "FAIL"), ""],
+    ]
 
 
 def _verdict(cmp: dict) -> str:
@@ -177,14 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     sgemm = measure_machine(args.sgemm_size)
     names = [args.only] if args.only else sorted(CASES)
     records = {name: run_case(CASES[name], args, sgemm, sides) for name in names}
-    rows = [row for name in names for row in case_rows(name, records[name])]
+    rows = [row for name in names for row in case_rows(CASES[name], records[name])]
     print(format_table(["metric", "PBG 1.0.0", "ours", "ours/PBG", "target"], rows))
     print(f"sgemm: {sgemm['one_thread']['flops'] / 1e9:.1f} GFLOP/s on 1 thread, "
           f"{sgemm['all_threads']['flops'] / 1e9:.1f} on {sgemm['usable_cpus']} threads")
     path = write_json("speed", {"machine": machine_info(), "sgemm": sgemm, "notes": notes,
                                 "quick": args.quick, "configs": records})
     print(f"wrote {path}")
-    failed = [n for n, r in records.items() for s in ("pbg", "ours")
+    failed = [n for n, r in records.items() for s in ("pbg", "ours", *(v.name for v in CASES[n].variants))
               if s in r and r[s]["status"] != "ok"]
     return 1 if failed or not sides else 0
 

@@ -15,6 +15,7 @@ writes included) is reported too, because compute-only timers are each tool's ow
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -29,9 +30,15 @@ IMPORT_DONE = "import.done"  # marker: the importer finished for this graph in t
 
 @dataclass(frozen=True)
 class SideCommands:
-    """How one tool imports and trains; argv lists without the config/graph arguments."""
+    """How one tool imports and trains; argv lists without the config/graph arguments.
+
+    ``tool`` ("pbg" or "ours") names the importer, the working directory and the way
+    throughput is read; ``name`` labels the run, so variants of one tool (ours with N3) share
+    its import.
+    """
 
     name: str
+    tool: str
     import_argv: list[str]
     train_argv: list[str]
     train_overrides: list[str]  # extra `-p key=value` for this side only
@@ -39,14 +46,19 @@ class SideCommands:
 
 def pbg_commands() -> SideCommands:
     """PyPI torchbiggraph 1.0.0 console scripts in bench/.pbg-venv."""
-    return SideCommands("pbg", [str(pbg_bin("torchbiggraph_import_from_tsv"))],
+    return SideCommands("pbg", "pbg", [str(pbg_bin("torchbiggraph_import_from_tsv"))],
                         [str(pbg_bin("torchbiggraph_train"))], [])
 
 
 def ours_commands(seed: int) -> SideCommands:
     """Our CLI; ``seed`` is pbg-flow-only, so it goes through -p and never into the shared file."""
     pbg = str(ours_bin("pbg"))
-    return SideCommands("ours", [pbg, "import"], [pbg, "train"], [f"seed={seed}"])
+    return SideCommands("ours", "ours", [pbg, "import"], [pbg, "train"], [f"seed={seed}"])
+
+
+def variant(side: SideCommands, name: str, overrides: list[str]) -> SideCommands:
+    """``side`` trained with extra ``-p`` overrides, labelled ``name`` (same tool and import)."""
+    return dataclasses.replace(side, name=name, train_overrides=[*side.train_overrides, *overrides])
 
 
 def parse_pbg_log(text: str) -> list[tuple[int, float]]:
@@ -88,7 +100,7 @@ def throughput_from_pbg(run: RunResult) -> dict[str, object]:
             "per_bucket": [list(pair) for pair in buckets]}
 
 
-def _run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> dict[str, object]:
+def run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> dict[str, object]:
     """Import ``graph`` into ``workdir`` once (a marker file skips later runs)."""
     marker = workdir / IMPORT_DONE
     if marker.exists():
@@ -114,20 +126,22 @@ def run_side(
         ``{"status": "ok" | "failed", "import": {...}, "train": {...}, ...}``; a failed command
         is recorded with its stderr tail rather than raised, so the other side still runs.
     """
-    result: dict[str, object] = {"side": side.name, "workdir": str(workdir)}
-    result["import"] = _run_import(side, config, graph, workdir)
+    result: dict[str, object] = {"side": side.name, "overrides": side.train_overrides,
+                                 "workdir": str(workdir)}
+    result["import"] = run_import(side, config, graph, workdir)
     if result["import"]["status"] == "failed":  # type: ignore[index]
         result["status"] = "failed"
         return result
     shutil.rmtree(workdir / "checkpoints", ignore_errors=True)  # else both tools would resume
     overrides = [f"num_epochs={epochs}", *side.train_overrides]
     argv = [*side.train_argv, config, *[a for o in overrides for a in ("-p", o)]]
-    run = run_measured(argv, workdir, "train")
+    log_name = "train" if side.name == side.tool else f"train-{side.name}"
+    run = run_measured(argv, workdir, log_name)
     result["train"] = run.summary()
     if not run.ok:
         result["status"] = "failed"
         return result
-    if side.name == "pbg":
+    if side.tool == "pbg":
         throughput = throughput_from_pbg(run)
     else:
         stats_path = workdir / "checkpoints" / "training_stats.json"
