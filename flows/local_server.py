@@ -7,10 +7,11 @@ on the critical path of every command. This module starts the same server (Prefe
 imports, the config checks and the data loading, and it runs it the way a local run needs:
 
 - **Services of a local run only** (:data:`SERVER_SETTINGS`): no telemetry, no automations
-  (triggers, actions), no live event stream (no UI); the task-run recorder and the event
-  persister write in batches at most every :data:`FLUSH_SECONDS` instead of one SQLite
-  transaction per event. Per event they cost about 0.3 s of server CPU per training iteration
-  and held SQLite's write lock so often that the flow's own requests kept colliding with them.
+  (triggers, actions), no live event stream (no UI), no stored events (``PBG_KEEP_EVENTS=1``
+  keeps them); the task-run recorder (and the event persister, when kept) write in batches at
+  most every :data:`FLUSH_SECONDS` instead of one SQLite transaction per event. Per event they
+  cost about 0.3 s of server CPU per training iteration and held SQLite's write lock so often
+  that the flow's own requests kept colliding with them.
 - **Busy writes replayed in the server** (see :mod:`flows.local_server_app`): a collision with
   SQLite's write lock costs milliseconds, not the client's 2 s back-off (or a failed run).
 - **Bound to this command:** it listens on a socket we bind to 127.0.0.1 before it starts
@@ -38,6 +39,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -54,7 +56,12 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": str(FLUSH_SECONDS),
     "PREFECT_UI_ENABLED": "false",
+    # Storing every event (a task run sends three) cost ~0.1 s of server CPU per training
+    # iteration, about a third of a small graph's run; task runs, flow runs, logs and
+    # artifacts are recorded without it. ``PBG_KEEP_EVENTS=1`` stores them (see server_settings).
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
 }
+KEEP_EVENTS_VARIABLE = "PBG_KEEP_EVENTS"
 # A brand-new PREFECT_HOME runs Prefect's database migrations first (30 s or more here).
 READY_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -116,6 +123,14 @@ class LocalApiServer:
                 "Prefect server instead, set PREFECT_API_URL" + (f"\nits last lines:\n{tail}" if tail else ""))
 
 
+def server_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """:data:`SERVER_SETTINGS`, with the event persister kept when ``PBG_KEEP_EVENTS`` is 1/true/yes."""
+    settings = dict(SERVER_SETTINGS)
+    if environ.get(KEEP_EVENTS_VARIABLE, "").strip().lower() in ("1", "true", "yes"):
+        del settings["PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED"]
+    return settings
+
+
 def start_local_server(python: str = sys.executable, module: str = "flows.local_server_app") -> LocalApiServer:
     """Start the embedded server in the background on a free loopback port; returns at once.
 
@@ -130,7 +145,7 @@ def start_local_server(python: str = sys.executable, module: str = "flows.local_
     port = listener.getsockname()[1]
     kept = os.environ.get("PBG_SERVER_LOG")  # to read what the server printed, after the run
     log = open(kept, "w+b") if kept else tempfile.TemporaryFile(prefix="pbg-prefect-server-")  # noqa: SIM115
-    env = {**os.environ, **SERVER_SETTINGS}
+    env = {**os.environ, **server_settings(os.environ)}
     env.pop("PREFECT_API_URL", None)  # the server must not act as a client of another server
     with listener:
         process = subprocess.Popen(

@@ -44,6 +44,8 @@ def check_edges(
     if len(edges) == 0:
         return
     num_rel = len(relation_sides)
+    if _all_within(edges, num_rel, relation_sides, partition_of, counts, featurized):
+        return  # the usual case: one pass over each column, no per-edge limits
     bad_rel = (edges.rel < 0) | (edges.rel >= num_rel)
     if bool(bad_rel.any()):
         first = int(bad_rel.nonzero()[0, 0])
@@ -70,3 +72,31 @@ def check_edges(
                 f"{partition_of[side.pick(lhs, rhs), side]} (allowed 0..{int(limit[first]) - 1}); "
                 "were the edges imported with another entity_path?"
             )
+
+
+def _all_within(
+    edges: EdgeList,
+    num_rel: int,
+    relation_sides: Sequence[tuple[EntityName, EntityName]],
+    partition_of: Mapping[tuple[EntityName, Side], Partition],
+    counts: Mapping[tuple[EntityName, Partition], int],
+    featurized: frozenset[EntityName],
+) -> bool:
+    """True when every relation id and offset is below the smallest limit of its column.
+
+    Re-run every iteration on every loaded chunk, the per-edge check (a gather of each edge's
+    limit and three comparisons per side) cost ~70 ms on 257k edges; ``aminmax`` of each column
+    is a single pass. False means "look closer", not "bad": the per-edge check decides.
+    """
+    low, high = torch.aminmax(edges.rel)
+    if int(low) < 0 or int(high) >= num_rel:
+        return False
+    for side in Side:
+        types = {side.pick(lhs, rhs) for lhs, rhs in relation_sides} - featurized
+        if not types:
+            continue
+        limit = min(counts[name, partition_of[name, side]] for name in types)
+        low, high = torch.aminmax(side.pick(edges.lhs, edges.rhs).tensor)
+        if int(low) < 0 or int(high) >= limit:
+            return False
+    return True

@@ -7,14 +7,17 @@ import os
 import signal
 import subprocess
 import sys
+import sqlite3
 import textwrap
 import time
+import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flows.local_server import LocalServerError, start_local_server
+from flows.local_server import LocalServerError, server_settings, start_local_server
 from flows.local_server_app import retry_busy_writes, warm_up_after_startup
 
 
@@ -204,3 +207,37 @@ def test_the_app_is_warmed_up_in_the_background_once_started() -> None:
 
     assert asyncio.run(start()) == [{"type": "lifespan.startup.complete"}]
     assert seen == [("GET", "/api/admin/version"), ("POST", "/api/flow_runs/filter")]
+
+
+@pytest.mark.parametrize(("value", "kept"), [("", False), ("0", False), ("1", True), ("true", True), ("YES", True)])
+def test_events_are_stored_only_when_asked(value: str, kept: bool) -> None:
+    settings = server_settings({"PBG_KEEP_EVENTS": value} if value else {})
+    assert ("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED" not in settings) is kept
+    assert settings["PREFECT_UI_ENABLED"] == "false"
+
+
+def _post_event_and_stop(event_id: str) -> None:
+    body = ('[{"occurred": "2026-12-04T00:00:00Z", "event": "pbg.test.kept", "id": "%s", '
+            '"resource": {"prefect.resource.id": "pbg.test"}}]' % event_id).encode()
+    server = start_local_server()
+    try:
+        server.wait_ready()
+        request = urllib.request.Request(f"{server.api_url}/events", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 204
+    finally:
+        server.stop()  # a kept event persister flushes what it holds as it stops
+
+
+def test_an_event_reaches_the_database_only_with_pbg_keep_events(
+    prefect_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dropped, kept = str(uuid.uuid4()), str(uuid.uuid4())
+    monkeypatch.delenv("PBG_KEEP_EVENTS", raising=False)
+    _post_event_and_stop(dropped)
+    monkeypatch.setenv("PBG_KEEP_EVENTS", "1")
+    _post_event_and_stop(kept)
+    with sqlite3.connect(prefect_home / "prefect.db") as db:
+        stored = {row[0] for row in db.execute("SELECT id FROM events WHERE id IN (?, ?)", (dropped, kept))}
+    assert stored == {kept}

@@ -37,3 +37,37 @@ def test_unknown_relation_and_negative_offsets_are_rejected() -> None:
 
 def test_featurized_offsets_are_not_checked() -> None:
     check_edges(edges([0], [0], [99]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset({"item"}))
+
+
+def _reference_ok(e: EdgeList) -> bool:
+    """Per-edge truth: each relation id valid, each non-featurized offset below its own limit."""
+    for lhs, rel, rhs in zip(e.lhs.tensor.tolist(), e.rel.tolist(), e.rhs.tensor.tolist()):
+        if not 0 <= rel < len(SIDES):
+            return False
+        for side, offset in ((Side.LHS, lhs), (Side.RHS, rhs)):
+            name = side.pick(*SIDES[rel])
+            if not 0 <= offset < COUNTS[name, PARTS[name, side]]:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_path_and_per_edge_check_agree(seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    n = 6
+    e = edges(torch.randint(-1, 4, (n,), generator=gen).tolist(), torch.randint(0, 3, (n,), generator=gen).tolist(),
+              torch.randint(-1, 6, (n,), generator=gen).tolist())
+    if _reference_ok(e):
+        check_edges(e, "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
+    else:
+        with pytest.raises(BadEdgesError):
+            check_edges(e, "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
+
+
+def test_large_in_range_chunk_takes_the_one_pass_path() -> None:
+    from pbg_core import edge_checks
+
+    n = 10_000
+    e = edges([0] * n, [0, 1] * (n // 2), [i % 4 for i in range(n)])
+    assert edge_checks._all_within(e, 2, SIDES, PARTS, COUNTS, frozenset())
+    check_edges(e, "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
