@@ -10,52 +10,19 @@ from pbg_core.batching import BatchSettings, BucketTables, build_trainer, train_
 from pbg_core.edgelist import EdgeList
 from pbg_core.losses import build_loss
 from pbg_core.model import build_model
-from pbg_core.types import Side
 
-COUNT = 30
+from fast_path_cases import clone_tables, fake_config, make_relation, make_tables
+from fast_path_cases import random_edges as shared_random_edges
+
 NUM_RELS = 4
 
 
 def make_config(
     operator: str = "complex_diagonal", lhs: str = "a", rhs: str = "a", **overrides: object
 ) -> SimpleNamespace:
-    cfg = SimpleNamespace(
-        entities={
-            "a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-            "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-        },
-        relations=[SimpleNamespace(name="r", lhs=lhs, rhs=rhs, weight=1.5, operator=operator, all_negs=False)],
-        dimension=6, comparator="dot", bias=False, global_emb=False, regularizer="N3", regularization_coef=0.0,
-        dynamic_relations=True, loss_fn="softmax", margin=0.1, max_norm=None, batch_size=12, num_batch_negs=4,
-        num_uniform_negs=3, disable_lhs_negs=False, disable_rhs_negs=False, lr=0.1, relation_lr=None,
-        eval_num_batch_negs=None, eval_num_uniform_negs=None,
-    )
-    cfg.__dict__.update(overrides)
-    cfg.entity_dimension = lambda name: cfg.dimension
-    return cfg
-
-
-def make_tables(cfg: SimpleNamespace, seed: int) -> BucketTables:
-    """One table per entity type; an entity type on both sides shares its table and state."""
-    gen = torch.Generator().manual_seed(seed)
-    embs, states = {}, {}
-    for name in cfg.entities:
-        table, state = torch.randn(COUNT, cfg.dimension, generator=gen), torch.rand(COUNT, generator=gen)
-        for side in (Side.LHS, Side.RHS):
-            embs[(name, side)], states[(name, side)] = table, state
-    return BucketTables(embs, states)
-
-
-def clone_tables(tables: BucketTables) -> BucketTables:
-    copies: dict[int, torch.Tensor] = {}
-
-    def dup(t: torch.Tensor) -> torch.Tensor:
-        if id(t) not in copies:
-            copies[id(t)] = t.clone()
-        return copies[id(t)]
-
-    return BucketTables({k: dup(v) for k, v in tables.embeddings.items()},
-                        {k: dup(v) for k, v in tables.optim_state.items()})
+    """A dynamic-relation softmax config with one ``operator`` relation from ``lhs`` to ``rhs``."""
+    return fake_config(**{"relations": [make_relation(operator, lhs, rhs)], "dynamic_relations": True,
+                          "loss_fn": "softmax", **overrides})
 
 
 def randomize_operators(model: torch.nn.Module, seed: int) -> None:
@@ -93,11 +60,7 @@ def run_both(
 
 
 def random_edges(num: int, seed: int, weights: bool = False) -> EdgeList:
-    gen = torch.Generator().manual_seed(seed)
-    lhs, rhs = torch.randint(COUNT, (num,), generator=gen), torch.randint(COUNT, (num,), generator=gen)
-    rel = torch.randint(NUM_RELS, (num,), generator=gen)
-    weight = torch.rand(num, generator=gen) + 0.5 if weights else None
-    return EdgeList.from_tensors(lhs, rhs, rel, weight)
+    return shared_random_edges(num, seed, weights, NUM_RELS)
 
 
 def assert_same(fast: tuple, slow: tuple, base: BucketTables) -> None:

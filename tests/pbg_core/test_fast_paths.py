@@ -12,47 +12,8 @@ from pbg_core.losses import build_loss
 from pbg_core.model import build_model
 from pbg_core.types import Side
 
-COUNT = 30
-
-
-def make_config(**overrides: object) -> SimpleNamespace:
-    cfg = SimpleNamespace(
-        entities={
-            "a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-            "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-        },
-        relations=[SimpleNamespace(name="r", lhs="a", rhs="a", weight=1.5, operator="none", all_negs=False)],
-        dimension=6, comparator="dot", bias=False, global_emb=False, regularizer="N3", regularization_coef=0.0,
-        dynamic_relations=False, loss_fn="ranking", margin=0.1, max_norm=None, batch_size=12, num_batch_negs=4,
-        num_uniform_negs=3, disable_lhs_negs=False, disable_rhs_negs=False, lr=0.1, relation_lr=None,
-        eval_num_batch_negs=None, eval_num_uniform_negs=None,
-    )
-    cfg.__dict__.update(overrides)
-    cfg.entity_dimension = lambda name: cfg.dimension
-    return cfg
-
-
-def make_tables(cfg: SimpleNamespace, seed: int) -> BucketTables:
-    """One table per entity type; an entity type on both sides shares its table and state."""
-    gen = torch.Generator().manual_seed(seed)
-    embs, states = {}, {}
-    for name in cfg.entities:
-        table, state = torch.randn(COUNT, cfg.dimension, generator=gen), torch.rand(COUNT, generator=gen)
-        for side in (Side.LHS, Side.RHS):
-            embs[(name, side)], states[(name, side)] = table, state
-    return BucketTables(embs, states)
-
-
-def clone_tables(tables: BucketTables) -> BucketTables:
-    copies: dict[int, torch.Tensor] = {}
-
-    def dup(t: torch.Tensor) -> torch.Tensor:
-        if id(t) not in copies:
-            copies[id(t)] = t.clone()
-        return copies[id(t)]
-
-    embs = {k: dup(v) for k, v in tables.embeddings.items()}
-    return BucketTables(embs, {k: dup(v) for k, v in tables.optim_state.items()})
+from fast_path_cases import COUNT, clone_tables, make_tables, random_edges
+from fast_path_cases import fake_config as make_config
 
 
 def run_both(cfg: SimpleNamespace, edges: EdgeList, num_rels: int = 1, seed: int = 0) -> tuple:
@@ -66,14 +27,6 @@ def run_both(cfg: SimpleNamespace, edges: EdgeList, num_rels: int = 1, seed: int
         stats = train_edges(trainer, tables, edges, torch.arange(len(edges)), torch.Generator().manual_seed(seed + 1))
         out.append((stats, tables))
     return out[0], out[1], base
-
-
-def random_edges(num: int, seed: int, weights: bool = False, num_rels: int = 1) -> EdgeList:
-    gen = torch.Generator().manual_seed(seed)
-    lhs, rhs = torch.randint(COUNT, (num,), generator=gen), torch.randint(COUNT, (num,), generator=gen)
-    rel = torch.randint(num_rels, (num,), generator=gen)
-    weight = torch.rand(num, generator=gen) + 0.5 if weights else None
-    return EdgeList.from_tensors(lhs, rhs, rel, weight)
 
 
 def assert_same(fast: tuple, slow: tuple, base: BucketTables) -> None:
