@@ -73,6 +73,50 @@ def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float3
     return buf[:numel].view(shape)
 
 
+class SideRows:
+    """Both sides' rows of ``idx`` gathered into reused buffers, and gradient buffers alike.
+
+    When the sides share a table it is one ``index_select`` into one block (:attr:`all_rows`,
+    of :attr:`all_idx`; :attr:`grad_blocks` is then its one gradient block); otherwise one
+    per side. :attr:`rows` and :attr:`grads` are per side, flat, views of those blocks.
+
+    Args:
+        tables: The shared tables.
+        keys: (LHS key, RHS key) of the tables.
+        idx: Rows to gather, per side.
+        max_norm: Applied as the generic path does.
+        prefix: Names the scratch buffers (see :func:`scratch`).
+    """
+
+    def __init__(
+        self,
+        tables: BucketTables,
+        keys: tuple[tuple[str, Side], tuple[str, Side]],
+        idx: list[LongTensorType],
+        max_norm: float | None,
+        prefix: str,
+    ) -> None:
+        lhs_table, rhs_table = (tables.embeddings[k] for k in keys)
+        self.shared = lhs_table.data_ptr() == rhs_table.data_ptr() and lhs_table.shape == rhs_table.shape
+        self.all_idx: LongTensorType | None = None
+        self.all_rows: FloatTensorType | None = None
+        if self.shared:
+            sizes = [i.numel() for i in idx]
+            self.all_idx = torch.cat(idx)
+            out = scratch(f"{prefix}rows0", (self.all_idx.numel(), lhs_table.shape[1]), lhs_table.dtype)
+            self.all_rows = gather_rows(lhs_table, self.all_idx, max_norm, out)
+            self.rows = list(self.all_rows.split(sizes))
+            self.grad_blocks = [scratch(f"{prefix}grads0", self.all_rows.shape, lhs_table.dtype)]
+            self.grads = list(self.grad_blocks[0].split(sizes))
+        else:
+            self.rows = [
+                gather_rows(t, i, max_norm, scratch(f"{prefix}rows{s}", (i.numel(), t.shape[1]), t.dtype))
+                for s, (t, i) in enumerate(zip((lhs_table, rhs_table), idx))
+            ]
+            self.grad_blocks = [scratch(f"{prefix}grads{s}", r.shape, r.dtype) for s, r in enumerate(self.rows)]
+            self.grads = self.grad_blocks
+
+
 class BatchRows:
     """The rows a batch reads from the shared tables, and the gradient buffers they get.
 
@@ -92,8 +136,6 @@ class BatchRows:
         max_norm: float | None,
     ) -> None:
         self.tables, self.keys = tables, keys
-        lhs_table, rhs_table = (tables.embeddings[k] for k in keys)
-        self.shared = lhs_table.data_ptr() == rhs_table.data_ptr() and lhs_table.shape == rhs_table.shape
         gather_idx, grad_idx = [], []
         for pos, uni in zip(positives, uniforms):
             if uni is None:
@@ -103,24 +145,11 @@ class BatchRows:
                 gather_idx.append(torch.cat([pos.reshape(uni.shape[0], chunk), uni], dim=1).flatten())
                 grad_idx.append(torch.cat([pos, uni.flatten()]))
         self.gather_idx = gather_idx
-        sizes = [idx.numel() for idx in gather_idx]
-        num_chunks, dim = positives[0].numel() // chunk, lhs_table.shape[1]
-        if self.shared:
-            self.grad_idx = [torch.cat(grad_idx)]
-            self.all_idx = torch.cat(gather_idx)
-            out = scratch("rows0", (self.all_idx.numel(), dim), lhs_table.dtype)
-            self.all_rows = gather_rows(lhs_table, self.all_idx, max_norm, out)
-            self.flat = list(self.all_rows.split(sizes))
-            self.grad_bufs = [scratch("grads0", (sum(sizes), dim), lhs_table.dtype)]
-            grad_flat = list(self.grad_bufs[0].split(sizes))
-        else:
-            self.grad_idx = grad_idx
-            self.flat = [
-                gather_rows(t, idx, max_norm, scratch(f"rows{i}", (idx.numel(), t.shape[1]), t.dtype))
-                for i, (t, idx) in enumerate(zip((lhs_table, rhs_table), gather_idx))
-            ]
-            self.grad_bufs = [scratch(f"grads{i}", x.shape, x.dtype) for i, x in enumerate(self.flat)]
-            grad_flat = self.grad_bufs
+        num_chunks = positives[0].numel() // chunk
+        gathered = SideRows(tables, keys, gather_idx, max_norm, "")
+        self.shared, self.all_idx, self.all_rows = gathered.shared, gathered.all_idx, gathered.all_rows
+        self.flat, self.grad_bufs, grad_flat = gathered.rows, gathered.grad_blocks, gathered.grads
+        self.grad_idx = [torch.cat(grad_idx)] if self.shared else grad_idx
         self.embs = [x.view(num_chunks, -1, x.shape[1]) for x in self.flat]
         self.grads: list[tuple[FloatTensorType, FloatTensorType | None]] = []
         for g, uni in zip(grad_flat, uniforms):

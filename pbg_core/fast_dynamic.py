@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from pbg_core.comparators import DotComparator
-from pbg_core.fast_backward import scratch
+from pbg_core.fast_backward import SideRows, scratch
 from pbg_core.loss_grads import LOSSES, SideGrads, loss_grads
 from pbg_core.losses import LossFunction
 from pbg_core.model import MASKED, MultiRelationEmbedder
 from pbg_core.negatives import sample_uniform
 from pbg_core.optimizers import RowAdagrad
-from pbg_core.row_gather import gather_rows
 from pbg_core.row_operators import ParamGrads, RowOperator, row_operator
 from pbg_core.stats import Stats
 from pbg_core.types import FloatTensorType, LongTensorType, Side
@@ -87,28 +86,17 @@ class ChunkRows:
         max_norm: float | None,
     ) -> None:
         self.tables = tables
-        lhs_table, rhs_table = (tables.embeddings[k] for k in keys)
-        num_chunks, dim = positives[0].numel() // chunk, lhs_table.shape[1]
+        num_chunks = positives[0].numel() // chunk
         idx = [
             (pos.view(num_chunks, chunk) if uni is None else torch.cat([pos.view(num_chunks, chunk), uni], 1)).flatten()
             for pos, uni in zip(positives, uniforms)
         ]
-        sizes = [i.numel() for i in idx]
-        if lhs_table.data_ptr() == rhs_table.data_ptr() and lhs_table.shape == rhs_table.shape:
-            all_idx = torch.cat(idx)
-            rows = gather_rows(lhs_table, all_idx, max_norm, scratch("dyn_rows", (sum(sizes), dim), lhs_table.dtype))
-            grads = scratch("dyn_grads", rows.shape, rows.dtype)
-            self.steps = [(keys[0], all_idx, grads)]
-            flat_rows, flat_grads = rows.split(sizes), grads.split(sizes)
-        else:
-            flat_rows = tuple(
-                gather_rows(t, i, max_norm, scratch(f"dyn_rows{s}", (i.numel(), t.shape[1]), t.dtype))
-                for s, (t, i) in enumerate(zip((lhs_table, rhs_table), idx))
-            )
-            flat_grads = tuple(scratch(f"dyn_grads{s}", r.shape, r.dtype) for s, r in enumerate(flat_rows))
-            self.steps = list(zip(keys, idx, flat_grads))
-        self.embs = [r.view(num_chunks, -1, r.shape[1]) for r in flat_rows]
-        self.grads = [g.view(num_chunks, -1, g.shape[1]) for g in flat_grads]
+        gathered = SideRows(tables, keys, idx, max_norm, "dyn_")
+        # The gradients share the rows' layout, so each table's block steps with its gather index.
+        self.steps = ([(keys[0], gathered.all_idx, gathered.grad_blocks[0])] if gathered.shared
+                      else list(zip(keys, idx, gathered.grad_blocks)))
+        self.embs = [r.view(num_chunks, -1, r.shape[1]) for r in gathered.rows]
+        self.grads = [g.view(num_chunks, -1, g.shape[1]) for g in gathered.grads]
 
     def step(self, optimizer: RowAdagrad) -> None:
         """Apply RowAdagrad with the gradient buffers (overwritten)."""
