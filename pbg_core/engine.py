@@ -67,6 +67,7 @@ class LoadedEdges:
     edges: EdgeList
     train_idx: torch.Tensor
     eval_idx: torch.Tensor
+    key: tuple[Any, ...] = ()  # (edge path, chunk, chunks, bucket, file stamp) it was read for
 
 
 @dataclass
@@ -151,16 +152,26 @@ class TrainingSession:
         iteration = self._require_iteration()
         started = time.perf_counter()
         source = self.edge_sources[iteration.edge_path_idx]
-        edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks, shared=True)
-        self._check(edges, iteration.edge_path, bucket)
-        edges.share_memory_()  # no-op for the columns already read into shared memory
+        key = (iteration.edge_path_idx, iteration.edge_chunk_idx, iteration.num_edge_chunks, bucket,
+               source.stamp(bucket))
+        if self.loaded is not None and key[-1] is not None and self.loaded.key == key:
+            # The chunk the previous iteration trained on (a 1-bucket, 1-chunk run: every
+            # epoch), its file unchanged: PBG reads it again; we keep it (checked already).
+            edges = self.loaded.edges
+        else:
+            self.loaded = None  # drop the previous bucket's edges before holding the new ones
+            edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks, shared=True)
+            self._check(edges, iteration.edge_path, bucket)
+            edges.share_memory_()  # no-op for the columns already read into shared memory
         num_eval = int(len(edges) * self.settings.eval_fraction)
-        # Fixed across epochs (the same edges are held out every time) and drawn
-        # without replacement: PBG samples with replacement, so it trained on some.
-        gen = torch_generator(self.seed, "holdout", iteration.edge_path_idx, iteration.edge_chunk_idx, *bucket)
-        perm = torch.randperm(len(edges), generator=gen)
-        self.loaded = None  # drop the previous bucket's edges before holding the new ones
-        self.loaded = LoadedEdges(edges=edges, train_idx=perm[num_eval:], eval_idx=perm[:num_eval])
+        if num_eval:
+            # Fixed across epochs (the same edges are held out every time) and drawn
+            # without replacement: PBG samples with replacement, so it trained on some.
+            gen = torch_generator(self.seed, "holdout", iteration.edge_path_idx, iteration.edge_chunk_idx, *bucket)
+            perm = torch.randperm(len(edges), generator=gen)
+        else:  # nothing held out: training shuffles its indices anyway
+            perm = torch.arange(len(edges))
+        self.loaded = LoadedEdges(edges=edges, train_idx=perm[num_eval:], eval_idx=perm[:num_eval], key=key)
         release_free_memory()
         self._record().timing["load_edges"] = time.perf_counter() - started
         return {"edges": len(edges), "train": len(edges) - num_eval, "eval": num_eval}

@@ -6,7 +6,7 @@ engine, which only sees these shapes. All methods speak tensors and versions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,6 +35,14 @@ class EdgeSource(Protocol):
         """Chunk ``chunk_idx`` of ``num_chunks`` of the bucket (PBG's contiguous split).
 
         ``shared=True`` asks for tensors in shared memory (read there directly).
+        """
+        ...
+
+    def stamp(self, bucket: Bucket) -> Hashable | None:
+        """A cheap identity of the bucket's stored content that changes when it is replaced.
+
+        Equal stamps let the engine keep a chunk it loaded before instead of reading it
+        again; None means "unknown: read it again".
         """
         ...
 

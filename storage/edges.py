@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator
 
 import h5py
@@ -92,6 +93,22 @@ class EdgeStore:
         url = self.bucket_url(bucket)
         with hdf5.open_read(url, self.storage_options) as hf:
             return len(hdf5.require_dataset(hf, "rel", url))
+
+    def stamp(self, bucket: Bucket) -> tuple[int, int, int, int] | None:
+        """The bucket file's identity on local disk: (inode, size, mtime and ctime in ns).
+
+        An import replaces a file by renaming a new one over it, so the stamp changes
+        whenever the content may have. None for remote storage (reads there go through
+        the read cache, which checks the object's version itself) and for a missing file.
+        """
+        filesystem, path = fs.resolve(self.bucket_url(bucket), self.storage_options)
+        if not fs.is_local(filesystem):
+            return None
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
     def load(self, bucket: Bucket) -> EdgeList:
         """All edges of ``bucket``."""

@@ -164,3 +164,29 @@ def test_finish_bucket_is_idempotent_and_prunes_superseded_saves(config_2x2: Any
         assert record["done"] == 3 and len(record["rows"]) == 3
     finally:
         close_training_session.fn(handle)
+
+
+def test_an_unchanged_chunk_is_kept_and_a_replaced_one_read_again(make_config: Any) -> None:
+    """One bucket, one chunk: every epoch trains the same edges, read once while the file is unchanged."""
+    config = parse_config(make_config("reuse", num_epochs=3))
+    first, second, third = plan_training.fn(config).remaining
+    handle = open_training_session.fn(config)
+    try:
+        session = get_session(handle)
+        run_buckets(handle, first)
+        kept = session.loaded.edges
+        run_buckets(handle, second)
+        assert session.loaded.edges is kept  # not read again
+
+        # A re-import replaces the file (rename over it): the next iteration reads the new one.
+        source = session.edge_sources[0]
+        (bucket,) = [b for b in source.list_buckets()]
+        replacement = kept[torch.arange(len(kept) - 1, -1, -1)]  # the same edges, reversed
+        source.save(bucket, replacement)
+        schedule_buckets.fn(handle, third)
+        swap_partitions.fn(handle, bucket)
+        load_edges.fn(handle, bucket)
+        assert session.loaded.edges is not kept
+        assert session.loaded.edges == replacement
+    finally:
+        close_training_session.fn(handle)
