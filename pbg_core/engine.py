@@ -94,15 +94,32 @@ class TrainingSession:
     # ---- per iteration -------------------------------------------------------------------
     def schedule_buckets(self, iteration: Iteration) -> list[Bucket]:
         """Start the pass: its (seeded) bucket order minus the buckets an interrupted run finished."""
-        order = BUCKET_ORDERS.get(self.settings.bucket_order)
-        rng = python_rng(self.seed, "bucket_order", iteration.index)
-        buckets = list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
+        buckets = self._bucket_order(iteration)
         self.iteration = iteration
         self.residency.metadata.iteration = iteration.metadata()
         self.records = []
         self.buckets_in_pass = len(buckets)
         self.progress = self._resume_or_start(iteration, buckets)
         return buckets[self.progress.done:]
+
+    def preload(self, iteration: Iteration) -> None:
+        """Read ahead what ``iteration``'s first bucket needs: its partitions and its edge chunk.
+
+        For a command that waits for something else anyway (``pbg train`` for its API server).
+        A hint only: the bucket's swap and load find them in memory (its I/O figures then
+        show no read), and a pass resumed at another bucket loads what that one needs.
+        """
+        bucket = self._bucket_order(iteration)[0]
+        self.residency.ensure_resident(sorted(set(self.settings.bucket_partitions(bucket))))
+        edges, key = self._chunk(iteration, bucket)
+        empty = torch.empty(0, dtype=torch.long)
+        self.loaded = LoadedEdges(edges=edges, train_idx=empty, eval_idx=empty, key=key)
+
+    def _bucket_order(self, iteration: Iteration) -> list[Bucket]:
+        """The pass's buckets in the configured order, seeded per iteration."""
+        order = BUCKET_ORDERS.get(self.settings.bucket_order)
+        rng = python_rng(self.seed, "bucket_order", iteration.index)
+        return list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
 
     def _resume_or_start(self, iteration: Iteration, order: list[Bucket]) -> PassProgress:
         """The recorded progress of this pass if it matches, else a fresh one (stale records deleted)."""
@@ -151,18 +168,7 @@ class TrainingSession:
         """Load this iteration's chunk of ``bucket`` and hold out the eval fraction."""
         iteration = self._require_iteration()
         started = time.perf_counter()
-        source = self.edge_sources[iteration.edge_path_idx]
-        key = (iteration.edge_path_idx, iteration.edge_chunk_idx, iteration.num_edge_chunks, bucket,
-               source.stamp(bucket))
-        if self.loaded is not None and key[-1] is not None and self.loaded.key == key:
-            # The chunk the previous iteration trained on (a 1-bucket, 1-chunk run: every
-            # epoch), its file unchanged: PBG reads it again; we keep it (checked already).
-            edges = self.loaded.edges
-        else:
-            self.loaded = None  # drop the previous bucket's edges before holding the new ones
-            edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks, shared=True)
-            self._check(edges, iteration.edge_path, bucket)
-            edges.share_memory_()  # no-op for the columns already read into shared memory
+        edges, key = self._chunk(iteration, bucket)
         num_eval = int(len(edges) * self.settings.eval_fraction)
         if num_eval:
             # Fixed across epochs (the same edges are held out every time) and drawn
@@ -175,6 +181,21 @@ class TrainingSession:
         release_free_memory()
         self._record().timing["load_edges"] = time.perf_counter() - started
         return {"edges": len(edges), "train": len(edges) - num_eval, "eval": num_eval}
+
+    def _chunk(self, iteration: Iteration, bucket: Bucket) -> tuple[EdgeList, tuple[Any, ...]]:
+        """The iteration's chunk of ``bucket`` (checked, in shared memory) and the key it was read for."""
+        source = self.edge_sources[iteration.edge_path_idx]
+        key = (iteration.edge_path_idx, iteration.edge_chunk_idx, iteration.num_edge_chunks, bucket,
+               source.stamp(bucket))
+        if self.loaded is not None and key[-1] is not None and self.loaded.key == key:
+            # The chunk held already (a 1-bucket, 1-chunk run trains it every epoch), its file
+            # unchanged: PBG reads it again; we keep it (checked when it was read).
+            return self.loaded.edges, key
+        self.loaded = None  # drop the previous bucket's edges before holding the new ones
+        edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks, shared=True)
+        self._check(edges, iteration.edge_path, bucket)
+        edges.share_memory_()  # no-op for the columns already read into shared memory
+        return edges, key
 
     def evaluate(self, phase: str) -> dict[str, Any] | None:
         """Evaluate the held-out edges ("before" or "after" training); None if there are none."""

@@ -12,7 +12,7 @@ from pbg_core.session_build import build_topology
 from pbg_core.types import Bucket
 from storage.errors import DataNotFound
 from storage.probe import check_reachable
-from storage.run_stores import open_run_stores
+from storage.run_stores import RunStores, open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 
 
@@ -51,9 +51,7 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
             f"{len(missing)} edge bucket file(s) missing (expected a {topology.nparts_lhs}x{topology.nparts_rhs} "
             f"grid; run `pbg import` first): " + "; ".join(missing[:5])
         )
-    first = [store.num_edges(Bucket(0, 0)) for store in stores.edges]
-    chunks = compute_num_edge_chunks(config.num_edge_chunks, first, config.max_edges_per_chunk)
-    iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
+    chunks, iterations = run_iterations(config, stores)
     committed = stores.checkpoint.read_version()
     if committed > 0 and stores.checkpoint.has_model(committed):
         _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
@@ -70,6 +68,13 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
         buckets_per_iteration=len(topology.buckets()),
         remaining=iterations[committed:],
     )
+
+
+def run_iterations(config: ConfigSchema, stores: RunStores) -> tuple[int, list[Iteration]]:
+    """The edge-chunk count and every iteration of the run (committed ones included)."""
+    first = [store.num_edges(Bucket(0, 0)) for store in stores.edges]
+    chunks = compute_num_edge_chunks(config.num_edge_chunks, first, config.max_edges_per_chunk)
+    return chunks, build_iterations(config.num_epochs, config.edge_paths, chunks)
 
 
 def _check_schedule_unchanged(stored: dict[str, int | str], planned: Iteration, config: ConfigSchema) -> None:

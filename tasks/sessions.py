@@ -10,7 +10,7 @@ The checkpoint's ``config.json`` is written with credentials masked (``config_to
 a resumed run takes them from its own config or the environment, never from that file.
 
 ``pbg train`` opens the session ahead (:func:`prepare_training_session`), while its API server
-starts; the ``open-training-session`` task then adopts it if it still holds: same config, and
+starts, and reads the first bucket's partitions and edges into it; the ``open-training-session`` task then adopts it if it still holds: same config, and
 the checkpoint's committed version unchanged now that the run holds the lease. Otherwise it is
 closed and the task opens a fresh one, as a deployed run always does.
 """
@@ -27,6 +27,7 @@ from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.engine import TrainingSession
 from pbg_core.session_build import build_session
 from storage.run_stores import open_run_stores
+from tasks.plan import run_iterations
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 
 _SESSIONS: dict[str, TrainingSession] = {}
@@ -76,11 +77,19 @@ def prepare_training_session(config: ConfigSchema) -> bool:
     in the flow's own checks, which report it in the run. Returns whether a session is ready.
     """
     close_prepared_sessions()
+    log = logging.getLogger(__name__)
     try:
-        _PREPARED[_fingerprint(config)] = build_session(config, open_run_stores(config))
+        stores = open_run_stores(config)
+        session = _PREPARED[_fingerprint(config)] = build_session(config, stores)
     except Exception as exc:  # noqa: BLE001 - see the docstring
-        logging.getLogger(__name__).debug("could not open the session ahead: %s", exc)
+        log.debug("could not open the session ahead: %s", exc)
         return False
+    try:  # the first iteration's partitions and edges, while the server still starts
+        iterations = run_iterations(config, stores)[1]
+        if session.residency.committed_version < len(iterations):
+            session.preload(iterations[session.residency.committed_version])
+    except Exception as exc:  # noqa: BLE001 - the run's own load reads (and reports) it again
+        log.debug("could not read the first bucket ahead: %s", exc)
     return True
 
 

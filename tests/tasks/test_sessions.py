@@ -181,6 +181,39 @@ def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_conf
         close_training_session.fn(handle)
 
 
+@pytest.mark.parametrize("eval_fraction", [0.0, 0.1])
+def test_a_session_opened_ahead_reads_the_first_bucket_and_trains_the_same(
+    make_config: Any, graph_2x2: Any, train_buckets: Any, eval_fraction: float
+) -> None:
+    from tasks.sessions import prepare_training_session
+
+    def trained(name: str, ahead: bool) -> dict[str, torch.Tensor]:
+        config = parse_config(make_config(name, data=graph_2x2, workers=1, seed=5, eval_fraction=eval_fraction))
+        first = plan_training.fn(config).remaining[0]
+        if ahead:
+            assert prepare_training_session(config)
+            session = _prepared_sessions()[0]
+            bucket = session._bucket_order(first)[0]
+            # The first bucket's partitions are resident and its edges read, before any task ran.
+            assert set(session.residency.resident) == set(session.settings.bucket_partitions(bucket))
+            assert session.loaded is not None and session.loaded.key[3] == bucket
+            assert len(session.loaded.edges) > 0
+        handle = open_training_session.fn(config)
+        try:
+            if ahead:
+                assert get_session(handle) is session
+            train_buckets(handle, first)
+            residency = get_session(handle).residency
+            return {f"{k[0]}_{k[1]}": residency.handle(k).embeddings.clone() for k in sorted(residency.resident)}
+        finally:
+            close_training_session.fn(handle)
+
+    plain, ahead = trained("plain", ahead=False), trained("ahead", ahead=True)
+    assert plain.keys() == ahead.keys()
+    for key in plain:
+        assert torch.equal(plain[key], ahead[key]), f"{key} differs when the first bucket was read ahead"
+
+
 def test_opening_ahead_is_only_a_hint(make_config: Any, tmp_path: Path) -> None:
     from tasks.sessions import close_prepared_sessions, prepare_training_session
 
