@@ -18,6 +18,11 @@ imports, the config checks and the data loading, and it runs it the way a local 
   (no port race, the URL is known at once), it is in its own session so a terminal Ctrl-C
   reaches only the command (which then ends the flow run cleanly and stops the server), and
   the kernel stops it if the command dies (``PR_SET_PDEATHSIG``), even on ``kill -9``.
+- **A one-root CA file for its clients:** Prefect builds a TLS context for every API client it
+  creates (one per subflow), ~20 ms of CPU each to parse certifi's ~150 roots, even for this
+  plain-HTTP loopback URL. ``PREFECT_API_SSL_CERT_FILE`` (unless set) names a file holding the
+  first root of that same bundle (:func:`loopback_ca_file`): ~0.7 ms, and if a TLS connection
+  were ever made it would trust a subset of what it trusted before, never something else.
 - **Stopped with its queues drained:** :func:`local_api` first sends what the command's Prefect
   client still holds, then :meth:`LocalApiServer.stop` sends SIGTERM and the server's services
   flush what they hold before it exits, so every task run, event and log line of the run is in
@@ -31,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -62,6 +68,8 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
 }
 KEEP_EVENTS_VARIABLE = "PBG_KEEP_EVENTS"
+CA_FILE_VARIABLE = "PREFECT_API_SSL_CERT_FILE"
+_CA_FILE: BinaryIO | None = None  # see loopback_ca_file
 # A brand-new PREFECT_HOME runs Prefect's database migrations first (30 s or more here).
 READY_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -177,12 +185,41 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
     server = start_local_server()
     os.environ["PREFECT_API_URL"] = server.api_url
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "0")
+    if not os.environ.get(CA_FILE_VARIABLE):
+        ca_file = loopback_ca_file()
+        if ca_file is not None:
+            os.environ[CA_FILE_VARIABLE] = ca_file
     try:
         yield server
     finally:
         if "prefect" in sys.modules:  # whatever happened, send what the client holds first
             drain_prefect_clients()
         server.stop()
+
+
+def loopback_ca_file() -> str | None:
+    """A path to a PEM file holding the first certificate of certifi's bundle, for Prefect's client.
+
+    The file is an unlinked temporary file kept open for the life of the process, named by its
+    ``/proc/self/fd`` path: nothing is left on disk, even after ``kill -9``. None where that path
+    does not exist (not Linux) or certifi has no certificate: Prefect then uses its default.
+    """
+    global _CA_FILE
+    if _CA_FILE is None:
+        try:
+            import certifi
+
+            with open(certifi.where(), "rb") as bundle:
+                match = re.search(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n", bundle.read(), re.S)
+        except (ImportError, OSError):
+            return None
+        if match is None:
+            return None
+        _CA_FILE = tempfile.TemporaryFile(prefix="pbg-loopback-ca-")
+        _CA_FILE.write(match.group(0))
+        _CA_FILE.flush()
+    path = f"/proc/self/fd/{_CA_FILE.fileno()}"
+    return path if os.path.exists(path) else None
 
 
 def drain_prefect_clients(timeout: float = DRAIN_TIMEOUT_SECONDS) -> None:

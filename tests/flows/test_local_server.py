@@ -241,3 +241,47 @@ def test_an_event_reaches_the_database_only_with_pbg_keep_events(
     with sqlite3.connect(prefect_home / "prefect.db") as db:
         stored = {row[0] for row in db.execute("SELECT id FROM events WHERE id IN (?, ?)", (dropped, kept))}
     assert stored == {kept}
+
+
+def test_the_loopback_ca_file_holds_one_root_of_certifis_bundle() -> None:
+    import ssl
+
+    import certifi
+
+    from flows.local_server import loopback_ca_file
+
+    path = loopback_ca_file()
+    assert path is not None and path.startswith("/proc/self/fd/") and loopback_ca_file() == path
+    pem = Path(path).read_text()
+    assert pem.count("BEGIN CERTIFICATE") == 1 and pem in Path(certifi.where()).read_text()
+    context = ssl.create_default_context(cafile=path)
+    assert len(context.get_ca_certs()) == 1
+
+
+def test_prefects_client_trusts_only_that_root_when_pointed_at_it() -> None:
+    from prefect.client.orchestration import PrefectClient
+    from prefect.settings import PREFECT_API_SSL_CERT_FILE, temporary_settings
+
+    from flows.local_server import loopback_ca_file
+
+    with temporary_settings(updates={PREFECT_API_SSL_CERT_FILE: loopback_ca_file()}):
+        client = PrefectClient("http://127.0.0.1:9/api")
+    # httpx keeps the TLS context Prefect built from the file in its connection pool.
+    assert len(client._client._transport._pool._ssl_context.get_ca_certs()) == 1
+
+
+@pytest.mark.parametrize("preset", [None, "/etc/ssl/certs/ca-certificates.crt"])
+def test_local_api_names_the_ca_file_unless_one_is_set(prefect_home: Path, preset: str | None) -> None:
+    script = textwrap.dedent("""
+        import os
+        from flows.local_server import local_api
+        with local_api(enabled=True):
+            print(os.environ["PREFECT_API_SSL_CERT_FILE"])
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_SSL_CERT_FILE"}
+    if preset is not None:
+        env["PREFECT_API_SSL_CERT_FILE"] = preset
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    used = done.stdout.strip().splitlines()[-1]
+    assert used == preset if preset is not None else used.startswith("/proc/self/fd/")
