@@ -129,10 +129,16 @@ def build_evaluator(config: Any, model: MultiRelationEmbedder, during_training: 
 
 # ---- batching ------------------------------------------------------------------------------
 def iter_batches(
-    rel: LongTensorType, indices: LongTensorType, batch_size: int, dynamic: bool, generator: torch.Generator
+    rel: LongTensorType, indices: LongTensorType, batch_size: int, one_group: bool, generator: torch.Generator
 ) -> Iterator[LongTensorType]:
-    """Edge indices of every batch (PBG's ``process_in_batches`` order)."""
-    if dynamic:
+    """Edge indices of every batch (PBG's ``process_in_batches`` order).
+
+    ``one_group``: batches need not be split by relation (dynamic relations, whose operator
+    takes each edge's relation, or a single relation type): consecutive slices of
+    ``indices``. With one relation type that is exactly what grouping would give (one group,
+    in order, the generator unused) without sorting every index of the chunk first.
+    """
+    if one_group:
         for start in range(0, indices.numel(), batch_size):
             yield indices[start : start + batch_size]
         return
@@ -150,6 +156,11 @@ def iter_batches(
         take = min(int(remaining[pick]), batch_size)
         remaining[pick] -= take
         yield groups[pick][offset : offset + take]
+
+
+def _one_group(model: MultiRelationEmbedder) -> bool:
+    """Whether batches may mix every edge (see :func:`iter_batches`)."""
+    return model.dynamic or len(model.relations) == 1
 
 
 @dataclass
@@ -263,7 +274,7 @@ def train_edges(
     """
     model, settings = trainer.model, trainer.settings
     total = Stats()
-    for batch_idx in iter_batches(edges.rel, indices, settings.batch_size, model.dynamic, generator):
+    for batch_idx in iter_batches(edges.rel, indices, settings.batch_size, _one_group(model), generator):
         total = total + _train_batch(trainer, tables, edges[batch_idx], generator)
     return total
 
@@ -317,7 +328,7 @@ def eval_edges(
     model, settings = evaluator.model, evaluator.settings
     total = Stats()
     with torch.no_grad():
-        for batch_idx in iter_batches(edges.rel, indices, settings.batch_size, model.dynamic, generator):
+        for batch_idx in iter_batches(edges.rel, indices, settings.batch_size, _one_group(model), generator):
             for block in _all_negs_blocks(model, tables, edges, batch_idx):
                 total = total + _eval_batch(evaluator, tables, edges[block], generator, filter_index)
     return total

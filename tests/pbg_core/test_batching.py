@@ -35,14 +35,22 @@ def one_table(table: torch.Tensor) -> BucketTables:
 def test_iter_batches_groups_by_relation_in_order() -> None:
     rel = torch.tensor([0, 1, 0, 0, 1, 2, 0])
     idx = torch.tensor([6, 5, 4, 3, 2, 1, 0])
-    batches = list(iter_batches(rel, idx, 2, dynamic=False, generator=torch.Generator().manual_seed(0)))
+    batches = list(iter_batches(rel, idx, 2, one_group=False, generator=torch.Generator().manual_seed(0)))
     assert sorted(torch.cat(batches).tolist()) == list(range(7))
     for b in batches:
         assert len(b) <= 2 and len(set(rel[b].tolist())) == 1
     zeros = torch.cat([b for b in batches if rel[b[0]] == 0]).tolist()
     assert zeros == [6, 3, 2, 0]  # each relation keeps the given order
-    dyn = list(iter_batches(rel, idx, 3, dynamic=True, generator=torch.Generator()))
+    dyn = list(iter_batches(rel, idx, 3, one_group=True, generator=torch.Generator()))
     assert [b.tolist() for b in dyn] == [[6, 5, 4], [3, 2, 1], [0]]
+
+
+def test_one_relation_type_batches_as_grouping_would() -> None:
+    rel = torch.zeros(10, dtype=torch.long)
+    idx = torch.randperm(10, generator=torch.Generator().manual_seed(1))
+    grouped = list(iter_batches(rel, idx, 4, one_group=False, generator=torch.Generator().manual_seed(0)))
+    sliced = list(iter_batches(rel, idx, 4, one_group=True, generator=torch.Generator().manual_seed(0)))
+    assert [b.tolist() for b in grouped] == [b.tolist() for b in sliced]
 
 
 def test_one_training_step_equals_dense_reference() -> None:
