@@ -10,9 +10,9 @@ DATA=demo-out/umls/data
 EPOCHS=${EPOCHS:-50}
 
 rm -rf demo-out/umls
-echo "== import data/kg/umls (train, valid, test)"
+echo "== import data/kg/umls (train, valid, test; seed 0: the entity order is shuffled, as PBG does)"
 $PBG import $CONFIG data/kg/umls/train.txt data/kg/umls/valid.txt data/kg/umls/test.txt \
-    --lhs-col 0 --rel-col 1 --rhs-col 2
+    --lhs-col 0 --rel-col 1 --rhs-col 2 -p seed=0
 echo "== train on train.txt for $EPOCHS epochs (seed 0)"
 $PBG train $CONFIG -p edge_paths=$DATA/train_partitioned -p num_epochs=$EPOCHS -p seed=0
 echo "== filtered evaluation on test.txt (filtering train, valid and test)"
