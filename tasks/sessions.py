@@ -10,9 +10,10 @@ The checkpoint's ``config.json`` is written with credentials masked (``config_to
 a resumed run takes them from its own config or the environment, never from that file.
 
 ``pbg train`` opens the session ahead (:func:`prepare_training_session`), while its API server
-starts, and reads the first bucket's partitions and edges into it; the ``open-training-session`` task then adopts it if it still holds: same config, and
-the checkpoint's committed version unchanged now that the run holds the lease. Otherwise it is
-closed and the task opens a fresh one, as a deployed run always does.
+starts, and reads the first bucket's partitions and edges into it; the ``open-training-session``
+task then adopts it if it still holds: same config, and the checkpoint's committed version
+unchanged now that the run holds the lease. Otherwise it is closed and the task opens a fresh
+one, as a deployed run always does.
 """
 
 from __future__ import annotations
