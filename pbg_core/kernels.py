@@ -16,6 +16,12 @@ as many dispatches); as one loop each it reads and writes every element once:
   a vectorisable ``exp`` (Cephes' ``expf`` polynomial, within 1-2 ulp of torch's):
   0.20 ms instead of 0.52 ms for ``[20, 50, 150]`` scores.
 
+- :func:`softmax_loss` is the softmax loss's value alone (evaluation: no gradient), the
+  scores left as they are: one pass to copy and clamp each row, the same ``exp``.
+- :func:`ranks_` is evaluation's rank of each positive among its negatives, ``-inf``
+  masked and NaN counted pessimistically, in one pass over the scores instead of seven
+  (2M scores of held-out evaluation, one thread: ~2 ms instead of ~9 ms).
+
 They match the torch formulation up to float rounding (``reassoc``), and
 are deterministic (sequential loops). They never assume finite values (no ``nnan`` /
 ``ninf`` fast-math flags): a NaN score still makes the loss NaN, which stops the run.
@@ -63,6 +69,22 @@ def row_adagrad_(
         eps: Added to ``sqrt(G)``.
     """
     _row_adagrad(table.numpy(), state.numpy(), indices.numpy(), grads.numpy(), slots.numpy(), lr, eps)
+
+
+def ranks_(pos: FloatTensorType, neg: FloatTensorType) -> LongTensorType:
+    """``1 + #(unmasked negatives >= pos)`` per row of ``neg`` [N, M] (see :func:`pbg_core.evaluation.ranks_from_scores`)."""
+    out = torch.empty(pos.shape[0], dtype=torch.int64)
+    _ranks(pos.numpy(), neg.numpy(), out.numpy())
+    return out
+
+
+def softmax_loss(pos: FloatTensorType, neg: FloatTensorType, weight: FloatTensorType | None) -> float:
+    """``sum_i w_i (logaddexp(pos_i, logsumexp(max(neg_i, -1e9))) - pos_i)`` of ``pos`` [N], ``neg`` [N, M].
+
+    NaN if any score is NaN; ``neg`` is not changed.
+    """
+    w = weight.numpy() if weight is not None else np.ones(pos.shape[0], dtype=np.float32)
+    return float(_softmax_loss(pos.numpy(), neg.numpy(), w))
 
 
 def ranking_grads_(
@@ -127,6 +149,8 @@ def warm_up() -> None:
     negs, pos, scale = np.zeros((1, 1, 2, 3), np.float32), np.zeros((1, 2), np.float32), np.ones((1, 2), np.float32)
     _ranking(negs, pos, scale, 0.1, np.zeros((1, 1, 2), np.float32), np.zeros((1, 3)))
     _softmax(negs[0], pos, scale, np.zeros((1, 2), np.float32), np.zeros(2))
+    _softmax_loss(pos[0], negs[0, 0], scale[0])
+    _ranks(pos[0], negs[0, 0], np.zeros(2, np.int64))
 
 
 # Cephes expf: exp(x) = 2^k p(r), x = k ln2 + r, |r| <= ln2 / 2 (ln2 split in two for accuracy).
@@ -223,6 +247,46 @@ def _row_adagrad(table, state, indices, grads, slots, lr, eps):  # type: ignore[
         step = np.float32(-lr) / (np.sqrt(local) + np.float32(eps))
         for k in range(dim):
             table[row, k] += grads[i, k] * step
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)
+def _softmax_loss(pos, neg, weight):  # type: ignore[no-untyped-def]  # pragma: no cover
+    rows, cols = neg.shape
+    row = np.empty(cols, np.float32)
+    kbits = np.empty(cols, np.int32)
+    pow2 = kbits.view(np.float32)
+    floor = np.float32(-1e9)  # masked scores (-1e9, -inf) add exactly 0, as the torch loss
+    loss, saw_nan = 0.0, False
+    for i in range(rows):
+        p = pos[i]
+        saw_nan |= p != p
+        top = floor
+        for j in range(cols):
+            v = neg[i, j]
+            saw_nan |= v != v
+            v = v if v > floor else floor
+            row[j] = v
+            top = v if v > top else top
+        total = _exp_shifted(row, top, kbits, pow2)
+        d = top + np.log(total) - p  # the term is softplus(lse - pos)
+        loss += (max(d, np.float32(0.0)) + np.log1p(np.exp(-abs(d)))) * weight[i]
+    return np.nan if saw_nan else loss
+
+
+@numba.njit(nogil=True, cache=True)
+def _ranks(pos, neg, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    rows, cols = neg.shape
+    for i in range(rows):
+        p = pos[i]
+        worst = np.isnan(p)  # a NaN positive is beaten by every unmasked negative
+        count = 0
+        for j in range(cols):
+            v = neg[i, j]
+            if v == -np.inf:  # masked: never counts
+                continue
+            if worst or not v < p:  # v >= p, or v is NaN
+                count += 1
+        out[i] = count + 1
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)

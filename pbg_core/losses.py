@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from pbg_core import kernels
 from pbg_core.errors import ShapeError
 from pbg_core.registry import Registry
 from pbg_core.types import FloatTensorType
@@ -30,6 +31,12 @@ def _check(pos: FloatTensorType, neg: FloatTensorType, weight: FloatTensorType |
     if weight is not None and weight.shape != pos.shape:
         raise ShapeError(f"loss weight must have shape {tuple(pos.shape)}, got {tuple(weight.shape)}")
     return pos.shape[0], neg.shape[1]
+
+
+def _value_only(pos: FloatTensorType, neg: FloatTensorType, weight: FloatTensorType | None) -> bool:
+    """No gradient is wanted and the kernels take these tensors."""
+    wants_grad = torch.is_grad_enabled() and (pos.requires_grad or neg.requires_grad)
+    return not wants_grad and kernels.accepts(floats=(pos, neg, *(() if weight is None else (weight,))))
 
 
 class LossFunction:
@@ -94,6 +101,8 @@ class SoftmaxLoss(LossFunction):
         num_pos, num_neg = _check(pos, neg, weight)
         if num_neg == 0:
             return pos.new_zeros(()) + 0.0 * pos.sum()
+        if _value_only(pos, neg, weight):  # evaluation: one fused pass, the scores untouched
+            return pos.new_tensor(kernels.softmax_loss(pos, neg, weight))
         neg_lse = neg.clamp_min(_MASK_FLOOR).logsumexp(dim=1)
         per_pos = torch.logaddexp(pos, neg_lse) - pos
         if weight is not None:

@@ -233,9 +233,17 @@ class MultiRelationEmbedder(nn.Module):
         # uniform blocks are scored apart and their (small) score matrices concatenated:
         # concatenating the [C, U, D] negatives instead costs a large copy forward and
         # a non-contiguous gradient (another copy) backward.
-        scores = self.comparator.neg_scores(other_c, _required(own_c, "pos")) + batch_negative_mask(layout, 0, MASKED)
-        if side.uniform is not None:
-            uniform = self.adjust(side.uniform, side.entity, operator)
+        own_c = _required(own_c, "pos")
+        uniform = self.adjust(side.uniform, side.entity, operator) if side.uniform is not None else None
+        if uniform is not None and not torch.is_grad_enabled():
+            # No backward (evaluation, 1000 + 1000 negatives by default): one product with
+            # the negatives side by side, masked in place, copies [C, B + U, D] instead of
+            # the [C, B, B + U] scores twice (the mask's sum, then the concatenation).
+            scores = self.comparator.neg_scores(other_c, torch.cat([own_c, uniform], dim=1))
+            scores.add_(batch_negative_mask(layout, uniform.shape[1], MASKED))
+            return unchunk(scores, layout)
+        scores = self.comparator.neg_scores(other_c, own_c) + batch_negative_mask(layout, 0, MASKED)
+        if uniform is not None:
             scores = torch.cat([scores, self.comparator.neg_scores(other_c, uniform)], dim=2)
         return unchunk(scores, layout)
 

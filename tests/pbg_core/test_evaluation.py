@@ -262,3 +262,32 @@ def test_filter_index_build_from_edgelist() -> None:
     index = FilterIndex.build(edges)
     rows, cols = index.known(Side.LHS, torch.tensor([2, 3]), torch.tensor([0, 1]))
     assert list(zip(rows.tolist(), cols.tolist())) == [(0, 0), (0, 1), (1, 0)]
+
+
+def _reference_ranks(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+    """The documented rule, spelled out with torch ops."""
+    pos_col = pos.unsqueeze(1)
+    beats = ((neg >= pos_col) | torch.isnan(neg) | torch.isnan(pos_col)) & (neg != -INF)
+    return beats.sum(dim=1) + 1
+
+
+def test_the_rank_kernel_and_the_torch_fallback_follow_the_same_rule() -> None:
+    gen = torch.Generator().manual_seed(3)
+    pos, neg = torch.randn(300, generator=gen), torch.randn(300, 40, generator=gen)
+    neg[torch.rand(300, 40, generator=gen) < 0.1] = -INF
+    neg[torch.rand(300, 40, generator=gen) < 0.05] = NAN
+    neg[:5] = pos[:5].unsqueeze(1)  # ties count against the positive
+    pos[torch.rand(300, generator=gen) < 0.05] = NAN
+    pos[7] = -INF
+    want = _reference_ranks(pos, neg)
+    assert torch.equal(ranks_from_scores(pos, neg), want)  # contiguous float32: the kernel
+    strided = neg.t().contiguous().t()  # same values, not contiguous: the torch version
+    assert not strided.is_contiguous() and torch.equal(ranks_from_scores(pos, strided), want)
+
+
+def test_auc_draws_only_unmasked_negatives_when_few_are_masked() -> None:
+    gen = torch.Generator().manual_seed(5)
+    pos = torch.zeros(1000)
+    neg = torch.ones(1000, 50)  # every real negative beats every positive: AUC 0
+    neg[torch.rand(1000, 50, generator=gen) < 0.3] = -INF  # masked ones would look beaten
+    assert auc_sum(pos, neg, _gen(1)) == 0.0

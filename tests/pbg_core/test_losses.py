@@ -73,3 +73,24 @@ def test_gradcheck(name: str) -> None:
 
 def test_registry_names() -> None:
     assert LOSS_FUNCTIONS.names() == ["logistic", "ranking", "softmax"]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_softmax_without_gradient_equals_the_autograd_formula(weighted: bool) -> None:
+    """Evaluation takes the fused kernel (no gradient wanted); training the torch ops."""
+    gen = torch.Generator().manual_seed(11)
+    pos, neg = torch.randn(200, generator=gen) * 3, torch.randn(200, 300, generator=gen) * 3
+    neg[torch.rand(200, 300, generator=gen) < 0.05] = -1e9
+    neg[torch.rand(200, 300, generator=gen) < 0.05] = float("-inf")
+    neg[3] = float("-inf")  # a row with every negative masked
+    weight = torch.rand(200, generator=gen) if weighted else None
+    loss = build_loss("softmax")
+    with_grad = loss(pos.clone().requires_grad_(), neg, weight)  # the torch formula
+    before = neg.clone()
+    with torch.no_grad():
+        fused = loss(pos, neg, weight)
+    assert float(fused) == pytest.approx(float(with_grad.detach()), rel=1e-5)
+    assert torch.equal(neg, before)  # scores are left as they were (evaluation ranks them next)
+    neg[5, 7] = float("nan")
+    with torch.no_grad():
+        assert math.isnan(float(loss(pos, neg, weight)))

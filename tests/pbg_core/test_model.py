@@ -1,5 +1,6 @@
 """MultiRelationEmbedder: scores against brute force, dynamic mode, names, builder."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -45,7 +46,8 @@ def test_state_dict_keys_and_public_names_roundtrip() -> None:
     assert dyn.state_dict()["lhs_operators.0.translations"].shape == (3, 4)
 
 
-def test_standard_batch_uniform_scores_match_brute_force() -> None:
+@pytest.mark.parametrize("grad", [False, True])  # evaluation's one product, training's two
+def test_standard_batch_uniform_scores_match_brute_force(grad: bool) -> None:
     torch.manual_seed(0)
     model = build_model(make_config(), 0)
     with torch.no_grad():
@@ -56,15 +58,16 @@ def test_standard_batch_uniform_scores_match_brute_force() -> None:
     lhs, rhs = torch.randn(P, 4), torch.randn(P, 4)
     ul, ur = torch.randn(3, U, 4), torch.randn(3, U, 4)
     layout = chunk_layout(NegativeMode.BATCH_UNIFORM, P, chunk, U)
-    with torch.no_grad():
+    with torch.enable_grad() if grad else torch.no_grad():
         scores = model.score(0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM, ul),
                              SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM, ur))
+    scores = dataclasses.replace(scores, **{f: getattr(scores, f).detach() for f in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg")})
     ga, gb, t = model.global_embs["emb_a"].detach(), model.global_embs["emb_b"].detach(), model.rhs_operators[0].translation.detach()
     L = lambda x: x + ga  # noqa: E731
     R = lambda x: x + gb + t  # noqa: E731
     for i in range(P):
         c, k = divmod(i, chunk)
-        assert scores.lhs_pos[i] == pytest.approx(float(L(lhs[i]) @ R(rhs[i])), abs=1e-5)
+        assert float(scores.lhs_pos[i]) == pytest.approx(float(L(lhs[i]) @ R(rhs[i])), abs=1e-5)
         for j in range(chunk + U):
             if j < chunk:
                 mate = c * chunk + j
