@@ -97,14 +97,15 @@ def main_src_dir() -> Path | None:
     return Path(value)
 
 
-def run_driver(tools: PbgTools, request: Mapping[str, Any], work: Path, main_src: Path | None = None) -> Any:
-    """Run ``pbg_driver.py`` on ``request`` with PBG's Python (main-branch source first on the path
-    when ``main_src`` is given); returns its result (see the driver's docstring)."""
+def run_driver(tools: PbgTools, request: Mapping[str, Any] | list[Mapping[str, Any]], work: Path,
+               main_src: Path | None = None) -> Any:
+    """Run ``pbg_driver.py`` on ``request`` (or a list of requests, in one process) with PBG's Python
+    (main-branch source first on the path when ``main_src`` is given); returns its result(s)."""
     import torch
 
     work.mkdir(parents=True, exist_ok=True)
     request_path, result_path = work / "request.pt", work / "result.pt"
-    torch.save(dict(request), request_path)
+    torch.save([dict(r) for r in request] if isinstance(request, list) else dict(request), request_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PYTHON"))}
     env["OMP_NUM_THREADS"] = "1"
     if main_src is not None:

@@ -5,7 +5,8 @@ PBG's main-branch source first on ``PYTHONPATH`` it drives that version instead 
 1.0.0 (main has the N3 regularizer, per-edge weights and the evaluator's loss; 1.0.0 has none
 of them). Only PBG's public classes are called; nothing of PBG is copied here.
 
-A request is a dict saved with ``torch.save``; ``case`` picks what to compute:
+A request is a dict saved with ``torch.save`` (or a list of them: a list of results comes back);
+``case`` picks what to compute:
 
 - ``comparator``: ``name``, ``lhs_pos``/``rhs_pos`` [C, P, D], ``lhs_neg``/``rhs_neg`` [C, N, D]
   -> ``pos``, ``lhs_neg``, ``rhs_neg`` scores of ``COMPARATORS[name]``;
@@ -155,7 +156,10 @@ CASES = {"comparator": _comparator, "loss": _loss, "train_step": _train_step, "e
 
 def main() -> None:
     request = torch.load(sys.argv[1], weights_only=False)
-    torch.save(CASES[request["case"]](request), sys.argv[2])
+    if isinstance(request, list):  # a batch of requests: one interpreter start for all
+        torch.save([CASES[r["case"]](r) for r in request], sys.argv[2])
+    else:
+        torch.save(CASES[request["case"]](request), sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -80,32 +80,53 @@ def random_params(model: MultiRelationEmbedder, seed: int) -> dict[str, torch.Te
 
 
 # ---- comparators and losses (1.0.0) --------------------------------------------------------------
-@pytest.mark.parametrize("name", ["dot", "cos", "l2", "squared_l2"])
-def test_comparators_score_as_pbg(name: str, pbg_tools: PbgTools, tmp_path: Path) -> None:
+COMPARATOR_NAMES = ("dot", "cos", "l2", "squared_l2")
+LOSS_NAMES = ("ranking", "logistic", "softmax")
+
+
+def comparator_request(name: str) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(1)
     lhs_pos, rhs_pos = torch.randn(3, 6, 8, generator=gen), torch.randn(3, 6, 8, generator=gen)
     # Negatives include the positives themselves: distances of (nearly) equal vectors, where
     # rounding leaves tiny negative squared distances that PBG keeps.
     lhs_neg = torch.cat([lhs_pos, torch.randn(3, 5, 8, generator=gen)], dim=1)
     rhs_neg = torch.cat([rhs_pos, torch.randn(3, 5, 8, generator=gen)], dim=1)
-    theirs = run_driver(pbg_tools, {"case": "comparator", "name": name, "lhs_pos": lhs_pos, "rhs_pos": rhs_pos,
-                                    "lhs_neg": lhs_neg, "rhs_neg": rhs_neg}, tmp_path)
-    comparator = build_comparator(name)
-    lp, rp, ln, rn = (comparator.prepare(t) for t in (lhs_pos, rhs_pos, lhs_neg, rhs_neg))
-    assert torch.equal(comparator.pos_scores(lp, rp), theirs["pos"])
-    assert torch.equal(comparator.neg_scores(rp, ln), theirs["lhs_neg"])
-    assert torch.equal(comparator.neg_scores(lp, rn), theirs["rhs_neg"])
+    return {"case": "comparator", "name": name, "lhs_pos": lhs_pos, "rhs_pos": rhs_pos, "lhs_neg": lhs_neg,
+            "rhs_neg": rhs_neg}
 
 
-@pytest.mark.parametrize("name", ["ranking", "logistic", "softmax"])
-def test_losses_and_their_closed_forms_match_pbg(name: str, pbg_tools: PbgTools, tmp_path: Path) -> None:
+def loss_request(name: str) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(2)
     # Multiples of 1/8: every difference below is exact in float32 and float64 alike.
     pos = (torch.randn(40, generator=gen) * 8).round() / 8
     neg = (torch.randn(40, 25, generator=gen) * 8).round() / 8
     neg[:, :5] = (pos - 0.5).unsqueeze(1)  # exactly at the ranking hinge: (t - s) + 0.5 == 0
     neg[:, 5] = -1e9  # masked
-    theirs = run_driver(pbg_tools, {"case": "loss", "name": name, "margin": 0.5, "pos": pos, "neg": neg}, tmp_path)
+    return {"case": "loss", "name": name, "margin": 0.5, "pos": pos, "neg": neg}
+
+
+@pytest.fixture(scope="module")
+def pbg_scores_and_losses(pbg_tools: PbgTools, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """PBG 1.0.0's results of every comparator and loss request (one PBG process)."""
+    requests = [comparator_request(n) for n in COMPARATOR_NAMES] + [loss_request(n) for n in LOSS_NAMES]
+    results = run_driver(pbg_tools, requests, tmp_path_factory.mktemp("pbg_math"))
+    return dict(zip(COMPARATOR_NAMES + LOSS_NAMES, results))
+
+
+@pytest.mark.parametrize("name", COMPARATOR_NAMES)
+def test_comparators_score_as_pbg(name: str, pbg_scores_and_losses: dict[str, Any]) -> None:
+    request, theirs = comparator_request(name), pbg_scores_and_losses[name]
+    comparator = build_comparator(name)
+    lp, rp, ln, rn = (comparator.prepare(request[k]) for k in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg"))
+    assert torch.equal(comparator.pos_scores(lp, rp), theirs["pos"])
+    assert torch.equal(comparator.neg_scores(rp, ln), theirs["lhs_neg"])
+    assert torch.equal(comparator.neg_scores(lp, rn), theirs["rhs_neg"])
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_losses_and_their_closed_forms_match_pbg(name: str, pbg_scores_and_losses: dict[str, Any]) -> None:
+    request, theirs = loss_request(name), pbg_scores_and_losses[name]
+    pos, neg = request["pos"], request["neg"]
     assert bool((theirs["grad_neg"][:, :5] != 0).all()) or name != "ranking"  # PBG: ties are active
 
     loss_fn = build_loss(name, margin=0.5)
@@ -144,26 +165,47 @@ def our_train_step(cfg: dict[str, Any], table: torch.Tensor, params: dict[str, t
     return {"scores": scores, "loss": loss.detach(), "reg": scores.reg.detach(), "grads": grads}
 
 
-@pytest.mark.parametrize("operator", ["none", "translation", "diagonal", "complex_diagonal"])
-@pytest.mark.parametrize("dynamic", [False, True], ids=["standard", "dynamic"])
-def test_training_step_with_n3_matches_pbg_main(operator: str, dynamic: bool, pbg_tools: PbgTools,
-                                                pbg_main_src: Path, tmp_path: Path) -> None:
-    cfg = config_dict(tmp_path, operator=operator, weight=1.5)
+TRAIN_OPERATORS = ("none", "translation", "diagonal", "complex_diagonal")
+TRAIN_CASES = [(op, dynamic) for dynamic in (False, True) for op in TRAIN_OPERATORS]
+NUM_DYNAMIC = 3
+
+
+def train_request(root: Path, operator: str, dynamic: bool) -> dict[str, Any]:
+    cfg = config_dict(root, operator=operator, weight=1.5)
     # Global embeddings (standard mode only, in PBG as here) get random values and gradients too.
     cfg.update(regularization_coef=0.02, dynamic_relations=dynamic, global_emb=not dynamic, loss_fn="ranking",
                margin=0.3)
-    num_dynamic = 3 if dynamic else 0
-    if dynamic:
-        (tmp_path / "entities").mkdir()
-        (tmp_path / "entities" / "dynamic_rel_count.txt").write_text(f"{num_dynamic}\n")
     table, lhs, rhs = random_case(20, 10, seed=3)  # 10 positives in chunks of 4: 3 chunks, one padded
     gen = torch.Generator().manual_seed(4)
-    rel = torch.randint(num_dynamic, (10,), generator=gen) if dynamic else torch.tensor(0)
+    rel = torch.randint(NUM_DYNAMIC, (10,), generator=gen) if dynamic else torch.tensor(0)
     edges = {"lhs": lhs, "rhs": rhs, "rel": rel, "weight": torch.rand(10, generator=gen) + 0.5}
-    params = random_params(build_model(parse_config(cfg), num_dynamic), seed=5)
-    theirs = run_driver(pbg_tools, {"case": "train_step", "config": cfg, "tables": {"e": table},
-                                    "model_state": params, "edges": edges}, tmp_path / "pbg", pbg_main_src)
-    ours = our_train_step(cfg, table, params, edges, num_dynamic)
+    params = random_params(build_model(parse_config(cfg), NUM_DYNAMIC if dynamic else 0), seed=5)
+    return {"case": "train_step", "config": cfg, "tables": {"e": table}, "model_state": params, "edges": edges}
+
+
+@pytest.fixture(scope="module")
+def train_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Config paths of the training cases (dynamic mode reads the relation count there)."""
+    root = tmp_path_factory.mktemp("train_step")
+    (root / "entities").mkdir()
+    (root / "entities" / "dynamic_rel_count.txt").write_text(f"{NUM_DYNAMIC}\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def pbg_train_steps(pbg_tools: PbgTools, pbg_main_src: Path, train_root: Path) -> dict[tuple[str, bool], Any]:
+    """PBG main's results of every training case (one PBG process)."""
+    requests = [train_request(train_root, op, dynamic) for op, dynamic in TRAIN_CASES]
+    return dict(zip(TRAIN_CASES, run_driver(pbg_tools, requests, train_root / "pbg", pbg_main_src)))
+
+
+@pytest.mark.parametrize(("operator", "dynamic"), TRAIN_CASES,
+                         ids=[f"{'dynamic' if d else 'standard'}-{op}" for op, d in TRAIN_CASES])
+def test_training_step_with_n3_matches_pbg_main(operator: str, dynamic: bool, train_root: Path,
+                                                pbg_train_steps: dict[tuple[str, bool], Any]) -> None:
+    request, theirs = train_request(train_root, operator, dynamic), pbg_train_steps[operator, dynamic]
+    ours = our_train_step(request["config"], request["tables"]["e"], request["model_state"], request["edges"],
+                          NUM_DYNAMIC if dynamic else 0)
     for key in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg"):
         assert torch.allclose(getattr(ours["scores"], key).detach(), theirs["scores"][key], rtol=1e-5, atol=1e-5), key
     assert ours["reg"].item() == pytest.approx(theirs["reg"].item(), rel=1e-5)
@@ -197,18 +239,30 @@ def assert_ranks_equal(ours: dict[str, float], theirs: dict[str, float]) -> None
         assert ours[name] == pytest.approx(theirs[name], rel=1e-6, abs=1e-9), (name, ours, theirs)
 
 
-@pytest.mark.parametrize("comparator", ["dot", "cos", "l2", "squared_l2"])
-def test_all_negs_eval_with_max_norm_ranks_as_pbg(comparator: str, pbg_tools: PbgTools, tmp_path: Path) -> None:
-    cfg = config_dict(tmp_path, operator="translation", all_negs=True)
+def all_negs_request(root: Path, comparator: str) -> dict[str, Any]:
+    cfg = config_dict(root, operator="translation", all_negs=True)
     cfg.update(comparator=comparator, max_norm=1.0, batch_size=200)
     # Norms 0.2..3, so most rows are above max_norm; 30 edges leave most of the 100 candidates
     # out of the positives (whose lookup renorms their rows anyway).
     table, lhs, rhs = random_case(100, 30, seed=6)
-    edges = {"lhs": lhs, "rhs": rhs, "rel": torch.tensor(0)}
     params = random_params(build_model(parse_config(cfg), 0), seed=7)
-    request = {"case": "eval", "config": cfg, "tables": {"e": table}, "model_state": params, "edges": edges}
-    theirs = run_driver(pbg_tools, request, tmp_path / "pbg")
-    ours = our_eval(cfg, table, params, edges)
+    return {"case": "eval", "config": cfg, "tables": {"e": table}, "model_state": params,
+            "edges": {"lhs": lhs, "rhs": rhs, "rel": torch.tensor(0)}}
+
+
+@pytest.fixture(scope="module")
+def pbg_all_negs_evals(pbg_tools: PbgTools, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """PBG 1.0.0's all_negs + max_norm evaluation per comparator (one PBG process)."""
+    root = tmp_path_factory.mktemp("all_negs")
+    requests = [all_negs_request(root, name) for name in COMPARATOR_NAMES]
+    return {"root": root, **dict(zip(COMPARATOR_NAMES, run_driver(pbg_tools, requests, root / "pbg")))}
+
+
+@pytest.mark.parametrize("comparator", COMPARATOR_NAMES)
+def test_all_negs_eval_with_max_norm_ranks_as_pbg(comparator: str, pbg_all_negs_evals: dict[str, Any]) -> None:
+    request = all_negs_request(pbg_all_negs_evals["root"], comparator)
+    theirs = pbg_all_negs_evals[comparator]
+    ours = our_eval(request["config"], request["tables"]["e"], request["model_state"], request["edges"])
     assert_ranks_equal(ours, theirs)
     assert abs(ours["auc"] - theirs["auc"]) / 30 < 0.35  # only 30 draws per side each: a sanity bound
 
