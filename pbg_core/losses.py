@@ -2,8 +2,8 @@
 
 Every loss is reduced with a SUM over positives (not a mean) and takes an optional
 per-edge weight [P] multiplying each positive's term. Masked negatives arrive as
-``-1e9`` (training) or ``-inf`` (filtered evaluation); both contribute exactly 0 and
-never produce NaN values or gradients.
+``-1e9`` (as in PBG: padding, a positive paired with itself, filtered known edges); they,
+and ``-inf`` scores, contribute exactly 0 and never produce NaN values or gradients.
 
 Constructors take ``margin=`` as a keyword (ignored by losses without a margin).
 """
