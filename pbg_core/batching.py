@@ -27,10 +27,10 @@ from pbg_core.edgelist import EdgeList, EntityList
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
 from pbg_core.losses import LossFunction, build_loss
-from pbg_core.model import MultiRelationEmbedder, Scores, SideBatch
+from pbg_core.model import MASKED, MultiRelationEmbedder, Scores, SideBatch
 from pbg_core.negatives import NegativeMode, batch_mode, chunk_layout, sample_uniform, side_mode
 from pbg_core.optimizers import AsyncAdagrad, RowAdagrad
-from pbg_core.row_gather import RowGather, TableKey, bag_mean
+from pbg_core.row_gather import RowGather, TableKey, bag_mean, renorm_table_
 from pbg_core.stats import Stats
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 
@@ -251,7 +251,14 @@ def _side_batch(
     if "uniform" in handles:
         side.uniform = gather.get(handles["uniform"]).unflatten(0, handles["uniform_shape"])
     if smode is NegativeMode.ALL:
-        side.all_embs = gather.get(handles["all"]) if "all" in handles else tables.embeddings[key]
+        if "all" in handles:
+            side.all_embs = gather.get(handles["all"])
+        else:
+            # Evaluation scores the table itself; PBG looks every entity up with max_norm,
+            # which renorms the candidates (in the table, as every lookup does).
+            if gather.max_norm is not None:
+                renorm_table_(tables.embeddings[key], gather.max_norm)
+            side.all_embs = tables.embeddings[key]
         side.pos_offsets = entities.tensor
     return side
 
@@ -320,8 +327,9 @@ def eval_edges(
     """Rank ``edges[indices]`` against their negatives; returns summed eval stats.
 
     Each edge's ``pos_rank``/``mrr``/``r1``/``r10``/``r50``/``auc`` is the mean over the
-    sides that have negatives; ``loss`` sums the per-side losses (no relation weight).
-    With ``filter_index``, known true edges are removed (-inf) from all_negs negatives.
+    sides that have negatives; ``loss`` is the relation weight times the sum of the per-side
+    losses, as in training. With ``filter_index``, known true edges score ``-1e9`` among
+    all_negs negatives, like masked ones (PBG's filtered evaluator).
     In all_negs mode a batch is scored in row blocks of at most
     ``ALL_NEGS_SCORE_BUDGET`` scores per side.
     """
@@ -358,7 +366,10 @@ def _eval_batch(
     if filter_index is not None:
         _apply_filter(scores, prep, batch, filter_index)
     loss_fn = evaluator.loss_fn
-    loss = loss_fn(scores.lhs_pos, scores.lhs_neg, batch.weight) + loss_fn(scores.rhs_pos, scores.rhs_neg, batch.weight)
+    # As in training (and PBG's evaluator): the relation's weight times both sides' losses.
+    loss = prep.weight * (
+        loss_fn(scores.lhs_pos, scores.lhs_neg, batch.weight) + loss_fn(scores.rhs_pos, scores.rhs_neg, batch.weight)
+    )
     metrics = {"loss": float(loss), "pos_rank": 0.0, "mrr": 0.0, "r1": 0.0, "r10": 0.0, "r50": 0.0, "auc": 0.0}
     sides = [(p, n) for p, n in ((scores.lhs_pos, scores.lhs_neg), (scores.rhs_pos, scores.rhs_neg)) if n.shape[1] > 0]
     for pos, neg in sides:
@@ -369,7 +380,11 @@ def _eval_batch(
 
 
 def _apply_filter(scores: Scores, prep: _Prepared, batch: EdgeList, filter_index: FilterIndex) -> None:
-    """Set known true edges to -inf in the all_negs score matrices."""
+    """Set known true edges to ``MASKED`` (-1e9) in the all_negs score matrices.
+
+    PBG's filtered evaluator gives them -1e9, as masked negatives: they stay in the AUC's
+    pool of negatives (a positive beats them) and out of the ranks.
+    """
     rels = batch.rel
     for side, neg, anchors in (
         (Side.LHS, scores.lhs_neg, batch.rhs.tensor),
@@ -377,4 +392,4 @@ def _apply_filter(scores: Scores, prep: _Prepared, batch: EdgeList, filter_index
     ):
         if side.pick(prep.lhs, prep.rhs).mode is NegativeMode.ALL:
             rows, cols = filter_index.known(side, anchors, rels)
-            neg[rows, cols] = float("-inf")
+            neg[rows, cols] = MASKED

@@ -63,11 +63,17 @@ class CosComparator(DotComparator):
 
 
 def _squared_distances(pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
-    """||p - n||^2 for all pairs per chunk: |p|^2 + |n|^2 - 2 p.n with one baddbmm."""
-    pos_sq = pos.pow(2).sum(-1).unsqueeze(-2)  # [C, 1, P]
-    neg_sq = neg.pow(2).sum(-1, keepdim=True)  # [C, N, 1]
-    # Computed as [C, N, P] and transposed: see DotComparator.neg_scores.
-    return torch.baddbmm(neg_sq, neg, pos.transpose(-1, -2), alpha=-2).add(pos_sq).transpose(-1, -2)
+    """||p - n||^2 for all pairs per chunk as PBG computes it: ``(|n|^2 - 2 p.n) + |p|^2``.
+
+    One ``baddbmm``, squared norms as ``norm().pow(2)``, in PBG's order of operations. The
+    result may be slightly negative for (nearly) equal vectors: PBG does not clamp it.
+    """
+    pos_sq, neg_sq = pos.norm(dim=-1).pow(2), neg.norm(dim=-1).pow(2)  # [C, P], [C, N]
+    if neg.requires_grad:
+        # Computed as [C, N, P] and transposed (the same sums): see DotComparator.neg_scores.
+        scores = torch.baddbmm(neg_sq.unsqueeze(-1), neg, pos.transpose(-1, -2), alpha=-2)
+        return scores.add(pos_sq.unsqueeze(-2)).transpose(-1, -2)
+    return torch.baddbmm(neg_sq.unsqueeze(-2), pos, neg.transpose(-1, -2), alpha=-2).add_(pos_sq.unsqueeze(-1))
 
 
 @COMPARATORS.register("l2")
@@ -89,8 +95,9 @@ class SquaredL2Comparator(Comparator):
         return (lhs - rhs).pow(2).sum(-1).neg()
 
     def neg_scores(self, pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:
-        # PBG clamps the all-pairs distance at 0 (rounding can make it slightly negative).
-        return _squared_distances(pos, neg).clamp_min(0).neg()
+        # Not clamped at 0, as in PBG: rounding may leave a tiny negative distance, so a
+        # negative equal to the positive can score a hair above it (and rank ahead of it).
+        return _squared_distances(pos, neg).neg()
 
 
 class BiasedComparator(Comparator):

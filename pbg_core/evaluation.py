@@ -6,8 +6,10 @@ means (``pos_rank`` = mean rank, ``mrr``, Hits@1/10/50 as ``r1``/``r10``/``r50``
 and the randomized ``auc``).
 
 Conventions shared by every function here:
-- a negative scored ``-inf`` is *masked* (filtered or not a candidate) and never
-  counts, neither in a rank nor in the AUC pool;
+- masked negatives (a positive paired with itself, padding, known true edges of filtered
+  evaluation) arrive scored ``-1e9``, as in PBG: they stay in the AUC's pool of negatives
+  (every finite positive beats them) and count in no rank (unless a positive scores
+  ``<= -1e9``, as in PBG); a negative scored ``-inf`` never counts in a rank;
 - NaN is never allowed to flatter the model: a NaN negative counts as beating its
   positive, and a NaN positive is beaten by every unmasked negative (worst rank).
   Divergence itself is detected elsewhere (training loss), not here.
@@ -87,52 +89,30 @@ def auc_sum(
 
     Draws ``num_samples`` (default ``len(pos)``, PBG's batch size) random pairs of a
     positive and a negative, the negatives pooled across all positives, and returns
-    ``len(pos) * fraction(pos > neg)``. Masked (``-inf``) negatives are left out of
-    the pool; a NaN on either side of a pair counts as a loss. With no positives the
-    result is 0; with no unmasked negative each positive trivially beats all (zero)
-    negatives, so the result is ``len(pos)`` (consistent with rank 1).
+    ``len(pos) * fraction(pos > neg)``. The pool is every negative score, masked ones
+    (``-1e9``) included, as PBG's ``compute_randomized_auc``; a NaN on either side of a
+    pair counts as a loss. With no positives or no negatives the result is 0 (PBG does not
+    call it then: the evaluator skips a side without negatives).
 
     Args:
         pos: Positive scores, any shape (flattened).
         neg: Negative scores, any shape (flattened).
-        generator: Seeded source of the pair draws.
+        generator: Seeded source of the pair draws (positives first, then negatives).
         num_samples: Pairs to draw; defaults to the number of positives.
 
     Returns:
         The AUC estimate times ``pos.numel()``.
     """
-    pos_flat = pos.reshape(-1)
+    pos_flat, neg_flat = pos.reshape(-1), neg.reshape(-1)
     num_pos = pos_flat.numel()
-    if num_pos == 0:
+    if num_pos == 0 or neg_flat.numel() == 0:
         return 0.0
     samples = num_pos if num_samples is None else num_samples
     if samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {samples}")
-    neg_pick = _unmasked_draws(neg.reshape(-1), samples, generator)
-    if neg_pick is None:
-        return float(num_pos)
     pos_pick = pos_flat[torch.randint(num_pos, (samples,), generator=generator)]
+    neg_pick = neg_flat[torch.randint(neg_flat.numel(), (samples,), generator=generator)]
     return num_pos * float((pos_pick > neg_pick).to(torch.float64).mean())
-
-
-def _unmasked_draws(neg: FloatTensorType, samples: int, generator: torch.Generator) -> FloatTensorType | None:
-    """``samples`` uniform draws from the negatives that are not ``-inf`` (None: there are none).
-
-    Draws from all of them and drops masked picks (rejection sampling: still uniform over the
-    unmasked ones). Held-out evaluation masks a few of its millions of scores, so twice the
-    draws nearly always suffice, without building the pool; heavy masking (filtered
-    evaluation) falls back to building it.
-    """
-    if neg.numel() == 0:
-        return None
-    picks = neg[torch.randint(neg.numel(), (2 * samples + 16,), generator=generator)]
-    picks = picks[picks != float("-inf")]
-    if picks.numel() >= samples:
-        return picks[:samples]
-    pool = neg[neg != float("-inf")]
-    if pool.numel() == 0:
-        return None
-    return pool[torch.randint(pool.numel(), (samples,), generator=generator)]
 
 
 def chunk_eval_average(bucket_eval_stats: Iterable[Stats | None]) -> Stats | None:

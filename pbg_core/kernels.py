@@ -93,9 +93,10 @@ def ranking_grads_(
     """Ranking loss of ``S`` sides' negatives at once; ``negs`` becomes the loss gradient.
 
     Per side ``s``, positive ``(c, b)`` and negative ``n`` the hinge is
-    ``h = max(0, margin - pos[c, b] + negs[s, c, b, n])``; its gradient w.r.t. the
-    negative's score is ``scale[c, b]`` where ``h > 0`` else 0, and w.r.t. the positive's
-    score minus the sum of those.
+    ``h = max(0, (negs[s, c, b, n] - pos[c, b]) + margin)``; its gradient w.r.t. the
+    negative's score is ``scale[c, b]`` where ``h >= 0`` (PBG's ``clamp_min``: a pair
+    exactly at the hinge is active) else 0, and w.r.t. the positive's score minus the sum
+    of those.
 
     Args:
         negs: [S, C, B, N] masked negative scores, overwritten by their gradients.
@@ -298,7 +299,7 @@ def _ranking(negs, pos, scale, margin, grad_pos, out):  # type: ignore[no-untype
             for b in range(per_chunk):
                 p = pos[c, b]
                 w = scale[c, b]
-                threshold = p - np.float32(margin)
+                m = np.float32(margin)
                 hinge_sum = np.float32(0.0)
                 count = 0
                 saw_nan = False
@@ -307,8 +308,8 @@ def _ranking(negs, pos, scale, margin, grad_pos, out):  # type: ignore[no-untype
                 for n in range(num_neg):
                     v = negs[s, c, b, n]
                     violators += v > p
-                    h = v - threshold
-                    active_pair = h > 0
+                    h = (v - p) + m
+                    active_pair = h >= 0
                     hinge_sum += h if active_pair else np.float32(0.0)
                     saw_nan |= h != h  # torch's clamp keeps a NaN: so does the loss
                     count += active_pair

@@ -102,9 +102,10 @@ def ranking_grads(
         sums = torch.from_numpy(kernels.ranking_grads_(negs, pos, weights, loss_fn.margin, grad_pos))
         return [SideGrads(sums[s, 0], grad_pos[s], negs[s], sums[s, 1], sums[s, 2]) for s in range(negs.shape[0])]
     violators = (negs > pos.unsqueeze(-1)).sum((1, 2, 3)).to(torch.float64)
-    hinge = negs.sub_((pos - loss_fn.margin).unsqueeze(-1)).clamp_min_(0)
-    losses = (hinge.sum(-1) * weights).sum((1, 2))
-    active_pairs = hinge.sign_()  # 1 where the hinge is active (relu's gradient), else 0
+    hinge = negs.sub_(pos.unsqueeze(-1)).add_(loss_fn.margin)  # (t - s) + margin, as RankingLoss
+    at_or_above = hinge >= 0  # clamp_min's gradient: a pair exactly at the hinge is active
+    losses = (hinge.clamp_min_(0).sum(-1) * weights).sum((1, 2))
+    active_pairs = hinge.copy_(at_or_above)  # 1 where the hinge is active, else 0
     counts = active_pairs.sum(-1)
     active = counts.sum((1, 2))
     grad_pos = counts.mul_(weights).neg_()

@@ -2,8 +2,8 @@
 
 Every loss is reduced with a SUM over positives (not a mean) and takes an optional
 per-edge weight [P] multiplying each positive's term. Masked negatives arrive as
-``-1e9`` (training) or ``-inf`` (filtered evaluation); both contribute exactly 0 and
-never produce NaN values or gradients.
+``-1e9`` (as in PBG: padding, a positive paired with itself, filtered known edges); they,
+and ``-inf`` scores, contribute exactly 0 and never produce NaN values or gradients.
 
 Constructors take ``margin=`` as a keyword (ignored by losses without a margin).
 """
@@ -58,7 +58,12 @@ class LossFunction:
 
 @LOSS_FUNCTIONS.register("ranking")
 class RankingLoss(LossFunction):
-    """sum_i w_i sum_j max(0, margin - s_i + t_ij); 0 when P or N is 0."""
+    """sum_i w_i sum_j max(0, (t_ij - s_i) + margin); 0 when P or N is 0.
+
+    As PBG's ``F.margin_ranking_loss``: the hinge is ``(t - s) + margin`` in that order of
+    operations, and a pair exactly at the hinge (0) still passes its gradient (``clamp_min``
+    lets ``x >= 0`` through; ``relu`` would stop it).
+    """
 
     def __call__(
         self, pos: FloatTensorType, neg: FloatTensorType, weight: FloatTensorType | None = None
@@ -66,7 +71,7 @@ class RankingLoss(LossFunction):
         num_pos, num_neg = _check(pos, neg, weight)
         if num_pos == 0 or num_neg == 0:
             return pos.new_zeros(()) + 0.0 * pos.sum()
-        hinge = torch.relu(neg - (pos - self.margin).unsqueeze(1))
+        hinge = (neg - pos.unsqueeze(1)).add_(self.margin).clamp_min(0)
         if weight is None:
             return hinge.sum()
         return (hinge.sum(1) * weight).sum()

@@ -177,7 +177,7 @@ class MultiRelationEmbedder(nn.Module):
         rhs_neg = self._negative_scores(rhs, rhs_c, lhs_c, lhs_p, layout, op)
         reg = None
         if self.regularizer is not None:
-            reg = self.regularizer.penalty([lhs_p, rhs_p], op, layout.num_pos)
+            reg = self.regularizer.penalty([lhs_p, rhs_p], op, layout.num_chunks)
         return Scores(pos, pos, lhs_neg, rhs_neg, reg)
 
     def _score_dynamic(self, rel: LongTensorType, layout: ChunkLayout, lhs: SideBatch, rhs: SideBatch) -> Scores:
@@ -195,7 +195,7 @@ class MultiRelationEmbedder(nn.Module):
         )
         reg = None
         if self.regularizer is not None:
-            n = layout.num_pos
+            n = layout.num_chunks  # unused: dynamic mode penalises each edge's own parameters
             reg = self.regularizer.penalty([lhs_src, rhs_dst], rhs_op, n, rel) + self.regularizer.penalty(
                 [rhs_src, lhs_dst], lhs_op, n, rel
             )

@@ -5,15 +5,17 @@ N3 (Lacroix et al. 2018) penalises ``coef * (sum |src|^3 + sum |dst|^3 + op term
   comparator prepare, passed through ``operator.prepare_for_reg`` (complex moduli for
   ``complex_diagonal``);
 - the operator term is ``sum |params|^3``: in standard mode the relation's parameters
-  times the number of positives, in dynamic mode the parameters of each edge's relation.
+  times the number of *chunks* of the batch, in dynamic mode the parameters of each
+  edge's relation (once per edge).
 
 The operator term uses ``|p|^3`` (PBG's ``diagonal``/``translation`` operators also take
 ``abs`` before cubing; ``complex_diagonal`` penalises moduli).
 
-Known difference, kept for now: in standard (non-dynamic) mode PBG multiplies the operator
-term by the number of *chunks* of the batch (it takes ``len`` of the chunked positives);
-we multiply by the number of positives, as the reference text describes. Dynamic mode
-(per-edge operator parameters) is identical.
+The chunk count is PBG's (main branch; 1.0.0 has no regularizer): its standard-mode N3
+multiplies by ``len`` of the positives *after* they are cut into chunks
+``[num_chunks, chunk_size, D]``, so by ``ceil(P / chunk_size)``, not by ``P``. With
+``all_negs`` (one chunk) the operator term is counted once per batch; with
+``num_batch_negs=50`` and ``batch_size=1000``, 20 times.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class N3Regularizer:
         self,
         embs: Sequence[FloatTensorType],
         operator: nn.Module | None,
-        num_pos: int,
+        num_chunks: int,
         rel: LongTensorType | None = None,
     ) -> FloatTensorType:
         """The weighted penalty of one scoring direction.
@@ -66,7 +68,8 @@ class N3Regularizer:
         Args:
             embs: The src and dst positives' adjusted embeddings.
             operator: The operator applied in this direction (None for none).
-            num_pos: Number of positives (standard-mode multiplier of the operator term).
+            num_chunks: Number of chunks of the batch (standard-mode multiplier of the
+                operator term, as PBG's).
             rel: Relation per edge in dynamic mode, else None.
 
         Returns:
@@ -80,7 +83,7 @@ class N3Regularizer:
             params = operator.reg_params(rel) if rel is not None else operator.reg_params()
             if params is not None:
                 term = params.abs().pow(3).sum()
-                total = total + (term if rel is not None else term * num_pos)
+                total = total + (term if rel is not None else term * num_chunks)
         return total * self.weight
 
 

@@ -85,13 +85,27 @@ def gather_rows(
 
 
 def renorm_rows_(table: FloatTensorType, idx: LongTensorType, rows: FloatTensorType, max_norm: float) -> None:
-    """PBG's ``F.embedding(max_norm=...)``: rows above ``max_norm`` are scaled down, in the table too."""
+    """PBG's ``F.embedding(max_norm=...)``: rows above ``max_norm`` are scaled down, in the table too.
+
+    The scale ``max_norm / (norm + 1e-7)`` is computed in float64 and rounded once, as torch's
+    ``embedding_renorm_`` does: the rows come out bit-identical to PBG's lookups.
+    """
     norms = rows.norm(dim=1)
     over = norms > max_norm
     if bool(over.any()):
-        scale = max_norm / (norms[over] + 1e-7)
+        scale = (max_norm / (norms[over].double() + 1e-7)).to(rows.dtype)
         rows[over] = rows[over] * scale.unsqueeze(1)
         table[idx[over]] = rows[over]
+
+
+def renorm_table_(table: FloatTensorType, max_norm: float) -> None:
+    """Every row of ``table`` above ``max_norm`` scaled down in place (PBG's lookup of all entities).
+
+    Rows at most ``max_norm`` are left alone, as in PBG.
+    """
+    over = (table.norm(dim=1) > max_norm).nonzero().squeeze(1)
+    if over.numel():
+        renorm_rows_(table, over, table.index_select(0, over), max_norm)
 
 
 def bag_mean(rows: FloatTensorType, entities: EntityList) -> FloatTensorType:

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pbg_compat import VENV_ENV, PbgTools, venv_dir
+from pathlib import Path
+
+from pbg_compat import MAIN_SRC_ENV, VENV_ENV, PbgTools, main_src_dir, venv_dir
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +24,17 @@ def pbg_tools() -> PbgTools:
         pytest.skip(f"PyPI torchbiggraph==1.0.0 not found: {bin_dir / 'torchbiggraph_train'} is missing "
                     f"(run `make pbg-venv`, or set {VENV_ENV} to a virtualenv that has it)")
     return PbgTools(bin_dir)
+
+
+@pytest.fixture(scope="session")
+def pbg_main_src(pbg_tools: PbgTools) -> Path:
+    """PBG's main-branch source (run with the 1.0.0 virtualenv's Python); skips when absent."""
+    src = main_src_dir()
+    if src is None:
+        pytest.skip(f"PBG main-branch source not found: set {MAIN_SRC_ENV} to a checkout of "
+                    "github.com/facebookresearch/PyTorch-BigGraph (main) kept outside this repo, the directory "
+                    "holding torchbiggraph/regularizers.py (PyPI 1.0.0 has no N3 regularizer and no eval loss)")
+    return src
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 VENV_ENV = "PBG_COMPAT_VENV"
 DEFAULT_VENV = REPO / "bench" / ".pbg-venv"
+# A checkout of PBG's main branch (the directory holding ``torchbiggraph/``), kept outside the
+# repo: main has the N3 regularizer and the evaluator's loss that PyPI 1.0.0 lacks.
+MAIN_SRC_ENV = "PBG_MAIN_SRC"
+DRIVER = Path(__file__).with_name("pbg_driver.py")
 # One PBG command on this tiny graph takes seconds; this only stops a hung run.
 PBG_TIMEOUT_S = 300
 
@@ -83,3 +87,31 @@ def read_tsv_rows(path: Path, key_fields: int) -> dict[tuple[str, ...], list[flo
         assert key not in rows, f"{path}: duplicate row {key}"
         rows[key] = [float(v) for v in fields[key_fields:]]
     return rows
+
+
+def main_src_dir() -> Path | None:
+    """``$PBG_MAIN_SRC`` if it holds PBG's main-branch source (``torchbiggraph/regularizers.py``)."""
+    value = os.environ.get(MAIN_SRC_ENV)
+    if not value or not (Path(value) / "torchbiggraph" / "regularizers.py").is_file():
+        return None
+    return Path(value)
+
+
+def run_driver(tools: PbgTools, request: Mapping[str, Any] | list[Mapping[str, Any]], work: Path,
+               main_src: Path | None = None) -> Any:
+    """Run ``pbg_driver.py`` on ``request`` (or a list of requests, in one process) with PBG's Python
+    (main-branch source first on the path when ``main_src`` is given); returns its result(s)."""
+    import torch
+
+    work.mkdir(parents=True, exist_ok=True)
+    request_path, result_path = work / "request.pt", work / "result.pt"
+    torch.save([dict(r) for r in request] if isinstance(request, list) else dict(request), request_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PYTHON"))}
+    env["OMP_NUM_THREADS"] = "1"
+    if main_src is not None:
+        env["PYTHONPATH"] = str(main_src)
+    argv = [str(tools.bin_dir / "python"), str(DRIVER), str(request_path), str(result_path)]
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=PBG_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return torch.load(result_path, weights_only=False)

@@ -135,6 +135,54 @@ def test_eval_all_negs_with_filter_hand_computed() -> None:
     assert math.isfinite(filtered.metrics["loss"])
 
 
+def test_filtered_negatives_score_masked_and_stay_in_the_auc_pool() -> None:
+    """PBG's filtered evaluator gives known edges -1e9: beaten in the AUC's pool, not dropped from it."""
+    cfg = make_config(batch_size=100)
+    cfg.relations[0].all_negs = True
+    table = torch.ones(6, 3)
+    table[0] = torch.tensor([0.1, 0.0, 0.0])  # e0 . x is small: every unfiltered negative beats the positive
+    edges = EdgeList.from_tensors(torch.zeros(100, dtype=torch.long), torch.zeros(100, dtype=torch.long), 0)
+    others = torch.arange(5)
+    known = FilterIndex.build(EdgeList.from_tensors(torch.cat([torch.zeros(5, dtype=torch.long), others]),
+                                                    torch.cat([others, torch.zeros(5, dtype=torch.long)]), 0))
+    evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+    stats = eval_edges(evaluator, one_table(table), edges, torch.arange(100), torch.Generator().manual_seed(0),
+                       known)
+    # Per side 6 negatives: own (masked), 4 filtered (-1e9), e5 beats the positive: rank 2.
+    assert stats.metrics["pos_rank"] == pytest.approx(2.0 * 100)
+    # PBG's pool holds all 6 scores of each row, 5/6 of them beaten: AUC about 0.83 (200 draws).
+    # Dropping the filtered ones would leave own + e5 in the pool: about 0.5.
+    assert 0.72 < stats.metrics["auc"] / 100 < 0.95
+
+
+def test_eval_loss_carries_the_relation_weight() -> None:
+    edges = EdgeList.from_tensors(torch.arange(4), torch.tensor([3, 2, 1, 0]), 0)
+    table = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    losses = []
+    for weight in (1.0, 3.0):
+        cfg = make_config(margin=10.0)
+        cfg.relations[0].weight = weight
+        evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+        losses.append(eval_edges(evaluator, one_table(table.clone()), edges, torch.arange(4),
+                                 torch.Generator()).metrics["loss"])
+    assert losses[0] > 0 and losses[1] == pytest.approx(3 * losses[0])
+
+
+def test_eval_all_negs_renormalises_every_candidate_with_max_norm() -> None:
+    """PBG looks all entities up with max_norm: a long candidate is scored at norm max_norm."""
+    cfg = make_config(batch_size=10, max_norm=1.0)
+    cfg.relations[0].all_negs = True
+    table = torch.tensor([[1.0, 0, 0], [0.9, 0, 0], [3.0, 4.0, 0], [0, 0, 1.0]])
+    edges = EdgeList.from_tensors(torch.tensor([0]), torch.tensor([1]), 0)
+    evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+    stats = eval_edges(evaluator, one_table(table), edges, torch.arange(1), torch.Generator())
+    # pos = e0.e1 = 0.9; e2 (norm 5) is renormed to (0.6, 0.8, 0).
+    # rhs negatives e0.x = [1 (beats), own, 0.6, 0] -> rank 2; lhs x.e1 = [own, 0.81, 0.54, 0] -> rank 1.
+    # Unrenormed, e2 would score 3 and 2.7: ranks 3 and 2, MRR 0.42.
+    assert stats.metrics["mrr"] == pytest.approx((1 / 2 + 1) / 2)
+    assert table[2].tolist() == pytest.approx([0.6, 0.8, 0.0], abs=1e-6)  # in the table, as PBG's lookup
+
+
 def test_featurized_entities_use_bag_means_and_train() -> None:
     cfg = make_config(num_uniform_negs=3)
     cfg.entities["e"].featurized = True

@@ -45,3 +45,17 @@ def test_bias_wrapper_adds_dim_zero_of_both_sides() -> None:
 
 def test_registry_names() -> None:
     assert COMPARATORS.names() == ["cos", "dot", "l2", "squared_l2"]
+
+
+def test_squared_l2_is_not_clamped_and_both_orientations_agree() -> None:
+    """PBG's squared_l2 leaves the all-pairs distance unclamped: rounding can make it negative."""
+    x = torch.randn(1, 200, 16, generator=torch.Generator().manual_seed(0))
+    comparator = build_comparator("squared_l2")
+    scores = comparator.neg_scores(x, x)
+    self_scores = scores[0].diagonal()
+    assert bool((self_scores > 0).any())  # a clamp at 0 would leave every one <= 0
+    # PBG's formula: (|n|^2 - 2 p.n) + |p|^2 with norm().pow(2), one baddbmm.
+    want = torch.baddbmm(x.norm(dim=-1).pow(2).unsqueeze(-2), x, x.transpose(-1, -2), alpha=-2)
+    assert torch.equal(scores, want.add_(x.norm(dim=-1).pow(2).unsqueeze(-1)).neg())
+    # Training's transposed product gives the same values.
+    assert torch.equal(comparator.neg_scores(x, x.clone().requires_grad_(True)).detach(), scores)

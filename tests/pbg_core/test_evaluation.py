@@ -10,6 +10,7 @@ import torch
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import ShapeError
 from pbg_core.evaluation import FilterIndex, auc_sum, chunk_eval_average, rank_metric_sums, ranks_from_scores
+from pbg_core.model import MASKED
 from pbg_core.stats import Stats
 from pbg_core.types import Side
 
@@ -101,15 +102,17 @@ def test_auc_ties_are_not_wins() -> None:
     assert auc_sum(torch.ones(4), torch.ones(4, 3), _gen()) == 0.0
 
 
-def test_auc_excludes_masked_negatives_from_the_pool() -> None:
+def test_auc_pool_keeps_masked_negatives_as_pbg() -> None:
+    """PBG's compute_randomized_auc draws from every negative score, masked (-1e9) ones too."""
     pos = torch.zeros(10)
-    neg = torch.full((10, 5), -INF)
-    neg[0, 0] = 1.0  # the only real negative beats every positive
-    assert auc_sum(pos, neg, _gen()) == 0.0
+    neg = torch.full((10, 5), MASKED)
+    neg[0, 0] = 1.0  # the only unmasked negative beats every positive; the 49 masked ones are beaten
+    estimate = auc_sum(pos, neg, _gen(), num_samples=100_000) / len(pos)
+    assert estimate == pytest.approx(49 / 50, abs=0.005)  # excluding them would give 0
 
 
-def test_auc_without_real_negatives_or_positives() -> None:
-    assert auc_sum(torch.zeros(4), torch.full((4, 2), -INF), _gen()) == 4.0
+def test_auc_without_negatives_or_positives() -> None:
+    assert auc_sum(torch.zeros(4), torch.zeros(4, 0), _gen()) == 0.0
     assert auc_sum(torch.zeros(0), torch.zeros(0, 3), _gen()) == 0.0
 
 
@@ -285,9 +288,15 @@ def test_the_rank_kernel_and_the_torch_fallback_follow_the_same_rule() -> None:
     assert not strided.is_contiguous() and torch.equal(ranks_from_scores(pos, strided), want)
 
 
-def test_auc_draws_only_unmasked_negatives_when_few_are_masked() -> None:
+def test_auc_draws_positives_then_negatives_from_the_whole_pool() -> None:
     gen = torch.Generator().manual_seed(5)
     pos = torch.zeros(1000)
-    neg = torch.ones(1000, 50)  # every real negative beats every positive: AUC 0
-    neg[torch.rand(1000, 50, generator=gen) < 0.3] = -INF  # masked ones would look beaten
-    assert auc_sum(pos, neg, _gen(1)) == 0.0
+    neg = torch.ones(1000, 50)  # every unmasked negative beats every positive
+    masked = torch.rand(1000, 50, generator=gen) < 0.3
+    neg[masked] = MASKED
+    draws = _gen(1)
+    pos_idx = torch.randint(1000, (1000,), generator=draws)
+    neg_idx = torch.randint(50_000, (1000,), generator=draws)
+    want = float((pos[pos_idx] > neg.reshape(-1)[neg_idx]).double().mean()) * 1000
+    assert auc_sum(pos, neg, _gen(1)) == want
+    assert 250 < want < 350  # the masked 30% of the pool are beaten

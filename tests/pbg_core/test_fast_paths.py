@@ -96,6 +96,29 @@ def test_violators_are_exact_without_ties() -> None:
     assert fast[0].metrics["violators_rhs"] == slow[0].metrics["violators_rhs"] > 0
 
 
+@pytest.mark.parametrize("comparator", ["dot", "cos"])
+def test_fast_path_matches_autograd_at_ranking_hinge_ties(comparator: str) -> None:
+    """0/1 embeddings and margin 1: dot scores are integers, so many pairs sit exactly at the hinge
+    ((t - s) + 1 == 0); both paths pass their gradient (PBG's clamp_min) and train alike."""
+    cfg = make_config(comparator=comparator, margin=1.0, num_uniform_negs=0)
+    edges = EdgeList.from_tensors(torch.arange(12), torch.arange(12, 24), 0)
+    base = make_tables(cfg, 0)
+    table = base.embeddings[("a", Side.LHS)]
+    table.copy_(torch.randint(0, 2, table.shape, generator=torch.Generator().manual_seed(5)).float())
+    if comparator == "dot":
+        lhs, rhs = table[:12].view(3, 4, -1), table[12:24].view(3, 4, -1)
+        hinge = (lhs @ rhs.transpose(1, 2) - (lhs * rhs).sum(-1).unsqueeze(1)) + 1.0  # [chunk, rhs pos, lhs neg]
+        off_diagonal = ~torch.eye(4, dtype=torch.bool)
+        assert int((hinge.transpose(1, 2)[:, off_diagonal] == 0).sum()) > 3  # ties really occur
+    out = []
+    for fast in (True, False):
+        tables = clone_tables(base)
+        trainer = build_trainer(cfg, build_model(cfg, 0))
+        trainer.fast_path = fast
+        out.append((train_edges(trainer, tables, edges, torch.arange(12), torch.Generator()), tables))
+    assert_same(out[0], out[1], base)
+
+
 def test_supports_only_the_plain_cases() -> None:
     cfg = make_config()
     model, loss, settings = build_model(cfg, 1), build_loss("ranking"), BatchSettings(12, 4, 3)

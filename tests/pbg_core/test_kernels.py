@@ -62,8 +62,9 @@ def test_row_adagrad_optimizer_falls_back_for_float64() -> None:
 
 
 def _torch_ranking(negs, pos, weights, margin):  # type: ignore[no-untyped-def]
-    hinge = (margin - pos.unsqueeze(-1) + negs).clamp_min(0)
-    active = (hinge > 0).to(negs.dtype)
+    unclamped = (negs - pos.unsqueeze(-1)) + margin  # PBG's F.margin_ranking_loss, target -1
+    hinge = unclamped.clamp_min(0)
+    active = (unclamped >= 0).to(negs.dtype)  # clamp_min's gradient: a tie at the hinge is active
     loss = (hinge.sum(-1) * weights).sum((1, 2))
     violators = (negs > pos.unsqueeze(-1)).sum((1, 2, 3))
     return loss, violators, active.sum((1, 2, 3)), active * weights.unsqueeze(-1), -active.sum(-1) * weights
@@ -92,6 +93,21 @@ def test_ranking_hand_computed() -> None:
     assert sums[0].tolist() == pytest.approx([2.2, 1.0, 1.0])
     assert negs.flatten().tolist() == [0.0, 0.0, 2.0]
     assert out_pos.item() == -2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # the kernel, then loss_grads' torch version
+def test_ranking_tie_at_the_hinge_is_active_as_pbg(dtype: torch.dtype) -> None:
+    """(t - s) + margin == 0 exactly: PBG's clamp_min passes the gradient (relu would not)."""
+    from pbg_core.loss_grads import ranking_grads
+    from pbg_core.losses import RankingLoss
+
+    pos = torch.tensor([[1.0, 2.0]], dtype=dtype)
+    negs = torch.tensor([[[[0.5, 1.0], [2.0, 1.5]]]], dtype=dtype)  # hinges 0 (tie), 0.5, 0.5, 0 (tie)
+    (side,) = ranking_grads(RankingLoss(margin=0.5), pos, negs, 1.0)
+    assert float(side.loss) == pytest.approx(1.0)
+    assert side.grad_neg.flatten().tolist() == [1.0, 1.0, 1.0, 1.0]
+    assert side.grad_pos.flatten().tolist() == [-2.0, -2.0]
+    assert float(side.active) == 4.0 and float(side.violators) == 0.0  # ties are not violators
 
 
 def test_ranking_keeps_nan_in_the_loss() -> None:

@@ -24,6 +24,17 @@ def test_ranking() -> None:
     assert float(build_loss("ranking")(POS, NEG[:, :0])) == 0.0
 
 
+def test_ranking_tie_at_the_hinge_passes_the_gradient_as_pbg() -> None:
+    """PBG's F.margin_ranking_loss clamps with clamp_min, whose gradient is 1 at exactly 0."""
+    pos = torch.tensor([1.0, 2.0], requires_grad=True)
+    neg = torch.tensor([[0.5, 1.0], [2.0, 1.5]], requires_grad=True)  # (t - s) + 0.5: 0, 0.5, 0.5, 0
+    loss = build_loss("ranking", margin=0.5)(pos, neg)
+    loss.backward()
+    assert loss.item() == 1.0
+    assert neg.grad.tolist() == [[1.0, 1.0], [1.0, 1.0]]  # relu would give 0 at both ties
+    assert pos.grad.tolist() == [-2.0, -2.0]
+
+
 def test_logistic_renormalises_negatives() -> None:
     want = sp(-1.0) + (sp(0.5) + sp(2.0)) / 2 + sp(0.0) + (sp(-1.0) + sp(0.05)) / 2
     assert float(build_loss("logistic")(POS, NEG)) == pytest.approx(want, rel=1e-6)

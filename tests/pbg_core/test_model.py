@@ -106,6 +106,26 @@ def test_dynamic_scores_forward_and_reverse() -> None:
     assert s.reg.item() == pytest.approx(0.1 * float(want), rel=1e-5)
 
 
+@pytest.mark.parametrize("operator", ["translation", "diagonal", "complex_diagonal"])
+def test_standard_n3_counts_the_operator_term_once_per_chunk(operator: str) -> None:
+    """PBG's standard-mode N3 multiplies the operator term by len(chunked positives) = #chunks."""
+    rels = [SimpleNamespace(name="r", lhs="a", rhs="b", weight=1.0, operator=operator, all_negs=False)]
+    model = build_model(make_config(relations=rels, global_emb=False, regularization_coef=0.1), 0)
+    op = model.rhs_operators[0]
+    with torch.no_grad():
+        for param in op.parameters():
+            param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(3)))
+    lhs, rhs = torch.randn(5, 4), torch.randn(5, 4)
+    layout = chunk_layout(NegativeMode.BATCH_UNIFORM, 5, 2, 0)  # chunks of 2: 3 chunks for 5 positives
+    s = model.score(0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM),
+                    SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM))
+    dst = op(rhs).detach()
+    embs = op.prepare_for_reg(lhs).abs().pow(3).sum() + op.prepare_for_reg(dst).abs().pow(3).sum()
+    op_term = op.reg_params().detach().abs().pow(3).sum()
+    assert s.reg.item() == pytest.approx(0.1 * float(embs + 3 * op_term), rel=1e-5)
+    assert s.reg.item() != pytest.approx(0.1 * float(embs + 5 * op_term), rel=1e-5)
+
+
 def test_all_mode_masks_own_entity_and_none_mode_is_empty() -> None:
     model = build_model(make_config(global_emb=False), 0)
     table_a = torch.eye(4)
