@@ -153,6 +153,13 @@ def exists(url: str, storage_options: StorageOptions = None) -> bool:
         return bool(fs.exists(path))
 
 
+def isdir(url: str, storage_options: StorageOptions = None) -> bool:
+    """Whether ``url`` is a directory (on an object store: a prefix with objects under it)."""
+    fs, path = resolve(url, storage_options)
+    with translate_errors(url):
+        return bool(fs.isdir(path))
+
+
 def makedirs(url: str, storage_options: StorageOptions = None) -> None:
     """Create the directory ``url`` and its parents (no-op if it exists, and on object stores).
 
@@ -377,6 +384,8 @@ def local_read_path(url: str, storage_options: StorageOptions = None) -> Iterato
     """
     fs, path = resolve(url, storage_options)
     if is_local(fs):
+        if os.path.isdir(path):
+            raise DataNotFound(url, "is a directory, expected a file")
         if not os.path.isfile(path):
             raise DataNotFound(url, "file does not exist")
         yield path
@@ -514,7 +523,7 @@ def _fsync_dir(directory: str) -> None:
 
 
 __all__ = [
-    "StorageOptions", "cache_dir", "copy", "create_exclusive", "exists", "is_local", "join_url", "listdir",
+    "StorageOptions", "cache_dir", "copy", "create_exclusive", "exists", "is_local", "isdir", "join_url", "listdir",
     "local_read_path", "local_write", "makedirs", "move", "read_bytes", "read_text", "remove", "remove_empty_dir",
     "remove_tree", "resolve", "translate_errors", "write_text_atomic",
 ]

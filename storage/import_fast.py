@@ -87,6 +87,9 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
     for url in inputs:
         if not fs.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")
+        if fs.isdir(url, options):
+            raise DataNotFound(url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 "
+                               "or .parquet/.pq)")
     parts = {name: entity.num_partitions for name, entity in config.entities.items()}
     return ImportPlan(
         dynamic=dynamic,
