@@ -45,7 +45,9 @@ import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
 from storage import read_cache
-from storage.errors import BadDataError, BadUrlError, DataNotFound, StorageError, TransientStorageError, translate
+from storage.errors import (
+    AccessDenied, BadDataError, BadUrlError, DataNotFound, StorageError, TransientStorageError, translate,
+)
 from storage.layout import tmp_file
 from storage.read_cache import cache_dir  # re-exported: other stores keep files next to the cache
 
@@ -282,7 +284,7 @@ def remove(url: str, missing_ok: bool = True, storage_options: StorageOptions = 
             raise DataNotFound(url, "cannot remove: file does not exist")
         try:
             fs.rm_file(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a path through a file cannot exist either
             if not missing_ok:
                 raise DataNotFound(url, "cannot remove: file does not exist") from None
     if not is_local(fs):
@@ -428,13 +430,21 @@ def local_write(url: str, storage_options: StorageOptions = None, tmp_name: str 
             A stale file of that name is deleted first.
 
     Raises:
+        AccessDenied: the local directory cannot be created or written.
+        BadUrlError: part of the local directory's path is a file.
         TransientStorageError: the upload failed or did not verify (remote only).
     """
     fs, path = resolve(url, storage_options)
     if is_local(fs):
         directory, _, name = path.rpartition("/")
         directory = directory or "/"
-        os.makedirs(directory, exist_ok=True)
+        try:
+            with translate_errors(url):  # an unwritable parent: AccessDenied naming the URL
+                os.makedirs(directory, exist_ok=True)
+        except (NotADirectoryError, FileExistsError):
+            raise BadUrlError(url, f"cannot create directory {directory}: part of that path is a file") from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise AccessDenied(url, f"cannot write into directory {directory} (permission denied)")
         tmp = os.path.join(directory, tmp_name or tmp_file(name))
         _remove_if_exists(tmp)
         try:
