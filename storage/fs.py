@@ -44,7 +44,7 @@ from typing import Any
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
-from storage import read_cache
+from storage import fail_fast, read_cache
 from storage.errors import (
     AccessDenied, BadDataError, BadUrlError, DataNotFound, StorageError, TransientStorageError, translate,
 )
@@ -100,7 +100,10 @@ def resolve(url: str, storage_options: StorageOptions = None) -> tuple[fsspec.Ab
         _check_s3_url(url)
         options = _s3_options(options)
     with translate_errors(url):
-        return url_to_fs(url, **options)
+        filesystem, path = url_to_fs(url, **options)
+    if protocol in _S3_PROTOCOLS:
+        fail_fast.install(filesystem)
+    return filesystem, path
 
 
 def _check_s3_url(url: str) -> None:
