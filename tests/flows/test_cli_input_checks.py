@@ -145,3 +145,16 @@ def test_a_boolean_for_a_number_is_refused(cli_env: dict[str, str], tmp_path: Pa
                    "--format", "tsv", "--output", "out")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "dimension: True: expected an integer, got a boolean" in done.stderr
+
+
+def test_eval_with_nothing_listening_on_the_s3_endpoint_fails_without_retries(
+    cli_env: dict[str, str], tmp_path: Path, s3_server: Any
+) -> None:
+    """It used to fail after ~48 s: botocore's 5 attempts per request, then 3 task retries."""
+    env = {**cli_env, **s3_server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing there
+    config = small_config(entity_path="s3://pbg-down/data", edge_paths=["s3://pbg-down/test"],
+                          checkpoint_path="s3://pbg-down/model")
+    done = run_pbg(env, tmp_path, "eval", config_file(tmp_path, config))
+    line = error_line(done, "eval", flow=True)
+    assert line.startswith("s3://pbg-down/") and "connection refused by the S3 endpoint 127.0.0.1:" in line
+    assert "Retry 1/" not in done.stderr + done.stdout  # no Prefect task retry
