@@ -1,6 +1,7 @@
 """Checks of the checkpoints a run starts from: its own committed version and ``init_path``.
 
-Run by ``plan-training`` before any training, so that a wrong start fails in one line
+Run by ``plan-training`` before any training (and by ``open-eval-session`` on the checkpoint
+it evaluates), so that a wrong start fails in one line
 instead of training from scratch or ending in a shape error deep in a bucket:
 
 - ``init_path`` must be a checkpoint directory: missing, or holding no files of its
@@ -75,6 +76,13 @@ def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | Non
         return None
 
 
+_REMEDIES = {
+    "checkpoint_path": "resume with the checkpoint's values, or train into a new checkpoint_path",
+    "init_path": "use an init_path trained with the same values, or none",
+    "evaluated checkpoint": "evaluate with the config the checkpoint was trained with (its config.json)",
+}
+
+
 def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logger: Any, label: str) -> None:
     """Refuse shape-changing config differences from ``version`` of ``store``; warn about the rest.
 
@@ -83,7 +91,8 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
         version: Its committed version (0: nothing to check).
         config: The run's config.
         logger: Where warnings go (the run logger).
-        label: How messages name the checkpoint (``"checkpoint_path"``, ``"init_path"``).
+        label: How messages name the checkpoint: ``"checkpoint_path"``, ``"init_path"`` or
+            ``"evaluated checkpoint"`` (each has its own advice).
 
     Raises:
         ShapeError: a field that shapes the parameters differs; one line naming every such field.
@@ -97,10 +106,8 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
     current = config_to_json(config)
     refused = shape_differences(stored, current)
     if refused:
-        remedy = ("resume with the checkpoint's values, or train into a new checkpoint_path" if label == "checkpoint_path"
-                  else "use an init_path trained with the same values, or none")
         raise ShapeError(f"{where} was trained with {'; '.join(refused)}: these define the model's parameters "
-                         f"and cannot change; {remedy}")
+                         f"and cannot change; {_REMEDIES[label]}")
     for name in WARNED_FIELDS:
         if name in stored and stored[name] != current[name]:
             logger.warning("%s was trained with %s=%s, this config has %s=%s: continuing with %s=%s",

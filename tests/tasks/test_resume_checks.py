@@ -130,3 +130,14 @@ def test_edge_path_that_is_a_file_is_named_as_such(make_config: Any, tmp_path: P
     config = make_config(edge_paths=[str(tmp_path / "edges.tsv")])
     with pytest.raises(BadDataError, match=r"edges.tsv: edge path is a file, expected a directory of edges_"):
         plan_training.fn(parse_config(config))
+
+
+def test_evaluating_a_checkpoint_of_another_operator_is_refused(make_config: Any) -> None:
+    """Its operator parameters would not be loaded (other names): the metrics would be wrong."""
+    from tasks.evaluate import open_eval_session
+
+    config = make_config()
+    commit_trained(config["checkpoint_path"], with_operator(config, "translation"))
+    with pytest.raises(ShapeError, match=r'evaluated checkpoint .* version 1 was trained with relations\[0\]'
+                                         r'.operator "translation" \(this config: "none"\).*evaluate with the config'):
+        open_eval_session.fn(parse_config(config))
