@@ -88,7 +88,7 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
 
     Args:
         store: The checkpoint (the run's own, or init_path's).
-        version: Its committed version (0: nothing to check).
+        version: Its committed version (0: nothing to check unless a ``model.v0.h5`` is there).
         config: The run's config.
         logger: Where warnings go (the run logger).
         label: How messages name the checkpoint: ``"checkpoint_path"``, ``"init_path"`` or
@@ -97,7 +97,7 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
     Raises:
         ShapeError: a field that shapes the parameters differs; one line naming every such field.
     """
-    if version == 0:
+    if version == 0 and not store.has_model(0):  # nothing committed (an init_path may hold PBG's v0 files)
         return
     stored = trained_config(store, version)
     if stored is None:

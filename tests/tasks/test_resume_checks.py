@@ -141,3 +141,13 @@ def test_evaluating_a_checkpoint_of_another_operator_is_refused(make_config: Any
     with pytest.raises(ShapeError, match=r'evaluated checkpoint .* version 1 was trained with relations\[0\]'
                                          r'.operator "translation" \(this config: "none"\).*evaluate with the config'):
         open_eval_session.fn(parse_config(config))
+
+
+def test_an_init_path_of_pbg_v0_files_is_checked_too(make_config: Any, tmp_path: Path) -> None:
+    """PBG reads an init_path without checkpoint_version.txt as version 0 (``model.v0.h5``)."""
+    config = make_config()
+    store = commit_trained(str(tmp_path / "v0"), with_operator(config, "linear"), version=0)
+    (tmp_path / "v0" / "checkpoint_version.txt").unlink()
+    assert store.read_version() == 0
+    with pytest.raises(ShapeError, match=r'init_path .*v0 version 0 was trained with relations\[0\].operator "linear"'):
+        plan_training.fn(parse_config({**config, "init_path": str(tmp_path / "v0")}))
