@@ -36,6 +36,8 @@ from storage.errors import BadDataError, DataNotFound
 
 # Changing these changes the loss, not the parameters: warned about on resume.
 WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
+# (checkpoint url, version, field, old, new) already warned about in this process.
+_WARNED: set[tuple[str, int, str, str, str]] = set()
 _CHECKPOINT_FILES = "checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5"
 
 
@@ -109,7 +111,9 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
         raise ShapeError(f"{where} was trained with {'; '.join(refused)}: these define the model's parameters "
                          f"and cannot change; {_REMEDIES[label]}")
     for name in WARNED_FIELDS:
-        if name in stored and stored[name] != current[name]:
+        key = (store.url, version, name, json.dumps(stored.get(name)), json.dumps(current[name]))
+        if name in stored and stored[name] != current[name] and key not in _WARNED:
+            _WARNED.add(key)  # the flow plans twice (before and under the lease): say it once
             logger.warning("%s was trained with %s=%s, this config has %s=%s: continuing with %s=%s",
                            where, name, json.dumps(stored[name]), name, json.dumps(current[name]),
                            name, json.dumps(current[name]))

@@ -83,9 +83,12 @@ def test_changed_loss_fn_warns_with_old_and_new_value(make_config: Any, caplog: 
     commit_trained(config["checkpoint_path"], config)
     with caplog.at_level(logging.WARNING, logger="tasks"):
         plan = plan_training.fn(parse_config({**config, "loss_fn": "ranking"}))
+        plan_training.fn(parse_config({**config, "loss_fn": "ranking"}))  # the flow plans twice
     assert plan.committed_version == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any('loss_fn="softmax", this config has loss_fn="ranking"' in w for w in warnings), warnings
+    assert [w for w in warnings if 'loss_fn="softmax", this config has loss_fn="ranking"' in w] == [
+        f'checkpoint_path {config["checkpoint_path"]} version 1 was trained with loss_fn="softmax", this config '
+        'has loss_fn="ranking": continuing with loss_fn="ranking"'], warnings
 
 
 def test_unchanged_config_neither_warns_nor_refuses(make_config: Any, caplog: pytest.LogCaptureFixture) -> None:
