@@ -54,8 +54,8 @@ def check_init_path(store: CheckpointStore) -> None:
     versions = store.list_versions()
     if version not in versions:
         found = f"files of versions {versions}" if versions else "no checkpoint files"
-        raise DataNotFound(store.url, f"init_path holds no checkpoint of version {version} "
-                           f"(checkpoint_version.txt says {version}; found {found}); expected {_CHECKPOINT_FILES}")
+        raise DataNotFound(store.url, f"init_path holds no checkpoint of version {version} (the version its "
+                           f"checkpoint_version.txt names, 0 when missing; found {found}); expected {_CHECKPOINT_FILES}")
 
 
 def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | None:
