@@ -96,9 +96,10 @@ def test_import_from_a_stopped_s3_server_is_one_line(
     env = {**cli_env, **s3_server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing there
     config = config_file(tmp_path, small_config(entity_path="s3://pbg-down/data", edge_paths=["s3://pbg-down/train"]))
     (tmp_path / "good.tsv").write_text("a\tlinked\tb\n")
-    done = run_pbg(env, tmp_path, "import", config, "good.tsv", *IMPORT_COLUMNS)
-    line = error_line(done, "import")
-    assert line.startswith("s3://pbg-down/") and "connection refused by the S3 endpoint 127.0.0.1:" in line
+    for source in ("good.tsv", "s3://pbg-down/edges.tsv"):  # an S3 input used to end in a raw traceback
+        done = run_pbg(env, tmp_path, "import", config, source, *IMPORT_COLUMNS)
+        line = error_line(done, "import")
+        assert line.startswith("s3://pbg-down/") and "connection refused by the S3 endpoint 127.0.0.1:" in line
 
 
 @pytest.fixture(scope="module")
