@@ -74,10 +74,33 @@ def _choice_validator(*fields: str) -> Any:
     return field_validator(*fields, mode="before")(canonical)
 
 
+def _is_number_field(annotation: object) -> bool:
+    """Whether a field annotation (``int``, ``float | None``, ...) is numeric and not ``bool``."""
+    options = set(get_args(annotation)) or {annotation}
+    return bool(options & {int, float}) and bool not in options
+
+
+def _refuse_bools(cls: type[BaseModel], value: object, info: ValidationInfo) -> object:
+    """Refuse ``true``/``false`` for a numeric field: pydantic would take them as 1 and 0.
+
+    ``"dimension": true`` is a mistake, not a dimension of 1 (a JSON or YAML boolean never
+    stands for a number in a PBG config).
+    """
+    field = cls.model_fields.get(info.field_name or "")
+    if isinstance(value, bool) and field is not None and _is_number_field(field.annotation):
+        kind = "an integer" if int in (set(get_args(field.annotation)) or {field.annotation}) else "a number"
+        raise PydanticCustomError("bool_not_number", "expected {kind}, got a boolean", {"kind": kind})
+    return value
+
+
+_NO_BOOL_NUMBERS = field_validator("*", mode="before")(_refuse_bools)
+
+
 class EntitySchema(BaseModel):
     """One entity type: how it is partitioned and embedded."""
 
     model_config = _FROZEN
+    _no_bool_numbers = _NO_BOOL_NUMBERS
 
     num_partitions: int = Field(
         ge=1, description="Number of partitions of this entity type; 1 means unpartitioned."
@@ -94,6 +117,7 @@ class RelationSchema(BaseModel):
     """One relation type: which entity types it links and how it is scored."""
 
     model_config = _FROZEN
+    _no_bool_numbers = _NO_BOOL_NUMBERS
 
     name: str = Field(min_length=1, description="Label of the relation type, used in logs and exports.")
     lhs: str = Field(description="Entity type of the left-hand side (a key of entities).")
@@ -116,6 +140,7 @@ class ConfigSchema(BaseModel):
     """A whole PBG training config (field names and defaults as in PBG)."""
 
     model_config = _FROZEN
+    _no_bool_numbers = _NO_BOOL_NUMBERS
 
     # Model
     entities: dict[str, EntitySchema] = Field(

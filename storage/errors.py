@@ -8,6 +8,8 @@ The hierarchy lets callers catch broadly (:class:`StorageError`) or narrowly:
   wrong ``format_version`` attribute on an HDF5 file.
 - :class:`TransientStorageError`: an error worth retrying (network, throttling);
   local disks never raise it, remote filesystems will.
+- :class:`StorageUnreachable`: no connection possible (a connection refused by a loopback
+  endpoint, or the start-of-run probe failed); permanent.
 - :class:`AccessDenied`: the store refused the credentials (or there were none); permanent.
 - :class:`BadUrlError`: a URL that cannot name a file (``s3://`` without a bucket, a bad
   bucket name); permanent.
@@ -23,6 +25,7 @@ import socket
 from collections.abc import Iterator
 
 from pbg_core.errors import PbgError
+from storage.fail_fast import refused_loopback
 
 
 class StorageError(PbgError):
@@ -86,10 +89,11 @@ class TransientStorageError(StorageError):
 
 
 class StorageUnreachable(StorageError):
-    """The store's endpoint cannot be reached at all, found before any work (not retried).
+    """The store's endpoint cannot be reached at all (not retried).
 
     Deliberately not ``transient``: raised by the start-of-run check, where failing in a
-    second beats a minute of retries against a wrong endpoint or a server that is down.
+    second beats a minute of retries against a wrong endpoint or a server that is down, and
+    for any connection refused by a loopback endpoint (nothing listens on that port).
     """
 
     transient = False
@@ -195,12 +199,19 @@ def translate(err: BaseException, url: str) -> StorageError | None:
         url: The URL being accessed.
 
     Returns:
-        A :class:`DataNotFound`, :class:`AccessDenied`, :class:`BadUrlError` or
+        A :class:`DataNotFound`, :class:`AccessDenied`, :class:`BadUrlError`,
+        :class:`StorageUnreachable` (a connection refused by a loopback endpoint) or
         :class:`TransientStorageError`, or None when ``err`` is none of these (the caller
         re-raises it unchanged). A :class:`StorageError` is returned as is.
     """
     if isinstance(err, StorageError):
         return err
+    refused = refused_loopback(err)
+    if refused is not None:  # nothing listens there: retrying cannot help (storage.fail_fast)
+        host, port = refused
+        return StorageUnreachable(
+            url, f"connection refused by the S3 endpoint {host}{f':{port}' if port else ''}, a loopback address: "
+            "no server listens there; start it, or fix storage_options.endpoint_url / AWS_ENDPOINT_URL")
     for link in _chain(err):
         kind = _classify(link)
         if kind is None:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pbg_core.errors import UnknownNameError
 from pbg_core.types import ModuleStateDict
 from storage import fs
 from storage.checkpoints import CheckpointStore
@@ -126,37 +127,54 @@ def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[li
     existing = [url for url in urls if fs.exists(url, storage_options)]
     if existing:
         raise OutputExistsError(existing[0], f"refusing to overwrite export output(s) {', '.join(existing)}")
+    parents = sorted({url.rstrip("/").rpartition("/")[0] for url in urls if "/" in url.rstrip("/")})
+    created = [parent for parent in parents if not fs.exists(parent, storage_options)]
     try:
         with contextlib.ExitStack() as stack:
             yield [stack.enter_context(fs.local_write(url, storage_options)) for url in urls]
     except BaseException:
-        # None of the outputs existed above: whatever is there now is ours.
+        # None of the outputs existed above: whatever is there now is ours, and so are the
+        # directories that did not exist (a failed export leaves no empty output folder).
         for url in urls:
             fs.remove(url, missing_ok=True, storage_options=storage_options)
+        for parent in created:
+            fs.remove_empty_dir(parent, storage_options)
         raise
 
 
 def _resolve_version(checkpoints: CheckpointStore, url: str, version: int | None) -> int:
+    """``version``, or the latest committed one for None, after checking its files are there.
+
+    Raises:
+        DataNotFound: nothing committed, or no files of ``version`` (the versions present are named).
+    """
+    committed = checkpoints.read_version()
     if version is None:
-        version = checkpoints.read_version()
-        if version == 0:
+        if committed == 0:
             raise DataNotFound(url, "no committed checkpoint to export (checkpoint_version.txt missing or 0)")
-    elif version < 1:
-        raise ValueError(f"version must be a checkpoint version >= 1 (or None for the latest), got {version}")
+        return committed
+    present = [v for v in checkpoints.list_versions() if v <= committed]
+    if version not in present:
+        raise DataNotFound(url, f"no checkpoint version {version} to export; versions present: "
+                           f"{', '.join(map(str, present)) or 'none'} (latest committed: {committed})")
     return version
 
 
 def _select_entity_types(config: Any, entity_types: Sequence[str] | None) -> list[str]:
-    """The requested entity types (default: all, config order) after checking they can be exported."""
+    """The requested entity types (default: all, config order) after checking they can be exported.
+
+    Raises:
+        UnknownNameError: an entity type not in the config, none at all, or a featurized one.
+    """
     known = list(config.entities)
     selected = known if entity_types is None else list(dict.fromkeys(entity_types))
     unknown = [name for name in selected if name not in config.entities]
     if unknown or not selected:
-        raise ValueError(f"entity types to export must be some of {known}, got {list(entity_types or [])}")
+        raise UnknownNameError(f"entity types to export must be some of {known}, got {list(entity_types or [])}")
     featurized = [name for name in selected if config.entities[name].featurized]
     if featurized:
         others = [name for name in known if not config.entities[name].featurized]
-        raise ValueError(
+        raise UnknownNameError(
             f"cannot export featurized entity type(s) {featurized}: their embeddings are per feature, not "
             f"per entity; export the others by naming them (non-featurized: {others})"
         )
@@ -183,9 +201,11 @@ def export_tsv(
 
     Raises:
         FileExistsError: An output already exists (nothing is written).
-        DataNotFound: No committed checkpoint, or a names/embeddings/model file is missing.
+        DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model
+            file is missing.
+        AccessDenied: An output cannot be written (permissions).
         BadDataError: Names and embeddings disagree, or relation names do not match.
-        ValueError: The config has a featurized entity type.
+        UnknownNameError: The config has a featurized entity type.
     """
     entity_types = _select_entity_types(config, None)
     ckpt = _Checkpoint(config, version)
@@ -226,10 +246,13 @@ def export_embeddings(
         An :class:`ExportReport` (``outputs`` lists the URLs written).
 
     Raises:
-        UnknownNameError: ``format`` is not a registered format.
-        ValueError: An unknown or featurized entity type, or an empty ``entity_types``.
+        UnknownNameError: ``format`` is not a registered format; an unknown or featurized
+            entity type, or an empty ``entity_types``.
+        ValueError: Entity type names that give clashing output files.
         FileExistsError: Some outputs already exist (all are named; nothing is written).
-        DataNotFound: No committed checkpoint, or a names/embeddings/model file is missing.
+        DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model
+            file is missing.
+        AccessDenied: The output directory cannot be created or written (permissions).
         BadDataError: Names and embeddings disagree, or relation names do not match.
     """
     export_format = EXPORT_FORMATS.get(format)

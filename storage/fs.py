@@ -44,8 +44,10 @@ from typing import Any
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
-from storage import read_cache
-from storage.errors import BadDataError, BadUrlError, DataNotFound, StorageError, TransientStorageError, translate
+from storage import fail_fast, read_cache
+from storage.errors import (
+    AccessDenied, BadDataError, BadUrlError, DataNotFound, StorageError, TransientStorageError, translate,
+)
 from storage.layout import tmp_file
 from storage.read_cache import cache_dir  # re-exported: other stores keep files next to the cache
 
@@ -98,7 +100,10 @@ def resolve(url: str, storage_options: StorageOptions = None) -> tuple[fsspec.Ab
         _check_s3_url(url)
         options = _s3_options(options)
     with translate_errors(url):
-        return url_to_fs(url, **options)
+        filesystem, path = url_to_fs(url, **options)
+    if protocol in _S3_PROTOCOLS:
+        fail_fast.install(filesystem)
+    return filesystem, path
 
 
 def _check_s3_url(url: str) -> None:
@@ -151,6 +156,13 @@ def exists(url: str, storage_options: StorageOptions = None) -> bool:
     fs, path = resolve(url, storage_options)
     with translate_errors(url):
         return bool(fs.exists(path))
+
+
+def isdir(url: str, storage_options: StorageOptions = None) -> bool:
+    """Whether ``url`` is a directory (on an object store: a prefix with objects under it)."""
+    fs, path = resolve(url, storage_options)
+    with translate_errors(url):
+        return bool(fs.isdir(path))
 
 
 def makedirs(url: str, storage_options: StorageOptions = None) -> None:
@@ -275,7 +287,7 @@ def remove(url: str, missing_ok: bool = True, storage_options: StorageOptions = 
             raise DataNotFound(url, "cannot remove: file does not exist")
         try:
             fs.rm_file(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a path through a file cannot exist either
             if not missing_ok:
                 raise DataNotFound(url, "cannot remove: file does not exist") from None
     if not is_local(fs):
@@ -377,6 +389,8 @@ def local_read_path(url: str, storage_options: StorageOptions = None) -> Iterato
     """
     fs, path = resolve(url, storage_options)
     if is_local(fs):
+        if os.path.isdir(path):
+            raise DataNotFound(url, "is a directory, expected a file")
         if not os.path.isfile(path):
             raise DataNotFound(url, "file does not exist")
         yield path
@@ -419,13 +433,21 @@ def local_write(url: str, storage_options: StorageOptions = None, tmp_name: str 
             A stale file of that name is deleted first.
 
     Raises:
+        AccessDenied: the local directory cannot be created or written.
+        BadUrlError: part of the local directory's path is a file.
         TransientStorageError: the upload failed or did not verify (remote only).
     """
     fs, path = resolve(url, storage_options)
     if is_local(fs):
         directory, _, name = path.rpartition("/")
         directory = directory or "/"
-        os.makedirs(directory, exist_ok=True)
+        try:
+            with translate_errors(url):  # an unwritable parent: AccessDenied naming the URL
+                os.makedirs(directory, exist_ok=True)
+        except (NotADirectoryError, FileExistsError):
+            raise BadUrlError(url, f"cannot create directory {directory}: part of that path is a file") from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise AccessDenied(url, f"cannot write into directory {directory} (permission denied)")
         tmp = os.path.join(directory, tmp_name or tmp_file(name))
         _remove_if_exists(tmp)
         try:
@@ -514,7 +536,7 @@ def _fsync_dir(directory: str) -> None:
 
 
 __all__ = [
-    "StorageOptions", "cache_dir", "copy", "create_exclusive", "exists", "is_local", "join_url", "listdir",
+    "StorageOptions", "cache_dir", "copy", "create_exclusive", "exists", "is_local", "isdir", "join_url", "listdir",
     "local_read_path", "local_write", "makedirs", "move", "read_bytes", "read_text", "remove", "remove_empty_dir",
     "remove_tree", "resolve", "translate_errors", "write_text_atomic",
 ]

@@ -25,7 +25,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pbg_core.errors import ConfigError
 from storage import fs, layout
 from storage.entities import EntityStore
-from storage.errors import DataNotFound
+from storage.errors import BadDataError, DataNotFound
 from storage.import_count import ImportPlan, NameCounter
 from storage.import_parse import (
     FastPathAnomaly, RawBatch, ReadSpec, detect_delimiter, fast_batches, is_parquet, parquet_batches, slow_batches,
@@ -87,6 +87,9 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
     for url in inputs:
         if not fs.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")
+        if fs.isdir(url, options):
+            raise DataNotFound(url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 "
+                               "or .parquet/.pq)")
     parts = {name: entity.num_partitions for name, entity in config.entities.items()}
     return ImportPlan(
         dynamic=dynamic,
@@ -176,10 +179,25 @@ def _report_shared_names(counter: NameCounter, report: ImportReport) -> None:
                 report.shared_examples[f"{first}/{second}"] = examples
 
 
+def nothing_imported(report: ImportReport, relation_names: Sequence[str], entity_min_count: int) -> str:
+    """Why an import whose every edge was skipped wrote nothing: one line, every reason counted."""
+    why = {
+        "unknown_relation": "relation name not in the config" + (
+            f" (seen: {', '.join(f'{n!r} ({c:,})' for n, c in report.unknown_relations.items())}; the config "
+            f"has {', '.join(map(repr, relation_names))})" if report.unknown_relations else ""),
+        "unknown_entity": f"entity seen fewer than entity_min_count={entity_min_count} times",
+        "blank_line": "blank line",
+        "malformed_line": "malformed line" + (f" (first: {report.bad_lines[0]})" if report.bad_lines else ""),
+    }
+    groups = "; ".join(f"{count:,} skipped: {why[reason]}" for reason, count in report.skipped.items() if count)
+    return (f"read {report.edges_read:,} edges and every one was skipped ({groups or 'no edges'}); "
+            "nothing was written (the output of an earlier import, if any, is kept)")
+
+
 def run_import(
     config: Any, inputs: Sequence[str], spec: ReadSpec, *, relation_type_min_count: int = 1,
     entity_min_count: int = 1, seed: int | None = None, progress: ProgressFn | None = None,
-    spill_dir: str | None = None, chunk_edges: int | None = None,
+    spill_dir: str | None = None, chunk_edges: int | None = None, before_commit: Callable[[], None] | None = None,
 ) -> ImportReport:
     """Import ``inputs`` into ``config.entity_path`` and ``config.edge_paths`` (see the module docstring).
 
@@ -193,9 +211,14 @@ def run_import(
         progress: ``progress(phase, done)`` after every batch/chunk of ``"counting"``, then ``"writing"``.
         spill_dir: Parent of the temporary spill directory (default: the system temp dir).
         chunk_edges: Spill edges mapped at a time in pass 2 (default ``import_write.CHUNK_EDGES``).
+        before_commit: Called once everything is staged, right before the first file moves into
+            place (the caller forgets its record of the previous import there).
 
     Returns:
         The :class:`ImportReport`.
+
+    Raises:
+        BadDataError: every edge read was skipped (nothing is written, earlier outputs stay).
     """
     started = time.monotonic()
     chunk_edges = chunk_edges or import_write.CHUNK_EDGES
@@ -235,8 +258,12 @@ def run_import(
                 written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
                 report.edges_written.append(written)
                 logger.info("imported %d edges into %s", written, edge_path)
+            if not sum(report.edges_written):
+                raise BadDataError(", ".join(inputs), nothing_imported(report, relation_names, entity_min_count))
             entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
             _write_entity_files(entity_store, counter, entities, relation_names, plan.dynamic)
+            if before_commit is not None:
+                before_commit()
             staging.commit()
         except BaseException:
             staging.rollback()

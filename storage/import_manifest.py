@@ -5,7 +5,9 @@ import writes ``{entity_path}/import_manifest.json`` last, holding the fingerpri
 read and how (every input's bytes, or size + ETag on object stores, plus the options and the
 config fields that shape the output) and its report. A later import with the same fingerprint
 and complete outputs does nothing; any difference imports again. The manifest is deleted
-before a new import starts writing, so an interrupted import never leaves one that matches.
+right before a new import moves its first file into place (everything is staged by then), so
+an interrupted commit never leaves one that matches, while an import that fails earlier leaves
+the previous output and its manifest intact.
 """
 
 from __future__ import annotations

@@ -19,13 +19,17 @@ Behaviour (reference 1.19), with PBG's weak points fixed:
 - **Streaming.** Memory holds the name indexes plus fixed-size buffers, never the edge list.
 - **Complete grid.** Every ``edges_{l}_{r}.h5`` of every edge path exists, even if empty.
 - **Atomic output** (:mod:`storage.staging`): hidden staging directories, moved into place
-  at the end; on any failure every file this import created is removed. A failure in the
+  at the end; on any failure every file this import created is removed, and a failure before
+  the moves (a bad line, every edge skipped) leaves the previous import's output and its
+  manifest as they were, so the next re-import can still skip unchanged work. A failure in the
   final moves can also remove files an older import left at the same names: the output is
   then absent rather than a mix of two imports.
 - **Weights** are float32 (PBG truncated them to int64).
 
 An edge whose relation is unknown (non-dynamic: not a config relation name; dynamic: filtered
 out by ``relation_type_min_count``) or whose entity was filtered out is skipped and counted.
+An import whose every edge was skipped writes nothing and raises :class:`BadDataError` saying
+how many edges were read and why each group was skipped.
 Entities are counted over *all* inputs (PBG): in dynamic mode also on edges whose relation is
 later filtered out. Every entity type of the config gets count/name files (count 0 if unused).
 """
@@ -107,7 +111,8 @@ def import_edges(
         ValueError: Bad arguments (input count, column index, delimiter, missing rel_col).
         ConfigError: Dynamic mode without exactly one relation, or unknown entity types.
         DataNotFound: An input does not exist.
-        BadDataError: A malformed line or an empty input (raised before anything is written).
+        BadDataError: A malformed line, an empty input, or every edge skipped (raised before
+            anything is written).
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
         raise ValueError(
@@ -131,7 +136,6 @@ def import_edges(
             unchanged = _unchanged_report(previous)
             logger.info("%s", unchanged)
             return unchanged
-    remove_manifest(config.entity_path, so)  # an interrupted import must not leave a manifest that matches
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-import-fingerprint") as hasher:
         # Otherwise the inputs are hashed while pass 1 parses them (hashlib releases the GIL).
         later: Future[str | None] | None = None
@@ -140,6 +144,10 @@ def import_edges(
         report = run_import(
             config, inputs, spec, relation_type_min_count=relation_type_min_count,
             entity_min_count=entity_min_count, seed=seed, progress=progress,
+            # Only now, when the first file is about to replace the last import's output: an
+            # interrupted commit must not leave a manifest that matches, but an import that
+            # fails before (a bad line, every edge skipped) leaves that output and its manifest.
+            before_commit=lambda: remove_manifest(config.entity_path, so),
         )
         if later is not None:
             print_ = later.result()

@@ -1,8 +1,9 @@
 """Start-of-run reachability check of object stores: a wrong endpoint fails in a second.
 
-Inside a run, a refused connection is worth retrying (the store may be restarting), so
-the storage layer marks it transient and botocore plus the task retries spend about a
-minute on it. Before any work that minute only delays the obvious: the check below makes
+Inside a run, a refused connection to a remote endpoint is worth retrying (the store may be
+restarting), so the storage layer marks it transient and botocore plus the task retries spend
+about a minute on it (a refused *loopback* endpoint fails at once anyway, see
+:mod:`storage.fail_fast`). Before any work that minute only delays the obvious: the check below makes
 one request per bucket with a single attempt and short timeouts, and raises
 :class:`StorageUnreachable` naming the URL and the endpoint (never a credential).
 """
@@ -16,7 +17,7 @@ from typing import Any
 import fsspec
 from fsspec.utils import infer_storage_options
 
-from storage.errors import StorageUnreachable, TransientStorageError
+from storage.errors import StorageError, StorageUnreachable, TransientStorageError
 from storage.fs import is_local, resolve, translate_errors
 
 PROBE_CONFIG = {"retries": {"max_attempts": 1, "mode": "standard"}, "connect_timeout": 5, "read_timeout": 15}
@@ -58,7 +59,7 @@ def _probe(url: str, options: dict[str, Any]) -> None:
                 fs.info(path)
             except FileNotFoundError:
                 pass  # the endpoint answered: the bucket or key is simply not there (yet)
-    except TransientStorageError as err:
+    except (TransientStorageError, StorageUnreachable) as err:  # the latter: refused on a loopback address
         raise StorageUnreachable(
             url, f"cannot reach the S3 endpoint {endpoint_of(fs)} ({_reason(err)}); check "
             "storage_options.endpoint_url / AWS_ENDPOINT_URL and that the server is up"
@@ -74,7 +75,7 @@ def endpoint_of(fs: fsspec.AbstractFileSystem) -> str:
     )
 
 
-def _reason(err: TransientStorageError) -> str:
+def _reason(err: StorageError) -> str:
     cause = err.__cause__
     return f"{type(cause).__name__}: {cause}" if cause is not None else err.problem
 

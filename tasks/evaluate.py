@@ -13,6 +13,7 @@ from pbg_core.session_build import build_session
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.run_stores import open_run_stores
+from tasks.resume_checks import check_fits
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.sessions import get_session, register_session, session_storage_options
 
@@ -37,6 +38,8 @@ def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
     version = stores.checkpoint.read_version()
     if version == 0:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    # Another operator's parameters would be skipped and the metrics silently wrong.
+    check_fits(stores.checkpoint, version, config, run_logger(), "evaluated checkpoint")
     session = build_session(config, stores, read_only=True)
     handle = register_session(session, prefix="eval", storage_options=config.storage_options_for_fs())
     run_logger().info("evaluating checkpoint version %d of %s", version, config.checkpoint_path)

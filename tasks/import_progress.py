@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.errors import StorageError
-from storage.fs import resolve
+from storage.fs import resolve, translate_errors
 
 HEAD_BYTES = 1 << 16
 _NOT_TEXT = (".gz", ".bz2", ".parquet", ".pq")
@@ -31,11 +31,12 @@ def estimate_lines(inputs: Sequence[str], storage_options: dict[str, Any] | None
         total = 0
         for url in inputs:
             filesystem, path = resolve(url, storage_options)
-            total += int(filesystem.size(path))
+            with translate_errors(url):  # botocore's errors are no OSError: a hint must not raise them
+                total += int(filesystem.size(path))
         filesystem, path = resolve(inputs[0], storage_options)
-        with filesystem.open(path, "rb") as handle:
+        with translate_errors(inputs[0]), filesystem.open(path, "rb") as handle:
             head = handle.read(HEAD_BYTES)
-    except (OSError, StorageError):
+    except (OSError, StorageError):  # the import itself reports what is wrong
         return None
     lines = head.count(b"\n")
     return max(1, round(total * lines / len(head))) if lines else None

@@ -10,9 +10,11 @@ from pbg_core.errors import ConfigError
 from pbg_core.iterations import Iteration, build_iterations, compute_num_edge_chunks
 from pbg_core.session_build import build_topology
 from pbg_core.types import Bucket
-from storage.errors import DataNotFound
+from storage import fs
+from storage.errors import BadDataError, DataNotFound
 from storage.probe import check_reachable
 from storage.run_stores import RunStores, open_run_stores
+from tasks.resume_checks import check_fits, check_init_path
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 
 
@@ -39,6 +41,7 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
     )
     stores = open_run_stores(config)
     topology = build_topology(config)
+    _check_edge_paths_are_directories(stores)
     missing = [
         store.bucket_url(bucket)
         for store in stores.edges
@@ -51,10 +54,15 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
             f"{len(missing)} edge bucket file(s) missing (expected a {topology.nparts_lhs}x{topology.nparts_rhs} "
             f"grid; run `pbg import` first): " + "; ".join(missing[:5])
         )
+    _check_not_empty(stores, topology.buckets())
     chunks, iterations = run_iterations(config, stores)
     committed = stores.checkpoint.read_version()
     if committed > 0 and stores.checkpoint.has_model(committed):
         _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
+    check_fits(stores.checkpoint, committed, config, logger, "checkpoint_path")
+    if stores.init is not None:
+        check_init_path(stores.init)
+        check_fits(stores.init, stores.init.read_version(), config, logger, "init_path")
     if committed > len(iterations):
         logger.warning(
             "checkpoint version %d is beyond this config's %d iterations: nothing to train",
@@ -68,6 +76,29 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
         buckets_per_iteration=len(topology.buckets()),
         remaining=iterations[committed:],
     )
+
+
+def _check_edge_paths_are_directories(stores: RunStores) -> None:
+    """An edge path names a directory of bucket files; a file there is a mistake worth naming."""
+    for store in stores.edges:
+        if fs.exists(store.url, store.storage_options) and not fs.isdir(store.url, store.storage_options):
+            raise BadDataError(store.url, "edge path is a file, expected a directory of edges_<l>_<r>.h5 bucket "
+                               "files (`pbg import` makes one from an edge list)")
+
+
+def _check_not_empty(stores: RunStores, buckets: list[Bucket]) -> None:
+    """Refuse edge paths whose every bucket is empty: training them would only report success.
+
+    Stops at the first non-empty bucket of each path, so a normal path costs one read
+    (the one :func:`run_iterations` makes anyway).
+    """
+    empty = [store.url for store in stores.edges if not any(store.num_edges(b) > 0 for b in buckets)]
+    if empty:
+        raise BadDataError(
+            empty[0] if len(empty) == 1 else "edge_paths",
+            f"all {len(buckets)} bucket file(s) have 0 edges in edge path(s) {', '.join(empty)}: nothing to train on "
+            "(was every edge skipped at import? see `pbg import`'s report)",
+        )
 
 
 def run_iterations(config: ConfigSchema, stores: RunStores) -> tuple[int, list[Iteration]]:

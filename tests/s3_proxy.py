@@ -7,7 +7,12 @@ back, with faults switchable at run time:
 
 - :meth:`S3Proxy.down` / :meth:`S3Proxy.set_down`: the server looks stopped. The listening
   socket is closed (new connections get ``ECONNREFUSED``) and open keep-alive connections
-  are cut; coming back up listens again on the same port.
+  are cut; coming back up listens again on the same port. The storage layer treats a refused
+  connection to a loopback address as permanent (nothing listens there), so this is the
+  fault of "the server is not running".
+- :meth:`S3Proxy.down` with ``mode="reset"``: the server looks like a remote one that is
+  restarting behind its address: it keeps listening, but every connection, open or new, is
+  reset (``ECONNRESET``). That stays transient, so it is the outage retries must bridge.
 - :meth:`S3Proxy.error_share`: a seeded share of requests is answered with an S3 error
   (``503 SlowDown``, ``500 InternalError``, ...) and a proper XML body, without reaching moto.
   Whether a request faults is drawn from ``(seed, method, key, n)`` (``key``: the path
@@ -32,6 +37,7 @@ import hashlib
 import http.client
 import os
 import socket
+import struct
 import threading
 import uuid
 from collections import Counter
@@ -113,6 +119,7 @@ class S3Proxy:
         self._thread: threading.Thread | None = None
         self._up_timer: threading.Timer | None = None
         self._down = True
+        self._resetting = False
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -171,18 +178,37 @@ class S3Proxy:
         else:
             self.start()
 
-    def down(self, seconds: float) -> threading.Timer:
+    def set_resetting(self, resetting: bool) -> None:
+        """Reset every connection, open and new, while listening on (or serve normally again)."""
+        with self._lock:
+            if resetting and not self._resetting:
+                self._counts["outage"] += 1
+            self._resetting = resetting
+            connections = list(self._connections) if resetting else []
+            self._counts["dropped"] += len(connections)
+        for conn in connections:
+            _cut(conn)  # a handler thread holds it open: cut it (the client sees the connection end)
+
+    def down(self, seconds: float, mode: str = "refuse") -> threading.Timer:
         """Go down now and come back up after ``seconds`` (in the background).
+
+        Args:
+            seconds: How long the outage lasts.
+            mode: ``"refuse"``: stop listening (connections refused); ``"reset"``: keep
+                listening and reset every connection (see the module docstring).
 
         Returns:
             The timer that brings the proxy back; ``join()`` it to wait for the come-back.
         """
         if seconds <= 0:
             raise ValueError(f"seconds={seconds!r}: expected a duration > 0")
+        if mode not in ("refuse", "reset"):
+            raise ValueError(f"mode={mode!r}: expected 'refuse' or 'reset'")
         if self._up_timer is not None:
             self._up_timer.cancel()  # the longer outage wins, not an earlier come-back
-        self.set_down(True)
-        timer = threading.Timer(seconds, self.set_down, args=(False,))
+        switch = self.set_down if mode == "refuse" else self.set_resetting
+        switch(True)
+        timer = threading.Timer(seconds, switch, args=(False,))
         timer.daemon = True
         self._up_timer = timer
         timer.start()
@@ -243,6 +269,15 @@ class S3Proxy:
                 return
         _cut(conn)  # accepted just before the outage began: cut like the others
 
+    def _accepts(self, conn: socket.socket) -> bool:
+        """False (after resetting ``conn``) while connections are reset; called right after accept."""
+        with self._lock:
+            if not self._resetting:
+                return True
+            self._counts["dropped"] += 1
+        _reset(conn)
+        return False
+
     def _draw_fault(self, method: str, path: str) -> tuple[int, str] | None:
         with self._lock:
             fault = self._errors.draw(method, path)
@@ -268,11 +303,22 @@ def _cut(conn: socket.socket) -> None:
         conn.shutdown(socket.SHUT_RDWR)
 
 
+def _reset(conn: socket.socket) -> None:
+    """Abort a fresh connection: with a zero linger time, closing it sends a TCP RST."""
+    with contextlib.suppress(OSError):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 64
     proxy: S3Proxy
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Reset a new connection during a reset outage (before any handler holds it open)."""
+        return self.proxy._accepts(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Quiet: cut connections and vanished clients are what fault tests are about."""

@@ -185,17 +185,19 @@ def test_run_completes_across_a_3_s_outage(
     one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,  # noqa: F811
     graph_2x2: Any, config_for: Any, reference: Path, tmp_path: Path, h5_datasets: Any,
 ) -> None:
-    """The S3 endpoint refuses connections for 3 s right after the first version is committed.
+    """The S3 endpoint resets every connection for 3 s right after the first version is committed.
 
     Proves: an outage longer than the request-level retries (one botocore retry, < 1 s)
-    fails the running task with a transient error (connection refused / cut keep-alive
-    connections), the Prefect task retry after 1 s or 4 s redoes it once the server is
-    back, and the run completes with the same checkpoint as without the outage.
+    fails the running task with a transient error (reset / cut keep-alive connections), the
+    Prefect task retry after 1 s or 4 s redoes it once the server is back, and the run
+    completes with the same checkpoint as without the outage. (Refused connections would not
+    do: on a loopback endpoint like this proxy's they mean "no server", which is not retried;
+    see tests/storage/test_fail_fast.py.)
     """
     s3_proxy.when(
         lambda method, path, status: method == "PUT" and path.endswith("/ckpt/checkpoint_version.txt")
         and status == 200,
-        lambda: s3_proxy.down(OUTAGE_S),
+        lambda: s3_proxy.down(OUTAGE_S, mode="reset"),
     )
     run = train_on_s3(s3_proxy, s3_server, s3_bucket, graph_2x2, config_for, tmp_path)
     print(report("outage", run))

@@ -548,3 +548,28 @@ def test_direct_construction_error_hides_secrets() -> None:
         ConfigSchema.model_validate(minimal(storage_options={"key": PLANTED_KEY, "secret": 20240607}))
     assert "storage_options.secret" in str(info.value)
     assert "20240607" not in str(info.value) and PLANTED_KEY not in str(info.value)
+
+
+# --- strict numbers: booleans are not numbers ---
+
+
+def test_booleans_are_refused_for_numeric_fields() -> None:
+    """``"dimension": true`` used to be taken as 1; every int/float field now refuses booleans."""
+    raw = minimal(dimension=True, lr=False, workers=True)
+    raw["entities"]["user"]["num_partitions"] = True
+    raw["relations"][0]["weight"] = True
+    assert sorted(problems_of(raw)) == [
+        "dimension: True: expected an integer, got a boolean",
+        "entities.user.num_partitions: True: expected an integer, got a boolean",
+        "lr: False: expected a number, got a boolean",
+        "relations[0].weight: True: expected a number, got a boolean",
+        "workers: True: expected an integer, got a boolean",
+    ]
+    assert problems_of(minimal(), ("dimension=true",)) == ["dimension: 'true' is not an integer"]
+    with pytest.raises(ValidationError, match="expected an integer, got a boolean"):
+        ConfigSchema.model_validate(minimal(dimension=True))
+
+
+def test_booleans_stay_valid_for_bool_fields_and_numbers_for_numeric_ones() -> None:
+    config = parse_config(minimal(bias=True, global_emb=False, lr=1, dimension=8))
+    assert config.bias is True and config.global_emb is False and config.lr == 1.0 and config.dimension == 8

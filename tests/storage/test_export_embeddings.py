@@ -143,3 +143,60 @@ def test_featurized_entity_types_are_refused(tmp_path: Path) -> None:
         export_embeddings(config, str(root / "o"), "h5")
     report = export_embeddings(config, str(root / "o"), "h5", entity_types=["word"])
     assert report.entity_counts == {"word": 1}
+
+
+def test_a_version_without_files_names_the_versions_present_and_creates_nothing(root: StorePath) -> None:
+    """``--version 7`` of a checkpoint without v7 used to leave an empty output folder."""
+    from storage.errors import DataNotFound
+    from storage.exporters import export_tsv
+
+    config = make_config(root)
+    write_standard_checkpoint(config, version=2)
+    out = root / "export"
+    with pytest.raises(DataNotFound, match=r"ckpt: no checkpoint version 7 to export; versions present: 2 "
+                                           r"\(latest committed: 2\)"):
+        export_embeddings(config, str(out), "npy", version=7)
+    with pytest.raises(DataNotFound, match=r"no checkpoint version 0 to export"):
+        export_tsv(config, str(out / "e.tsv"), str(out / "r.tsv"), version=0)
+    assert not out.exists()
+
+
+def test_unknown_entity_types_are_a_pbg_error(root: StorePath) -> None:
+    from pbg_core.errors import PbgError
+
+    config = make_config(root)
+    write_standard_checkpoint(config)
+    with pytest.raises(PbgError, match=r"entity types to export must be some of \['user', 'item'\], got \['users'\]"):
+        export_embeddings(config, str(root / "o"), "npy", entity_types=["users"])
+
+
+def test_an_output_folder_below_a_file_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
+    from storage.errors import BadUrlError
+
+    config = make_config(StorePath(str(tmp_path)))
+    write_standard_checkpoint(config)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(BadUrlError, match=r"cannot create directory .*a-file/out: part of that path is a file"):
+        export_embeddings(config, str(tmp_path / "a-file" / "out"), "tsv")
+    assert (tmp_path / "a-file").read_text() == "x"
+
+
+def test_an_unwritable_output_folder_is_access_denied(tmp_path: Path) -> None:
+    import os
+
+    from storage.errors import AccessDenied
+
+    config = make_config(StorePath(str(tmp_path)))
+    write_standard_checkpoint(config)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("this user may write into a read-only directory (root): permissions cannot be tested")
+        with pytest.raises(AccessDenied, match=r"locked/out/user.tsv: access denied"):
+            export_embeddings(config, str(locked / "out"), "tsv")
+        with pytest.raises(AccessDenied, match=r"cannot write into directory .*locked \(permission denied\)"):
+            export_embeddings(config, str(locked), "tsv")
+    finally:
+        locked.chmod(0o755)

@@ -8,7 +8,6 @@ read cache, upload verification and listing freshness in ``test_fs_s3.py``.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import store_io
 from s3_server import FAST_FAIL_OPTIONS, S3Server, free_port, new_bucket_name
 from storage import fs
-from storage.errors import AccessDenied, BadDataError, BadUrlError, DataNotFound, TransientStorageError
+from storage.errors import AccessDenied, BadDataError, BadUrlError, DataNotFound, StorageUnreachable
 from store_io import StorePath
 
 
@@ -228,6 +227,20 @@ def test_invalid_credentials_are_access_denied_without_secrets(auth_server: S3Se
         assert isinstance(info.value, PermissionError) and not getattr(info.value, "transient", False)
 
 
+def test_invalid_credentials_fail_at_the_first_attempt(auth_server: S3Server) -> None:
+    options = {"endpoint_url": auth_server.endpoint_url, "key": "AKIAEXAMPLEKEYID", "secret": "s3cr3t-value"}
+    url = "s3://bkt/attempts.txt"
+    events = fs.resolve(url, options)[0].s3.meta.events
+    sent: list[str] = []
+    events.register("before-send.s3", lambda request, **_: sent.append(request.method), unique_id="count")
+    try:
+        with pytest.raises(AccessDenied, match=r"^s3://bkt/attempts.txt: access denied"):
+            fs.read_text(url, options)
+    finally:
+        events.unregister("before-send.s3", unique_id="count")
+    assert len(sent) == 1  # a 403 is never retried (botocore, s3fs and the task policy alike)
+
+
 def test_missing_credentials_are_access_denied(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
@@ -238,17 +251,17 @@ def test_missing_credentials_are_access_denied(s3_server: S3Server, monkeypatch:
         fs.read_text(f"s3://{new_bucket_name()}/a.txt", {"skip_instance_cache": True, **FAST_FAIL_OPTIONS})
 
 
-def test_unreachable_server_is_transient_and_fails_fast(s3_server: S3Server) -> None:
-    options = {"endpoint_url": f"http://127.0.0.1:{free_port()}", **FAST_FAIL_OPTIONS}
-    started = time.monotonic()
+def test_unreachable_loopback_server_is_permanent_and_fails_fast(s3_server: S3Server) -> None:
+    """A refused loopback connection: nothing listens there, so it is not worth retrying."""
+    options = {"endpoint_url": f"http://127.0.0.1:{free_port()}"}  # botocore's default retries
     for call in (
         lambda: fs.read_text("s3://bkt/a.txt", options),
         lambda: fs.write_text_atomic("s3://bkt/a.txt", "x", options),
     ):
-        with pytest.raises(TransientStorageError, match="temporary storage failure") as info:
+        with pytest.raises(StorageUnreachable, match="connection refused by the S3 endpoint 127.0.0.1") as info:
             call()
-        assert info.value.transient is True and str(info.value).startswith("s3://bkt/")
-    assert time.monotonic() - started < 30  # a generous bound: the point is "not minutes"
+        assert info.value.transient is False and str(info.value).startswith("s3://bkt/")
+    # Attempts are counted in tests/storage/test_fail_fast.py.
 
 
 def test_create_exclusive_creates_once(root: StorePath) -> None:

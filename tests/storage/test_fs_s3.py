@@ -15,9 +15,9 @@ import pytest
 from fsspec.core import url_to_fs
 
 import store_io
-from s3_server import FAST_FAIL_OPTIONS, S3Server
+from s3_server import S3Server
 from storage import fs
-from storage.errors import DataNotFound, TransientStorageError
+from storage.errors import DataNotFound, StorageUnreachable, TransientStorageError
 
 
 @pytest.fixture
@@ -139,14 +139,14 @@ def test_listings_are_fresh_across_filesystem_objects(base: str) -> None:
     assert not fs.exists(fs.join_url(base, "model.v1.h5"))
 
 
-def test_server_stop_is_transient_and_start_resumes_on_same_port(s3_server: S3Server, s3_bucket: str) -> None:
+def test_server_stop_is_unreachable_and_start_resumes_on_same_port(s3_server: S3Server, s3_bucket: str) -> None:
     url = f"s3://{s3_bucket}/ckpt/checkpoint_version.txt"
     fs.write_text_atomic(url, "3\n")
     port = s3_server.port
     s3_server.stop()
     try:
-        with pytest.raises(TransientStorageError):
-            fs.read_text(url, FAST_FAIL_OPTIONS)
+        with pytest.raises(StorageUnreachable):  # refused on a loopback address: not retried
+            fs.read_text(url)
     finally:
         s3_server.start()
     assert s3_server.port == port and s3_server.running

@@ -64,12 +64,41 @@ def test_a_change_imports_again(imported, change: str) -> None:
     assert manifest["report"]["edges_written"] == again.edges_written
 
 
-def test_a_failed_import_leaves_no_manifest_that_matches(imported, tmp_path: Path) -> None:
-    config, tsv, _ = imported
+def test_a_failed_reimport_leaves_the_previous_output_and_manifest(imported, tmp_path: Path) -> None:
+    """A re-import failing before its commit used to delete the manifest: the next one redid everything."""
+    config, tsv, first = imported
+    manifest = (Path(config.entity_path) / MANIFEST).read_text()
+    bucket = Path(config.edge_paths[0]) / "edges_0_1.h5"
+    before = bucket.stat().st_mtime_ns
     tsv.write_text(LINES + "n1\tr\n")  # malformed: the import fails before writing
     with pytest.raises(Exception, match="line 201"):
         run(config, tsv)
-    assert not (Path(config.entity_path) / MANIFEST).exists()
+    assert (Path(config.entity_path) / MANIFEST).read_text() == manifest
+    assert bucket.stat().st_mtime_ns == before
+    tsv.write_text(LINES)  # the input as it was: nothing to redo
+    again = run(config, tsv)
+    assert again.unchanged_since is not None and again.edges_written == first.edges_written
+    assert bucket.stat().st_mtime_ns == before
+
+
+def test_the_manifest_goes_right_before_the_first_output_file_is_replaced(imported) -> None:
+    """An interrupted commit must not leave a manifest that matches a half-replaced output."""
+    from storage.import_fast import run_import
+    from storage.import_parse import Columns, ReadSpec
+
+    config, tsv, _ = imported
+    bucket = Path(config.edge_paths[0]) / "edges_0_1.h5"
+    before = bucket.stat().st_mtime_ns
+    seen: list[tuple[bool, int]] = []
+
+    def forget() -> None:
+        seen.append(((Path(config.entity_path) / MANIFEST).exists(), bucket.stat().st_mtime_ns))
+        (Path(config.entity_path) / MANIFEST).unlink()
+
+    run_import(config, [str(tsv)], ReadSpec(Columns(0, 2, 1, None), None, False, None), seed=0,
+               before_commit=forget)
+    assert seen == [(True, before)]  # called once, with the old output still in place
+    assert bucket.stat().st_mtime_ns != before and not (Path(config.entity_path) / MANIFEST).exists()
 
 
 def test_the_fingerprint_covers_content_options_and_order(tmp_path: Path) -> None:

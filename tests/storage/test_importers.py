@@ -396,3 +396,35 @@ def test_unknown_relations_skip_is_the_default_and_other_values_are_refused(root
     assert report.skipped["unknown_relation"] == 2 and report.unknown_relations == {"nope": 2}
     with pytest.raises(ValueError, match=r"unknown_relations must be one of \['skip', 'error'\], got 'fail'"):
         import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="fail")
+
+
+def test_every_edge_skipped_is_an_error_that_writes_nothing(root: StorePath) -> None:
+    """Every relation name unknown to the config: it used to write empty buckets and succeed."""
+    config = make_config(root, {"n": 1}, [("likes", "n", "n")])
+    import_edges(config, [write_tsv(root / "good.tsv", ["a\tlikes\tb"])], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    before = read_back(config)
+    src = write_tsv(root / "bad.tsv", ["a\tfollows\tb", "b\tfollows\tc", "c\tblocks\ta", ""])
+    with pytest.raises(BadDataError) as raised:
+        import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    assert str(raised.value) == (
+        f"{src}: read 3 edges and every one was skipped (3 skipped: relation name not in the config "
+        "(seen: 'follows' (2), 'blocks' (1); the config has 'likes'); 1 skipped: blank line); nothing was "
+        "written (the output of an earlier import, if any, is kept)"
+    )
+    assert read_back(config) == before
+
+
+def test_every_edge_filtered_by_entity_min_count_is_an_error(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    src = write_tsv(root / "g.tsv", ["a b", "c d"])
+    with pytest.raises(BadDataError, match=r"read 2 edges and every one was skipped \(2 skipped: entity seen "
+                                           r"fewer than entity_min_count=2 times\)"):
+        import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, entity_min_count=2)
+    assert all_files(root) == ["g.tsv"]
+
+
+def test_an_input_directory_is_named_as_a_directory(root: StorePath) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    write_tsv(root / "inputs" / "part-0.tsv", ["a b"])
+    with pytest.raises(DataNotFound, match=r"inputs: input edge list is a directory, expected a file"):
+        import_edges(config, [str(root / "inputs")], lhs_col=0, rhs_col=1)

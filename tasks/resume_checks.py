@@ -1,0 +1,147 @@
+"""Checks of the checkpoints a run starts from: its own committed version and ``init_path``.
+
+Run by ``plan-training`` before any training (and by ``open-eval-session`` on the checkpoint
+it evaluates), so that a wrong start fails in one line
+instead of training from scratch or ending in a shape error deep in a bucket:
+
+- ``init_path`` must be a checkpoint directory: missing, or holding no files of its
+  committed version, is an error (PBG, and this project until now, silently trained from
+  random embeddings).
+- The config a checkpoint was trained with (the ``config/json`` attribute of its model
+  file, which PBG writes too; else its ``config.json``) is compared with the run's config:
+
+  * fields that define parameter shapes or which parameters exist (entity types and their
+    partition counts, embedding dimensions, the relations' count, sides and operators,
+    ``dynamic_relations``, ``global_emb``) must be equal, else :class:`ShapeError` naming the
+    field, the checkpoint's value and the config's. PBG loads with ``strict=False``, so a
+    changed operator whose parameter has another name was silently re-initialised there;
+  * fields that change what is optimised without changing a shape (``loss_fn``,
+    ``comparator``, ``bias``, ``margin``, ``regularizer``, ``regularization_coef``,
+    ``max_norm``) may change (fine-tuning with another loss is legitimate), but each
+    difference is logged as a warning naming the old and the new value. PBG continues
+    without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pbg_core.config import ConfigSchema, config_to_json
+from pbg_core.errors import ShapeError
+from storage import fs
+from storage.checkpoints import CheckpointStore
+from storage.errors import BadDataError, DataNotFound
+
+# Changing these changes the loss, not the parameters: warned about on resume.
+WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
+# (checkpoint url, version, field, old, new) already warned about in this process.
+_WARNED: set[tuple[str, int, str, str, str]] = set()
+_CHECKPOINT_FILES = "checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5"
+
+
+def check_init_path(store: CheckpointStore) -> None:
+    """Refuse an ``init_path`` that is not a checkpoint directory.
+
+    Raises:
+        DataNotFound: the directory does not exist, or holds no file of its committed
+            version (version 0, PBG's name for "no checkpoint_version.txt", included).
+    """
+    if not fs.exists(store.url, store.storage_options):
+        raise DataNotFound(store.url, f"init_path does not exist; expected a checkpoint directory ({_CHECKPOINT_FILES})")
+    version = store.read_version()
+    versions = store.list_versions()
+    if version not in versions:
+        found = f"files of versions {versions}" if versions else "no checkpoint files"
+        raise DataNotFound(store.url, f"init_path holds no checkpoint of version {version} (the version its "
+                           f"checkpoint_version.txt names, 0 when missing; found {found}); expected {_CHECKPOINT_FILES}")
+
+
+def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | None:
+    """The config ``version`` of ``store`` was trained with, or None when nothing records it.
+
+    The model file's ``config/json`` attribute is the config of that very version; the
+    directory's ``config.json`` (rewritten at every start) is the fallback.
+    """
+    text = store.load_metadata(version).config_json if store.has_model(version) else ""
+    if text:
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError:
+            raise BadDataError(store.file_url(f"model.v{version}.h5"),
+                               "attribute config/json is not valid JSON") from None
+        return loaded if isinstance(loaded, dict) else None
+    try:
+        return store.load_config()
+    except DataNotFound:
+        return None
+
+
+_REMEDIES = {
+    "checkpoint_path": "resume with the checkpoint's values, or train into a new checkpoint_path",
+    "init_path": "use an init_path trained with the same values, or none",
+    "evaluated checkpoint": "evaluate with the config the checkpoint was trained with (its config.json)",
+}
+
+
+def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logger: Any, label: str) -> None:
+    """Refuse shape-changing config differences from ``version`` of ``store``; warn about the rest.
+
+    Args:
+        store: The checkpoint (the run's own, or init_path's).
+        version: Its committed version (0: nothing to check unless a ``model.v0.h5`` is there).
+        config: The run's config.
+        logger: Where warnings go (the run logger).
+        label: How messages name the checkpoint: ``"checkpoint_path"``, ``"init_path"`` or
+            ``"evaluated checkpoint"`` (each has its own advice).
+
+    Raises:
+        ShapeError: a field that shapes the parameters differs; one line naming every such field.
+    """
+    if version == 0 and not store.has_model(0):  # nothing committed (an init_path may hold PBG's v0 files)
+        return
+    stored = trained_config(store, version)
+    if stored is None:
+        return
+    where = f"{label} {store.url} version {version}"
+    current = config_to_json(config)
+    refused = shape_differences(stored, current)
+    if refused:
+        raise ShapeError(f"{where} was trained with {'; '.join(refused)}: these define the model's parameters "
+                         f"and cannot change; {_REMEDIES[label]}")
+    for name in WARNED_FIELDS:
+        key = (store.url, version, name, json.dumps(stored.get(name)), json.dumps(current[name]))
+        if name in stored and stored[name] != current[name] and key not in _WARNED:
+            _WARNED.add(key)  # the flow plans twice (before and under the lease): say it once
+            logger.warning("%s was trained with %s=%s, this config has %s=%s: continuing with %s=%s",
+                           where, name, json.dumps(stored[name]), name, json.dumps(current[name]),
+                           name, json.dumps(current[name]))
+
+
+def shape_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``"<field> <stored value> (this config: <value>)"`` for each shape-defining difference."""
+    found: list[str] = []
+
+    def differ(field: str, old: Any, new: Any) -> None:
+        if old != new:
+            found.append(f"{field} {json.dumps(old)} (this config: {json.dumps(new)})")
+
+    for name in ("dimension", "dynamic_relations", "global_emb"):
+        if name in stored:
+            differ(name, stored[name], current[name])
+    old_entities, new_entities = stored.get("entities") or {}, current["entities"]
+    differ("entity types", sorted(old_entities), sorted(new_entities))
+    for name in sorted(set(old_entities) & set(new_entities)):
+        for key in ("num_partitions", "dimension", "featurized"):
+            if key in old_entities[name]:
+                differ(f"entities.{name}.{key}", old_entities[name][key], new_entities[name].get(key))
+    old_relations, new_relations = stored.get("relations") or [], current["relations"]
+    differ("number of relations", len(old_relations), len(new_relations))
+    for i, (old, new) in enumerate(zip(old_relations, new_relations)):
+        for key in ("lhs", "rhs", "operator"):
+            if key in old:
+                # Operator names are case-insensitive in configs (PBG matches them through .upper()).
+                value = old[key].lower() if key == "operator" and isinstance(old[key], str) else old[key]
+                differ(f"relations[{i}].{key}", value, new[key])
+    return found
