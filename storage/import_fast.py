@@ -33,13 +33,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pbg_core.errors import ConfigError
+from pbg_core.errors import ConfigError, UsageError
 from storage import fs, layout
 from storage.entities import EntityStore
 from storage.errors import DataNotFound
 from storage.import_count import ImportPlan, NameCounter
 from storage.import_parse import (
-    FastPathAnomaly, RawBatch, ReadSpec, detect_delimiter, fast_batches, is_parquet, parquet_batches, slow_batches,
+    FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, fast_batches, is_parquet,
+    parquet_batches, slow_batches,
 )
 from storage.import_partition import Assignment, assign
 from storage.import_report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
@@ -55,30 +56,31 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
     """Check the arguments against the config and derive the plan (no I/O except exists).
 
     Raises:
-        ValueError: input count, column, delimiter or a missing rel column in dynamic mode.
+        UsageError: input count, column, delimiter or a missing rel column in dynamic mode.
         ConfigError: dynamic mode without exactly one relation, unknown entity types.
         DataNotFound: an input does not exist.
     """
     if len(inputs) != len(config.edge_paths):
-        raise ValueError(
+        raise UsageError(
             f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
             f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
         )
     columns = spec.columns
     for name, col in zip(columns._fields, columns):
         if isinstance(col, int) and col < 0:
-            raise ValueError(f"{name}_col must be a 0-based column index >= 0, got {col}")
+            raise UsageError(f"{name}_col must be a 0-based column index >= 0, got {col}")
         if isinstance(col, str) and not all(is_parquet(url) for url in inputs):
-            raise ValueError(f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
+            raise UsageError(f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
                              f"got {list(inputs)}; use 0-based indices for text files")
     if spec.delimiter == "" or (spec.delimiter is not None and spec.delimiter.strip("\r\n") != spec.delimiter):
-        raise ValueError(f"delimiter must be None (tab or space, detected) or a string without newlines, "
+        raise UsageError(f"delimiter must be None (tab or space, detected) or a string without newlines, "
                          f"got {spec.delimiter!r}")
     dynamic = bool(config.dynamic_relations)
     if dynamic and len(config.relations) != 1:
         raise ConfigError([f"relations: dynamic_relations needs exactly 1 relation, got {len(config.relations)}"])
     if dynamic and columns.rel is None:
-        raise ValueError("rel_col is required with dynamic_relations (relation names come from the data)")
+        raise UsageError("rel_col (--rel-col) is required with dynamic_relations=True: relation names "
+                         "come from the data; give the 0-based column of the relation name")
     sides = [(rel.lhs, rel.rhs) for rel in config.relations]
     unknown = sorted({t for pair in sides for t in pair} - set(config.entities))
     if unknown:
@@ -112,11 +114,11 @@ def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, ur
 def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport,
                 progress: PhaseProgress) -> None:
     """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
-    with fs.local_read_path(url, counter.plan.storage_options) as path:
+    with fs.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
         if is_parquet(url):
             _consume(parquet_batches(path, url, spec), counter, spill, url, report, progress)
             return
-        delimiter = detect_delimiter(path, spec.delimiter)
+        delimiter = detect_delimiter(path, url, spec.delimiter)
         snapshot = counter.snapshot()
         before = (report.edges_read, dict(report.skipped), list(report.bad_lines), progress.done_count)
         try:

@@ -37,6 +37,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from pbg_core.errors import UsageError
 from pbg_core.partitions import PartitionTopology
 from storage.entities import EntityStore
 from storage import fs
@@ -104,13 +105,13 @@ def import_edges(
         An :class:`ImportReport`.
 
     Raises:
-        ValueError: Bad arguments (input count, column index, delimiter, missing rel_col).
+        UsageError: Bad arguments (input count, column index, delimiter, missing rel_col).
         ConfigError: Dynamic mode without exactly one relation, or unknown entity types.
         DataNotFound: An input does not exist.
         BadDataError: A malformed line or an empty input (raised before anything is written).
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
-        raise ValueError(
+        raise UsageError(
             f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}")
     strict = unknown_relations == "error" and rel_col is not None and not config.dynamic_relations
     relations = frozenset(r.name for r in config.relations) if strict else None
