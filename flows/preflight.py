@@ -13,7 +13,6 @@ avoid (no fsspec, torch or Prefect): whatever it imports delays the server's sta
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 
 from pbg_core.config import ConfigSchema
@@ -21,10 +20,11 @@ from pbg_core.errors import ConfigError
 from pbg_core.partitions import PartitionTopology
 from storage import layout
 from storage.config_loader import load_config, local_path
-from storage.errors import DataNotFound, OutputExistsError
+from storage.errors import DataNotFound, OutputNotWritable
+from storage.local_dirs import creatable_problem
 
 
-class CheckpointNotWritable(OutputExistsError):
+class CheckpointNotWritable(OutputNotWritable):
     """The checkpoint directory cannot be created or written (a file, a read-only place)."""
 
 
@@ -102,19 +102,7 @@ def _check_entity_dir(entity_path: str, local: str, topology: PartitionTopology)
 
 
 def _check_writable(checkpoint_path: str, local: str) -> None:
-    """The checkpoint directory, or its nearest existing parent, must take a new directory.
-
-    Probed by creating (and removing at once) a directory there: ``os.access`` says yes to
-    root everywhere, even under ``/proc`` or on a read-only mount.
-    """
-    existing = os.path.abspath(local)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise CheckpointNotWritable(checkpoint_path, f"cannot create the checkpoint directory: {existing} is a "
-                                    "file; give a directory for checkpoint_path")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".pbg-write-check-", dir=existing))
-    except OSError as err:
-        raise CheckpointNotWritable(checkpoint_path, f"cannot create the checkpoint directory in {existing} "
-                                    f"({err.strerror}); give a checkpoint_path you may write to") from None
+    problem = creatable_problem(local)
+    if problem is not None:
+        raise CheckpointNotWritable(checkpoint_path, f"cannot create the checkpoint directory: {problem}; "
+                                    "give a checkpoint_path you may write to")

@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 from pbg_core.errors import ConfigError, UsageError
 from storage import fs, layout
 from storage.entities import EntityStore
-from storage.errors import DataNotFound
+from storage.errors import DataNotFound, OutputNotWritable
+from storage.local_dirs import creatable_problem
 from storage.import_count import ImportPlan, NameCounter
 from storage.import_parse import (
     FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, fast_batches, is_parquet,
@@ -53,12 +54,13 @@ logger = logging.getLogger(__name__)
 
 
 def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
-    """Check the arguments against the config and derive the plan (no I/O except exists).
+    """Check the arguments against the config and derive the plan (no I/O but exists and a write probe).
 
     Raises:
         UsageError: input count, column, delimiter or a missing rel column in dynamic mode.
         ConfigError: dynamic mode without exactly one relation, unknown entity types.
         DataNotFound: an input does not exist.
+        OutputNotWritable: a local output directory (entity_path, an edge path) cannot be created.
     """
     if len(inputs) != len(config.edge_paths):
         raise UsageError(
@@ -89,6 +91,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
     for url in inputs:
         if not fs.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")
+    check_outputs(config)
     parts = {name: entity.num_partitions for name, entity in config.entities.items()}
     return ImportPlan(
         dynamic=dynamic,
@@ -99,6 +102,20 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         nparts_rhs=max(parts[rhs] for _, rhs in sides),
         storage_options=options,
     )
+
+
+def check_outputs(config: Any) -> None:
+    """Fail before reading any input when a local output directory (entity_path, an edge path) cannot be created.
+
+    Raises:
+        OutputNotWritable: naming the directory, the config field and why.
+    """
+    options = config.storage_options_for_fs()
+    for field, url in [("entity_path", config.entity_path), *(("edge_paths", p) for p in config.edge_paths)]:
+        filesystem, path = fs.resolve(url, options)
+        problem = creatable_problem(path) if fs.is_local(filesystem) else None
+        if problem is not None:
+            raise OutputNotWritable(url, f"cannot create the {field} directory: {problem}")
 
 
 def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, url: str,

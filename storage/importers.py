@@ -42,7 +42,7 @@ from pbg_core.partitions import PartitionTopology
 from storage.entities import EntityStore
 from storage import fs
 from storage.errors import StorageError
-from storage.import_fast import run_import
+from storage.import_fast import check_outputs, run_import
 from storage.import_manifest import fingerprint, read_manifest, remove_manifest, write_manifest
 from storage.import_parse import Column, Columns, ReadSpec
 from storage.import_partition import EntityIndex
@@ -122,6 +122,7 @@ def import_edges(
         "entity_min_count": entity_min_count, "seed": seed,
     }
     so = config.storage_options_for_fs()
+    check_outputs(config)  # before the manifest is looked for inside them
     print_: str | None = None  # None: unreadable inputs (the import itself then says why)
     previous = None if force else read_manifest(config.entity_path, so)
     if previous is not None and not _outputs_complete(config):

@@ -96,6 +96,8 @@ def _cases() -> list[Case]:
         Case("short line", (*imp, "short.tsv", *cols), ("short.tsv", "line 2", "found 2")),
         Case("bad weight", (*imp, "weight.tsv", *cols, "--weight-col", "3"), ("weight.tsv", "line 1", "'heavy'")),
         Case("missing input", (*imp, "nothere.tsv", *cols), ("nothere.tsv", "does not exist")),
+        Case("output below a file", ("import", "outside.json", "train.tsv", *cols),
+             ("train.tsv/data", "entity_path", "is a file")),
         Case("zero min count", (*imp, "train.tsv", *cols, "--entity-min-count", "0"), ("--entity-min-count", "'0'"),
              status=2),
         # -- errors raised inside a flow run ----------------------------------------------------
@@ -127,6 +129,7 @@ def _write_inputs(root: Path, graph: Any, config_for: Callable[..., dict[str, An
 
     save("config.json")
     save("unknown.json", num_epoch=3)
+    save("outside.json", entity_path="train.tsv/data", edge_paths=["train.tsv/data/edges"])
     save("dynamic.json", dynamic_relations=True, global_emb=False,
          relations=[{**config["relations"][0], "name": "all"}])
     (root / "folder.json").mkdir()
