@@ -181,10 +181,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from flows.preflight import load_checked_config
+    from flows.preflight import check_prefect_api, load_checked_config
 
     # Before the server or any worker starts: a bad config or a missing input fails in under a second.
     config = load_checked_config(args.config, args.param, training=True)
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:  # then at once: the server's start-up overlaps everything below
         from flows.train import pbg
         from tasks.sessions import prepare_training_session
@@ -204,9 +205,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from flows.preflight import load_checked_config
+    from flows.preflight import check_prefect_api, load_checked_config
 
     config = load_checked_config(args.config, args.param, training=False)  # before the server, as for train
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.evaluate import pbg_eval
 

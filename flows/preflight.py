@@ -13,10 +13,12 @@ avoid (no fsspec, torch or Prefect): whatever it imports delays the server's sta
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 
 from pbg_core.config import ConfigSchema
-from pbg_core.errors import ConfigError
+from pbg_core.errors import ConfigError, PbgError
 from pbg_core.partitions import PartitionTopology
 from storage import layout
 from storage.config_loader import load_config, local_path
@@ -26,6 +28,31 @@ from storage.local_dirs import creatable_problem
 
 class CheckpointNotWritable(OutputNotWritable):
     """The checkpoint directory cannot be created or written (a file, a read-only place)."""
+
+
+class PrefectApiUnreachable(PbgError):
+    """``PREFECT_API_URL`` names a server that does not answer."""
+
+
+def check_prefect_api(api_url: str | None, timeout: float = 5.0) -> None:
+    """Raise :class:`PrefectApiUnreachable` when nothing answers ``GET /health`` at ``api_url`` (when set).
+
+    A user-set ``PREFECT_API_URL`` that nothing answers would otherwise fail the command after
+    Prefect's client has retried, as an "unexpected RuntimeError".
+    """
+    if not api_url:
+        return
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return  # something answers (Prefect Cloud wants a key even here): the client will say more
+    except (urllib.error.URLError, OSError) as err:
+        reason = str(getattr(err, "reason", err))
+    raise PrefectApiUnreachable(
+        f"PREFECT_API_URL={api_url}: no Prefect API answers there ({reason}); start that server, "
+        "or unset PREFECT_API_URL to run on an embedded one"
+    )
 
 
 def load_checked_config(path: str, overrides: Sequence[str], training: bool) -> ConfigSchema:

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from flows.preflight import CheckpointNotWritable, check_local_inputs, load_checked_config
+from flows.preflight import (
+    CheckpointNotWritable, PrefectApiUnreachable, check_local_inputs, check_prefect_api, load_checked_config,
+)
 from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
 from storage.errors import DataNotFound
@@ -76,3 +78,9 @@ def test_loading_imports_neither_fsspec_nor_prefect_nor_torch(config: dict[str, 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"
     assert load_checked_config(str(path), ["num_epochs=7"], training=True).num_epochs == 7
+
+
+def test_a_prefect_api_url_nothing_answers_is_named() -> None:
+    with pytest.raises(PrefectApiUnreachable, match=r"PREFECT_API_URL=http://127.0.0.1:9/api: no Prefect API"):
+        check_prefect_api("http://127.0.0.1:9/api", timeout=2)
+    check_prefect_api(None)  # unset: the embedded server is used
