@@ -207,7 +207,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from flows.preflight import check_prefect_api, load_checked_config
 
-    config = load_checked_config(args.config, args.param, training=False)  # before the server, as for train
+    # Before the server, as for train.
+    config = load_checked_config(args.config, args.param, training=False, filter_paths=args.filter_path or ())
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.evaluate import pbg_eval

@@ -55,26 +55,30 @@ def check_prefect_api(api_url: str | None, timeout: float = 5.0) -> None:
     )
 
 
-def load_checked_config(path: str, overrides: Sequence[str], training: bool) -> ConfigSchema:
+def load_checked_config(
+    path: str, overrides: Sequence[str], training: bool, filter_paths: Sequence[str] = ()
+) -> ConfigSchema:
     """The validated config, once its local inputs are known to exist.
 
     Args:
         path: The config file (see :func:`storage.config_loader.load_config`).
         overrides: ``-p key=value`` overrides.
         training: ``pbg train`` (the checkpoint directory must be writable) or ``pbg eval``.
+        filter_paths: More edge paths that must exist (``pbg eval --filter-path``).
 
     Raises:
         ConfigError: invalid config, or no edge path.
-        DataNotFound: an edge path, a bucket file, an entity count file or ``init_path`` is missing.
+        DataNotFound: an edge path (or filter path), a bucket file, an entity count file or
+            ``init_path`` is missing.
         CheckpointNotWritable: ``training`` and the checkpoint directory cannot be written.
         DataNotFound: not ``training`` and the checkpoint directory holds no committed version.
     """
     config = load_config(path, list(overrides))
-    check_local_inputs(config, training)
+    check_local_inputs(config, training, filter_paths)
     return config
 
 
-def check_local_inputs(config: ConfigSchema, training: bool) -> None:
+def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Sequence[str] = ()) -> None:
     """Raise on the first missing local input of ``config`` (see :func:`load_checked_config`)."""
     if not config.edge_paths:
         raise ConfigError(["edge_paths: [] is empty; give at least one directory of edge files "
@@ -84,10 +88,11 @@ def check_local_inputs(config: ConfigSchema, training: bool) -> None:
         [(relation.lhs, relation.rhs) for relation in config.relations],
         featurized=[name for name, entity in config.entities.items() if entity.featurized],
     )
-    for edge_path in config.edge_paths:
+    named = [(p, "edge_paths") for p in config.edge_paths] + [(p, "--filter-path") for p in filter_paths]
+    for edge_path, field in named:
         local = local_path(edge_path)
         if local is not None:
-            _check_edge_dir(edge_path, local, topology)
+            _check_edge_dir(edge_path, local, topology, field)
     entity_dir = local_path(config.entity_path)
     if entity_dir is not None:
         _check_entity_dir(config.entity_path, entity_dir, topology)
@@ -104,9 +109,9 @@ def check_local_inputs(config: ConfigSchema, training: bool) -> None:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
 
 
-def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology) -> None:
+def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, field: str) -> None:
     if not os.path.exists(local):
-        raise DataNotFound(edge_path, "edge path does not exist; run `pbg import` first (edge_paths)")
+        raise DataNotFound(edge_path, f"edge path does not exist; run `pbg import` first ({field})")
     if not os.path.isdir(local):
         raise DataNotFound(edge_path, "edge path is a file, not a directory of edges_<lhs>_<rhs>.h5 files "
                            "(written by `pbg import`)")

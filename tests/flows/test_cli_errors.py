@@ -84,6 +84,8 @@ def _cases() -> list[Case]:
         Case("checkpoint not writable", (*ok, "-p", "checkpoint_path=/proc/pbg-ckpt"),
              ("/proc/pbg-ckpt", "cannot create")),
         Case("eval before train", ("eval", "config.json"), ("ckpt", "no committed checkpoint", "train first")),
+        Case("missing filter path", ("eval", "config.json", "--filtered", "--filter-path", "data/gone"),
+             ("data/gone", "edge path does not exist", "--filter-path")),
         Case("no server at PREFECT_API_URL", ok, ("PREFECT_API_URL=http://127.0.0.1:9/api", "no Prefect API answers"),
              env={"PREFECT_API_URL": "http://127.0.0.1:9/api"}),
         # -- pbg import -------------------------------------------------------------------------
