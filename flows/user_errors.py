@@ -36,6 +36,7 @@ RUN_FAILURE_PREFIXES = (
     "Task run failed with ",
     "Finished in state Failed(",
 )
+RETRY_PREFIX = "Task run failed with "  # INFO when a retry follows, ERROR (with the traceback) when none does
 PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
@@ -70,8 +71,13 @@ class RunFailureFilter(logging.Filter):
     """Drops Prefect's failure lines of flow and task runs (see the module docstring)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(PREFECT_RUN_LOGGERS):
+            return True
+        message = str(record.msg)
+        if message.startswith(RETRY_PREFIX) and record.levelno < logging.ERROR:
+            return True  # "Task run failed with ...: ... - Retry 1/3 will start ...": the user wants to see it
         # Any level: a flow run logs its "Finished in state Failed(...)" at INFO, a task run at ERROR.
-        return not (record.name.startswith(PREFECT_RUN_LOGGERS) and str(record.msg).startswith(RUN_FAILURE_PREFIXES))
+        return not message.startswith(RUN_FAILURE_PREFIXES)
 
 
 def quiet_run_failures() -> None:

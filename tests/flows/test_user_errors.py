@@ -63,6 +63,7 @@ def _record(name: str, level: int, msg: str) -> logging.LogRecord:
         ("prefect.flow_runs", logging.INFO, "Finished in state Failed('Flow run encountered an exception')", False),
         ("prefect.task_runs", logging.ERROR, "Finished in state Failed('Task run encountered an exception')", False),
         ("prefect.flow_runs", logging.INFO, "Finished in state Completed()", True),
+        ("prefect.task_runs", logging.INFO, "Task run failed with exception: X - Retry 1/3 will start", True),
         ("prefect.flow_runs", logging.ERROR, "Crash detected! Execution was interrupted", True),
         ("pbg_core.engine", logging.ERROR, "Encountered exception during execution", True),
     ],
