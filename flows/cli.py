@@ -7,7 +7,11 @@
     pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name train]
 
 ``train`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
-ephemeral API with SQLite) unless PREFECT_API_URL points at a server.
+ephemeral API with SQLite) unless PREFECT_API_URL points at a server; they check the
+config and their local inputs first (:mod:`flows.preflight`), before that server starts.
+
+A failure is one line naming what is wrong (:mod:`flows.user_errors`); every subcommand
+takes ``--debug`` (or ``PBG_DEBUG=1``) for the traceback.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from flows.local_server import LocalApiServer, local_api
+from flows.user_errors import DEBUG_VARIABLE, debug_enabled, quiet_run_failures, report
 from pbg_core.worker_boot import active_workers, close_prestarted, default_num_workers, prestart_children
 
 if TYPE_CHECKING:
     from pbg_core.config import ConfigSchema
 
 EXIT_USAGE = 2
-EXIT_FAILED = 1
 
 
 def _prepare_prefect_env() -> None:
@@ -50,6 +54,7 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="config file: PBG .py (get_torchbiggraph_config), .json or .yaml")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also print Prefect's routine lines (every task's 'Finished in state Completed()', ...)")
+    _add_debug_arg(parser)
     parser.add_argument(
         "-p", "--param", action="append", default=[], metavar="KEY=VALUE",
         help="override a config value; dotted paths reach nested ones (relations.0.all_negs=true). "
@@ -58,14 +63,36 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_debug_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true",
+                        help=f"on failure, print the Python traceback (and Prefect's own failure lines) before "
+                        f"the one-line error; the same as {DEBUG_VARIABLE}=1")
+
+
+def _positive(text: str) -> int:
+    """A count of 1 or more."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a whole number >= 1")
+    return int(text)
+
+
 def _column(text: str) -> int | str:
     """A column: a 0-based index, or a name (Parquet inputs)."""
-    return int(text) if text.isdigit() else text
+    if text.lstrip("-").isdigit():
+        if text.startswith("-"):
+            raise argparse.ArgumentTypeError(f"{text} is negative; give a 0-based column index (0, 1, ...) "
+                                             "or a column name (Parquet inputs)")
+        return int(text)
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="pbg", description="PyTorch-BigGraph training as a Prefect pipeline.")
+    parser = argparse.ArgumentParser(
+        prog="pbg", description="PyTorch-BigGraph training as a Prefect pipeline.",
+        epilog=f"A failure ends with status 1 (2 for a bad option) and one line naming the file, line or field, "
+        f"the bad value and what is allowed; --debug (every subcommand) or {DEBUG_VARIABLE}=1 adds the traceback.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     imp = sub.add_parser("import", help="convert TSV edge lists into the config's entity_path and edge_paths")
@@ -84,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--unknown-relations", choices=("skip", "error"), default="skip",
                      help="a relation name not in the config: skip and count the edge (default, as PBG) or treat "
                           "the line as malformed (an error naming file and line, or a skip with --skip-bad-lines)")
-    imp.add_argument("--relation-type-min-count", type=int, default=1, help="drop rarer relation types")
-    imp.add_argument("--entity-min-count", type=int, default=1, help="drop rarer entities (and their edges)")
+    imp.add_argument("--relation-type-min-count", type=_positive, default=1, help="drop rarer relation types")
+    imp.add_argument("--entity-min-count", type=_positive, default=1, help="drop rarer entities (and their edges)")
     imp.add_argument("--delimiter", default=None, help="column separator (default: tab if the file's first line has one, else a space)")
 
     train = sub.add_parser("train", help="run the `pbg` training flow (resumes from the last committed version)")
@@ -119,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the `pbg` flow as deployment pbg/<name> from this process (no work pool or worker); "
         "needs a Prefect server in PREFECT_API_URL",
     )
+    _add_debug_arg(serve)
     serve.add_argument("--name", default="train", help="deployment name (default: train, i.e. pbg/train)")
     serve.add_argument("--config-url", default=None, help="default `config_url` parameter: a JSON/YAML config "
                        "(local path or s3://); runs may pass their own")
@@ -153,12 +181,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    with local_api() as server:  # first: the server's start-up overlaps everything below
-        from storage.config_loader import load_config
+    from flows.preflight import check_prefect_api, load_checked_config
 
-        config = load_config(args.config, list(args.param))  # a bad config fails here, in under a second
+    # Before the server or any worker starts: a bad config or a missing input fails in under a second.
+    config = load_checked_config(args.config, args.param, training=True)
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    with local_api() as server:  # then at once: the server's start-up overlaps everything below
         from flows.train import pbg
         from tasks.sessions import prepare_training_session
+
+        _quiet_run_failures(args)
 
         prestart_workers(config, training=True)
         if server is not None:  # while the server starts: the session, and Prefect's serializers
@@ -173,11 +205,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    with local_api() as server:
-        from storage.config_loader import load_config
+    from flows.preflight import check_prefect_api, load_checked_config
 
-        config = load_config(args.config, list(args.param))
+    # Before the server, as for train.
+    config = load_checked_config(args.config, args.param, training=False, filter_paths=args.filter_path or ())
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    with local_api() as server:
         from flows.evaluate import pbg_eval
+
+        _quiet_run_failures(args)
 
         prestart_workers(config, training=False)
 
@@ -188,6 +224,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(metrics))
     return 0
+
+
+def _quiet_run_failures(args: argparse.Namespace) -> None:
+    """Prefect's failure lines and tracebacks off the console (the API keeps them), unless debugging."""
+    if not debug_enabled(args.debug):
+        quiet_run_failures()
 
 
 def prestart_workers(config: ConfigSchema, training: bool) -> None:
@@ -322,14 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Engine and storage progress lines (per bucket, per import phase) are INFO.
     for name in ("pbg_core", "storage", "tasks"):
         logging.getLogger(name).setLevel(logging.INFO)
-    from pbg_core.errors import PbgError
-
     try:
         return COMMANDS[args.command](args)
-    except PbgError as exc:
-        # Expected, user-facing failures: the message names the file/field/value.
-        print(f"pbg {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - reported in one line (see flows.user_errors), not swallowed
+        return report(args.command, exc, debug_enabled(args.debug))
     except KeyboardInterrupt:
         print(f"pbg {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -10,6 +10,9 @@ class PbgError(Exception):
 class ConfigError(PbgError, ValueError):
     """A config is invalid. Carries every problem found, not just the first.
 
+    One problem reads as one line (``config in x.json: lr: ...``); several as a header
+    line and one line per problem.
+
     Attributes:
         problems: One human-readable line per problem, each naming the field
             (dotted path), the bad value and what is allowed.
@@ -21,8 +24,19 @@ class ConfigError(PbgError, ValueError):
         self.source = source
         where = f" in {source}" if source else ""
         count = len(self.problems)
-        header = f"{count} problem{'s' if count != 1 else ''} with the config{where}:"
+        if count == 1:  # one line: where, then the problem (field, bad value, what is allowed)
+            super().__init__(f"config{where}: {self.problems[0]}")
+            return
+        header = f"{count} problems with the config{where}:"
         super().__init__("\n".join([header, *(f"  - {p}" for p in self.problems)]))
+
+    def __reduce__(self) -> tuple[type, tuple[list[str], str | None]]:
+        # Errors cross process and task boundaries: rebuild from the problems, not the message.
+        return (type(self), (self.problems, self.source))
+
+
+class UsageError(PbgError, ValueError):
+    """A command's option or argument is invalid (not the config): names the option, value and what is allowed."""
 
 
 class UnknownNameError(PbgError, ValueError):

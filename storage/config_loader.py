@@ -18,17 +18,22 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import yaml
-from fsspec.core import split_protocol
+from typing import TYPE_CHECKING, Any
 
 from pbg_core.config import ConfigSchema, config_to_json, parse_config
 from pbg_core.errors import ConfigError
-from storage.errors import DataNotFound
-from storage.fs import StorageOptions, read_text
+from storage.errors import AccessDenied, BadDataError, DataNotFound
+
+if TYPE_CHECKING:
+    from storage.fs import StorageOptions
+
+# A URL's protocol: ``s3://``, ``file://``, chained ``simplecache::s3://``. A local config is
+# read without fsspec (and yaml is imported for YAML only): ``pbg train`` reads its config
+# before it starts its server, so every import here delays the server's start.
+_PROTOCOL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)(://|::)")
 
 PBG_CONFIG_FUNCTION = "get_torchbiggraph_config"
 _SUFFIXES = (".py", ".json", ".yaml", ".yml")
@@ -56,9 +61,9 @@ def load_config(
     if suffix == ".py":
         raw = _load_python(url_or_path)
     elif suffix == ".json":
-        raw = _parse_text(url_or_path, read_text(url_or_path, storage_options), _parse_json)
+        raw = _parse_text(url_or_path, _read_text(url_or_path, storage_options), _parse_json)
     elif suffix in (".yaml", ".yml"):
-        raw = _parse_text(url_or_path, read_text(url_or_path, storage_options), _parse_yaml)
+        raw = _parse_text(url_or_path, _read_text(url_or_path, storage_options), _parse_yaml)
     else:
         raise ConfigError(
             [f"unsupported config file type {suffix or '(none)'!r}; allowed: {', '.join(_SUFFIXES)}"],
@@ -80,11 +85,53 @@ def _parse_json(text: str) -> Any:
 
 
 def _parse_yaml(text: str) -> Any:
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
+        mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+        if mark is not None and problem:
+            context = getattr(err, "context", None)
+            where = f"at line {mark.line + 1}, column {mark.column + 1}"
+            raise ValueError(f"not valid YAML: {problem} {where}" + (f" ({context})" if context else "")) from None
         # PyYAML's message spans lines (context, marker); keep it on one line.
         raise ValueError("not valid YAML: " + " ".join(str(err).split())) from None
+
+
+def _read_text(url: str, storage_options: StorageOptions) -> str:
+    """The config file's text: a local file directly, anything else through :mod:`storage.fs`."""
+    path = local_path(url)
+    if path is None:
+        from storage.fs import read_text
+
+        return read_text(url, storage_options)
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        raise DataNotFound(url, "config file does not exist") from None
+    except IsADirectoryError:
+        raise DataNotFound(url, "is a directory, expected a config file") from None
+    except PermissionError:
+        raise AccessDenied(url, "cannot read the config file: permission denied") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadDataError(url, f"expected UTF-8 text, got undecodable byte at offset {err.start}") from None
+
+
+def local_path(url: str) -> str | None:
+    """The local path ``url`` names (a plain path, ``file://`` or ``local://``), None for a remote URL.
+
+    Decided from the text alone, without importing fsspec (see :data:`_PROTOCOL_RE`).
+    """
+    match = _PROTOCOL_RE.match(url)
+    if match is None:
+        return url
+    if match.group(2) == "://" and match.group(1).lower() in ("file", "local"):
+        return url.split("://", 1)[1]
+    return None
 
 
 def _parse_text(source: str, text: str, parse: Callable[[str], Any]) -> Mapping[str, Any]:
@@ -96,8 +143,9 @@ def _parse_text(source: str, text: str, parse: Callable[[str], Any]) -> Mapping[
 
 def _local_path(url: str) -> str:
     """The local path of ``url``; remote URLs are refused because the file would be executed."""
-    protocol, path = split_protocol(url)
-    if protocol not in (None, "file", "local"):
+    path = local_path(url)
+    if path is None:
+        protocol = url.split(":", 1)[0]
         raise ConfigError(
             [
                 f"a .py config is executed, so it must be a local file, not a {protocol}:// URL; "

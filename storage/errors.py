@@ -11,6 +11,7 @@ The hierarchy lets callers catch broadly (:class:`StorageError`) or narrowly:
 - :class:`StorageUnreachable`: no connection possible (a connection refused by a loopback
   endpoint, or the start-of-run probe failed); permanent.
 - :class:`AccessDenied`: the store refused the credentials (or there were none); permanent.
+- :class:`OutputNotWritable`: a local output directory that cannot be created (found before any work).
 - :class:`BadUrlError`: a URL that cannot name a file (``s3://`` without a bucket, a bad
   bucket name); permanent.
 
@@ -56,6 +57,10 @@ class DataNotFound(StorageError, FileNotFoundError):
 
 class OutputExistsError(StorageError, FileExistsError):
     """An output that must not be overwritten already exists."""
+
+
+class OutputNotWritable(StorageError):
+    """An output directory cannot be created or written (below a file, a read-only place)."""
 
 
 class BadDataError(StorageError, ValueError):

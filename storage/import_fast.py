@@ -33,13 +33,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pbg_core.errors import ConfigError
+from pbg_core.errors import ConfigError, UsageError
 from storage import fs, layout
 from storage.entities import EntityStore
-from storage.errors import BadDataError, DataNotFound
+from storage.errors import BadDataError, DataNotFound, OutputNotWritable
+from storage.local_dirs import creatable_problem
 from storage.import_count import ImportPlan, NameCounter
 from storage.import_parse import (
-    FastPathAnomaly, RawBatch, ReadSpec, detect_delimiter, fast_batches, is_parquet, parquet_batches, slow_batches,
+    FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, fast_batches, is_parquet,
+    parquet_batches, slow_batches,
 )
 from storage.import_partition import Assignment, assign
 from storage.import_report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
@@ -52,33 +54,35 @@ logger = logging.getLogger(__name__)
 
 
 def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
-    """Check the arguments against the config and derive the plan (no I/O except exists).
+    """Check the arguments against the config and derive the plan (no I/O but exists and a write probe).
 
     Raises:
-        ValueError: input count, column, delimiter or a missing rel column in dynamic mode.
+        UsageError: input count, column, delimiter or a missing rel column in dynamic mode.
         ConfigError: dynamic mode without exactly one relation, unknown entity types.
         DataNotFound: an input does not exist.
+        OutputNotWritable: a local output directory (entity_path, an edge path) cannot be created.
     """
     if len(inputs) != len(config.edge_paths):
-        raise ValueError(
+        raise UsageError(
             f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
             f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
         )
     columns = spec.columns
     for name, col in zip(columns._fields, columns):
         if isinstance(col, int) and col < 0:
-            raise ValueError(f"{name}_col must be a 0-based column index >= 0, got {col}")
+            raise UsageError(f"{name}_col must be a 0-based column index >= 0, got {col}")
         if isinstance(col, str) and not all(is_parquet(url) for url in inputs):
-            raise ValueError(f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
+            raise UsageError(f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
                              f"got {list(inputs)}; use 0-based indices for text files")
     if spec.delimiter == "" or (spec.delimiter is not None and spec.delimiter.strip("\r\n") != spec.delimiter):
-        raise ValueError(f"delimiter must be None (tab or space, detected) or a string without newlines, "
+        raise UsageError(f"delimiter must be None (tab or space, detected) or a string without newlines, "
                          f"got {spec.delimiter!r}")
     dynamic = bool(config.dynamic_relations)
     if dynamic and len(config.relations) != 1:
         raise ConfigError([f"relations: dynamic_relations needs exactly 1 relation, got {len(config.relations)}"])
     if dynamic and columns.rel is None:
-        raise ValueError("rel_col is required with dynamic_relations (relation names come from the data)")
+        raise UsageError("rel_col (--rel-col) is required with dynamic_relations=True: relation names "
+                         "come from the data; give the 0-based column of the relation name")
     sides = [(rel.lhs, rel.rhs) for rel in config.relations]
     unknown = sorted({t for pair in sides for t in pair} - set(config.entities))
     if unknown:
@@ -90,6 +94,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         if fs.isdir(url, options):
             raise DataNotFound(url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 "
                                "or .parquet/.pq)")
+    check_outputs(config)
     parts = {name: entity.num_partitions for name, entity in config.entities.items()}
     return ImportPlan(
         dynamic=dynamic,
@@ -100,6 +105,20 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         nparts_rhs=max(parts[rhs] for _, rhs in sides),
         storage_options=options,
     )
+
+
+def check_outputs(config: Any) -> None:
+    """Fail before reading any input when a local output directory (entity_path, an edge path) cannot be created.
+
+    Raises:
+        OutputNotWritable: naming the directory, the config field and why.
+    """
+    options = config.storage_options_for_fs()
+    for field, url in [("entity_path", config.entity_path), *(("edge_paths", p) for p in config.edge_paths)]:
+        filesystem, path = fs.resolve(url, options)
+        problem = creatable_problem(path) if fs.is_local(filesystem) else None
+        if problem is not None:
+            raise OutputNotWritable(url, f"cannot create the {field} directory: {problem}")
 
 
 def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, url: str,
@@ -115,11 +134,11 @@ def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, ur
 def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport,
                 progress: PhaseProgress) -> None:
     """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
-    with fs.local_read_path(url, counter.plan.storage_options) as path:
+    with fs.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
         if is_parquet(url):
             _consume(parquet_batches(path, url, spec), counter, spill, url, report, progress)
             return
-        delimiter = detect_delimiter(path, spec.delimiter)
+        delimiter = detect_delimiter(path, url, spec.delimiter)
         snapshot = counter.snapshot()
         before = (report.edges_read, dict(report.skipped), list(report.bad_lines), progress.done_count)
         try:

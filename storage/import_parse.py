@@ -27,10 +27,12 @@ read as strings; a null or empty id or a non-finite weight is malformed (reporte
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import logging
 import math
+import zlib
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, NamedTuple
@@ -113,21 +115,68 @@ def is_parquet(url: str) -> bool:
     return url.lower().endswith(PARQUET_SUFFIXES)
 
 
-def open_binary(path: str) -> IO[bytes]:
-    """``path`` opened for reading bytes, decompressing ``.gz`` / ``.bz2``."""
-    lower = path.lower()
+def compression_of(url: str) -> str | None:
+    """``"gzip"``, ``"bz2"`` or None, from the input's URL.
+
+    Decided on the URL, never on the local path: a remote input is read from a read-cache
+    entry whose name has no suffix.
+    """
+    lower = url.lower()
     if lower.endswith((".gz", ".gzip")):
-        return gzip.open(path, "rb")
+        return "gzip"
     if lower.endswith(".bz2"):
+        return "bz2"
+    return None
+
+
+def open_binary(path: str, url: str) -> IO[bytes]:
+    """``path`` (the local copy of ``url``) opened for reading bytes, decompressing ``.gz`` / ``.bz2``."""
+    compression = compression_of(url)
+    if compression == "gzip":
+        return gzip.open(path, "rb")
+    if compression == "bz2":
         return bz2.open(path, "rb")
     return open(path, "rb")
 
 
-def detect_delimiter(path: str, delimiter: str | None) -> str:
+COMPRESSED_SUFFIXES = (".gz", ".gzip", ".bz2")
+
+
+@contextlib.contextmanager
+def decoding_errors(url: str) -> Iterator[None]:
+    """Report a truncated or corrupt ``.gz``/``.bz2``/Parquet input as a :class:`BadDataError` naming it.
+
+    gzip, bz2, zlib and pyarrow each fail their own way on a cut-off download (EOFError,
+    zlib.error, ``OSError('Truncated compressed stream')`` without an errno, ArrowInvalid);
+    an OSError that carries an errno is about the disk, not the content, and passes through.
+    """
+    lower = url.lower()
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise BadDataError(url, f"truncated or corrupt compressed file ({_first_line(err)}); "
+                           "download or write it again") from err
+    except OSError as err:
+        if err.errno is not None or not lower.endswith(COMPRESSED_SUFFIXES + PARQUET_SUFFIXES):
+            raise
+        raise BadDataError(url, f"truncated or corrupt {'Parquet' if is_parquet(url) else 'compressed'} file "
+                           f"({_first_line(err)}); download or write it again") from err
+    except pa.ArrowInvalid as err:
+        if not is_parquet(url):
+            raise
+        raise BadDataError(url, f"not a readable Parquet file ({_first_line(err)})") from err
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__
+
+
+def detect_delimiter(path: str, url: str, delimiter: str | None) -> str:
     """``delimiter``, or for None: tab if the first non-blank line has one, else a space."""
     if delimiter is not None:
         return delimiter
-    with open_binary(path) as lines:
+    with open_binary(path, url) as lines:
         for line in lines:
             if line.strip():
                 return "\t" if b"\t" in line else " "
@@ -154,7 +203,7 @@ def fast_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
         raise FastPathAnomaly("column names need a header: only Parquet has one")
     blocks = slow = 0
     first_reason = ""
-    for parsed in prefetched(_parsed_blocks(path, spec, delimiter), name="pbg-import-parse"):
+    for parsed in prefetched(_parsed_blocks(path, url, spec, delimiter), name="pbg-import-parse"):
         blocks += 1
         try:
             if parsed.batch is None:
@@ -183,10 +232,10 @@ class _Parsed:
     reason: str = ""
 
 
-def _parsed_blocks(path: str, spec: ReadSpec, delimiter: str) -> Iterator[_Parsed]:
+def _parsed_blocks(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterator[_Parsed]:
     """The blocks of whole lines of ``path`` (decompressed), each parsed if pyarrow can."""
     first_line = 1
-    for block in _line_blocks(path, spec.block_bytes):
+    for block in _line_blocks(path, compression_of(url), spec.block_bytes):
         try:
             batch, blank = _parse_block(block, spec, delimiter)
             yield _Parsed(block, first_line, batch, blank)
@@ -195,9 +244,9 @@ def _parsed_blocks(path: str, spec: ReadSpec, delimiter: str) -> Iterator[_Parse
         first_line += block.count(b"\n")
 
 
-def _line_blocks(path: str, block_bytes: int) -> Iterator[bytes]:
+def _line_blocks(path: str, compression: str | None, block_bytes: int) -> Iterator[bytes]:
     """About ``block_bytes`` of ``path`` at a time, cut after a line end (the last line gets one)."""
-    with pa.input_stream(path, compression="detect") as stream:
+    with pa.input_stream(path, compression=compression) as stream:
         carry = b""
         while chunk := stream.read(block_bytes):
             data = carry + chunk
@@ -330,7 +379,7 @@ def slow_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
     Raises:
         BadDataError: the first malformed line (unless ``spec.skip_bad_lines``), or no edge at all.
     """
-    with open_binary(path) as lines:
+    with open_binary(path, url) as lines:
         edges = yield from _slow_lines(lines, 1, url, spec, delimiter)
     if edges == 0:
         raise BadDataError(url, "line 1: expected an edge per line, the file has no edges")

@@ -41,11 +41,12 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from pbg_core.errors import UsageError
 from pbg_core.partitions import PartitionTopology
 from storage.entities import EntityStore
 from storage import fs
 from storage.errors import StorageError
-from storage.import_fast import run_import
+from storage.import_fast import check_outputs, run_import
 from storage.import_manifest import fingerprint, read_manifest, remove_manifest, write_manifest
 from storage.import_parse import Column, Columns, ReadSpec
 from storage.import_partition import EntityIndex
@@ -108,14 +109,14 @@ def import_edges(
         An :class:`ImportReport`.
 
     Raises:
-        ValueError: Bad arguments (input count, column index, delimiter, missing rel_col).
+        UsageError: Bad arguments (input count, column index, delimiter, missing rel_col).
         ConfigError: Dynamic mode without exactly one relation, or unknown entity types.
         DataNotFound: An input does not exist.
         BadDataError: A malformed line, an empty input, or every edge skipped (raised before
             anything is written).
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
-        raise ValueError(
+        raise UsageError(
             f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}")
     strict = unknown_relations == "error" and rel_col is not None and not config.dynamic_relations
     relations = frozenset(r.name for r in config.relations) if strict else None
@@ -126,6 +127,7 @@ def import_edges(
         "entity_min_count": entity_min_count, "seed": seed,
     }
     so = config.storage_options_for_fs()
+    check_outputs(config)  # before the manifest is looked for inside them
     print_: str | None = None  # None: unreadable inputs (the import itself then says why)
     previous = None if force else read_manifest(config.entity_path, so)
     if previous is not None and not _outputs_complete(config):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import random
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ import numpy as np
 import pytest
 
 from pbg_core.config import ConfigSchema, parse_config
-from pbg_core.errors import ConfigError
+from pbg_core.errors import ConfigError, UsageError
 from pbg_core.types import Bucket
 from storage import import_write
 from storage.edges import EdgeStore
@@ -321,14 +325,40 @@ def test_missing_input_and_bad_arguments(root: StorePath) -> None:
     with pytest.raises(DataNotFound, match="nope.tsv"):
         import_edges(config, [missing], lhs_col=0, rhs_col=1)
     src = write_tsv(root / "ok.tsv", ["a b"])
-    with pytest.raises(ValueError, match="got 2 input"):
+    with pytest.raises(UsageError, match="got 2 input"):
         import_edges(config, [src, src], lhs_col=0, rhs_col=1)
-    with pytest.raises(ValueError, match="lhs_col must be .* got -1"):
+    with pytest.raises(UsageError, match="lhs_col must be .* got -1"):
         import_edges(config, [src], lhs_col=-1, rhs_col=1)
     dynamic = make_config(root, {"n": 1}, [("r", "n", "n")], dynamic_relations=True, global_emb=False)
-    with pytest.raises(ValueError, match="rel_col is required"):
+    with pytest.raises(UsageError, match=r"rel_col \(--rel-col\) is required with dynamic_relations=True"):
         import_edges(dynamic, [src], lhs_col=0, rhs_col=1)
     assert all_files(root) == ["ok.tsv"]
+
+
+@pytest.mark.parametrize("suffix, compress", [(".gz", gzip.compress), (".bz2", bz2.compress)])
+def test_a_compressed_input_is_decompressed_wherever_it_is_stored(
+    root: StorePath, suffix: str, compress: Callable[[bytes], bytes]
+) -> None:
+    # A remote input is read from a read-cache entry without the suffix: the URL decides.
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    packed = root / f"edges.tsv{suffix}"
+    store_io.put_bytes(str(packed), compress(b"a b\nb c\nc a\n"))
+    import_edges(config, [str(packed)], lhs_col=0, rhs_col=1)
+    assert sorted(read_back(config)) == [("a", "r", "b", None), ("b", "r", "c", None), ("c", "r", "a", None)]
+
+
+@pytest.mark.parametrize("suffix, compress", [(".gz", gzip.compress), (".bz2", bz2.compress)])
+def test_a_truncated_compressed_input_is_bad_data_naming_it(
+    root: StorePath, suffix: str, compress: Callable[[bytes], bytes]
+) -> None:
+    config = make_config(root, {"n": 1}, [("r", "n", "n")])
+    rng = random.Random(0)
+    whole = compress("".join(f"a{rng.randrange(999)} b{rng.randrange(999)}\n" for _ in range(5000)).encode())
+    cut = root / f"cut.tsv{suffix}"
+    store_io.put_bytes(str(cut), whole[: len(whole) // 2])
+    with pytest.raises(BadDataError, match=rf"cut\.tsv\{suffix}: truncated or corrupt"):
+        import_edges(config, [str(cut)], lhs_col=0, rhs_col=1)
+    assert all_files(root) == [f"cut.tsv{suffix}"]
 
 
 def test_reimport_replaces_previous_output(root: StorePath) -> None:

@@ -1,0 +1,140 @@
+"""What ``pbg train`` and ``pbg eval`` check before any server or worker starts.
+
+The config is parsed and validated, and the run's local inputs are looked for, before the
+command starts its embedded Prefect server or forks a HOGWILD worker: a typo in the config
+or a forgotten ``pbg import`` then fails in well under a second, not after the server's
+start-up (4-12 s) or the flow's first task (~17 s). Only local paths are looked at: a
+remote store is checked by the flow's first task, which has the retries and the
+reachability probe that a network deserves. The flow checks everything again (this module
+is a fast path for the common mistakes, never the only check). It imports nothing it can
+avoid (no fsspec, torch or Prefect): whatever it imports delays the server's start.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+
+from pbg_core.config import ConfigSchema
+from pbg_core.errors import ConfigError, PbgError
+from pbg_core.partitions import PartitionTopology
+from storage import layout
+from storage.config_loader import load_config, local_path
+from storage.errors import DataNotFound, OutputNotWritable
+from storage.local_dirs import creatable_problem
+
+
+class CheckpointNotWritable(OutputNotWritable):
+    """The checkpoint directory cannot be created or written (a file, a read-only place)."""
+
+
+class PrefectApiUnreachable(PbgError):
+    """``PREFECT_API_URL`` names a server that does not answer."""
+
+
+def check_prefect_api(api_url: str | None, timeout: float = 5.0) -> None:
+    """Raise :class:`PrefectApiUnreachable` when nothing answers ``GET /health`` at ``api_url`` (when set).
+
+    A user-set ``PREFECT_API_URL`` that nothing answers would otherwise fail the command after
+    Prefect's client has retried, as an "unexpected RuntimeError".
+    """
+    if not api_url:
+        return
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return  # something answers (Prefect Cloud wants a key even here): the client will say more
+    except (urllib.error.URLError, OSError) as err:
+        reason = str(getattr(err, "reason", err))
+    raise PrefectApiUnreachable(
+        f"PREFECT_API_URL={api_url}: no Prefect API answers there ({reason}); start that server, "
+        "or unset PREFECT_API_URL to run on an embedded one"
+    )
+
+
+def load_checked_config(
+    path: str, overrides: Sequence[str], training: bool, filter_paths: Sequence[str] = ()
+) -> ConfigSchema:
+    """The validated config, once its local inputs are known to exist.
+
+    Args:
+        path: The config file (see :func:`storage.config_loader.load_config`).
+        overrides: ``-p key=value`` overrides.
+        training: ``pbg train`` (the checkpoint directory must be writable) or ``pbg eval``.
+        filter_paths: More edge paths that must exist (``pbg eval --filter-path``).
+
+    Raises:
+        ConfigError: invalid config, or no edge path.
+        DataNotFound: an edge path (or filter path), a bucket file, an entity count file or
+            ``init_path`` is missing.
+        CheckpointNotWritable: ``training`` and the checkpoint directory cannot be written.
+        DataNotFound: not ``training`` and the checkpoint directory holds no committed version.
+    """
+    config = load_config(path, list(overrides))
+    check_local_inputs(config, training, filter_paths)
+    return config
+
+
+def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Sequence[str] = ()) -> None:
+    """Raise on the first missing local input of ``config`` (see :func:`load_checked_config`)."""
+    if not config.edge_paths:
+        raise ConfigError(["edge_paths: [] is empty; give at least one directory of edge files "
+                           "(written by `pbg import`)"])
+    topology = PartitionTopology.build(
+        {name: entity.num_partitions for name, entity in config.entities.items()},
+        [(relation.lhs, relation.rhs) for relation in config.relations],
+        featurized=[name for name, entity in config.entities.items() if entity.featurized],
+    )
+    named = [(p, "edge_paths") for p in config.edge_paths] + [(p, "--filter-path") for p in filter_paths]
+    for edge_path, field in named:
+        local = local_path(edge_path)
+        if local is not None:
+            _check_edge_dir(edge_path, local, topology, field)
+    entity_dir = local_path(config.entity_path)
+    if entity_dir is not None:
+        _check_entity_dir(config.entity_path, entity_dir, topology)
+    init_dir = local_path(config.init_path) if config.init_path else None
+    if init_dir is not None and not os.path.isdir(init_dir):
+        raise DataNotFound(str(config.init_path), "init_path does not exist; give the checkpoint directory "
+                           "of a previous run, or unset init_path")
+    checkpoint_dir = local_path(config.checkpoint_path)
+    if checkpoint_dir is None:
+        return
+    if training:
+        _check_writable(config.checkpoint_path, checkpoint_dir)
+    elif not os.path.isfile(os.path.join(checkpoint_dir, layout.VERSION_FILE)):
+        raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+
+
+def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, field: str) -> None:
+    if not os.path.exists(local):
+        raise DataNotFound(edge_path, f"edge path does not exist; run `pbg import` first ({field})")
+    if not os.path.isdir(local):
+        raise DataNotFound(edge_path, "edge path is a file, not a directory of edges_<lhs>_<rhs>.h5 files "
+                           "(written by `pbg import`)")
+    missing = [name for name in (layout.edge_file(b.lhs, b.rhs) for b in topology.buckets())
+               if not os.path.isfile(os.path.join(local, name))]
+    if missing:
+        raise DataNotFound(edge_path, f"{len(missing)} edge bucket file(s) missing (expected a "
+                           f"{topology.nparts_lhs}x{topology.nparts_rhs} grid; run `pbg import` first): "
+                           + ", ".join(missing[:5]))
+
+
+def _check_entity_dir(entity_path: str, local: str, topology: PartitionTopology) -> None:
+    if not os.path.isdir(local):
+        raise DataNotFound(entity_path, "entity_path is not a directory; run `pbg import` first")
+    missing = [name for entity, count in topology.num_partitions.items() for part in range(count)
+               if not os.path.isfile(os.path.join(local, name := layout.entity_count_file(entity, part)))]
+    if missing:
+        raise DataNotFound(entity_path, f"{len(missing)} entity count file(s) missing; run `pbg import` "
+                           "first: " + ", ".join(missing[:5]))
+
+
+def _check_writable(checkpoint_path: str, local: str) -> None:
+    problem = creatable_problem(local)
+    if problem is not None:
+        raise CheckpointNotWritable(checkpoint_path, f"cannot create the checkpoint directory: {problem}; "
+                                    "give a checkpoint_path you may write to")
