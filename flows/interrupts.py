@@ -8,7 +8,8 @@ What a stop does, whichever of the two signals asks for it:
   so the command ends within a second or two of the signal. SIGTERM takes the same path
   as SIGINT (Python's default would end the process at once, skipping all of that).
   Inside a flow run Prefect turns SIGTERM into its own ``TerminationSignal``: handled
-  alike.
+  alike. A signal that lands in a ``__del__`` or a weakref callback, where Python would
+  print the exception as ignored and carry on, is delivered again a few ms later.
 - **Flow runs end Cancelled**, not Crashed: :func:`cancel_on_interrupt` wraps a flow
   function so that an interrupt unwinding out of its body becomes a returned ``Cancelled``
   state, which Prefect records as the run's final state (Prefect itself marks a run it
@@ -31,11 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import shlex
 import signal
 import sys
 import threading
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -44,6 +47,7 @@ from typing import Any, TypeVar
 R = TypeVar("R")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REDELIVER_SECONDS = 0.005
 HIDDEN = "<hidden>"
 
 
@@ -54,6 +58,7 @@ class _Stop:
     signum: int | None = None
     position: str | None = None  # the iteration in flight, e.g. "epoch 3/10 · path 1/1 · chunk 2/4"
     checkpoint: Callable[[], str] | None = None  # describes what is committed, read at report time
+    redelivering: bool = False  # the next signal is our own re-delivery (see _handle), not a repeat
 
 
 _stop = _Stop()
@@ -72,10 +77,24 @@ def install() -> None:
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
-    if _stop.signum is not None:
+    if _stop.redelivering:
+        _stop.redelivering = False
+    elif _stop.signum is not None:
         _force_exit(signum)
-    _stop.signum = signum
+    _stop.signum = _stop.signum or signum
+    if frame is not None and _swallows_exceptions(frame):
+        # Raised here, the interrupt would be printed as "Exception ignored" and lost (the
+        # command carried on): deliver it again a moment later, in whatever runs then.
+        _stop.redelivering = True
+        threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), signum)).start()
+        return
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _swallows_exceptions(frame: FrameType) -> bool:
+    """Whether Python ignores what ``frame`` raises: a ``__del__`` or a weakref callback (run by the GC)."""
+    code = frame.f_code
+    return code.co_name == "__del__" or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py")
 
 
 def _force_exit(signum: int) -> None:
@@ -140,6 +159,10 @@ def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:
             where = f" during {_stop.position}" if _stop.position else ""
             return Cancelled(message=f"interrupted by {signal.Signals(signum).name}{where}")  # type: ignore[return-value]
 
+    # Resolved against fn's module: Prefect (pydantic) would resolve string annotations (a
+    # module with `from __future__ import annotations`) against this module's globals.
+    wrapped.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    wrapped.__annotations__ = typing.get_type_hints(fn, include_extras=True)
     return wrapped
 
 
@@ -160,10 +183,20 @@ def flow_call() -> Iterator[None]:
 
 
 def committed_checkpoint(url: str, storage_options: Any) -> str:
-    """``the committed checkpoint is version N (URL)``, read from the version pointer now."""
-    from storage.checkpoints import CheckpointStore
+    """``the committed checkpoint is version N (URL)``, read from the version pointer now.
 
-    return f"the committed checkpoint is version {CheckpointStore(url, storage_options).read_version()} ({url})"
+    Reads the pointer file itself rather than through ``storage.checkpoints``: that module
+    imports torch, and an interrupt can land while torch is half imported (then it never
+    imports again in this process).
+    """
+    from storage import fs, layout
+    from storage.errors import DataNotFound
+
+    try:
+        text = fs.read_text(fs.join_url(url, layout.VERSION_FILE), storage_options).strip()
+    except DataNotFound:
+        text = "0"  # no pointer yet: nothing committed (CheckpointStore.read_version's rule)
+    return f"the committed checkpoint is version {text or 0} ({url})"
 
 
 def interruption_report(command: str, argv: Sequence[str]) -> str:

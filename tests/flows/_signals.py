@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,28 +73,43 @@ def alive(pid: int, started: str) -> bool:
 
 
 def signal_when(
-    args: list[str], pattern: str, signum: int, env: dict[str, str], cwd: Path,
+    args: list[str], when: str | Callable[[int], bool], signum: int, env: dict[str, str], cwd: Path,
     group: bool = True, timeout: float = 300.0,
 ) -> Signalled:
-    """Run ``pbg ARGS``; send ``signum`` once an output line matches ``pattern``; wait for the exit."""
+    """Run ``pbg ARGS``; send ``signum`` once an output line matches ``when`` (a regex), or once
+    ``when(pid)`` (polled every 5 ms with the command's pid) is true; wait for the exit."""
     process = subprocess.Popen([PBG, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
     lines: list[str] = []
     sent: list[float] = []
     below: dict[int, str] = {}
+    lock = threading.Lock()
+
+    def send() -> None:
+        with lock:
+            if not sent and process.poll() is None:
+                below.update(descendants(process.pid))
+                (os.killpg if group else os.kill)(process.pid, signum)
+                sent.append(time.monotonic())
 
     def read() -> None:
         assert process.stdout is not None
         for raw in process.stdout:
             line = raw.decode(errors="replace")
             lines.append(line)
-            if not sent and re.search(pattern, line):
-                below.update(descendants(process.pid))
-                (os.killpg if group else os.kill)(process.pid, signum)
-                sent.append(time.monotonic())
+            if isinstance(when, str) and re.search(when, line):
+                send()
+
+    def poll() -> None:
+        while not sent and process.poll() is None:
+            if callable(when) and when(process.pid):
+                send()
+            time.sleep(0.005)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    if callable(when):
+        threading.Thread(target=poll, daemon=True).start()
     try:
         process.wait(timeout)
     finally:

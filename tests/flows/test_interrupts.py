@@ -20,11 +20,13 @@ import shlex
 import signal
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from _signals import PBG, Signalled, leftovers, signal_when
+from _signals import PBG, Signalled, descendants, leftovers, signal_when
 
 from storage.checkpoints import CheckpointStore
 
@@ -116,3 +118,157 @@ def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_h
     assert f"{version} of {EPOCHS} iterations done" in done.stderr
     assert f"model is at version {EPOCHS}" in done.stdout
     assert_loads(workdir / "model", EPOCHS)
+
+
+def random_edges(path: Path, num_edges: int, num_nodes: int, seed: int = 0) -> Path:
+    """``n<a> TAB n<b>`` lines of uniformly random node pairs (seeded)."""
+    rng = np.random.default_rng(seed)
+    pairs = rng.integers(0, num_nodes, size=(num_edges, 2))
+    path.write_text("".join(f"n{a}\tn{b}\n" for a, b in pairs.tolist()))
+    return path
+
+
+def random_graph_config(root: Path, dimension: int) -> Path:
+    """config.json for :func:`random_edges` under ``root`` (relative paths)."""
+    config = {
+        "entity_path": "data", "edge_paths": ["data/edges"], "checkpoint_path": "model",
+        "entities": {"node": {"num_partitions": 2}},
+        "relations": [{"name": "r", "lhs": "node", "rhs": "node", "operator": "none"}],
+        "dimension": dimension, "num_epochs": 1, "workers": 1, "eval_fraction": 0.0, "seed": 0,
+    }
+    path = root / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file below ``directory`` (relative name -> content)."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("signum", "moment"), [(signal.SIGINT, "writing"), (signal.SIGTERM, "counting")])
+def test_an_interrupted_import_leaves_the_previous_output_as_it_was(
+    env: dict[str, str], tmp_path: Path, signum: int, moment: str
+) -> None:
+    random_graph_config(tmp_path, dimension=8)
+    edges = random_edges(tmp_path / "edges.tsv", num_edges=600_000, num_nodes=50_000)
+    args = ["import", "config.json", str(edges), "--lhs-col", "0", "--rhs-col", "1"]
+    assert run_pbg(args, env, tmp_path).returncode == 0
+    manifest = "import_manifest.json"  # deleted when an import starts: a later one re-imports, never skips
+    before = {name: data for name, data in snapshot(tmp_path / "data").items() if name != manifest}
+
+    random_edges(edges, num_edges=600_000, num_nodes=50_000, seed=1)  # new content: the import runs again
+    result = signal_when(args, moment, signum, env, tmp_path)
+    assert result.signalled and result.returncode == 128 + signum, result.output
+    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
+    after = snapshot(tmp_path / "data")
+    assert {name: data for name, data in after.items() if name != manifest} == before
+    assert not [p for p in (tmp_path / "data").rglob(".pbg-import-*")], "staging left behind"
+
+    line = next(line for line in result.output.splitlines() if line.startswith("pbg import: interrupted by"))
+    again = shlex.split(line.split("run it again with: ")[1])
+    assert again == ["pbg", *args]
+    assert run_pbg(again[1:], env, tmp_path).returncode == 0
+    assert snapshot(tmp_path / "data") != after  # the new edges are in
+
+
+def test_an_interrupted_export_leaves_no_output_and_runs_again(env: dict[str, str], tmp_path: Path) -> None:
+    from flows.train import pbg
+    from pbg_core.config import parse_config
+    from storage.config_loader import load_config
+    from storage.importers import import_edges
+
+    config_path = random_graph_config(tmp_path, dimension=64)
+    edges = random_edges(tmp_path / "edges.tsv", num_edges=200_000, num_nodes=100_000)
+    os.chdir(tmp_path)  # the config's paths are relative
+    config = load_config(str(config_path), [])
+    import_edges(config, [str(edges)], lhs_col=0, rhs_col=1, seed=0)
+    pbg(config=parse_config(json.loads(config_path.read_text())))  # version 1 (~100k embeddings of 64)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["export", "config.json", "--entities-output", "out/entities.tsv", "--relation-types-output", "out/rel.tsv"]
+    result = signal_when(args, lambda _pid: any(out.iterdir()), signal.SIGINT, env, tmp_path)  # while it writes
+    assert result.signalled and result.returncode == 130, result.output
+    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
+    assert list(out.iterdir()) == []
+    line = next(line for line in result.output.splitlines() if line.startswith("pbg export: interrupted by SIGINT"))
+    again = shlex.split(line.split("run it again with: ")[1])
+    assert again == ["pbg", *args]
+    done = run_pbg(again[1:], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["entities.tsv", "rel.tsv"]
+
+
+@slow
+def test_sigterm_to_the_command_alone_while_it_commits_cancels_the_run_and_the_resume_finishes_it(
+    env: dict[str, str], workdir: Path
+) -> None:
+    """As a supervisor stops a service: SIGTERM to the main process only, here right as it commits v3."""
+    result = signal_when(["train", "config.json"], r"committing version 3", signal.SIGTERM, env, workdir, group=False)
+    assert_stopped(result, signal.SIGTERM)
+    version, resume_args = hint(result, "train")
+    assert version in (2, 3), result.output  # the pointer is written whole or not at all
+    assert_loads(workdir / "model", version)
+    runs = flow_runs(env, "pbg")
+    assert runs[0][:2] == ("train model", "CANCELLED"), runs
+    assert {state for _, state, _ in runs} <= {"COMPLETED", "CANCELLED"}, runs
+    done = run_pbg(resume_args, env, workdir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_loads(workdir / "model", EPOCHS)
+
+
+@slow
+@pytest.mark.parametrize("seconds", [0.0, 3.0])
+def test_ctrl_c_while_the_server_starts_on_a_new_prefect_home_ends_at_once(
+    env: dict[str, str], workdir: Path, seconds: float
+) -> None:
+    """``seconds`` after the server process appears (importing, then migrating a new database:
+    30 s or more): the command must not wait for the server to finish starting."""
+    appeared: list[float] = []
+
+    def server_started_seconds_ago(pid: int) -> bool:
+        if not appeared and descendants(pid):
+            appeared.append(time.monotonic())
+        return bool(appeared) and time.monotonic() - appeared[0] >= seconds
+
+    result = signal_when(["train", "config.json"], server_started_seconds_ago, signal.SIGINT, env, workdir)
+    assert_stopped(result, signal.SIGINT)
+    assert "; resume with: pbg train config.json" in result.output
+    assert "could not be read" not in result.output  # e.g. torch half imported when the signal came
+    assert not (workdir / "model" / "checkpoint_version.txt").exists()
+    done = run_pbg(["train", "config.json", "-p", "num_epochs=1"], env, workdir)  # the same PREFECT_HOME works
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_loads(workdir / "model", 1)
+
+
+@slow
+def test_kill_9_of_the_command_leaves_no_process_and_the_checkpoint_loads(env: dict[str, str], workdir: Path) -> None:
+    result = signal_when(["train", "config.json"], r"epoch 3/\d+ .*training", signal.SIGKILL, env, workdir,
+                         group=False)
+    assert result.signalled and result.returncode == -signal.SIGKILL, result.output
+    assert result.descendants and leftovers(result.descendants, grace=10.0) == set(), result.output
+    store = CheckpointStore(str(workdir / "model"))
+    assert_loads(workdir / "model", store.read_version())
+    assert 2 <= store.read_version() <= 3
+
+
+@slow
+def test_ctrl_c_during_eval_cancels_the_eval_run(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    from flows.train import pbg
+    from pbg_core.config import parse_config
+    from storage.config_loader import load_config
+    from storage.importers import import_edges
+
+    config_path = random_graph_config(tmp_path, dimension=64)
+    edges = random_edges(tmp_path / "edges.tsv", num_edges=400_000, num_nodes=20_000)
+    os.chdir(tmp_path)
+    import_edges(load_config(str(config_path), []), [str(edges)], lhs_col=0, rhs_col=1, seed=0)
+    pbg(config=parse_config(json.loads(config_path.read_text())))
+    result = signal_when(["eval", "config.json", "-p", "workers=2"], r"evaluation: bucket \(0, 1\)", signal.SIGINT,
+                         env, tmp_path)
+    assert_stopped(result, signal.SIGINT)
+    assert "pbg eval: interrupted by SIGINT" in result.output and "Traceback" not in result.output
+    assert [state for _, state, _ in flow_runs(env, "pbg-eval")] == ["CANCELLED"]
