@@ -272,3 +272,39 @@ def test_ctrl_c_during_eval_cancels_the_eval_run(
     assert_stopped(result, signal.SIGINT)
     assert "pbg eval: interrupted by SIGINT" in result.output and "Traceback" not in result.output
     assert [state for _, state, _ in flow_runs(env, "pbg-eval")] == ["CANCELLED"]
+
+
+def test_the_resume_command_line_is_the_users_own_quoted_with_credentials_hidden() -> None:
+    from flows.interrupts import command_line
+
+    argv = ["train", "my config.py", "-p", "storage_options.secret=abc", "-pstorage_options.key=AK",
+            "--param=storage_options.client_kwargs.aws_session_token=t", "-p", "num_epochs=3",
+            "-p", "storage_options.endpoint_url=http://x"]
+    assert shlex.split(command_line(argv)) == [
+        "pbg", "train", "my config.py", "-p", "storage_options.secret=<hidden>", "-pstorage_options.key=<hidden>",
+        "--param=storage_options.client_kwargs.aws_session_token=<hidden>", "-p", "num_epochs=3",
+        "-p", "storage_options.endpoint_url=http://x",
+    ]
+
+
+def test_an_interrupt_in_a_flow_body_ends_the_run_cancelled_and_the_call_raises_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prefect import flow
+
+    from flows import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())  # this process's state, for this test only
+
+    @flow(name="interrupted-body")
+    @interrupts.cancel_on_interrupt
+    def body(stop: bool) -> int:
+        if stop:
+            raise KeyboardInterrupt
+        return 1
+
+    assert body(stop=False) == 1
+    state = body(stop=True, return_state=True)
+    assert state.is_cancelled() and state.message == "interrupted by SIGINT"
+    with pytest.raises(KeyboardInterrupt), interrupts.flow_call():
+        body(stop=True)
