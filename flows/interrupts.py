@@ -8,7 +8,8 @@ What a stop does, whichever of the two signals asks for it:
   so the command ends within a second or two of the signal. SIGTERM takes the same path
   as SIGINT (Python's default would end the process at once, skipping all of that).
   Inside a flow run Prefect turns SIGTERM into its own ``TerminationSignal``: handled
-  alike. A signal that lands in a ``__del__`` or a weakref callback, where Python would
+  alike in a ``pbg`` command (a run a Prefect worker cancels or reschedules is left to
+  Prefect, and outside a ``pbg`` command a SIGTERM keeps Prefect's meaning). A signal that lands in a ``__del__`` or a weakref callback, where Python would
   print the exception as ignored and carry on, is delivered again a few ms later.
 - **Flow runs end Cancelled**, not Crashed: :func:`cancel_on_interrupt` wraps a flow
   function so that an interrupt unwinding out of its body becomes a returned ``Cancelled``
@@ -59,6 +60,7 @@ class _Stop:
     position: str | None = None  # the iteration in flight, e.g. "epoch 3/10 · path 1/1 · chunk 2/4"
     checkpoint: Callable[[], str] | None = None  # describes what is committed, read at report time
     redelivering: bool = False  # the next signal is our own re-delivery (see _handle), not a repeat
+    installed: bool = False  # install() ran: this process is a `pbg` command
 
 
 _stop = _Stop()
@@ -74,6 +76,7 @@ def install() -> None:
         return
     for signum in STOP_SIGNALS:
         signal.signal(signum, _handle)
+    _stop.installed = True
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
@@ -129,12 +132,26 @@ def describe_checkpoint_with(describe: Callable[[], str]) -> None:
 
 
 def _interrupt_signal(exc: BaseException) -> int | None:
-    """The signal behind ``exc`` if it is an interrupt (ours, or Prefect's TerminationSignal)."""
+    """The signal behind ``exc`` if it is an interrupt of ours (a KeyboardInterrupt, or the
+    TerminationSignal Prefect raises for a SIGTERM to a ``pbg`` command)."""
     if isinstance(exc, KeyboardInterrupt):
         return _stop.signum or signal.SIGINT
-    if type(exc).__name__ == "TerminationSignal":  # prefect.exceptions; no Prefect import needed here
+    if type(exc).__name__ == "TerminationSignal" and _stop.installed and _prefect_intent() is None:
         return int(getattr(exc, "signal", signal.SIGTERM))
     return None
+
+
+def _prefect_intent() -> object:
+    """What a Prefect runner said its SIGTERM means (cancel, reschedule, ...), None if it said nothing.
+
+    A run started by a Prefect worker or ``flow.serve`` is cancelled or rescheduled that way:
+    Prefect's engine handles those itself. (Prefect 3.9's control listener; None if it moved.)
+    """
+    try:
+        from prefect._internal.control_listener import get_intent
+    except ImportError:
+        return None
+    return get_intent()
 
 
 def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:

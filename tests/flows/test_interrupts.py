@@ -146,10 +146,11 @@ def snapshot(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize(("signum", "moment"), [(signal.SIGINT, "writing"), (signal.SIGTERM, "counting")])
+@pytest.mark.parametrize(("signum", "moment"), [(signal.SIGINT, "writing"), (signal.SIGTERM, "reading")])
 def test_an_interrupted_import_leaves_the_previous_output_as_it_was(
     env: dict[str, str], tmp_path: Path, signum: int, moment: str
 ) -> None:
+    """Reading: the import has forgotten the last import (its first step); writing: it has staged files."""
     random_graph_config(tmp_path, dimension=8)
     edges = random_edges(tmp_path / "edges.tsv", num_edges=600_000, num_nodes=50_000)
     args = ["import", "config.json", str(edges), "--lhs-col", "0", "--rhs-col", "1"]
@@ -158,7 +159,12 @@ def test_an_interrupted_import_leaves_the_previous_output_as_it_was(
     before = {name: data for name, data in snapshot(tmp_path / "data").items() if name != manifest}
 
     random_edges(edges, num_edges=600_000, num_nodes=50_000, seed=1)  # new content: the import runs again
-    result = signal_when(args, moment, signum, env, tmp_path)
+    data = tmp_path / "data"
+    started = {
+        "reading": lambda _pid: not (data / manifest).exists(),
+        "writing": lambda _pid: any(data.rglob(".pbg-import-*")),
+    }[moment]
+    result = signal_when(args, started, signum, env, tmp_path)
     assert result.signalled and result.returncode == 128 + signum, result.output
     assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
     after = snapshot(tmp_path / "data")
