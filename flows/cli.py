@@ -27,7 +27,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from flows import interrupts
 from flows.local_server import LocalApiServer, local_api
+from flows.quiet import quiet_console
 from flows.user_errors import DEBUG_VARIABLE, debug_enabled, quiet_run_failures, report
 from pbg_core.worker_boot import active_workers, close_prestarted, default_num_workers, prestart_children
 
@@ -48,6 +50,9 @@ def _prepare_prefect_env() -> None:
     os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
     # Prefect's client telemetry runs a thread that calls home (Prefect's opt-out variable).
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    # A temporary server Prefect starts itself (ours sets this too) would call home every 10
+    # minutes: "Failed to send telemetry" without network, "database is locked" on a new database.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -186,6 +191,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     # Before the server or any worker starts: a bad config or a missing input fails in under a second.
     config = load_checked_config(args.config, args.param, training=True)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    interrupts.describe_checkpoint_with(
+        lambda: interrupts.committed_checkpoint(config.checkpoint_path, config.storage_options_for_fs()))
     with local_api() as server:  # then at once: the server's start-up overlaps everything below
         from flows.train import pbg
         from tasks.sessions import prepare_training_session
@@ -197,7 +204,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             prepare_training_session(config)
             pbg.serialize_parameters(pbg.validate_parameters({"config": config}))
         started = time.perf_counter()
-        with _local_run_settings(server):
+        with _local_run_settings(server), interrupts.flow_call():
             result = pbg(config=config)
     print(f"trained: {result['checkpoint_path']} is at version {result['version']} "
           f"({time.perf_counter() - started:.1f} s)")
@@ -218,7 +225,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         prestart_workers(config, training=False)
 
         filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
-        with _local_run_settings(server):
+        with _local_run_settings(server), interrupts.flow_call():
             metrics = pbg_eval(config=config, filter_paths=filter_paths)
     print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
     if args.json:
@@ -258,7 +265,9 @@ def _local_run_settings(server: LocalApiServer | None) -> Iterator[None]:
     Heartbeats let a server mark a run whose process died as CRASHED; the embedded server
     dies with the process, so nothing watches them, and each flow run's heartbeat thread
     costs up to a second at its end (it is joined, and it sleeps in 1 s steps).
+    Prefect's own routine lines stay off the terminal unless --verbose (flows/quiet.py).
     """
+    quiet_console()
     if server is None:
         yield
         return
@@ -357,6 +366,7 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pbg`` console script."""
+    interrupts.install()  # first: Ctrl-C and SIGTERM stop every command the same orderly way
     args = build_parser().parse_args(argv)
     if getattr(args, "verbose", False):
         os.environ["PBG_VERBOSE"] = "1"
@@ -369,8 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - reported in one line (see flows.user_errors), not swallowed
         return report(args.command, exc, debug_enabled(args.debug))
     except KeyboardInterrupt:
-        print(f"pbg {args.command}: interrupted", file=sys.stderr)
-        return 130
+        # Where it stopped, what is committed, and the command line that resumes.
+        print(interrupts.interruption_report(args.command, sys.argv[1:] if argv is None else argv), file=sys.stderr)
+        return interrupts.exit_code()
     finally:
         # What a failed command opened ahead but never used: sessions, then spare workers.
         if "tasks.sessions" in sys.modules:

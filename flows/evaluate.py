@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows.interrupts import cancel_on_interrupt
 from pbg_core.config import ConfigSchema
 from tasks.evaluate import evaluate_edge_path, open_eval_session
 from tasks.sessions import close_training_session
 
 
 @flow(name="pbg-eval")
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
 def pbg_eval(config: ConfigSchema, filter_paths: list[str] | None = None) -> dict[str, float]:
     """Evaluate every edge path of ``config``; metrics averaged over all edges.
 

@@ -17,7 +17,10 @@ imports, the config checks and the data loading, and it runs it the way a local 
 - **Bound to this command:** it listens on a socket we bind to 127.0.0.1 before it starts
   (no port race, the URL is known at once), it is in its own session so a terminal Ctrl-C
   reaches only the command (which then ends the flow run cleanly and stops the server), and
-  the kernel stops it if the command dies (``PR_SET_PDEATHSIG``), even on ``kill -9``.
+  the kernel stops it if the command dies (``PR_SET_PDEATHSIG``), even on ``kill -9``. A
+  server stopped before it has started (Prefect's migrations of a new PREFECT_HOME take
+  30 s or more) exits at once instead of finishing them first (see
+  :mod:`flows.local_server_app`); SQLite rolls back the migration it was in.
 - **A one-root CA file for its clients:** Prefect builds a TLS context for every API client it
   creates (one per subflow), ~20 ms of CPU each to parse certifi's ~150 roots, even for this
   plain-HTTP loopback URL. ``PREFECT_API_SSL_CERT_FILE`` (unless set) names a file holding the
@@ -74,6 +77,10 @@ _CA_FILE: BinaryIO | None = None  # see loopback_ca_file
 READY_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 15.0
 DRAIN_TIMEOUT_SECONDS = 10.0
+# After an interrupt the command must end within ~5 s of the signal: it waits this long for
+# the client's queues and then for the server's flush (about 0.2 s each on a small run).
+INTERRUPTED_DRAIN_SECONDS = 1.5
+INTERRUPTED_STOP_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -189,12 +196,18 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
         ca_file = loopback_ca_file()
         if ca_file is not None:
             os.environ[CA_FILE_VARIABLE] = ca_file
+    interrupted = False
     try:
         yield server
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        if "prefect" in sys.modules:  # whatever happened, send what the client holds first
-            drain_prefect_clients()
-        server.stop()
+        # Whatever happened, send what the client holds first (nothing, if it never answered).
+        # After Ctrl-C the user waits: seconds, not the usual minute of patience.
+        if server.ready and "prefect" in sys.modules:
+            drain_prefect_clients(INTERRUPTED_DRAIN_SECONDS if interrupted else DRAIN_TIMEOUT_SECONDS)
+        server.stop(INTERRUPTED_STOP_SECONDS if interrupted else STOP_TIMEOUT_SECONDS)
 
 
 def loopback_ca_file() -> str | None:

@@ -166,11 +166,31 @@ def serve(fd: int) -> None:
     config = uvicorn.Config(
         create_app, factory=True, lifespan="on", log_level="error", timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run(sockets=[listener])
+    server = uvicorn.Server(config)
+    server.handle_exit = _exit_now_unless_started(server)  # type: ignore[method-assign]
+    server.run(sockets=[listener])
     # Stopped and flushed: skip the interpreter's teardown of Prefect's server modules.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _exit_now_unless_started(server: Any) -> Callable[[int, Any], None]:
+    """uvicorn's SIGTERM/SIGINT handler, except that before start-up has finished it exits at once.
+
+    uvicorn records the signal and lets the start-up (Prefect's database migrations: 30 s
+    or more on a new PREFECT_HOME) run to its end before shutting down: a command
+    interrupted while its server starts waited for that. Nothing has been served yet, and
+    SQLite rolls back the migration in progress, so there is nothing to flush.
+    """
+    graceful = server.handle_exit
+
+    def handle_exit(sig: int, frame: Any) -> None:
+        if not server.started:
+            os._exit(128 + sig)
+        graceful(sig, frame)
+
+    return handle_exit
 
 
 if __name__ == "__main__":

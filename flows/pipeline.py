@@ -156,9 +156,13 @@ class SubflowPipeline:
 
     @staticmethod
     def _abandon(ahead: _Call[Any] | None, pending: list[_Call[Any]], current: _Call[Any]) -> None:
-        """After a failure or an interrupt: cancel the call created ahead, let the others end."""
+        """After a failure or an interrupt: cancel the calls whose body has not run, let the others end.
+
+        ``current``'s body has not run when the interrupt came while the driver waited for it.
+        """
         if ahead is not None:
             ahead.cancel("not run: the iteration before it did not complete")
+        current.cancel("not run: the run was interrupted")
         for call in [*pending, current, *([ahead] if ahead is not None else [])]:
             call.finished.wait(_JOIN_AFTER_INTERRUPT_SECONDS)
 

@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
+from flows.interrupts import cancel_on_interrupt, note_position
 from flows.pipeline import SubflowPipeline, run_body
 from pbg_core.iterations import Iteration
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
@@ -46,6 +47,7 @@ class RunProgress(BaseModel):
 
 
 @flow(name="pbg-iteration", flow_run_name="{iteration.label}", validate_parameters=False)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
 def train_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None
 ) -> dict[str, Any]:
@@ -57,6 +59,7 @@ def train_iteration(
 
 def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:
     """The iteration's tasks: per bucket swap, load, evaluate, train, evaluate, save; then commit."""
+    note_position(iteration.label)  # for the resume hint if the command is interrupted
     buckets = schedule_buckets(handle, iteration)
     resumed = max(0, progress.buckets_per_iteration - len(buckets))  # done by an interrupted attempt
     done = iteration.index * progress.buckets_per_iteration + resumed
@@ -94,6 +97,7 @@ def _run_name() -> str:
 
 
 @flow(name="pbg", flow_run_name=_run_name)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
 def pbg(
     config: ConfigSchema | None = None,
     config_url: str | None = None,

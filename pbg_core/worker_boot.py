@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -29,6 +30,7 @@ START_METHOD = "spawn"  # see pbg_core.session_build: a forkserver would hold ~2
 # epoch: filtered MRR 0.60-0.61 with two overlapping workers, ~0.66 with one), and the
 # parallel speed-up of so little work is lost in dispatch anyway.
 MIN_BATCHES_PER_WORKER = 8
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def active_workers(num_edges: int, batch_size: int, num_workers: int) -> int:
@@ -75,6 +77,12 @@ _warm: PrestartedChildren | None = None
 
 def boot(index: int, conn: Connection, owner_pid: int) -> None:
     """Child entry point: import the worker module here, then wait for the init payload."""
+    # A forked child inherits the command's Python signal handlers (`pbg` turns SIGTERM into
+    # KeyboardInterrupt): the pool stops a child with SIGTERM and expects it gone, silently,
+    # and Ctrl-C reaching the whole process group is the parent's to handle.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # held since the fork (start_children)
     from pbg_core._hogwild_worker import worker_main
 
     worker_main(index, conn, None, None, owner_pid)
@@ -89,14 +97,20 @@ def start_children(count: int, start_method: str = START_METHOD) -> PrestartedCh
         start_method = START_METHOD  # forking a multi-threaded process can deadlock the child
     ctx = multiprocessing.get_context(start_method)
     children = PrestartedChildren()
-    for index in range(count):
-        parent_end, child_end = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=boot, args=(index, child_end, os.getpid()), name=f"pbg-hogwild-{index}",
-                           daemon=True)
-        proc.start()
-        child_end.close()  # only the child holds its end: the parent sees EOF when it dies
-        children.processes.append(proc)
-        children.connections.append(parent_end)
+    # Held over each fork: until boot() has reset them, a forked child would run the
+    # command's own handlers for them. Delivered to this process once it has forked.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        for index in range(count):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=boot, args=(index, child_end, os.getpid()), name=f"pbg-hogwild-{index}",
+                               daemon=True)
+            proc.start()
+            child_end.close()  # only the child holds its end: the parent sees EOF when it dies
+            children.processes.append(proc)
+            children.connections.append(parent_end)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return children
 
 

@@ -48,7 +48,7 @@ from storage.import_report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, 
 from storage.import_spill import Spill
 from storage import import_write
 from storage.import_write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
-from storage.staging import Staging
+from storage.staging import Staging, StopSignalHold
 
 logger = logging.getLogger(__name__)
 
@@ -268,25 +268,27 @@ def run_import(
         mapper = ChunkMapper(plan, entities, relations)
         staging = Staging(plan.storage_options)
         writing = PhaseProgress(progress, "writing")
-        try:
-            for spill, edge_path in zip(spills, config.edge_paths):
-                sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
-                report.skipped["unknown_relation"] += unknown_relation
-                report.skipped["unknown_entity"] += unknown_entity
-                target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
-                written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
-                report.edges_written.append(written)
-                logger.info("imported %d edges into %s", written, edge_path)
-            if not sum(report.edges_written):
-                raise BadDataError(", ".join(inputs), nothing_imported(report, relation_names, entity_min_count))
-            entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
-            _write_entity_files(entity_store, counter, entities, relation_names, plan.dynamic)
-            if before_commit is not None:
-                before_commit()
-            staging.commit()
-        except BaseException:
-            staging.rollback()
-            raise
+        with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
+            try:
+                for spill, edge_path in zip(spills, config.edge_paths):
+                    sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
+                    report.skipped["unknown_relation"] += unknown_relation
+                    report.skipped["unknown_entity"] += unknown_entity
+                    target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
+                    written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
+                    report.edges_written.append(written)
+                    logger.info("imported %d edges into %s", written, edge_path)
+                if not sum(report.edges_written):
+                    raise BadDataError(", ".join(inputs), nothing_imported(report, relation_names, entity_min_count))
+                entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
+                _write_entity_files(entity_store, counter, entities, relation_names, plan.dynamic)
+                if before_commit is not None:
+                    before_commit()
+                hold.hold()
+                staging.commit()
+            except BaseException:
+                staging.rollback()
+                raise
         writing.finish()
     report.seconds = time.monotonic() - started
     logger.info("import done: %s", report)

@@ -6,12 +6,19 @@ their final directories in staging order; :meth:`Staging.rollback` removes every
 run staged or already moved, and the output directories it created. A failure during the
 moves can therefore also remove files an older run had left at the same names: the output
 is then absent rather than a mix of two runs.
+
+A Ctrl-C or SIGTERM must not cause that: :class:`StopSignalHold` holds both signals while the
+moves run and delivers one that came once the caller is past its rollback, so an interrupted
+import leaves either the previous output or the new one, whole.
 """
 
 from __future__ import annotations
 
 import posixpath
+import signal
+import threading
 import uuid
+from types import FrameType, TracebackType
 from typing import Any
 
 from storage import fs
@@ -74,3 +81,41 @@ def _has_parent(url: str) -> bool:
     if sep and scheme != "file":
         return "/" in rest  # below the bucket
     return bool(rest)
+
+
+class StopSignalHold:
+    """Holds SIGINT and SIGTERM from :meth:`hold` until the block ends, then delivers the first one held.
+
+    Use as ``with StopSignalHold() as hold: try: ...; hold.hold(); staging.commit() except
+    BaseException: staging.rollback(); raise``: a signal that comes during the commit is
+    delivered (to the handler that was in place) only after the block, so it can neither
+    cut the moves short nor trigger the rollback of a complete output. Outside the main
+    thread (where handlers cannot be set) it holds nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self.held: int | None = None
+
+    def hold(self) -> None:
+        """Start holding (idempotent)."""
+        if self._previous or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._record)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        if self.held is None:
+            self.held = signum
+
+    def __enter__(self) -> StopSignalHold:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+        if self.held is not None:
+            signal.raise_signal(self.held)  # runs the restored handler now, as if it had just come

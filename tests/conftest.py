@@ -12,6 +12,7 @@ in an unpartitioned and a 2-partition flavour; every test gets its own checkpoin
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ from pbg_core.config import parse_config
 from s3_proxy import s3_proxy  # noqa: F401  (fault-injecting proxy in front of s3_server)
 from s3_server import s3_bucket, s3_server, store_root  # noqa: F401  (fixtures for every test)
 from storage.importers import import_edges
+
+# The temporary API servers of prefect_test_harness inherit this environment and print to the
+# test's output: without it their telemetry service fails every session ("database is locked"
+# on the new database, "Failed to send telemetry" without network). `pbg` sets it the same way.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 NUM_ENTITIES = 200
 NUM_CLUSTERS = 10

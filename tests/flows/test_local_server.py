@@ -285,3 +285,20 @@ def test_local_api_names_the_ca_file_unless_one_is_set(prefect_home: Path, prese
     assert done.returncode == 0, done.stderr
     used = done.stdout.strip().splitlines()[-1]
     assert used == preset if preset is not None else used.startswith("/proc/self/fd/")
+
+
+def test_a_server_stopped_while_it_migrates_a_new_database_exits_at_once(prefect_home: Path) -> None:
+    """uvicorn would finish the start-up (Prefect's migrations, 30 s or more) before shutting down."""
+    server = start_local_server()
+    try:
+        deadline = time.monotonic() + 120
+        while not (prefect_home / "prefect.db").exists():  # the migrations have begun
+            assert server.process.poll() is None and time.monotonic() < deadline, server.log_tail()
+            time.sleep(0.01)
+        server.process.terminate()
+        server.process.wait(60)
+        tail = server.log_tail()
+    finally:
+        server.stop()
+    # 128 + SIGTERM: our handler's immediate exit, not uvicorn's re-raise after a full start-up.
+    assert server.process.returncode == 128 + signal.SIGTERM, tail

@@ -433,3 +433,27 @@ def test_workers_die_when_their_parent_is_killed_mid_job(tmp_path, start_method:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_forked_child_dies_by_sigterm_even_if_the_parent_turns_sigterm_into_an_exception() -> None:
+    """`pbg` makes SIGTERM raise KeyboardInterrupt; a forked child inherits that, and the pool
+    stops children with SIGTERM: they must end by the signal, not with a traceback."""
+    import signal
+
+    from pbg_core.worker_boot import start_children
+
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        children = start_children(1, start_method="fork")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    child = children.processes[0]
+    try:
+        os.kill(child.pid, signal.SIGTERM)  # as soon as it exists: held until it has reset its handlers
+        child.join(30)
+        assert child.exitcode == -signal.SIGTERM
+    finally:
+        children.close()

@@ -1,0 +1,316 @@
+"""Ctrl-C, SIGTERM and kill -9 of ``pbg`` commands, as a terminal or a supervisor sends them.
+
+Each test runs the real command in its own session with a temporary PREFECT_HOME, signals it
+when a line of its output shows a moment (training, committing, starting its server,
+importing, exporting) and checks what a user relies on: the command ends within 5 s with
+status 130 (SIGINT) or 143 (SIGTERM), no process it started is left, the checkpoint loads at
+the version it says is committed, the flow run is Cancelled (read from the run's Prefect
+database), and the command line it prints resumes the run. Where in a step the signal lands
+varies from run to run: these assertions hold wherever it does.
+
+The tests marked ``slow`` (more moments: SIGTERM while committing, Ctrl-C while the server
+starts on a new PREFECT_HOME, eval, kill -9) run with ``PBG_SLOW_TESTS=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _signals import PBG, Signalled, descendants, leftovers, signal_when
+
+from storage.checkpoints import CheckpointStore
+
+EXIT_WITHIN_SECONDS = 5.0
+EPOCHS = 6  # the signal comes in epoch 3 (a few ms to handle it, ~0.1 s per epoch): the run stops mid-way
+slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, str]:
+    """The command's environment: a fresh PREFECT_HOME, no outside Prefect server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect_home")
+    return env
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path, graph: Any, config_for: Any) -> Path:
+    """A directory holding config.json: the planted graph, 2 HOGWILD workers, :data:`EPOCHS` epochs."""
+    config = config_for(graph, tmp_path / "model", num_epochs=EPOCHS, workers=2, eval_fraction=0.0,
+                        checkpoint_preservation_interval=None)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def assert_stopped(result: Signalled, signum: int) -> None:
+    """Signalled, ended in time with 128 + signum, and nothing it started still runs."""
+    assert result.signalled, result.output
+    assert result.returncode == 128 + signum, result.output
+    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
+    assert result.descendants, "the command had started no process (server, workers): nothing was checked"
+    assert leftovers(result.descendants) == set(), result.output
+
+
+def hint(result: Signalled, command: str) -> tuple[int, list[str]]:
+    """The committed version and the resume command line the interrupted command printed."""
+    line = next(line for line in result.output.splitlines() if line.startswith(f"pbg {command}: interrupted by"))
+    version = int(line.split("the committed checkpoint is version ")[1].split()[0])
+    words = shlex.split(line.split("resume with: ")[1])
+    assert words[:2] == ["pbg", command]
+    return version, words[1:]
+
+
+def assert_loads(checkpoint: Path, version: int) -> None:
+    """The checkpoint's pointer says ``version`` and its embeddings and model load."""
+    store = CheckpointStore(str(checkpoint))
+    assert store.read_version() == version
+    embeddings, _ = store.load_embeddings("node", 0, version)
+    assert embeddings.shape == (200, 16) and bool(embeddings.isfinite().all())
+    store.load_model(version)
+
+
+def flow_runs(env: dict[str, str], flow: str) -> list[tuple[str, str, str | None]]:
+    """(name, state type, state name) of every run of ``flow``, and of its subflows, in the run's database."""
+    with sqlite3.connect(Path(env["PREFECT_HOME"]) / "prefect.db") as db:
+        return db.execute(
+            "SELECT fr.name, fr.state_type, fr.state_name FROM flow_run fr JOIN flow f ON f.id = fr.flow_id "
+            "WHERE f.name = ? OR f.name = ? ORDER BY fr.created", (flow, f"{flow}-iteration")).fetchall()
+
+
+def run_pbg(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``pbg ARGS`` to its end."""
+    return subprocess.run([PBG, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False)
+
+
+def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_how_to_resume(
+    env: dict[str, str], workdir: Path
+) -> None:
+    # Credentials as overrides (the local filesystem ignores them): the hint must not print them.
+    args = ["train", "config.json", "-p", "batch_size=100", "-p", "storage_options.key=AKIAPLANTED",
+            "-p", "storage_options.secret=s3cr3t-planted"]
+    result = signal_when(args, r"epoch 3/\d+ .*training", signal.SIGINT, env, workdir)
+    assert_stopped(result, signal.SIGINT)
+    version, resume_args = hint(result, "train")
+    assert 2 <= version < EPOCHS, result.output
+    assert_loads(workdir / "model", version)
+    assert "s3cr3t-planted" not in result.output and "AKIAPLANTED" not in result.output
+    assert resume_args[-4:] == ["-p", "storage_options.key=<hidden>", "-p", "storage_options.secret=<hidden>"]
+    runs = flow_runs(env, "pbg")
+    assert runs[0][:2] == ("train model", "CANCELLED"), runs
+    assert "CRASHED" not in {state for _, state, _ in runs} and "RUNNING" not in {state for _, state, _ in runs}
+    assert "Traceback" not in result.output
+
+    # The printed command (its hidden credential given again) carries on from the committed version.
+    given = {"storage_options.key=<hidden>": "storage_options.key=AKIAPLANTED",
+             "storage_options.secret=<hidden>": "storage_options.secret=s3cr3t-planted"}
+    done = run_pbg([given.get(arg, arg) for arg in resume_args], env, workdir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{version} of {EPOCHS} iterations done" in done.stderr
+    assert f"model is at version {EPOCHS}" in done.stdout
+    assert_loads(workdir / "model", EPOCHS)
+
+
+def random_edges(path: Path, num_edges: int, num_nodes: int, seed: int = 0) -> Path:
+    """``n<a> TAB n<b>`` lines of uniformly random node pairs (seeded)."""
+    rng = np.random.default_rng(seed)
+    pairs = rng.integers(0, num_nodes, size=(num_edges, 2))
+    path.write_text("".join(f"n{a}\tn{b}\n" for a, b in pairs.tolist()))
+    return path
+
+
+def random_graph_config(root: Path, dimension: int) -> Path:
+    """config.json for :func:`random_edges` under ``root`` (relative paths)."""
+    config = {
+        "entity_path": "data", "edge_paths": ["data/edges"], "checkpoint_path": "model",
+        "entities": {"node": {"num_partitions": 2}},
+        "relations": [{"name": "r", "lhs": "node", "rhs": "node", "operator": "none"}],
+        "dimension": dimension, "num_epochs": 1, "workers": 1, "eval_fraction": 0.0, "seed": 0,
+    }
+    path = root / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file below ``directory`` (relative name -> content)."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("signum", "moment"), [(signal.SIGINT, "writing"), (signal.SIGTERM, "reading")])
+def test_an_interrupted_import_leaves_the_previous_output_as_it_was(
+    env: dict[str, str], tmp_path: Path, signum: int, moment: str
+) -> None:
+    """Reading: the import has forgotten the last import (its first step); writing: it has staged files."""
+    random_graph_config(tmp_path, dimension=8)
+    edges = random_edges(tmp_path / "edges.tsv", num_edges=600_000, num_nodes=50_000)
+    args = ["import", "config.json", str(edges), "--lhs-col", "0", "--rhs-col", "1"]
+    assert run_pbg(args, env, tmp_path).returncode == 0
+    manifest = "import_manifest.json"  # deleted when an import starts: a later one re-imports, never skips
+    before = {name: data for name, data in snapshot(tmp_path / "data").items() if name != manifest}
+
+    random_edges(edges, num_edges=600_000, num_nodes=50_000, seed=1)  # new content: the import runs again
+    data = tmp_path / "data"
+    started = {
+        "reading": lambda _pid: not (data / manifest).exists(),
+        "writing": lambda _pid: any(data.rglob(".pbg-import-*")),
+    }[moment]
+    result = signal_when(args, started, signum, env, tmp_path)
+    assert result.signalled and result.returncode == 128 + signum, result.output
+    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
+    after = snapshot(tmp_path / "data")
+    assert {name: data for name, data in after.items() if name != manifest} == before
+    assert not [p for p in (tmp_path / "data").rglob(".pbg-import-*")], "staging left behind"
+
+    line = next(line for line in result.output.splitlines() if line.startswith("pbg import: interrupted by"))
+    again = shlex.split(line.split("run it again with: ")[1])
+    assert again == ["pbg", *args]
+    assert run_pbg(again[1:], env, tmp_path).returncode == 0
+    assert snapshot(tmp_path / "data") != after  # the new edges are in
+
+
+def test_an_interrupted_export_leaves_no_output_and_runs_again(env: dict[str, str], tmp_path: Path) -> None:
+    from flows.train import pbg
+    from pbg_core.config import parse_config
+    from storage.config_loader import load_config
+    from storage.importers import import_edges
+
+    config_path = random_graph_config(tmp_path, dimension=64)
+    edges = random_edges(tmp_path / "edges.tsv", num_edges=200_000, num_nodes=100_000)
+    os.chdir(tmp_path)  # the config's paths are relative
+    config = load_config(str(config_path), [])
+    import_edges(config, [str(edges)], lhs_col=0, rhs_col=1, seed=0)
+    pbg(config=parse_config(json.loads(config_path.read_text())))  # version 1 (~100k embeddings of 64)
+
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["export", "config.json", "--entities-output", "out/entities.tsv", "--relation-types-output", "out/rel.tsv"]
+    result = signal_when(args, lambda _pid: any(out.iterdir()), signal.SIGINT, env, tmp_path)  # while it writes
+    assert result.signalled and result.returncode == 130, result.output
+    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
+    assert list(out.iterdir()) == []
+    line = next(line for line in result.output.splitlines() if line.startswith("pbg export: interrupted by SIGINT"))
+    again = shlex.split(line.split("run it again with: ")[1])
+    assert again == ["pbg", *args]
+    done = run_pbg(again[1:], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["entities.tsv", "rel.tsv"]
+
+
+@slow
+def test_sigterm_to_the_command_alone_while_it_commits_cancels_the_run_and_the_resume_finishes_it(
+    env: dict[str, str], workdir: Path
+) -> None:
+    """As a supervisor stops a service: SIGTERM to the main process only, here right as it commits v3."""
+    result = signal_when(["train", "config.json"], r"committing version 3", signal.SIGTERM, env, workdir, group=False)
+    assert_stopped(result, signal.SIGTERM)
+    version, resume_args = hint(result, "train")
+    assert version in (2, 3), result.output  # the pointer is written whole or not at all
+    assert_loads(workdir / "model", version)
+    runs = flow_runs(env, "pbg")
+    assert runs[0][:2] == ("train model", "CANCELLED"), runs
+    assert {state for _, state, _ in runs} <= {"COMPLETED", "CANCELLED"}, runs
+    done = run_pbg(resume_args, env, workdir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_loads(workdir / "model", EPOCHS)
+
+
+@slow
+@pytest.mark.parametrize("seconds", [0.0, 3.0])
+def test_ctrl_c_while_the_server_starts_on_a_new_prefect_home_ends_at_once(
+    env: dict[str, str], workdir: Path, seconds: float
+) -> None:
+    """``seconds`` after the server process appears (importing, then migrating a new database:
+    30 s or more): the command must not wait for the server to finish starting."""
+    appeared: list[float] = []
+
+    def server_started_seconds_ago(pid: int) -> bool:
+        if not appeared and descendants(pid):
+            appeared.append(time.monotonic())
+        return bool(appeared) and time.monotonic() - appeared[0] >= seconds
+
+    result = signal_when(["train", "config.json"], server_started_seconds_ago, signal.SIGINT, env, workdir)
+    assert_stopped(result, signal.SIGINT)
+    assert "; resume with: pbg train config.json" in result.output
+    assert "could not be read" not in result.output  # e.g. torch half imported when the signal came
+    assert not (workdir / "model" / "checkpoint_version.txt").exists()
+    done = run_pbg(["train", "config.json", "-p", "num_epochs=1"], env, workdir)  # the same PREFECT_HOME works
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_loads(workdir / "model", 1)
+
+
+@slow
+def test_kill_9_of_the_command_leaves_no_process_and_the_checkpoint_loads(env: dict[str, str], workdir: Path) -> None:
+    result = signal_when(["train", "config.json"], r"epoch 3/\d+ .*training", signal.SIGKILL, env, workdir,
+                         group=False)
+    assert result.signalled and result.returncode == -signal.SIGKILL, result.output
+    assert result.descendants and leftovers(result.descendants, grace=10.0) == set(), result.output
+    store = CheckpointStore(str(workdir / "model"))
+    assert_loads(workdir / "model", store.read_version())
+    assert 2 <= store.read_version() <= 3
+
+
+@slow
+def test_ctrl_c_during_eval_cancels_the_eval_run(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    from flows.train import pbg
+    from pbg_core.config import parse_config
+    from storage.config_loader import load_config
+    from storage.importers import import_edges
+
+    config_path = random_graph_config(tmp_path, dimension=64)
+    edges = random_edges(tmp_path / "edges.tsv", num_edges=400_000, num_nodes=20_000)
+    os.chdir(tmp_path)
+    import_edges(load_config(str(config_path), []), [str(edges)], lhs_col=0, rhs_col=1, seed=0)
+    pbg(config=parse_config(json.loads(config_path.read_text())))
+    result = signal_when(["eval", "config.json", "-p", "workers=2"], r"evaluation: bucket \(0, 1\)", signal.SIGINT,
+                         env, tmp_path)
+    assert_stopped(result, signal.SIGINT)
+    assert "pbg eval: interrupted by SIGINT" in result.output and "Traceback" not in result.output
+    assert [state for _, state, _ in flow_runs(env, "pbg-eval")] == ["CANCELLED"]
+
+
+def test_the_resume_command_line_is_the_users_own_quoted_with_credentials_hidden() -> None:
+    from flows.interrupts import command_line
+
+    argv = ["train", "my config.py", "-p", "storage_options.secret=abc", "-pstorage_options.key=AK",
+            "--param=storage_options.client_kwargs.aws_session_token=t", "-p", "num_epochs=3",
+            "-p", "storage_options.endpoint_url=http://x"]
+    assert shlex.split(command_line(argv)) == [
+        "pbg", "train", "my config.py", "-p", "storage_options.secret=<hidden>", "-pstorage_options.key=<hidden>",
+        "--param=storage_options.client_kwargs.aws_session_token=<hidden>", "-p", "num_epochs=3",
+        "-p", "storage_options.endpoint_url=http://x",
+    ]
+
+
+def test_an_interrupt_in_a_flow_body_ends_the_run_cancelled_and_the_call_raises_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prefect import flow
+
+    from flows import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())  # this process's state, for this test only
+
+    @flow(name="interrupted-body")
+    @interrupts.cancel_on_interrupt
+    def body(stop: bool) -> int:
+        if stop:
+            raise KeyboardInterrupt
+        return 1
+
+    assert body(stop=False) == 1
+    state = body(stop=True, return_state=True)
+    assert state.is_cancelled() and state.message == "interrupted by SIGINT"
+    with pytest.raises(KeyboardInterrupt), interrupts.flow_call():
+        body(stop=True)

@@ -1,0 +1,94 @@
+"""What ``pbg train`` prints: our lines only by default, Prefect's own with ``--verbose``.
+
+A first run on a brand-new PREFECT_HOME (its database is created, Prefect's migrations run)
+must print no error, traceback, "database is locked" or telemetry line, and none of
+Prefect's routine INFO lines; the per-bucket summary lines stay.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect.logging.handlers import PrefectConsoleHandler
+
+from flows.quiet import PrefectChatter, quiet_console
+
+PBG = str(Path(sys.executable).with_name("pbg"))
+PREFECT_INFO = re.compile(r"\| INFO +\| (Flow run|Task run) '[^']*' - (Beginning|Finished in state|Created)")
+NOISE = ("ERROR", "Traceback", "database is locked", "telemetry", "CancelledError")
+
+
+@pytest.fixture(scope="module")
+def runs(graph: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The output of a first run on a new PREFECT_HOME, and of a --verbose run after it."""
+    root = tmp_path_factory.mktemp("quiet")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PBG_", "DO_NOT_TRACK"))}
+    env["PREFECT_HOME"] = str(root / "prefect_home")
+    config = config_for(graph, root / "model", num_epochs=2, eval_fraction=0.0)
+    (root / "config.json").write_text(json.dumps(config))
+    out = {}
+    for name, extra in (("first", []), ("verbose", ["--verbose", "-p", "num_epochs=3"])):
+        done = subprocess.run([PBG, "train", "config.json", *extra], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=400, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out[name] = done.stdout + done.stderr
+    return out
+
+
+def test_a_first_run_on_a_new_prefect_home_prints_no_errors_and_no_prefect_chatter(runs: dict[str, str]) -> None:
+    output = runs["first"]
+    for noise in NOISE:
+        assert noise not in output, output
+    assert not PREFECT_INFO.search(output), output
+    # Ours stay: a summary line per bucket and epoch, and the result.
+    assert re.search(r"epoch 1/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): trained \d+ edges .* loss", output), output
+    assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): trained \d+ edges .* loss", output), output
+    assert "model is at version 2" in output
+
+
+def test_verbose_shows_prefects_lines(runs: dict[str, str]) -> None:
+    output = runs["verbose"]
+    assert "Beginning flow run 'train model' for flow 'pbg'" in output, output
+    assert "Finished in state Completed()" in output
+    assert "epoch 3/3 · path 1/1 · chunk 1/1: bucket (0, 0): trained" in output
+
+
+def _record(name: str, level: int, pathname: str, msg: str) -> logging.LogRecord:
+    return logging.LogRecord(name, level, pathname, 1, msg, None, None)
+
+
+def test_the_filter_keeps_our_lines_logged_through_prefects_run_loggers() -> None:
+    import prefect
+
+    prefect_file = str(Path(prefect.__file__).parent / "flow_engine.py")
+    chatter = PrefectChatter(str(Path(prefect.__file__).parent))
+    assert not chatter.filter(_record("prefect.flow_runs", logging.INFO, prefect_file, "Beginning flow run 'x'"))
+    assert chatter.filter(_record("prefect.flow_runs", logging.INFO, __file__, "checkpoint m is at version 2"))
+    assert chatter.filter(_record("prefect.flow_runs", logging.WARNING, prefect_file, "a real warning"))
+    assert not chatter.filter(_record(
+        "prefect.task_runs", logging.ERROR, prefect_file, "Crash detected! Execution was aborted by an interrupt signal."))
+    assert chatter.filter(_record("pbg_core.engine", logging.INFO, __file__, "bucket (0, 0): trained"))
+
+
+def test_quiet_console_leaves_verbose_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    handler = PrefectConsoleHandler()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        monkeypatch.setenv("PBG_VERBOSE", "1")
+        quiet_console()
+        assert not handler.filters
+        monkeypatch.delenv("PBG_VERBOSE")
+        quiet_console()
+        quiet_console()
+        assert [type(f) for f in handler.filters] == [PrefectChatter]
+    finally:
+        root.removeHandler(handler)
