@@ -74,8 +74,9 @@ def publish_iteration_table(
     """Post the table artifact of the buckets ``iteration`` trained in this attempt.
 
     Keyed :func:`tasks.report.iteration_key` (``pbg-<checkpoint>-epoch-003-path-1-chunk-1``): the
-    UI titles its page by the key instead of an id and lists the keys in training order; a
-    retried iteration adds a version under the same key.
+    UI titles its page by the key instead of an id, and the keys sort in training order (the
+    UI's lists sort by artifact id, a random UUID, so only key-sorted listings such as
+    ``prefect artifact ls`` show that order); a retried iteration adds a version under the key.
 
     Args:
         iteration: The iteration (its label and version go into the description).
