@@ -5,8 +5,9 @@ PREFECT_HOME, process work pool, ``prefect deploy``, worker) serves every test. 
 and crash tests train the planted graph of ``tests/conftest.py`` in 2 partitions (a 2x2 bucket
 grid), 1 HOGWILD worker and a seed, so an interrupted-and-retried run must reproduce the
 uninterrupted one. The long run (40 iterations of the unpartitioned graph) loads the server's
-writers; then its log must show no "database is locked", no dead-lettered event, and the crash
-automation must not have acted on any run that ended (checked last, once every window closed).
+writers; then its log must show no "database is locked" (but the worker-channel heartbeat's,
+counted) and no dead-lettered event, and the crash automation must not have acted on any run
+that ended (checked last, once every window closed).
 
 Crash and retry, as Prefect 3.9 requires it: a flow run whose worker was SIGKILLed stays RUNNING
 (nobody reports its end) and ``prefect flow-run retry`` refuses RUNNING runs. The stack's
@@ -108,13 +109,13 @@ def table_keys(checkpoint_name: str) -> list[str]:
     return [f"pbg-{checkpoint_name}-epoch-{epoch:03d}-path-1-chunk-1" for epoch in range(1, NUM_EPOCHS + 1)]
 
 
-def task_run_names(stack: Stack, flow_run_id: str, at_least: int) -> set[str]:
+def task_run_names(stack: Stack, flow_run_id: str, at_least: int) -> list[str]:
     """Names of the task runs of the run and its subflows, once at least ``at_least`` are recorded (60 s at most)."""
     deadline = time.monotonic() + 60
     while True:
         runs = stack.task_runs(stack.run_and_subflow_ids(flow_run_id))
         if len(runs) >= at_least or time.monotonic() > deadline:
-            return {run["name"] for run in runs}
+            return [run["name"] for run in runs]
         time.sleep(1)
 
 
@@ -159,7 +160,7 @@ def test_deployment_run_trains_the_checkpoint_and_reports_in_the_ui(
     [progress] = by_type["progress"]
     assert float(progress["data"]) == 100
     tables = sorted(by_type["table"], key=lambda artifact: artifact["created"])
-    # Keyed in training order (the UI titles each page by its key and sorts the keys).
+    # Keyed, the keys sorting in training order (the UI titles each artifact's page by its key).
     assert [table["key"] for table in tables] == table_keys(checkpoint.name)
     for table in tables:
         rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
@@ -169,7 +170,7 @@ def test_deployment_run_trains_the_checkpoint_and_reports_in_the_ui(
     assert str(checkpoint) in summary["data"]
 
     # Task runs are named as the README lists them.
-    names = task_run_names(stack, uninterrupted.id, NUM_EPOCHS * (BUCKETS_PER_PASS * 6 + 5))
+    names = set(task_run_names(stack, uninterrupted.id, NUM_EPOCHS * (BUCKETS_PER_PASS * 6 + 5)))
     expected = {"evaluate before", "evaluate after", "train bucket (HOGWILD)", "save bucket progress",
                 *(f"{step} ({lhs}, {rhs})" for step in ("swap partitions", "load edges") for lhs in (0, 1)
                   for rhs in (0, 1)),
@@ -273,10 +274,12 @@ def test_a_long_deployed_run_leaves_no_database_lock_error_nor_dropped_event(
     stack: Stack, long_run: SimpleNamespace, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert version_of(long_run.checkpoint) == LONG_RUN_ITERATIONS
-    # Every subflow and task run was recorded (the task-run recorder drops none).
+    # Every subflow and task run was recorded (the task-run recorder dropped none): per iteration
+    # schedule, swap, load, train, save, write, switch, preserve, remove.
     assert len(stack.subflow_runs(long_run.id)) == LONG_RUN_ITERATIONS
     recorded = task_run_names(stack, long_run.id, LONG_RUN_ITERATIONS * 9)
-    assert {"swap partitions (0, 0)", "train bucket (HOGWILD)", f"switch to v{LONG_RUN_ITERATIONS}"} <= recorded
+    assert recorded.count("swap partitions (0, 0)") == LONG_RUN_ITERATIONS
+    assert recorded.count("train bucket (HOGWILD)") == LONG_RUN_ITERATIONS
     problems, collisions = server_log_problems(stack)
     assert problems == []
     with capsys.disabled():
