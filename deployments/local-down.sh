@@ -6,15 +6,19 @@
 # of their own (Prefect's choice), their HOGWILD children in it: so every member of the
 # recorded process's group and every descendant of it gets SIGTERM (a flow run stopped so
 # ends CRASHED and can be retried), a second one after 3 s, then SIGKILL after a grace period
-# (PBG_LOCAL_DOWN_GRACE seconds, default 15). Succeeds with a message when nothing runs.
-# The database and logs under $PREFECT_HOME stay; only the PID files are removed.
+# (PBG_LOCAL_DOWN_GRACE seconds, default 15). Then the PostgreSQL of `local-up.sh --postgres`,
+# if there is one (pg_ctl stop -m fast). Succeeds with a message when nothing runs.
+# The databases and logs stay; only the PID files are removed.
 set -euo pipefail
 
 export PREFECT_HOME="${PREFECT_HOME:-$HOME/.prefect}"
 STATE="$PREFECT_HOME/pbg-local"
 GRACE="${PBG_LOCAL_DOWN_GRACE:-15}"
 
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 log() { printf 'local-down: %s\n' "$*" >&2; }
+# shellcheck source=deployments/postgres.sh
+source "$ROOT/deployments/postgres.sh"
 
 # descendants PID: every process below PID, children first listed after their parent.
 descendants() {
@@ -83,10 +87,11 @@ stop() {
     log "$name stopped"
 }
 
-if [[ ! -f "$STATE/worker.pid" && ! -f "$STATE/server.pid" ]]; then
+if [[ ! -f "$STATE/worker.pid" && ! -f "$STATE/server.pid" && ! -f "$STATE/postgres.dir" ]]; then
     log "nothing to stop: no pbg-local stack recorded under $PREFECT_HOME"
     exit 0
 fi
 stop worker
 stop server
+pg_stop
 rm -f "$STATE/api_url"

@@ -2,14 +2,20 @@
 # Bring up a local Prefect stack for the `pbg` deployment, then print its API URL.
 #
 #   deployments/local-up.sh                # server + work pool + deploy + worker
+#   deployments/local-up.sh --postgres     # the same, the server's database on a private PostgreSQL
 #   deployments/local-up.sh --worker-only  # a new worker for the running server (after a crash)
 #
 # Uses the PREFECT_HOME of the caller's environment (~/.prefect when unset): the server's
-# SQLite database is $PREFECT_HOME/prefect.db (PostgreSQL: set
-# PREFECT_SERVER_DATABASE_CONNECTION_URL=postgresql+asyncpg://... before calling this), and
-# PIDs and logs go to $PREFECT_HOME/pbg-local/. Steps:
+# SQLite database is $PREFECT_HOME/prefect.db (or set PREFECT_SERVER_DATABASE_CONNECTION_URL=
+# postgresql+asyncpg://... for a PostgreSQL of your own before calling this), and PIDs and logs
+# go to $PREFECT_HOME/pbg-local/. With --postgres, deployments/postgres.sh starts a PostgreSQL
+# cluster of this stack (Debian's `postgresql` package; 127.0.0.1 only) and the server uses it.
+# Steps:
 #   1. `prefect server start --host 127.0.0.1 --port N` (a free port) in its own session,
-#      waiting for /api/health;
+#      waiting for /api/health; its task-run recorder and event persister write in batches
+#      (every second), its triggers service is never busy with subflow events (step 2): on
+#      SQLite, where writers collide, a long run leaves no "database is locked" error and
+#      drops no event;
 #   2. the process work pool `pbg-local` (created if missing) and an automation that marks a
 #      flow run CRASHED when its heartbeats stop (a killed worker leaves it RUNNING otherwise,
 #      and `prefect flow-run retry` only retries runs in a terminal state);
@@ -21,7 +27,9 @@
 #
 # Environment: PBG_LOCAL_UP_TIMEOUT (seconds to wait for the server and the worker, default
 # 240), PBG_CRASH_AFTER_SECONDS (no heartbeat for this long marks a flow run CRASHED, default
-# 60; heartbeats come every 30 s), PBG_LOCAL_PORT (use this port instead of a free one).
+# 60; heartbeats come every 30 s), PBG_LOCAL_PORT (use this port instead of a free one),
+# PBG_PG_BIN (--postgres: the directory of initdb and pg_ctl, found on PATH or under
+# /usr/lib/postgresql/*/bin otherwise).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +42,8 @@ AUTOMATION="pbg-local: mark flow runs without heartbeats crashed"
 
 log() { printf 'local-up: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=deployments/postgres.sh
+source "$ROOT/deployments/postgres.sh"
 
 if [[ -x "$ROOT/.venv/bin/prefect" ]]; then
     PREFECT="$ROOT/.venv/bin/prefect"
@@ -113,14 +123,16 @@ ensure_work_pool() {
 # A flow run whose process died (worker killed, machine lost) stays RUNNING: this automation
 # marks it CRASHED once its heartbeats (every PREFECT_FLOWS_HEARTBEAT_FREQUENCY = 30 s, set
 # by prefect.yaml) stop for CRASH_AFTER seconds, so the UI's Retry button and
-# `prefect flow-run retry` can resume it.
-ensure_crash_automation() {
-    if "$PREFECT" automation inspect "$AUTOMATION" >/dev/null 2>&1; then
-        log "automation '$AUTOMATION' exists"
-        return
-    fi
-    log "creating the automation '$AUTOMATION' (no heartbeat for ${CRASH_AFTER} s -> CRASHED)"
-    "$PREFECT" automation create --from-json "$(cat <<EOF
+# `prefect flow-run retry` can resume it. It is Prefect's "detect zombie flows" automation:
+# after each heartbeat of a flow run (for_each prefect.resource.id), expect another heartbeat
+# or a terminal state of the same run within CRASH_AFTER seconds. Only the terminal states
+# count besides heartbeats: a run that ended is never acted on. match_related keeps it to
+# deployment runs (the `pbg` run; its subflows run in the same process and have no
+# deployment), so the triggers service does no database write per subflow event, where
+# SQLite's single writer made those writes collide ("database is locked") and drop events.
+# An automation of this name from an earlier local-up.sh is replaced by this definition.
+crash_automation_json() {
+    cat <<EOF
 {
   "name": "$AUTOMATION",
   "description": "Flow runs of a killed worker never report an end: mark them CRASHED so they can be retried.",
@@ -128,8 +140,10 @@ ensure_crash_automation() {
     "type": "event",
     "posture": "Proactive",
     "after": ["prefect.flow-run.heartbeat"],
-    "expect": ["prefect.flow-run.*"],
+    "expect": ["prefect.flow-run.heartbeat", "prefect.flow-run.Completed", "prefect.flow-run.Failed",
+               "prefect.flow-run.Cancelled", "prefect.flow-run.Crashed"],
     "match": {"prefect.resource.id": "prefect.flow-run.*"},
+    "match_related": {"prefect.resource.role": "deployment"},
     "for_each": ["prefect.resource.id"],
     "threshold": 1,
     "within": $CRASH_AFTER
@@ -140,7 +154,27 @@ ensure_crash_automation() {
   ]
 }
 EOF
-)" >&2
+}
+
+# ensure_crash_automation: create the automation, or replace the definition of one of this name.
+ensure_crash_automation() {
+    log "applying the automation '$AUTOMATION' (no heartbeat for ${CRASH_AFTER} s -> CRASHED)"
+    crash_automation_json | "$PYTHON" -c '
+import json, sys, urllib.request
+api, definition = sys.argv[1], json.load(sys.stdin)
+
+def call(method, path, body):
+    request = urllib.request.Request(api + path, data=json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read() or b"null")
+
+found = call("POST", "/automations/filter", {"automations": {"name": {"any_": [definition["name"]]}}})
+if found:
+    call("PUT", "/automations/" + found[0]["id"], definition)
+else:
+    call("POST", "/automations/", definition)
+' "$API_URL" || die "could not create the automation '$AUTOMATION' on $API_URL"
 }
 
 deploy() {
@@ -154,18 +188,31 @@ deploy() {
 
 start_worker() {
     log "starting a worker on $POOL (log: $STATE/worker.log)"
-    # Poll every 2 s (default 10 s) so a `prefect deployment run` starts within seconds.
-    PREFECT_WORKER_QUERY_SECONDS=2 PREFECT_WORKER_PREFETCH_SECONDS=5 PREFECT_WORKER_HEARTBEAT_SECONDS=10 \
+    # Poll every 2 s (default 10 s) so a `prefect deployment run` starts within seconds. Its
+    # heartbeat stays at Prefect's 30 s: on SQLite each one is a read-then-write transaction
+    # that fails ("database is locked") when another write commits in between.
+    PREFECT_WORKER_QUERY_SECONDS=2 PREFECT_WORKER_PREFETCH_SECONDS=5 \
         start_detached worker "$PREFECT" worker start --pool "$POOL" --type process
     wait_until worker "the work pool $POOL to be READY" pool_ready
 }
 
 mode=full
+database=sqlite
 case "${1:-}" in
     "") ;;
+    --postgres) database=postgres ;;
     --worker-only) mode=worker ;;
-    *) die "unknown argument '$1' (allowed: --worker-only, or nothing)" ;;
+    *) die "unknown argument '$1' (allowed: --postgres, --worker-only, or nothing)" ;;
 esac
+(($# <= 1)) || die "one argument at most (got: $*)"
+
+# The server's task-run recorder and event persister write one transaction per event by
+# default (dozens a second during training); in batches they commit about once a second each,
+# so SQLite's single writer is free far more often. The task runs reach the UI <= 1 s later.
+export PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE="${PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE:-1000}"
+export PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL="${PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL:-1}"
+export PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE="${PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE:-1000}"
+export PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL="${PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL:-1}"
 
 mkdir -p "$STATE"
 export PBG_FLOW_ROOT="$ROOT"  # the deployment's pull step changes into it (prefect.yaml)
@@ -184,13 +231,20 @@ else
         die "a pbg-local stack is still running under $PREFECT_HOME (PIDs in $STATE):" \
             "run deployments/local-down.sh first"
     fi
+    DATABASE_URL=""
+    [[ "$database" == postgres ]] && DATABASE_URL=$(pg_start)
     PORT="${PBG_LOCAL_PORT:-$(free_port)}"
     API_URL="http://127.0.0.1:$PORT/api"
     rm -f "$STATE/api_url"
     log "starting the Prefect server on 127.0.0.1:$PORT (PREFECT_HOME=$PREFECT_HOME, log: $STATE/server.log)"
     unset PREFECT_API_URL  # the server must not talk to another one
     # --port does not reach the UI's settings: without PREFECT_UI_API_URL it calls port 4200.
-    PREFECT_UI_API_URL="$API_URL" start_detached server "$PREFECT" server start --host 127.0.0.1 --port "$PORT"
+    (
+        export PREFECT_UI_API_URL="$API_URL"
+        # --postgres: only the server's environment gets the URL (it holds the password).
+        if [[ -n "$DATABASE_URL" ]]; then export PREFECT_SERVER_DATABASE_CONNECTION_URL="$DATABASE_URL"; fi
+        start_detached server "$PREFECT" server start --host 127.0.0.1 --port "$PORT"
+    )
     wait_until server "the Prefect server to answer on $API_URL/health" server_healthy
     echo "$API_URL" >"$STATE/api_url"
     export PREFECT_API_URL="$API_URL"

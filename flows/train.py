@@ -162,7 +162,8 @@ def _train_remaining(
     try:
         remaining = plan.remaining
         pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
-        calls = [partial(_run_iteration, handle, it, config.eval_fraction > 0, progress) for it in remaining]
+        calls = [partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config.checkpoint_path)
+                 for it in remaining]
         # Each subflow is created while the previous iteration works (never across a pause).
         outcomes = SubflowPipeline().run_in_order(calls, [it.label for it in remaining],
                                                   overlap_after=lambda index: not pause_after[index])
@@ -177,10 +178,12 @@ def _train_remaining(
     return results
 
 
-def _run_iteration(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:
+def _run_iteration(
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, checkpoint_path: str
+) -> dict[str, Any]:
     """The iteration's subflow, then its table artifact (in the subflow's helper thread: off the critical path)."""
     result = train_iteration(handle, iteration, evaluate, progress)
-    publish_iteration_table(iteration, result["rows"], result["resumed"])
+    publish_iteration_table(iteration, result["rows"], result["resumed"], checkpoint_path)
     return result
 
 

@@ -26,7 +26,7 @@ from pbg_core.config import ConfigSchema
 from pbg_core.iterations import Iteration
 from storage.stats_log import StatsLog
 from tasks._policies import run_logger
-from tasks.report import artifact_key, checkpoint_basename, iteration_table, summary_markdown
+from tasks.report import artifact_key, checkpoint_basename, iteration_key, iteration_table, summary_markdown
 
 T = TypeVar("T")
 
@@ -68,20 +68,29 @@ def update_progress(artifact_id: UUID | None, done: int, total: int) -> None:
     ))
 
 
-def publish_iteration_table(iteration: Iteration, rows: Sequence[dict[str, Any] | None], resumed: int) -> None:
-    """Post one table artifact (no key) of the buckets ``iteration`` trained in this attempt.
+def publish_iteration_table(
+    iteration: Iteration, rows: Sequence[dict[str, Any] | None], resumed: int, checkpoint_path: str
+) -> None:
+    """Post the table artifact of the buckets ``iteration`` trained in this attempt.
+
+    Keyed :func:`tasks.report.iteration_key` (``pbg-<checkpoint>-epoch-003-path-1-chunk-1``): the
+    UI titles its page by the key instead of an id, and the keys sort in training order (the
+    UI's lists sort by artifact id, a random UUID, so only key-sorted listings such as
+    ``prefect artifact ls`` show that order); a retried iteration adds a version under the key.
 
     Args:
         iteration: The iteration (its label and version go into the description).
         rows: The trained buckets' stats rows (``finish_bucket(...)["row"]``); None entries are skipped.
         resumed: Buckets of this pass finished by an earlier attempt (not in ``rows``).
+        checkpoint_path: The run's checkpoint (its last component goes into the key).
     """
     description = (
         f"{iteration.label} · version {iteration.version} · "
         f"{sum(r is not None for r in rows)} bucket(s) trained, {resumed} resumed from an earlier attempt"
     )
     _post(f"publish the table of {iteration.label}", lambda: create_table_artifact(
-        table=iteration_table(rows), description=description, _sync=True,  # type: ignore[call-arg]
+        table=iteration_table(rows), key=iteration_key(checkpoint_basename(checkpoint_path), iteration),
+        description=description, _sync=True,  # type: ignore[call-arg]
     ))
 
 

@@ -29,13 +29,13 @@ def schedule_buckets(handle: str, iteration: Iteration) -> list[Bucket]:
     return get_session(handle).schedule_buckets(iteration)
 
 
-@task(name="swap-partitions", task_run_name="swap partitions {bucket}", **_STORAGE)
+@task(name="swap-partitions", task_run_name="swap partitions ({bucket[0]}, {bucket[1]})", **_STORAGE)
 def swap_partitions(handle: str, bucket: Bucket) -> dict[str, float]:
     """Save the partitions leaving memory and load the ones ``bucket`` needs."""
     return get_session(handle).swap_partitions(Bucket(*bucket))
 
 
-@task(name="load-edges", task_run_name="load edges {bucket}", **_STORAGE)
+@task(name="load-edges", task_run_name="load edges ({bucket[0]}, {bucket[1]})", **_STORAGE)
 def load_edges(handle: str, bucket: Bucket) -> dict[str, int]:
     """Load this iteration's chunk of ``bucket`` and split off the eval holdout."""
     return get_session(handle).load_edges(Bucket(*bucket))

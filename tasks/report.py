@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pbg_core.config import ConfigSchema
+from pbg_core.iterations import Iteration
 from storage import layout
 from storage.stats_log import SUMMARY_KEY
 
@@ -29,6 +30,7 @@ Row = Mapping[str, Any]
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SUMMARY_KEY_PREFIX = "pbg-summary-"
+TABLE_KEY_PREFIX = "pbg-"
 _MAX_KEY_LENGTH = 100
 _MISSING = "–"
 
@@ -229,9 +231,33 @@ def artifact_key(text: str) -> str:
     ``artifact_key("My Model_v2") == "pbg-summary-my-model-v2"``; accents are dropped
     (``é`` -> ``e``), other characters become dashes; empty input gives ``pbg-summary-run``.
     """
+    return (SUMMARY_KEY_PREFIX + _slug(text))[:_MAX_KEY_LENGTH].rstrip("-")
+
+
+def iteration_key(checkpoint_name: str, iteration: Iteration) -> str:
+    """The key of ``iteration``'s table artifact: ``pbg-<checkpoint>-epoch-003-path-1-chunk-2``.
+
+    Numbers are 1-based as in the iteration's label (``epoch 3/10 · path 1/1 · chunk 2/4``)
+    and zero-padded (epochs to at least 3 digits, paths and chunks to the digits of their
+    count) so that sorting the keys as text gives the order of training. The checkpoint's
+    name (slugged as in :func:`artifact_key`, shortened to keep the key within 100
+    characters) keeps the tables of different models apart.
+    """
+    epoch_width = max(3, len(str(iteration.num_epochs)))
+    suffix = (
+        f"-epoch-{iteration.epoch_idx + 1:0{epoch_width}d}"
+        f"-path-{iteration.edge_path_idx + 1:0{len(str(iteration.num_edge_paths))}d}"
+        f"-chunk-{iteration.edge_chunk_idx + 1:0{len(str(iteration.num_edge_chunks))}d}"
+    )
+    room = _MAX_KEY_LENGTH - len(TABLE_KEY_PREFIX) - len(suffix)
+    name = _slug(checkpoint_name)[:room].rstrip("-") or "run"
+    return TABLE_KEY_PREFIX + name + suffix
+
+
+def _slug(text: str) -> str:
+    """``text`` in lowercase ASCII letters and digits joined by single dashes (``run`` when empty)."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-") or "run"
-    return (SUMMARY_KEY_PREFIX + slug)[:_MAX_KEY_LENGTH].rstrip("-")
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-") or "run"
 
 
 def checkpoint_basename(checkpoint_path: str) -> str:

@@ -243,13 +243,13 @@ class Stack:
         return _run(["bash", str(LOCAL_DOWN)], clean_env(self.home), 120).stderr
 
 
-def start_stack(home: Path) -> Stack:
-    """Run ``local-up.sh`` with PREFECT_HOME=``home``; the stack it started.
+def start_stack(home: Path, *args: str) -> Stack:
+    """Run ``local-up.sh ARGS...`` with PREFECT_HOME=``home``; the stack it started.
 
     On failure whatever it started is stopped again before the error is raised.
     """
     try:
-        done = _run(["bash", str(LOCAL_UP)], clean_env(home), UP_TIMEOUT_S)
+        done = _run(["bash", str(LOCAL_UP), *args], clean_env(home), UP_TIMEOUT_S)
     except (RuntimeError, subprocess.TimeoutExpired):
         subprocess.run(["bash", str(LOCAL_DOWN)], env=clean_env(home), capture_output=True, timeout=120)
         raise

@@ -31,6 +31,9 @@ ITERATION = Iteration(
 )
 
 
+ITERATION_OUTSIDE_KEY = "pbg-outside-epoch-001-path-2-chunk-1"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def harness() -> Iterator[None]:
     with prefect_test_harness(server_startup_timeout=180):
@@ -81,7 +84,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     def fake_training() -> tuple[UUID, UUID | None]:
         progress = start_progress(1, 4, "buckets trained")
         update_progress(progress, 3, 4)
-        publish_iteration_table(ITERATION, [rows[1], None], resumed=1)
+        publish_iteration_table(ITERATION, [rows[1], None], resumed=1, checkpoint_path=config.checkpoint_path)
         publish_summary(config, version=2, total_iterations=2)
         return current_flow_run_id(), progress
 
@@ -92,7 +95,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     assert (progress.id, progress.type, progress.data) == (progress_id, "progress", 75.0)
     assert progress.description == "buckets trained"
 
-    assert (table.type, table.key) == ("table", None)
+    assert (table.type, table.key) == ("table", "pbg-my-model-v2-epoch-001-path-2-chunk-1")
     assert table.description == "epoch 1/2 · path 2/2 · chunk 1/1 · version 2 · 1 bucket(s) trained, " \
         "1 resumed from an earlier attempt"
     assert json.loads(table.data) == [{
@@ -132,11 +135,13 @@ def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
     StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
     assert start_progress(1, 2, "outside") is None
     assert update_progress(uuid4(), 1, 2) is None
-    assert publish_iteration_table(ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0) is None
+    assert publish_iteration_table(
+        ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, checkpoint_path=config.checkpoint_path
+    ) is None
     assert publish_summary(config, version=1, total_iterations=2) is None
     with get_client(sync_client=True) as client:
         created = client.read_artifacts()
-    assert [a for a in created if a.flow_run_id is None or a.key == "pbg-summary-outside"] == []
+    assert [a for a in created if a.flow_run_id is None or a.key in {"pbg-summary-outside", ITERATION_OUTSIDE_KEY}] == []
     assert [a.description for a in created if a.description == "outside"] == []
 
 
