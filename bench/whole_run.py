@@ -84,14 +84,16 @@ def write_umls_config(path: Path) -> dict[str, object]:
     config = load_config_dict(UMLS_CONFIG)
     dropped = {key: config.pop(key) for key in UNKNOWN_TO_PBG if key in config}
     paths = {"entity_path": "entities", "edge_paths": ["edges"], "checkpoint_path": "checkpoints"}
-    config.update(paths, hogwild_delay=0)
+    # eval_fraction 0: the demo's own setting (run_demo.sh), so the figures compare with earlier ones.
+    config.update(paths, hogwild_delay=0, eval_fraction=0)
     text = (f'"""Written by bench/whole_run.py from examples/umls/config.py: without {sorted(dropped)}'
-            f' (unknown to PBG 1.0.0), hogwild_delay 0, paths in this directory."""\n\n\n'
+            f' (unknown to PBG 1.0.0), hogwild_delay 0, eval_fraction 0 (as the demo), paths in this'
+            f' directory."""\n\n\n'
             f"def get_torchbiggraph_config():\n    return {config!r}\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
-    return {"dropped": dropped, "set": {**paths, "hogwild_delay": 0}}
+    return {"dropped": dropped, "set": {**paths, "hogwild_delay": 0, "eval_fraction": 0}}
 
 
 def prepare(case: WholeRunCase, seed: int) -> Prepared:
