@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
+.PHONY: setup demo test test-long lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -23,6 +23,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+
+## test-long: what the default run keeps short, at full length (CI runs it after `make test`):
+## a 100-iteration deployed run's server log, and Ctrl-C/SIGTERM/kill -9 at every moment
+test-long: $(STAMP)
+	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_local_stack.py -k long_deployed_run
+	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py
 
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
