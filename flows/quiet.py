@@ -12,9 +12,14 @@ several per iteration. The flow's state is what the command's own summary says, 
 - "Still processing items: N items remaining..." of Prefect's client queues while they
   are drained at the end (a progress note, not a problem).
 
-What stays: warnings and errors (Prefect's included, other than those above), and every line
-our own code logs, through Prefect's run loggers or not: the per-bucket summary lines, the
-lease, the final "checkpoint ... is at version N". ``--verbose`` (``PBG_VERBOSE=1``) keeps all.
+Of our own lines it drops the engine's step-by-step ones (marked ``pbg_step``: swapping
+partitions, training N edges, saving, writing, committing, removing versions; several per
+iteration), which the run's logs in the API keep.
+
+What stays: warnings and errors (Prefect's included, other than those above), and every other
+line our own code logs, through Prefect's run loggers or not: per bucket the "trained" summary
+and the held-out stats, the lease, the final "checkpoint ... is at version N". ``--verbose``
+(``PBG_VERBOSE=1``) keeps all.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class PrefectChatter(logging.Filter):
         self.prefect_dir = prefect_dir.rstrip(os.sep) + os.sep
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "pbg_step", False):
+            return False
         if not record.name.startswith("prefect"):
             return True
         message = str(record.msg)

@@ -131,7 +131,7 @@ def pbg(
         run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
         run_config = prepare_retrain(resolved, retrain, run_key)
     results: list[dict[str, Any]] = []
-    plan_training(run_config)  # checks the inputs before anything is written
+    plan_training(run_config, report=False)  # checks the inputs before anything is written
     lease = acquire_lease(run_config)  # a second run on this checkpoint stops here, naming the holder
     try:
         plan = plan_training(run_config)  # again under the lease: another run may have committed meanwhile

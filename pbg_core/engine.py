@@ -45,6 +45,10 @@ from pbg_core import worker_jobs
 from pbg_core.worker_boot import active_workers
 
 logger = logging.getLogger(__name__)
+# Marks the step-by-step lines of an iteration (swap, train, save, write, commit, remove): the
+# run's logs keep them; a terminal shows them only with --verbose (flows/quiet.py). The
+# per-bucket results (trained, held-out stats) are plain lines: they always show.
+STEP = {"pbg_step": True}
 
 
 @dataclass
@@ -155,7 +159,7 @@ class TrainingSession:
         position = self.progress.order.index(bucket) if self.progress is not None else len(self.records)
         self.current = BucketRecord(bucket=bucket, position=position)
         logger.info("%s: bucket %s (%d of %d): swapping partitions", self._label(), tuple(bucket), position + 1,
-                    self.buckets_in_pass or 1)
+                    self.buckets_in_pass or 1, extra=STEP)
         self.records.append(self.current)
         self.residency.io.reset()
         needed = set(self.settings.bucket_partitions(bucket))
@@ -207,6 +211,9 @@ class TrainingSession:
         record = self._record()
         setattr(record, f"eval_{phase}", stats)
         record.timing[f"eval_{phase}"] = time.perf_counter() - started
+        # PBG's "Stats before training" / "Stats after training" of the held-out edges.
+        logger.info("%s: bucket %s: held-out stats %s training: %s", self._label(), tuple(record.bucket), phase,
+                    stats.format())
         return stats.to_dict()
 
     def train(self) -> dict[str, Any]:
@@ -214,7 +221,7 @@ class TrainingSession:
         loaded = self._require_edges()
         record = self._record()
         logger.info("%s: bucket %s: training %d edges on %d workers", self._label(), tuple(record.bucket),
-                    len(loaded.train_idx), self.workers.num_workers)
+                    len(loaded.train_idx), self.workers.num_workers, extra=STEP)
         started = time.perf_counter()
         stats = self._run_jobs(worker_jobs.train_job, loaded.train_idx, "train", shuffle=True)
         record.timing["train"] = time.perf_counter() - started
@@ -250,7 +257,8 @@ class TrainingSession:
         if progress.done > record.position:
             done_row = next((r for r in progress.rows if r["index"] == self._row(record, iteration)["index"]), None)
             return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row}
-        logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket))
+        logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket),
+                    extra=STEP)
         started = time.perf_counter()
         # The last bucket of a pass saves straight to the version's own names (nothing
         # references them before the commit): no copy of its partitions at write_checkpoint.
@@ -282,7 +290,7 @@ class TrainingSession:
         if self.residency.committed_version >= iteration.version:
             return iteration.version  # already committed (a retried step)
         progress = self._require_progress()
-        logger.info("%s: writing checkpoint version %d", iteration.label, iteration.version)
+        logger.info("%s: writing checkpoint version %d", iteration.label, iteration.version, extra=STEP)
         all_keys = [*self.settings.partitioned_keys(), *self.settings.unpartitioned_keys()]
         self.residency.complete_open_version(all_keys)
         if self.model_state.dirty or progress.model is None:
@@ -304,7 +312,7 @@ class TrainingSession:
 
     def switch_version(self, iteration: Iteration) -> int:
         """Commit: write the version pointer (atomic), then treat memory as that version."""
-        logger.info("%s: committing version %d", iteration.label, iteration.version)
+        logger.info("%s: committing version %d", iteration.label, iteration.version, extra=STEP)
         self.store.write_version(iteration.version)
         self.residency.commit(iteration.version)
         self.model_where = None
@@ -326,7 +334,7 @@ class TrainingSession:
         leftovers of a run killed while removing. Returns the newest version removed.
         """
         if iteration.version > 1:
-            logger.info("%s: removing versions before %d", iteration.label, iteration.version)
+            logger.info("%s: removing versions before %d", iteration.label, iteration.version, extra=STEP)
         return max(self.store.remove_versions_before(iteration.version), default=None)
 
     def close(self) -> None:

@@ -45,6 +45,6 @@ def evaluate_edge_source(
             known = [f.load_chunk(bucket, 0, 1) for f in filter_sources if f.num_edges(bucket) > 0]
             filter_index = FilterIndex.build(EdgeList.cat(known)) if known else None
         stats = session.evaluate_edges(bucket, edges, filter_index, where=str(getattr(source, "url", "edges")))
-        logger.info("eval bucket %s: %s", bucket, stats.format())
+        logger.info("eval bucket %s: %s", tuple(bucket), stats.format())
         totals.append(stats)
     return Stats.sum(totals)

@@ -30,8 +30,12 @@ class TrainingPlan(BaseModel):
 
 @task(name="plan-training", task_run_name="plan training", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
-def plan_training(config: ConfigSchema) -> TrainingPlan:
-    """Check every bucket file exists, compute the edge-chunk count, skip committed iterations."""
+def plan_training(config: ConfigSchema, report: bool = True) -> TrainingPlan:
+    """Check every bucket file exists, compute the edge-chunk count, skip committed iterations.
+
+    ``report``: log the count of iterations done (off for the flow's check before the lease,
+    which plans again under it).
+    """
     logger = run_logger()
     # A wrong endpoint or a store that is down fails here in about a second, not after
     # a minute of retries (every later step retries such faults).
@@ -68,7 +72,9 @@ def plan_training(config: ConfigSchema) -> TrainingPlan:
             "checkpoint version %d is beyond this config's %d iterations: nothing to train",
             committed, len(iterations),
         )
-    logger.info("%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)), len(iterations))
+    if report:
+        logger.info("%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)),
+                    len(iterations))
     return TrainingPlan(
         num_edge_chunks=chunks,
         committed_version=committed,

@@ -8,32 +8,20 @@ migrations run once.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
-
-PBG = str(Path(sys.executable).with_name("pbg"))
+from _cli import cli_environment, run_pbg
 
 
 @pytest.fixture(scope="module")
 def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect_home"))
-    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
-    return env
-
-
-def run_pbg(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PBG, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False
-    )
+    return cli_environment(tmp_path_factory.mktemp("prefect_home"))
 
 
 def cli_config() -> dict[str, Any]:

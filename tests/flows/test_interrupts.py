@@ -224,7 +224,7 @@ def test_sigterm_to_the_command_alone_while_it_commits_cancels_the_run_and_the_r
     env: dict[str, str], workdir: Path
 ) -> None:
     """As a supervisor stops a service: SIGTERM to the main process only, here right as it commits v3."""
-    result = signal_when(["train", "config.json"], r"committing version 3", signal.SIGTERM, env, workdir, group=False)
+    result = signal_when(["train", "config.json", "--verbose"], r"committing version 3", signal.SIGTERM, env, workdir, group=False)
     assert_stopped(result, signal.SIGTERM)
     version, resume_args = hint(result, "train")
     assert version in (2, 3), result.output  # the pointer is written whole or not at all

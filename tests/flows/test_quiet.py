@@ -32,7 +32,7 @@ def runs(graph: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactory) 
     root = tmp_path_factory.mktemp("quiet")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PBG_", "DO_NOT_TRACK"))}
     env["PREFECT_HOME"] = str(root / "prefect_home")
-    config = config_for(graph, root / "model", num_epochs=2, eval_fraction=0.0)
+    config = config_for(graph, root / "model", num_epochs=2, eval_fraction=0.1)
     (root / "config.json").write_text(json.dumps(config))
     out = {}
     for name, extra in (("first", []), ("verbose", ["--verbose", "-p", "num_epochs=3"])):
@@ -51,7 +51,13 @@ def test_a_first_run_on_a_new_prefect_home_prints_no_errors_and_no_prefect_chatt
     # Ours stay: a summary line per bucket and epoch, and the result.
     assert re.search(r"epoch 1/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): trained \d+ edges .* loss", output), output
     assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): trained \d+ edges .* loss", output), output
+    assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): held-out stats before training: .*mrr", output)
+    assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): held-out stats after training: .*mrr", output)
     assert "model is at version 2" in output
+    # The engine's steps (several per iteration) stay in the run's logs, off the terminal.
+    for step in ("swapping partitions", "saving its partitions", "writing checkpoint version", "committing version"):
+        assert step not in output, output
+    assert output.count("iterations done") == 1, output
 
 
 def test_verbose_shows_prefects_lines(runs: dict[str, str]) -> None:
@@ -59,6 +65,7 @@ def test_verbose_shows_prefects_lines(runs: dict[str, str]) -> None:
     assert "Beginning flow run 'train model' for flow 'pbg'" in output, output
     assert "Finished in state Completed()" in output
     assert "epoch 3/3 · path 1/1 · chunk 1/1: bucket (0, 0): trained" in output
+    assert "epoch 3/3 · path 1/1 · chunk 1/1: committing version 3" in output
 
 
 def _record(name: str, level: int, pathname: str, msg: str) -> logging.LogRecord:
@@ -76,6 +83,9 @@ def test_the_filter_keeps_our_lines_logged_through_prefects_run_loggers() -> Non
     assert not chatter.filter(_record(
         "prefect.task_runs", logging.ERROR, prefect_file, "Crash detected! Execution was aborted by an interrupt signal."))
     assert chatter.filter(_record("pbg_core.engine", logging.INFO, __file__, "bucket (0, 0): trained"))
+    step = _record("pbg_core.engine", logging.INFO, __file__, "committing version 3")
+    step.pbg_step = True
+    assert not chatter.filter(step)
 
 
 def test_quiet_console_leaves_verbose_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
