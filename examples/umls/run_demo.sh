@@ -17,8 +17,8 @@ echo "== train on all of train.txt for $EPOCHS epochs (seed 0)"
 # eval_fraction=0: every training edge trains, as PBG's FB15k example does "to reproduce results"
 # (the config holds 5 % out so that deployed runs show MRR while training; here test.txt is judged).
 $PBG train $CONFIG -p edge_paths=$DATA/train_partitioned -p num_epochs=$EPOCHS -p seed=0 -p eval_fraction=0
-echo "== filtered evaluation on test.txt (filtering train, valid and test)"
+echo "== filtered evaluation on test.txt (filtering train, valid and test; seed 0: auc samples its negatives)"
 $PBG eval $CONFIG -p edge_paths=$DATA/test_partitioned \
-    -p relations.0.all_negs=true -p num_uniform_negs=0 \
+    -p relations.0.all_negs=true -p num_uniform_negs=0 -p seed=0 \
     --filtered --filter-path $DATA/train_partitioned --filter-path $DATA/valid_partitioned \
     --filter-path $DATA/test_partitioned
