@@ -295,8 +295,9 @@ def test_ctrl_c_during_eval_cancels_the_eval_run(
     os.chdir(tmp_path)
     import_edges(load_config(str(config_path), []), [str(edges)], lhs_col=0, rhs_col=1, seed=0)
     pbg(config=parse_config(json.loads(config_path.read_text())))
-    result = signal_when(["eval", "config.json", "-p", "workers=2"], r"evaluation: bucket \(0, 1\)", signal.SIGINT,
-                         env, tmp_path)
+    # --verbose: the swap line of bucket (0, 1) marks the moment (step lines show only with it).
+    result = signal_when(["eval", "config.json", "-p", "workers=2", "--verbose"], r"evaluation: bucket \(0, 1\)",
+                         signal.SIGINT, env, tmp_path)
     assert_stopped(result, signal.SIGINT)
     assert "pbg eval: interrupted by SIGINT" in result.output and "Traceback" not in result.output
     assert [state for _, state, _ in flow_runs(env, "pbg-eval")] == ["CANCELLED"]
