@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 VERBOSE_VARIABLE = "PBG_VERBOSE"
@@ -60,15 +61,24 @@ def quiet_console() -> None:
     if os.environ.get(VERBOSE_VARIABLE, "") not in ("", "0"):
         return
     import prefect
-    from prefect.logging.handlers import PrefectConsoleHandler
 
     prefect_dir = str(Path(prefect.__file__).parent)
+    add_console_filter(PrefectChatter, lambda: PrefectChatter(prefect_dir))
+
+
+def add_console_filter(kind: type[logging.Filter], make: Callable[[], logging.Filter]) -> None:
+    """Put ``make()`` on every Prefect console handler that has no ``kind`` filter yet.
+
+    Prefect's console handler sits on the root logger (and on a few non-propagating loggers of
+    its own); its API handler is elsewhere, so what the run's logs receive is untouched.
+    Call it once Prefect is imported (importing it configures its logging).
+    """
+    from prefect.logging.handlers import PrefectConsoleHandler
+
     for logger in (logging.getLogger(), *_configured_loggers()):
         for handler in logger.handlers:
-            if isinstance(handler, PrefectConsoleHandler) and not any(
-                isinstance(f, PrefectChatter) for f in handler.filters
-            ):
-                handler.addFilter(PrefectChatter(prefect_dir))
+            if isinstance(handler, PrefectConsoleHandler) and not any(isinstance(f, kind) for f in handler.filters):
+                handler.addFilter(make())
 
 
 def _configured_loggers() -> list[logging.Logger]:

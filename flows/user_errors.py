@@ -22,6 +22,7 @@ import os
 import sys
 import traceback
 
+from flows.quiet import add_console_filter
 from pbg_core.errors import PbgError
 
 DEBUG_VARIABLE = "PBG_DEBUG"
@@ -81,14 +82,6 @@ class RunFailureFilter(logging.Filter):
 
 
 def quiet_run_failures() -> None:
-    """Install :class:`RunFailureFilter` on Prefect's console handlers (call once Prefect is imported).
-
-    Prefect's console handler sits on the root logger, its API handler on the run loggers:
-    a filter on the console handler leaves what the API receives untouched.
-    """
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, PrefectConsoleHandler) and \
-                not any(isinstance(f, RunFailureFilter) for f in handler.filters):
-            handler.addFilter(RunFailureFilter())
+    """Install :class:`RunFailureFilter` on Prefect's console handlers (call once Prefect is imported);
+    the run's logs in the API keep the failure lines and their tracebacks."""
+    add_console_filter(RunFailureFilter, RunFailureFilter)
