@@ -12,10 +12,11 @@
 # cluster of this stack (Debian's `postgresql` package; 127.0.0.1 only) and the server uses it.
 # Steps:
 #   1. `prefect server start --host 127.0.0.1 --port N` (a free port) in its own session,
-#      waiting for /api/health; its task-run recorder and event persister write in batches
-#      (every second), its triggers service is never busy with subflow events (step 2): on
-#      SQLite, where writers collide, a long run leaves no "database is locked" error and
-#      drops no event;
+#      through `python -m flows.prefect_server` (its SQLite write transactions take the write
+#      lock first and wait for it instead of being refused), waiting for /api/health; its
+#      task-run recorder and event persister write in batches (every second), its triggers
+#      service is never busy with subflow events (step 2): a long run leaves no "database is
+#      locked" error and drops no event;
 #   2. the process work pool `pbg-local` (created if missing) and an automation that marks a
 #      flow run CRASHED when its heartbeats stop (a killed worker leaves it RUNNING otherwise,
 #      and `prefect flow-run retry` only retries runs in a terminal state);
@@ -129,7 +130,8 @@ ensure_work_pool() {
 # count besides heartbeats: a run that ended is never acted on. match_related keeps it to
 # deployment runs (the `pbg` run; its subflows run in the same process and have no
 # deployment), so the triggers service does no database write per subflow event, where
-# SQLite's single writer made those writes collide ("database is locked") and drop events.
+# SQLite's single writer made those writes collide ("database is locked") and drop events
+# (before the server's writes began IMMEDIATE, flows/prefect_server.py; still one write fewer).
 # An automation of this name from an earlier local-up.sh is replaced by this definition.
 crash_automation_json() {
     cat <<EOF
@@ -189,8 +191,9 @@ deploy() {
 start_worker() {
     log "starting a worker on $POOL (log: $STATE/worker.log)"
     # Poll every 2 s (default 10 s) so a `prefect deployment run` starts within seconds. Its
-    # heartbeat stays at Prefect's 30 s: on SQLite each one is a read-then-write transaction
-    # that fails ("database is locked") when another write commits in between.
+    # heartbeat stays at Prefect's 30 s: each one is a read-then-write transaction that holds
+    # SQLite's write lock (it failed with "database is locked" before the server's writes
+    # began IMMEDIATE, flows/prefect_server.py).
     PREFECT_WORKER_QUERY_SECONDS=2 PREFECT_WORKER_PREFETCH_SECONDS=5 \
         start_detached worker "$PREFECT" worker start --pool "$POOL" --type process
     wait_until worker "the work pool $POOL to be READY" pool_ready
@@ -243,7 +246,10 @@ else
         export PREFECT_UI_API_URL="$API_URL"
         # --postgres: only the server's environment gets the URL (it holds the password).
         if [[ -n "$DATABASE_URL" ]]; then export PREFECT_SERVER_DATABASE_CONNECTION_URL="$DATABASE_URL"; fi
-        start_detached server "$PREFECT" server start --host 127.0.0.1 --port "$PORT"
+        # Prefect's `prefect server start`, run by flows.prefect_server so that its SQLite
+        # writes take the lock first and wait for it (no "database is locked" refusals).
+        export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+        start_detached server "$PYTHON" -m flows.prefect_server server start --host 127.0.0.1 --port "$PORT"
     )
     wait_until server "the Prefect server to answer on $API_URL/health" server_healthy
     echo "$API_URL" >"$STATE/api_url"

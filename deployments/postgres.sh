@@ -1,9 +1,9 @@
 # PostgreSQL for the local stack (`local-up.sh --postgres`); sourced by local-up.sh and local-down.sh.
 #
-# SQLite allows one writer at a time: a transaction that read before another one committed
-# cannot write ("database is locked", no waiting), and Prefect's server has several writers
-# (API, task-run recorder, event persister, triggers, worker heartbeats). PostgreSQL has none
-# of that. This runs Debian's PostgreSQL (package `postgresql`: initdb, pg_ctl, psql) as a
+# SQLite allows one writer at a time, and Prefect's server has several (API, task-run recorder,
+# event persister, triggers, worker heartbeats): on SQLite they wait for each other
+# (flows/prefect_server.py begins their transactions IMMEDIATE). PostgreSQL has row locks and
+# many writers at once, what production servers use. This runs Debian's PostgreSQL (package `postgresql`: initdb, pg_ctl, psql) as a
 # private cluster of the stack:
 #   - a directory $STATE/postgres (as root: ${TMPDIR:-/tmp}/pbg-local-postgres-<hash of
 #     $STATE>, owned by the `postgres` user, since PostgreSQL refuses to run as root and must

@@ -1,17 +1,10 @@
 """The ASGI app of the embedded Prefect API server (runs inside its own process).
 
-Prefect's own server app, unchanged, behind two small wrappers: :func:`warm_up_after_startup`
-(a few read-only requests once it has started, so the run's first requests do not pay for
-its lazy set-up) and :func:`retry_busy_writes`.
-Prefect answers ``503 Service Unavailable`` when SQLite reports "database is locked": a
-retryable error, the request's transaction was rolled back. Its client then waits
-``2 ** attempt`` seconds, so each collision between one of the flow's writes and the
-server's own writers (task-run recorder, event persister) stalled the flow for about 2 s;
-and after 5 attempts it gives up, failing the run. The wrapper instead replays a write that
-got a 503 inside the server, after 10 ms, then 20, 40, ... (at most 200 ms apart, for up to
-:data:`REPLAY_BUDGET_SECONDS`): SQLite releases its lock within milliseconds, so the client
-sees one slightly slower answer. Replaying is what the client would do; the server only does
-it sooner. Reads, websockets and other protocols pass through untouched.
+Prefect's own server app, unchanged, with its SQLite write transactions begun IMMEDIATE
+(:mod:`flows.prefect_server`: a write that meets another one waits for SQLite's lock instead of
+being refused with "database is locked", which Prefect answered 503 and its client retried
+after 2 s), behind :func:`warm_up_after_startup` (a few read-only requests once it has started,
+so the run's first requests do not pay for its lazy set-up).
 
 Started by :mod:`flows.local_server` as ``python -m flows.local_server_app FD``: uvicorn serves on
 the listening socket the command bound and passed as file descriptor ``FD``. (Not ``uvicorn --fd``:
@@ -34,52 +27,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-REPLAY_BUDGET_SECONDS = 30.0
-FIRST_DELAY_SECONDS = 0.01
-MAX_DELAY_SECONDS = 0.2
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-def retry_busy_writes(app: ASGIApp, budget: float = REPLAY_BUDGET_SECONDS) -> ASGIApp:
-    """Wrap ``app`` so that a write answered with 503 is replayed inside the server (see module docstring)."""
-
-    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") not in WRITE_METHODS:
-            await app(scope, receive, send)
-            return
-        body = await _read_body(receive)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
-        delay = FIRST_DELAY_SECONDS
-        while True:
-            answer = await _answer(app, scope, body)
-            if answer[0]["status"] != 503 or loop.time() + delay > deadline:
-                break
-            await asyncio.sleep(delay)
-            delay = min(2 * delay, MAX_DELAY_SECONDS)
-        for message in answer:
-            await send(message)
-
-    return wrapped
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":  # the client went away: nothing to answer
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
 
 async def _answer(app: ASGIApp, scope: Scope, body: bytes) -> list[Message]:
-    """Run ``app`` on a buffered request; returns the response messages it sent.
-
-    The app gets a copy of ``scope``: routing writes into the scope it is given (root path,
-    route, path parameters), and a replay must start from the request as it arrived.
+    """Run ``app`` on a request whose body is ``body``; returns the response messages it sent.
 
     Raises:
         Exception: what the app raised before answering anything.
@@ -98,10 +48,9 @@ async def _answer(app: ASGIApp, scope: Scope, body: bytes) -> list[Message]:
         sent.append(message)
 
     try:
-        await app(dict(scope), receive, send)
+        await app(scope, receive, send)
     except Exception:
-        # Starlette re-raises an error after its handler has answered (Prefect's answers 503
-        # for "database is locked", 500 otherwise, and logs the latter): keep that answer.
+        # Starlette re-raises an error after its handler has answered (and logged it): keep that answer.
         if not sent:
             raise
     return sent
@@ -151,11 +100,14 @@ def _request_scope(method: str, path: str) -> Scope:
 
 
 def create_app() -> ASGIApp:
-    """Prefect's server app (ephemeral mode: no UI, local-run services), busy writes replayed,
-    warmed up in the background once started."""
+    """Prefect's server app (ephemeral mode: no UI, local-run services), SQLite writes begun
+    IMMEDIATE (:mod:`flows.prefect_server`), warmed up in the background once started."""
     from prefect.server.api.server import create_app as prefect_create_app
 
-    return warm_up_after_startup(retry_busy_writes(prefect_create_app(ephemeral=True, final=True)))
+    from flows.prefect_server import install_immediate_writes
+
+    install_immediate_writes()
+    return warm_up_after_startup(prefect_create_app(ephemeral=True, final=True))
 
 
 def serve(fd: int) -> None:

@@ -1,4 +1,4 @@
-"""The embedded Prefect API server: Retry-After on 503, start/stop, fate bound to its parent."""
+"""The embedded Prefect API server: start/stop, warm-up, fate bound to its parent."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from flows.local_server import LocalServerError, server_settings, start_local_server
-from flows.local_server_app import retry_busy_writes, warm_up_after_startup
+from flows.local_server_app import warm_up_after_startup
 
 
 def _call(app: Any, scope: dict[str, Any], body: bytes = b"{}") -> list[dict[str, Any]]:
@@ -33,48 +33,6 @@ def _call(app: Any, scope: dict[str, Any], body: bytes = b"{}") -> list[dict[str
 
     asyncio.run(app(scope, receive, send))
     return sent
-
-
-class FlakyApp:
-    """Answers 503 to the first ``busy`` requests, then 201; records the bodies it read."""
-
-    def __init__(self, busy: int) -> None:
-        self.busy = busy
-        self.bodies: list[bytes] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        self.bodies.append((await receive())["body"])
-        status = 503 if len(self.bodies) <= self.busy else 201
-        await send({"type": "http.response.start", "status": status, "headers": [(b"x-try", b"%d" % len(self.bodies))]})
-        await send({"type": "http.response.body", "body": b"answer %d" % len(self.bodies)})
-
-
-def test_a_busy_write_is_replayed_until_it_goes_through() -> None:
-    app = FlakyApp(busy=3)
-    sent = _call(retry_busy_writes(app), {"type": "http", "method": "POST"}, body=b'{"name": "x"}')
-    assert app.bodies == [b'{"name": "x"}'] * 4  # the same request each time
-    assert (sent[0]["status"], sent[0]["headers"], sent[1]["body"]) == (201, [(b"x-try", b"4")], b"answer 4")
-
-
-def test_a_write_still_busy_after_the_budget_gets_the_503() -> None:
-    app = FlakyApp(busy=1000)
-    started = time.monotonic()
-    sent = _call(retry_busy_writes(app, budget=0.3), {"type": "http", "method": "PATCH"})
-    assert sent[0]["status"] == 503 and time.monotonic() - started < 1.0
-    assert len(app.bodies) == 5  # after 10, 20, 40, 80 ms; 160 more would pass the budget
-
-
-def test_reads_and_other_protocols_pass_through() -> None:
-    app = FlakyApp(busy=1)
-    assert _call(retry_busy_writes(app), {"type": "http", "method": "GET"})[0]["status"] == 503
-    assert len(app.bodies) == 1
-    seen: list[str] = []
-
-    async def lifespan_app(scope: Any, receive: Any, send: Any) -> None:
-        seen.append(scope["type"])
-
-    _call(retry_busy_writes(lifespan_app), {"type": "lifespan"})
-    assert seen == ["lifespan"]
 
 
 @pytest.fixture()
@@ -143,41 +101,6 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
-
-
-def test_each_replay_gets_the_request_scope_as_it_arrived() -> None:
-    scopes: list[dict[str, Any]] = []
-
-    async def routing_app(scope: Any, receive: Any, send: Any) -> None:
-        scopes.append(dict(scope))
-        scope["root_path"] = scope.get("root_path", "") + "/api"  # what a Mount does to its scope
-        await receive()
-        await send({"type": "http.response.start", "status": 503 if len(scopes) < 3 else 200, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    _call(retry_busy_writes(routing_app), {"type": "http", "method": "POST", "root_path": ""})
-    assert [scope["root_path"] for scope in scopes] == ["", "", ""]
-
-
-def test_an_error_raised_after_the_answer_keeps_the_answer() -> None:
-    calls = []
-
-    async def starlette_like(scope: Any, receive: Any, send: Any) -> None:
-        calls.append(1)
-        await receive()
-        await send({"type": "http.response.start", "status": 503 if len(calls) == 1 else 200, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-        if len(calls) == 1:
-            raise RuntimeError("database is locked")  # what ServerErrorMiddleware re-raises
-
-    assert _call(retry_busy_writes(starlette_like), {"type": "http", "method": "POST"})[0]["status"] == 200
-    assert len(calls) == 2
-
-    async def broken(scope: Any, receive: Any, send: Any) -> None:
-        raise RuntimeError("no answer at all")
-
-    with pytest.raises(RuntimeError, match="no answer at all"):
-        _call(retry_busy_writes(broken), {"type": "http", "method": "POST"})
 
 
 def test_the_app_is_warmed_up_in_the_background_once_started() -> None:
