@@ -78,7 +78,8 @@ def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress
     switch_version(handle, iteration)
     preserve_version(handle, iteration)
     remove_old_version(handle, iteration)
-    return {"version": iteration.version, "buckets": trained, "rows": rows, "resumed": resumed}
+    return {"version": iteration.version, "buckets": trained, "rows": rows, "resumed": resumed,
+            "flow_run_id": flow_run.id}  # the subflow's: its table artifact is posted there
 
 
 def _run_name() -> str:
@@ -181,9 +182,10 @@ def _train_remaining(
 def _run_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, checkpoint_path: str
 ) -> dict[str, Any]:
-    """The iteration's subflow, then its table artifact (in the subflow's helper thread: off the critical path)."""
+    """The iteration's subflow, then its table artifact on the subflow's page (posted from the
+    subflow's helper thread: off the critical path)."""
     result = train_iteration(handle, iteration, evaluate, progress)
-    publish_iteration_table(iteration, result["rows"], result["resumed"], checkpoint_path)
+    publish_iteration_table(iteration, result["rows"], result["resumed"], checkpoint_path, result["flow_run_id"])
     return result
 
 

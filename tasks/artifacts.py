@@ -16,9 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
-from prefect.artifacts import (
-    create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact,
-)
+from prefect.artifacts import TableArtifact, create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
@@ -69,29 +67,35 @@ def update_progress(artifact_id: UUID | None, done: int, total: int) -> None:
 
 
 def publish_iteration_table(
-    iteration: Iteration, rows: Sequence[dict[str, Any] | None], resumed: int, checkpoint_path: str
+    iteration: Iteration, rows: Sequence[dict[str, Any] | None], resumed: int, checkpoint_path: str,
+    flow_run_id: str | UUID | None = None,
 ) -> None:
     """Post the table artifact of the buckets ``iteration`` trained in this attempt.
 
+    It goes on the iteration's own subflow run (``flow_run_id``; the current run when None), so
+    each subflow's Artifacts tab holds its table and the run's tab holds its progress bar and
+    summary (whose learning curve lists the epochs in order): the UI lists a run's artifacts by
+    artifact id, a random UUID, so a run holding every iteration's table showed them shuffled.
     Keyed :func:`tasks.report.iteration_key` (``pbg-<checkpoint>-epoch-003-path-1-chunk-1``): the
-    UI titles its page by the key instead of an id, and the keys sort in training order (the
-    UI's lists sort by artifact id, a random UUID, so only key-sorted listings such as
-    ``prefect artifact ls`` show that order); a retried iteration adds a version under the key.
+    UI titles the table's page by its key, and key-sorted listings (``prefect artifact ls``)
+    show training order; a retried iteration adds a version under the key.
 
     Args:
         iteration: The iteration (its label and version go into the description).
         rows: The trained buckets' stats rows (``finish_bucket(...)["row"]``); None entries are skipped.
         resumed: Buckets of this pass finished by an earlier attempt (not in ``rows``).
         checkpoint_path: The run's checkpoint (its last component goes into the key).
+        flow_run_id: The iteration's subflow run.
     """
     description = (
         f"{iteration.label} · version {iteration.version} · "
         f"{sum(r is not None for r in rows)} bucket(s) trained, {resumed} resumed from an earlier attempt"
     )
-    _post(f"publish the table of {iteration.label}", lambda: create_table_artifact(
+    artifact = TableArtifact(
         table=iteration_table(rows), key=iteration_key(checkpoint_basename(checkpoint_path), iteration),
-        description=description, _sync=True,  # type: ignore[call-arg]
-    ))
+        description=description, flow_run_id=UUID(str(flow_run_id)) if flow_run_id else None,
+    )
+    _post(f"publish the table of {iteration.label}", lambda: artifact.create(_sync=True).id)  # type: ignore[call-arg]
 
 
 def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -> None:

@@ -56,10 +56,14 @@ def test_a_run_posts_progress_a_table_per_iteration_and_a_summary(
     by_type: dict[str, list[Any]] = {}
     for artifact in artifacts:
         by_type.setdefault(artifact.type, []).append(artifact)
+    assert sorted(by_type) == ["markdown", "progress"]  # the tables are on the iterations' subflows
 
     assert [a.data for a in by_type["progress"]] == [100.0]
-    tables = by_type["table"]
-    assert len(tables) == 2  # one per iteration (2 epochs x 1 path x 1 chunk)
+    with get_client(sync_client=True) as client:
+        subflows = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id])))
+    tables = [artifact for sub in sorted(subflows, key=lambda run: run.name) for artifact in artifacts_of(sub.id)]
+    assert [table.type for table in tables] == ["table", "table"]  # one per iteration (2 epochs x 1 path x 1 chunk)
     for epoch, table in enumerate(tables, start=1):
         rows = json.loads(table.data) if isinstance(table.data, str) else table.data
         assert len(rows) == 4  # 2x2 buckets, all trained in this attempt

@@ -109,6 +109,27 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     assert "s3cr3t-never-shown" not in summary.data
 
 
+def test_an_iteration_table_goes_on_the_run_it_names(tmp_path: Path) -> None:
+    """The training flow posts each table from its helper thread onto the iteration's subflow."""
+    config = make_config(tmp_path, "placed")
+
+    @flow(name="artifacts-iteration")
+    def iteration() -> UUID:
+        return current_flow_run_id()
+
+    @flow(name="artifacts-placement-test")
+    def parent() -> tuple[UUID, UUID]:
+        child = iteration()
+        publish_iteration_table(ITERATION, [stats_row(0, 0, 4, 0, 2.0, 0.25)], resumed=0,
+                                checkpoint_path=config.checkpoint_path, flow_run_id=str(child))
+        return current_flow_run_id(), child
+
+    parent_id, child_id = parent()
+    assert read_artifacts(parent_id) == []
+    (table,) = read_artifacts(child_id)
+    assert (table.type, table.key, table.flow_run_id) == ("table", "pbg-placed-epoch-001-path-2-chunk-1", child_id)
+
+
 def test_failures_are_logged_and_never_fail_the_flow(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = make_config(tmp_path, "broken")
     Path(config.checkpoint_path).mkdir()
