@@ -49,8 +49,8 @@ def get_torchbiggraph_config():
     }}
 '''
 NATIVE_EXPORT = (
-    "import sys; from tasks.config import load_config_file; from storage.exporters import export_embeddings; "
-    "print(export_embeddings(load_config_file(sys.argv[1]), sys.argv[2], sys.argv[3]))"
+    "import sys; from storage.config_loader import load_config; from storage.exporters import export_embeddings; "
+    "print(export_embeddings(load_config(sys.argv[1]), sys.argv[2], sys.argv[3]))"
 )
 
 

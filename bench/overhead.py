@@ -91,11 +91,11 @@ def run_loop(config_path: str) -> dict[str, Any]:
     """The same engine calls as the flow, in a plain loop (task bodies via .fn)."""
     from tasks import buckets as b
     from tasks import checkpoint as c
-    from tasks.config import load_config_file
+    from storage.config_loader import load_config
     from tasks.plan import plan_training
     from tasks.sessions import close_training_session, open_training_session
 
-    config = load_config_file(config_path)
+    config = load_config(config_path)
     clock = Clock()
     plan = plan_training.fn(config)
     handle = open_training_session.fn(config)
@@ -123,9 +123,9 @@ def run_loop(config_path: str) -> dict[str, Any]:
 def run_flow(config_path: str) -> dict[str, Any]:
     """The real `pbg` flow, with caller-side timing of each call it makes."""
     import flows.train as ft
-    from tasks.config import load_config_file
+    from storage.config_loader import load_config
 
-    config = load_config_file(config_path)
+    config = load_config(config_path)
     clock = Clock()
     instrument_engine(clock)
     for name in (*BUCKET_TASKS, *ITERATION_TASKS):

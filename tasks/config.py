@@ -20,11 +20,6 @@ from storage.config_loader import load_config
 from tasks._policies import NO_CACHE
 
 
-def load_config_file(path: str, overrides: Sequence[str] = ()) -> ConfigSchema:
-    """Load a PBG ``.py``, JSON or YAML config from a local path or URL, with ``-p`` overrides."""
-    return load_config(path, list(overrides))
-
-
 @task(name="resolve-config", task_run_name="resolve config", cache_policy=NO_CACHE, persist_result=False)
 def resolve_config(
     config: ConfigSchema | None, config_url: str | None, overrides: Sequence[str]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -13,6 +14,8 @@ from pbg_core.errors import ConfigError
 from storage.config_loader import dump_config_json, load_config
 from storage.errors import DataNotFound
 from store_io import StorePath
+
+KEY, SECRET = "AKIAPLANTEDLOADER", "planted-loader-s3cr3t"
 
 # Shaped like PBG's examples/configs/fb15k_config_cpu.py (reference 4.1).
 PBG_CONFIG = '''
@@ -164,3 +167,12 @@ def test_python_config_from_s3_is_refused_before_any_read(s3_bucket: str) -> Non
     StorePath(url).write_text(PBG_CONFIG)
     with pytest.raises(ConfigError, match=r"must be a local file, not a s3:// URL"):
         load_config(url)
+
+
+def test_saved_config_json_as_the_config_file_sends_no_mask(make_config: Any, write_config: Any) -> None:
+    # config.json masks credentials; reading it back must not send the mask as a credential.
+    saved = config_to_json(parse_config(make_config(storage_options={"key": KEY, "secret": SECRET})))
+    path: Path = write_config(saved, "saved.json")
+    assert load_config(str(path)).storage_options_for_fs() == {}
+    with_override = load_config(str(path), ["storage_options.key=K", "storage_options.secret=S"])
+    assert with_override.storage_options_for_fs() == {"key": "K", "secret": "S"}

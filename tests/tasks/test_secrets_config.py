@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pbg_core.config import config_to_json, parse_config
+from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
-from tasks.config import load_config_file, resolve_config
+from tasks.config import resolve_config
 
 KEY, SECRET = "AKIAPLANTEDTASK", "planted-task-s3cr3t"
 
@@ -36,14 +35,6 @@ def test_credentials_in_the_overrides_parameter_are_refused(make_config: Any, wr
     assert SECRET not in str(info.value)
     resolved = resolve_config.fn(None, str(path), ["storage_options.region=eu-west-3"])
     assert resolved.storage_options_for_fs() == {"client_kwargs": {"region_name": "eu-west-3"}}
-
-
-def test_saved_config_json_as_the_config_file_sends_no_mask(make_config: Any, write_config: Any) -> None:
-    saved = config_to_json(parse_config(make_config(storage_options={"key": KEY, "secret": SECRET})))
-    path: Path = write_config(saved, "saved.json")
-    assert load_config_file(str(path)).storage_options_for_fs() == {}
-    with_override = load_config_file(str(path), ["storage_options.key=K", "storage_options.secret=S"])
-    assert with_override.storage_options_for_fs() == {"key": "K", "secret": "S"}
 
 
 def test_error_for_a_bad_secret_names_the_field_not_the_value(make_config: Any, write_config: Any) -> None:
