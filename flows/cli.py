@@ -170,7 +170,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     # Storage only, no Prefect: importing Prefect costs ~3.5 s and ~350 MB here.
     from flows.progress_bar import import_progress
     from storage.config_loader import load_config
-    from storage.importers import import_edges
+    from storage.importing.importer import import_edges
     from tasks.import_progress import estimate_lines
 
     config = load_config(args.config, list(args.param))

@@ -1,7 +1,7 @@
 """Import edge lists and export checkpoints (storage conversions).
 
 The tasks let flows and deployments run the storage conversions with observability. The CLI
-(``pbg import`` / ``pbg export``) calls :mod:`storage.importers` and :mod:`storage.exporters`
+(``pbg import`` / ``pbg export``) calls :mod:`storage.importing.importer` and :mod:`storage.exporters`
 itself, without importing Prefect (about 3.5 s and 350 MB saved per command).
 """
 
@@ -14,7 +14,7 @@ from prefect import task
 
 from pbg_core.config import ConfigSchema
 from storage.exporters import export_embeddings, export_tsv
-from storage.importers import import_edges
+from storage.importing.importer import import_edges
 from tasks._policies import NO_CACHE, run_logger
 from tasks.artifacts import start_progress, update_progress
 from tasks.import_progress import ImportProgress, estimate_lines
@@ -22,10 +22,10 @@ from tasks.import_progress import ImportProgress, estimate_lines
 
 @task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
 def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
-    """:func:`storage.importers.import_edges` with a progress artifact; returns the report's counts.
+    """:func:`storage.importing.importer.import_edges` with a progress artifact; returns the report's counts.
 
     The result holds ``summary`` (the report as text) and the counts of
-    :class:`storage.import_report.ImportReport` (edges read, written per input, skipped by reason).
+    :class:`storage.importing.report.ImportReport` (edges read, written per input, skipped by reason).
     """
     logger = run_logger()
     artifact = start_progress(0, 1, f"importing {len(inputs)} input(s) into {config.entity_path}")

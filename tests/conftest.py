@@ -5,7 +5,7 @@ nodes of the same cluster (relation ``linked``). A model that learns the cluster
 true neighbour among the ~``CLUSTER_SIZE`` members of its cluster, far above the random
 baseline over all nodes, so MRR measurably rises with training.
 
-Edge data is imported once per session (seeded) with :func:`storage.importers.import_edges`,
+Edge data is imported once per session (seeded) with :func:`storage.importing.importer.import_edges`,
 in an unpartitioned and a 2-partition flavour; every test gets its own checkpoint dir.
 """
 
@@ -24,7 +24,7 @@ import pytest
 from pbg_core.config import parse_config
 from s3_proxy import s3_proxy  # noqa: F401  (fault-injecting proxy in front of s3_server)
 from s3_server import s3_bucket, s3_server, store_root  # noqa: F401  (fixtures for every test)
-from storage.importers import import_edges
+from storage.importing.importer import import_edges
 
 # The temporary API servers of prefect_test_harness inherit this environment and print to the
 # test's output: without it their telemetry service fails every session ("database is locked"

@@ -204,7 +204,7 @@ def test_an_interrupted_export_leaves_no_output_and_runs_again(env: dict[str, st
     from flows.train import pbg
     from pbg_core.config import parse_config
     from storage.config_loader import load_config
-    from storage.importers import import_edges
+    from storage.importing.importer import import_edges
 
     config_path = random_graph_config(tmp_path, dimension=64)
     edges = random_edges(tmp_path / "edges.tsv", num_edges=200_000, num_nodes=100_000)
@@ -288,7 +288,7 @@ def test_ctrl_c_during_eval_cancels_the_eval_run(
     from flows.train import pbg
     from pbg_core.config import parse_config
     from storage.config_loader import load_config
-    from storage.importers import import_edges
+    from storage.importing.importer import import_edges
 
     config_path = random_graph_config(tmp_path, dimension=64)
     edges = random_edges(tmp_path / "edges.tsv", num_edges=400_000, num_nodes=20_000)

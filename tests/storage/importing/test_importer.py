@@ -19,11 +19,11 @@ import pytest
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ConfigError, UsageError
 from pbg_core.types import Bucket
-from storage import import_write
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
-from storage.importers import EntityIndex, import_edges
+from storage.importing import write as write_pass
+from storage.importing.importer import EntityIndex, import_edges
 import store_io
 from store_io import StorePath
 
@@ -174,7 +174,7 @@ def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(root: StorePa
 
 
 def test_weights_are_float32_and_flushes_keep_order(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(import_write, "CHUNK_EDGES", 2)  # many appends per bucket
+    monkeypatch.setattr(write_pass, "CHUNK_EDGES", 2)  # many appends per bucket
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     lines = [f"x{i} 0.{i}5 x{i + 1}" for i in range(7)]
     src = write_tsv(root / "w.tsv", lines)
@@ -242,7 +242,7 @@ def test_blank_lines_skipped_and_every_bucket_exists(root: StorePath) -> None:
 
 
 def test_progress_callback(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(import_write, "CHUNK_EDGES", 2)
+    monkeypatch.setattr(write_pass, "CHUNK_EDGES", 2)
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     calls: list[tuple[str, int]] = []
     src = write_tsv(root / "p.tsv", ["a b", "b c", "", "c d", "d e", "e f"])
@@ -395,7 +395,7 @@ def loaded_after(modules: str) -> list[str]:
 
 def test_the_import_path_does_not_load_torch_or_prefect() -> None:
     # `pbg import` starts in about 0.5 s because neither is loaded (torch alone: ~1.5 s, ~300 MB).
-    modules = "flows.cli, flows.progress_bar, storage.config_loader, storage.importers, tasks.import_progress"
+    modules = "flows.cli, flows.progress_bar, storage.config_loader, storage.importing.importer, tasks.import_progress"
     assert loaded_after(modules) == []
     assert loaded_after("flows.cli, storage.exporters") == ["torch"]  # pbg export: no Prefect
 

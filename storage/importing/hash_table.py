@@ -13,7 +13,7 @@ words (the last one zero-padded). Two independent hashes are computed:
 - ``check``: the sum of ``splitmix64(w_k + k * G + 1)``, mixed with the length. Its low 32
   bits are kept next to the key and compared on every hit, so two names that share a ``key``
   are told apart (the later one is stored under :func:`alternate_key`, see
-  :class:`storage.import_names.NameIndex`). Two names are merged only if 96 bits of two
+  :class:`storage.importing.names.NameIndex`). Two names are merged only if 96 bits of two
   independent hashes collide (about 10^-11 for a billion names), and the two are computed
   differently (a polynomial over the words, and a sum of non-linear word mixes), so the
   structured inputs that defeat one do not defeat the other.

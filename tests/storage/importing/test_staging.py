@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.staging import Staging, StopSignalHold
+from storage.importing.staging import Staging, StopSignalHold
 
 
 @pytest.fixture()

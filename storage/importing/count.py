@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pbg_core.types import EntityName
-from storage.import_names import NameIndex, first_positions
-from storage.import_parse import RawBatch
-from storage.import_spill import MAX_ID, SpillChunk
+from storage.importing.names import NameIndex, first_positions
+from storage.importing.parse import RawBatch
+from storage.importing.spill import MAX_ID, SpillChunk
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from storage.import_hash import HashTable, hash_strings
-from storage.import_names import HashCollisionError, NameIndex, first_positions
+from storage.importing.hash_table import HashTable, hash_strings
+from storage.importing.names import HashCollisionError, NameIndex, first_positions
 
 NAMES = ["ab", "ba", "", "x" * 300, "ab", "é", "abcdefgh", "abcdefgh\x00", "abcdefghi", "a\x00"]
 
@@ -62,7 +62,7 @@ def test_hash_table_keys_in_the_same_home_slot_all_land() -> None:
 
 
 def test_names_sharing_a_key_stay_apart_across_batches_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
-    import storage.import_names as names_module
+    import storage.importing.names as names_module
 
     def weak(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         keys, checks = hash_strings(strings)
@@ -85,7 +85,7 @@ def test_names_sharing_a_key_stay_apart_across_batches_and_restores(monkeypatch:
 
 
 def test_a_collision_of_both_hashes_is_reported_with_both_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    import storage.import_names as names_module
+    import storage.importing.names as names_module
 
     def weak(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         keys, checks = hash_strings(strings)
@@ -141,7 +141,7 @@ def test_repeated_names_in_a_part_get_one_id_by_earliest_position() -> None:
 
 
 def test_many_key_collisions_match_a_dict_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    import storage.import_names as names_module
+    import storage.importing.names as names_module
 
     def eight_bit_keys(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         keys, checks = hash_strings(strings)

@@ -1,7 +1,7 @@
 """What an import reports: counts of edges read, written and skipped (by reason), and progress.
 
-Shared by the import engine's passes (:mod:`storage.import_fast`) and the public entry point
-(:mod:`storage.importers`).
+Shared by the import engine's passes (:mod:`storage.importing.run`) and the public entry point
+(:mod:`storage.importing.importer`).
 """
 
 from __future__ import annotations

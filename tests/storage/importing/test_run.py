@@ -17,9 +17,9 @@ from pbg_core.types import Bucket
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError
-from storage.import_fast import run_import
-from storage.import_parse import Columns, ReadSpec
-from storage.importers import import_edges
+from storage.importing.importer import import_edges
+from storage.importing.parse import Columns, ReadSpec
+from storage.importing.run import run_import
 
 
 def config_for(root: Path, parts: int = 2, relations: int = 3) -> ConfigSchema:

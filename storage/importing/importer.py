@@ -1,7 +1,7 @@
 """``pbg import``: edge lists -> PBG entity files and bucketed edge files (PBG's ``import_from_tsv``).
 
 The public entry point, :func:`import_edges`, keeps PBG's options and the contract of the
-first importer; the work is done by the streaming engine of :mod:`storage.import_fast`.
+first importer; the work is done by the streaming engine of :mod:`storage.importing.run`.
 Behaviour (reference 1.19), with PBG's weak points fixed:
 
 - **Validate first.** Every input is read completely before anything is written; a malformed
@@ -14,12 +14,12 @@ Behaviour (reference 1.19), with PBG's weak points fixed:
 - **Seeded.** Relation names (dynamic mode) and entity names are shuffled with one numpy
   ``Generator`` built from ``seed``: relations first, then entity types in sorted order. The
   shuffled lists start in first-seen order (line by line, lhs before rhs).
-- **Partitions.** Exact integer ranges (:mod:`storage.import_partition`), where PBG's floats
+- **Partitions.** Exact integer ranges (:mod:`storage.importing.partition`), where PBG's floats
   can round the wrong way.
 - **Streaming.** Memory holds the name indexes plus fixed-size buffers, never the edge list.
 - **Complete grid.** Every ``edges_{l}_{r}.h5`` of every edge path exists, even if empty.
-- **Atomic output** (:mod:`storage.staging`): hidden staging directories, moved into place
-  at the end; on any failure every file this import created is removed, and a failure before
+- **Atomic output** (:mod:`storage.importing.staging`): hidden staging directories, moved into
+  place at the end; on any failure every file this import created is removed, and a failure before
   the moves (a bad line, every edge skipped) leaves the previous import's output and its
   manifest as they were, so the next re-import can still skip unchanged work. A failure in the
   final moves can also remove files an older import left at the same names: the output is
@@ -43,15 +43,15 @@ from typing import Any
 
 from pbg_core.errors import UsageError
 from pbg_core.partitions import PartitionTopology
-from storage.entities import EntityStore
 from storage import fs
+from storage.entities import EntityStore
 from storage.errors import StorageError
-from storage.import_fast import check_outputs, run_import
-from storage.import_manifest import fingerprint, read_manifest, remove_manifest, write_manifest
-from storage.import_parse import Column, Columns, ReadSpec
-from storage.import_partition import EntityIndex
-from storage.import_report import ImportReport, ProgressFn
-from storage.import_write import EdgeTarget
+from storage.importing.manifest import fingerprint, read_manifest, remove_manifest, write_manifest
+from storage.importing.parse import Column, Columns, ReadSpec
+from storage.importing.partition import EntityIndex
+from storage.importing.report import ImportReport, ProgressFn
+from storage.importing.run import check_outputs, run_import
+from storage.importing.write import EdgeTarget
 
 __all__ = ["EntityIndex", "ImportReport", "ProgressFn", "import_edges"]
 
@@ -102,7 +102,7 @@ def import_edges(
             meaningful with ``rel_col`` and standard relations (in dynamic mode every name
             is a relation).
         force: Import even when the inputs' content and the options match the last import
-            (:mod:`storage.import_manifest`); otherwise that case writes nothing and returns
+            (:mod:`storage.importing.manifest`); otherwise that case writes nothing and returns
             the last report with ``unchanged_since`` set.
 
     Returns:

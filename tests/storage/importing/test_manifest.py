@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pbg_core.config import parse_config
-from storage.import_manifest import MANIFEST, fingerprint
-from storage.importers import import_edges
+from storage.importing.importer import import_edges
+from storage.importing.manifest import MANIFEST, fingerprint
 
 LINES = "".join(f"n{i}\tr\tn{(i * 7) % 50}\n" for i in range(200))
 
@@ -83,8 +83,8 @@ def test_a_failed_reimport_leaves_the_previous_output_and_manifest(imported, tmp
 
 def test_the_manifest_goes_right_before_the_first_output_file_is_replaced(imported) -> None:
     """An interrupted commit must not leave a manifest that matches a half-replaced output."""
-    from storage.import_fast import run_import
-    from storage.import_parse import Columns, ReadSpec
+    from storage.importing.parse import Columns, ReadSpec
+    from storage.importing.run import run_import
 
     config, tsv, _ = imported
     bucket = Path(config.edge_paths[0]) / "edges_0_1.h5"

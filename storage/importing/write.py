@@ -23,10 +23,10 @@ import numpy as np
 
 from pbg_core.types import Bucket
 from storage import fs, hdf5, layout
-from storage.import_count import ImportPlan, row_types
-from storage.import_partition import Assignment
-from storage.import_spill import Spill, SpillChunk
-from storage.prefetch import prefetched
+from storage.importing.count import ImportPlan, row_types
+from storage.importing.partition import Assignment
+from storage.importing.prefetch import prefetched
+from storage.importing.spill import Spill, SpillChunk
 
 CHUNK_EDGES = 1 << 20  # spill edges mapped at a time
 

@@ -1,13 +1,13 @@
 """The import engine: edge lists -> PBG entity files and bucketed edge files, in two passes.
 
-1. **Count** (:mod:`storage.import_count`): every input is parsed once (pyarrow, see
-   :mod:`storage.import_parse`), names are mapped to ids and counted, and each edge's ids are
+1. **Count** (:mod:`storage.importing.count`): every input is parsed once (pyarrow, see
+   :mod:`storage.importing.parse`), names are mapped to ids and counted, and each edge's ids are
    spilled to a local temporary directory. Nothing is written to the outputs before every
    input has been read, so a malformed line fails the import before any output exists.
-2. **Assign** (:mod:`storage.import_partition`): rare names dropped, seeded shuffle,
+2. **Assign** (:mod:`storage.importing.partition`): rare names dropped, seeded shuffle,
    exact-integer partition ranges.
-3. **Write** (:mod:`storage.import_write`): the spill is mapped chunk by chunk into the
-   bucket files, under hidden staging directories (:mod:`storage.staging`) moved into place
+3. **Write** (:mod:`storage.importing.write`): the spill is mapped chunk by chunk into the
+   bucket files, under hidden staging directories (:mod:`storage.importing.staging`) moved into place
    at the end (edge files first, entity files last); any failure removes what was created.
 
 Memory holds the name indexes (about 80 bytes per distinct name: hash table slots, hashes,
@@ -15,7 +15,7 @@ counts, the names), three parse blocks and two spill chunks: it does not grow wi
 of edges. Both cores work throughout: pass 1 parses the next block (pyarrow, both cores) in
 a background thread while this one is mapped, and hashes and probes lhs and rhs in two
 threads; pass 2 maps and sorts the next chunk while h5py writes this one. The inputs'
-fingerprint (:mod:`storage.import_manifest`) is hashed alongside pass 1.
+fingerprint (:mod:`storage.importing.manifest`) is hashed alongside pass 1.
 """
 
 from __future__ import annotations
@@ -37,18 +37,18 @@ from pbg_core.errors import ConfigError, UsageError
 from storage import fs, layout
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputNotWritable
+from storage.importing.count import ImportPlan, NameCounter
 from storage.local_dirs import creatable_problem
-from storage.import_count import ImportPlan, NameCounter
-from storage.import_parse import (
+from storage.importing.parse import (
     FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, fast_batches, is_parquet,
     parquet_batches, slow_batches,
 )
-from storage.import_partition import Assignment, assign
-from storage.import_report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
-from storage.import_spill import Spill
-from storage import import_write
-from storage.import_write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
-from storage.staging import Staging, StopSignalHold
+from storage.importing import write as write_pass
+from storage.importing.partition import Assignment, assign
+from storage.importing.report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
+from storage.importing.spill import Spill
+from storage.importing.staging import Staging, StopSignalHold
+from storage.importing.write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +229,8 @@ def run_import(
         seed: Seed of the shuffles; None draws fresh entropy.
         progress: ``progress(phase, done)`` after every batch/chunk of ``"counting"``, then ``"writing"``.
         spill_dir: Parent of the temporary spill directory (default: the system temp dir).
-        chunk_edges: Spill edges mapped at a time in pass 2 (default ``import_write.CHUNK_EDGES``).
+        chunk_edges: Spill edges mapped at a time in pass 2
+            (default :data:`storage.importing.write.CHUNK_EDGES`).
         before_commit: Called once everything is staged, right before the first file moves into
             place (the caller forgets its record of the previous import there).
 
@@ -240,7 +241,7 @@ def run_import(
         BadDataError: every edge read was skipped (nothing is written, earlier outputs stay).
     """
     started = time.monotonic()
-    chunk_edges = chunk_edges or import_write.CHUNK_EDGES
+    chunk_edges = chunk_edges or write_pass.CHUNK_EDGES
     plan = make_plan(config, inputs, spec)
     report = ImportReport()
     weighted = spec.columns.weight is not None

@@ -3,9 +3,9 @@
 Per entity type (and for dynamic relations) a :class:`NameIndex` keeps:
 
 - ``names``: the names by id, as pyarrow string chunks (about 11 bytes per short name);
-- a :class:`~storage.import_hash.HashTable` from each name's 64-bit ``key`` hash (or, when
+- a :class:`~storage.importing.hash_table.HashTable` from each name's 64-bit ``key`` hash (or, when
   another name holds that key, its alternate key) to its id and 32 bits of its ``check`` hash
-  (:func:`~storage.import_hash.hash_strings`); both hashes and the table key by id (to rebuild
+  (:func:`~storage.importing.hash_table.hash_strings`); both hashes and the table key by id (to rebuild
   the table on :meth:`NameIndex.restore`);
 - ``counts``: occurrences per id.
 
@@ -25,7 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from storage.import_hash import STORED_CHECK_MASK, HashCollisionError, HashTable, alternate_key, hash_strings
+from storage.importing.hash_table import (
+    STORED_CHECK_MASK,
+    HashCollisionError,
+    HashTable,
+    alternate_key,
+    hash_strings,
+)
 
 __all__ = ["HashCollisionError", "NameIndex", "first_positions"]
 

@@ -44,7 +44,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from storage.errors import BadDataError
-from storage.prefetch import prefetched
+from storage.importing.prefetch import prefetched
 
 logger = logging.getLogger(__name__)
 
