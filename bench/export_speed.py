@@ -8,7 +8,7 @@ process tree, see _common.py):
 
 - ``pbg``: PBG's ``torchbiggraph_export_to_tsv CONFIG --entities-output --relation-types-output``;
 - ``ours_tsv``: our ``pbg export`` with the same config file and flags (same output layout);
-- ``ours_npy`` / ``ours_h5``: ``storage.exporters.export_embeddings`` into a directory.
+- ``ours_npy`` / ``ours_h5``: ``storage.exporting.exporter.export_embeddings`` into a directory.
 
 Our entities TSV must be byte-identical to PBG's (checked, reported as ``identical_to_pbg``).
 MB/s is the entities output size over wall time. Target: PBG wall / ours_tsv wall >= 5.
@@ -49,7 +49,8 @@ def get_torchbiggraph_config():
     }}
 '''
 NATIVE_EXPORT = (
-    "import sys; from storage.config_loader import load_config; from storage.exporters import export_embeddings; "
+    "import sys; from storage.config_loader import load_config; "
+    "from storage.exporting.exporter import export_embeddings; "
     "print(export_embeddings(load_config(sys.argv[1]), sys.argv[2], sys.argv[3]))"
 )
 

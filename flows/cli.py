@@ -313,7 +313,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     # Storage only, no Prefect (as for import): ~3.5 s and ~350 MB saved.
     from storage.config_loader import load_config
-    from storage.exporters import export_embeddings, export_tsv
+    from storage.exporting.exporter import export_embeddings, export_tsv
 
     config = load_config(args.config, list(args.param))
     started = time.perf_counter()

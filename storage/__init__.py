@@ -3,7 +3,15 @@
 Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspec
 ``storage_options``; :mod:`storage.fs` is the only module that resolves URLs.
 
-Import what you use from its module (``from storage.checkpoints import CheckpointStore``):
-this package re-exports nothing, so importing one module loads only what that module needs
-(the checkpoint and edge stores load torch; ``pbg import`` and the file helpers do not).
+- Top level: the stores (``checkpoints``, ``edges``, ``entities``, ``stats_log``,
+  ``progress``, ``staged_progress``, ``lease``, ``run_dirs``, ``run_stores``,
+  ``config_loader``) and their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
+  ``layout``, ``errors``, ``probe``, ``local_dirs``).
+- :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``.
+
+May import: :mod:`pbg_core` (never tasks, flows or Prefect). The stores import neither
+subpackage, and the two subpackages never import each other (import-linter holds all three).
+This package re-exports nothing: import what you use from its module
+(``from storage.checkpoints import CheckpointStore``), so one module loads only what it needs
+(the checkpoint and edge stores load torch; ``pbg import`` does not).
 """

@@ -1,8 +1,8 @@
 """Import edge lists and export checkpoints (storage conversions).
 
 The tasks let flows and deployments run the storage conversions with observability. The CLI
-(``pbg import`` / ``pbg export``) calls :mod:`storage.importing.importer` and :mod:`storage.exporters`
-itself, without importing Prefect (about 3.5 s and 350 MB saved per command).
+(``pbg import`` / ``pbg export``) calls :mod:`storage.importing.importer` and
+:mod:`storage.exporting.exporter` itself, without importing Prefect (about 3.5 s and 350 MB saved per command).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from prefect import task
 
 from pbg_core.config import ConfigSchema
-from storage.exporters import export_embeddings, export_tsv
+from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.importing.importer import import_edges
 from tasks._policies import NO_CACHE, run_logger
 from tasks.artifacts import start_progress, update_progress
@@ -42,7 +42,7 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
 
 @task(name="export-tsv", task_run_name="export embeddings to TSV", cache_policy=NO_CACHE)
 def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
-    """Task form of :func:`storage.exporters.export_tsv`."""
+    """Task form of :func:`storage.exporting.exporter.export_tsv`."""
     export_tsv(config, entities_output, relation_types_output)
 
 
@@ -50,5 +50,5 @@ def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_o
 def export_embeddings_task(
     config: ConfigSchema, output: str, format: str, entity_types: list[str] | None = None
 ) -> list[str]:
-    """Task form of :func:`storage.exporters.export_embeddings`; returns the URLs written."""
+    """Task form of :func:`storage.exporting.exporter.export_embeddings`; returns the URLs written."""
     return list(export_embeddings(config, output, format, entity_types).outputs)  # type: ignore[arg-type]

@@ -397,7 +397,7 @@ def test_the_import_path_does_not_load_torch_or_prefect() -> None:
     # `pbg import` starts in about 0.5 s because neither is loaded (torch alone: ~1.5 s, ~300 MB).
     modules = "flows.cli, flows.progress_bar, storage.config_loader, storage.importing.importer, tasks.import_progress"
     assert loaded_after(modules) == []
-    assert loaded_after("flows.cli, storage.exporters") == ["torch"]  # pbg export: no Prefect
+    assert loaded_after("flows.cli, storage.exporting.exporter") == ["torch"]  # pbg export: no Prefect
 
 
 def test_unknown_relations_error_names_file_line_and_the_expected_names(root: StorePath) -> None:

@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from storage.export_text import format_rows, format_rows_slow, write_blocks
+from storage.exporting.text import format_rows, format_rows_slow, write_blocks
 
 
 def python_text(keys: list[str], values: np.ndarray) -> bytes:

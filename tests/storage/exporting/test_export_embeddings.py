@@ -1,6 +1,6 @@
 """export_embeddings: per-entity TSV / NPY + names JSON / HDF5 files, locally and on S3.
 
-The checkpoint is test_exporters' hand-written one: user (2 partitions: alice, bob | carol),
+The checkpoint is test_exporter's hand-written one: user (2 partitions: alice, bob | carol),
 item (1 partition: book), dimension 2, global embeddings user [10, 20] and item [-1, -1].
 """
 
@@ -19,9 +19,9 @@ from pbg_core.errors import UnknownNameError
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError
-from storage.exporters import export_embeddings
+from storage.exporting.exporter import export_embeddings
 from store_io import StorePath, read_h5_datasets
-from test_exporters import META, make_config, write_standard_checkpoint
+from test_exporter import META, make_config, write_standard_checkpoint
 
 # Stored vectors + global embedding, float32.
 USER = np.array([[11.0, 19.5], [10.25, 22.0], [np.float32(0.1) + np.float32(10.0), 20.0]], dtype=np.float32)
@@ -148,7 +148,7 @@ def test_featurized_entity_types_are_refused(tmp_path: Path) -> None:
 def test_a_version_without_files_names_the_versions_present_and_creates_nothing(root: StorePath) -> None:
     """``--version 7`` of a checkpoint without v7 used to leave an empty output folder."""
     from storage.errors import DataNotFound
-    from storage.exporters import export_tsv
+    from storage.exporting.exporter import export_tsv
 
     config = make_config(root)
     write_standard_checkpoint(config, version=2)

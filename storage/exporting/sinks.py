@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from pbg_core.registry import Registry
-from storage.export_text import write_blocks
+from storage.exporting.text import write_blocks
 
 EMBEDDINGS_DATASET = "embeddings"
 NAMES_DATASET = "names"

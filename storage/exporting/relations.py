@@ -24,7 +24,7 @@ from pbg_core.operators import DYNAMIC_OPERATORS, OPERATORS
 from pbg_core.types import ModuleStateDict
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
-from storage.export_text import format_rows
+from storage.exporting.text import format_rows
 
 
 def write_rows(out: TextIO, keys: Sequence[str], values: torch.Tensor) -> int:

@@ -13,7 +13,7 @@ from pbg_core.ports import CheckpointMetadata
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
-from storage.exporters import export_tsv, write_rows
+from storage.exporting.exporter import export_tsv, write_rows
 from store_io import StorePath
 
 META = CheckpointMetadata(config_json="{}")

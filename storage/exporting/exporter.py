@@ -4,9 +4,9 @@ Two entry points:
 
 - :func:`export_tsv` behaves like PBG's ``export_to_tsv`` (reference 1.19): one entities
   file (``name\\tv1\\t...\\tvD``, ``%.9f``; every entity type in config order, every
-  partition) and one relation-parameters file (see :mod:`storage.export_relations`).
+  partition) and one relation-parameters file (see :mod:`storage.exporting.relations`).
 - :func:`export_embeddings` writes one set of files per entity type into an output
-  directory, in a registered format (:mod:`storage.export_sinks`: ``tsv``, ``npy``,
+  directory, in a registered format (:mod:`storage.exporting.sinks`: ``tsv``, ``npy``,
   ``h5``), plus ``relation_types.tsv``.
 
 Shared rules:
@@ -16,7 +16,7 @@ Shared rules:
   local disk, one upload each on S3) only when all are complete; if the export fails half
   way, nothing (or nothing left over) is visible.
 - **Streaming**: embeddings are read one partition at a time (the text is formatted in row
-  blocks by :mod:`storage.export_text`, on both cores).
+  blocks by :mod:`storage.exporting.text`, on both cores).
 - **global_emb**: when ``config.global_emb`` is set and the model holds
   ``global_embs.emb_{type}``, it is added to every vector (float32), as PBG does.
 - **Featurized** entity types are refused: their checkpoint rows are feature embeddings,
@@ -39,9 +39,9 @@ from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputExistsError
-from storage.export_relations import operator_params, write_relations, write_rows
-from storage.export_sinks import EXPORT_FORMATS, EmbeddingSink
-from storage.export_text import write_blocks
+from storage.exporting.relations import operator_params, write_relations, write_rows
+from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink
+from storage.exporting.text import write_blocks
 
 __all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params", "write_rows"]
 
@@ -233,7 +233,7 @@ def export_embeddings(
 
     Files in ``output`` (a directory path or URL, created if needed): per entity type
     ``<type>.tsv`` (``tsv``), ``<type>.npy`` + ``<type>.names.json`` (``npy``) or
-    ``<type>.h5`` (``h5``), see :mod:`storage.export_sinks`; and ``relation_types.tsv``.
+    ``<type>.h5`` (``h5``), see :mod:`storage.exporting.sinks`; and ``relation_types.tsv``.
 
     Args:
         config: The training config (``ConfigSchema``).
