@@ -37,18 +37,18 @@ from pbg_core.errors import ConfigError, UsageError
 from storage import fs, layout
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputNotWritable
-from storage.importing.count import ImportPlan, NameCounter
-from storage.local_dirs import creatable_problem
-from storage.importing.parse import (
-    FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, fast_batches, is_parquet,
-    parquet_batches, slow_batches,
-)
 from storage.importing import write as write_pass
+from storage.importing.count import ImportPlan, NameCounter
+from storage.importing.parquet import parquet_batches
+from storage.importing.parse import FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, is_parquet
 from storage.importing.partition import Assignment, assign
 from storage.importing.report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
 from storage.importing.spill import Spill
 from storage.importing.staging import Staging, StopSignalHold
+from storage.importing.text_fast import fast_batches
+from storage.importing.text_slow import slow_batches
 from storage.importing.write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
+from storage.local_dirs import creatable_problem
 
 logger = logging.getLogger(__name__)
 
