@@ -2,7 +2,8 @@
 
 The tasks let flows and deployments run the storage conversions with observability. The CLI
 (``pbg import`` / ``pbg export``) calls :mod:`storage.importing.importer` and
-:mod:`storage.exporting.exporter` itself, without importing Prefect (about 3.5 s and 350 MB saved per command).
+:mod:`storage.exporting.exporter` itself, without importing Prefect (about 3.5 s and 350 MB
+saved per command).
 """
 
 from __future__ import annotations
