@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from pbg_core.config import ConfigSchema
 from flows.interrupts import cancel_on_interrupt, note_position
 from flows.pipeline import SubflowPipeline, run_body
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
     evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,

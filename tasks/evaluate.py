@@ -8,8 +8,8 @@ from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.offline_eval import evaluate_edge_source
-from pbg_core.session_build import build_session
+from pbg_core.session.offline_eval import evaluate_edge_source
+from pbg_core.session.build import build_session
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.run_stores import open_run_stores

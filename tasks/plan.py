@@ -7,8 +7,8 @@ from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.iterations import Iteration, build_iterations, compute_num_edge_chunks
-from pbg_core.session_build import build_topology
+from pbg_core.session.iterations import Iteration, build_iterations, compute_num_edge_chunks
+from pbg_core.session.build import build_topology
 from pbg_core.types import Bucket
 from storage import fs
 from storage.errors import BadDataError, DataNotFound
