@@ -24,10 +24,12 @@ from types import SimpleNamespace
 
 import torch
 
-from pbg_core.training import fast_backward
-from pbg_core.training.batching import BucketTables, build_trainer, train_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.model.embedder import build_model
+from pbg_core.training import fast_backward
+from pbg_core.training.batching import train_edges
+from pbg_core.training.settings import build_trainer
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 COUNT = 200_000

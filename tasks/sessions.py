@@ -25,11 +25,11 @@ from typing import Any
 from prefect import task
 
 from pbg_core.config import ConfigSchema, config_to_json
-from pbg_core.session.engine import TrainingSession
 from pbg_core.session.build import build_session
+from pbg_core.session.engine import TrainingSession
 from storage.run_stores import open_run_stores
-from tasks.plan import run_iterations
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.plan import run_iterations
 
 _SESSIONS: dict[str, TrainingSession] = {}
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}

@@ -34,8 +34,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from pbg_core.config.parsing import Schemas, apply_override, error_lines, normalise_keys
-from pbg_core.errors import ConfigError, UnknownNameError
 from pbg_core.config.storage_options import StorageOptions
+from pbg_core.errors import ConfigError, UnknownNameError
 
 Operator = Literal["none", "translation", "diagonal", "linear", "affine", "complex_diagonal"]
 Comparator = Literal["dot", "cos", "l2", "squared_l2"]

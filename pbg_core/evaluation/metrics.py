@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from pbg_core.kernels import fused
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import ShapeError
+from pbg_core.kernels import fused
 from pbg_core.stats import Stats
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 

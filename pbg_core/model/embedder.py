@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from pbg_core.model.comparators import Comparator, build_comparator
 from pbg_core.errors import ConfigError
+from pbg_core.model.comparators import Comparator, build_comparator
 from pbg_core.model.negatives import (
     ChunkLayout,
     NegativeMode,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pbg_core.kernels import fused
 from pbg_core.errors import ShapeError
+from pbg_core.kernels import fused
 from pbg_core.registry import Registry
 from pbg_core.types import FloatTensorType
 

@@ -39,8 +39,8 @@ from typing import Any, Generic, TypeVar
 import torch
 import torch.multiprocessing as mp
 
-from pbg_core.parallel.worker import encode_job, send_job, unpack_exception, worker_main
 from pbg_core.errors import WorkerDiedError
+from pbg_core.parallel.worker import encode_job, send_job, unpack_exception, worker_main
 from pbg_core.parallel.worker_boot import PrestartedChildren, default_num_workers
 
 __all__ = ["HogwildWorkers", "WorkerPool", "default_num_workers"]

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import torch
 
 from pbg_core.errors import PbgError, ShapeError, UnknownNameError
-from pbg_core.types import EntityName, FloatTensorType, Partition, Side
+from pbg_core.types import EntityName, FloatTensorType, Partition, PartitionKey, Side, SideKey
 
 SlotRef = tuple[int, int]  # (slot index, row count)
-SlotMap = Mapping[tuple[EntityName, Side], SlotRef]
+SlotMap = Mapping[SideKey, SlotRef]
 
 
 class SlotError(PbgError, RuntimeError):
@@ -91,7 +91,7 @@ class PoolBuffers:
 
     def views(
         self, slot_map: SlotMap
-    ) -> tuple[dict[tuple[EntityName, Side], torch.Tensor], dict[tuple[EntityName, Side], torch.Tensor]]:
+    ) -> tuple[dict[SideKey, torch.Tensor], dict[SideKey, torch.Tensor]]:
         """Rebuild a job's tables from ``{(entity, side): (slot, count)}``.
 
         Both sides naming the same slot (a diagonal bucket, or an unpartitioned type)
@@ -108,8 +108,8 @@ class PoolBuffers:
             UnknownNameError: an entity type with no buffer.
             ShapeError: a slot index or count outside the buffer.
         """
-        embeddings: dict[tuple[EntityName, Side], torch.Tensor] = {}
-        state: dict[tuple[EntityName, Side], torch.Tensor] = {}
+        embeddings: dict[SideKey, torch.Tensor] = {}
+        state: dict[SideKey, torch.Tensor] = {}
         made: dict[tuple[EntityName, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
         for (entity, side), (slot, count) in slot_map.items():
             key = (entity, slot, count)
@@ -166,7 +166,7 @@ class EmbeddingPool:
     specs: dict[EntityName, SlotSpec]
     shared: PoolBuffers
     _free: dict[EntityName, list[int]] = field(default_factory=dict)
-    _held: dict[tuple[EntityName, Partition], SlotHandle] = field(default_factory=dict)
+    _held: dict[PartitionKey, SlotHandle] = field(default_factory=dict)
 
     @classmethod
     def allocate(cls, specs: Mapping[EntityName, SlotSpec]) -> EmbeddingPool:
@@ -250,7 +250,7 @@ class EmbeddingPool:
         """The handle currently holding ``(entity, partition)``, or None."""
         return self._held.get((entity, partition))
 
-    def held(self) -> list[tuple[EntityName, Partition]]:
+    def held(self) -> list[PartitionKey]:
         """Every (entity, partition) currently in a slot, sorted."""
         return sorted(self._held)
 

@@ -15,14 +15,16 @@ from typing import Any
 
 import torch
 
-from pbg_core.kernels import complex_diagonal, fused
-from pbg_core.training.batching import BucketTables, Evaluator, Trainer, build_evaluator, build_trainer, eval_edges, train_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.evaluation.metrics import FilterIndex
-from pbg_core.parallel.memory import PoolBuffers, SlotMap
+from pbg_core.kernels import complex_diagonal, fused
 from pbg_core.model.embedder import MultiRelationEmbedder
-from pbg_core.training.optimizers import AsyncAdagrad
+from pbg_core.parallel.memory import PoolBuffers, SlotMap
 from pbg_core.stats import Stats
+from pbg_core.training.batching import eval_edges, train_edges
+from pbg_core.training.optimizers import AsyncAdagrad
+from pbg_core.training.settings import Evaluator, Trainer, build_evaluator, build_trainer
+from pbg_core.training.tables import BucketTables
 
 logger = logging.getLogger(__name__)
 

@@ -11,19 +11,20 @@ import logging
 from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json
-from pbg_core.session.engine import TrainingSession
+from pbg_core.errors import ShapeError
+from pbg_core.model.embedder import build_model
 from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
-from pbg_core.model.embedder import build_model
-from pbg_core.training.optimizers import AsyncAdagrad
-from pbg_core.session.partitions import PartitionTopology
-from pbg_core.errors import ShapeError
-from pbg_core.ports import PartitionStore
-from pbg_core.session.residency import PartitionKey, PartitionResidency
-from pbg_core.seeding import fresh_seed
-from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
 from pbg_core.parallel.worker_boot import default_num_workers, take_prestarted
 from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
+from pbg_core.ports import PartitionStore
+from pbg_core.seeding import fresh_seed
+from pbg_core.session.engine import TrainingSession
+from pbg_core.session.partitions import PartitionTopology
+from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
+from pbg_core.session.residency import PartitionResidency
+from pbg_core.training.optimizers import AsyncAdagrad
+from pbg_core.types import PartitionKey
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import torch
 
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import PbgError
-from pbg_core.types import Bucket, EntityName, Partition, Side
+from pbg_core.types import Bucket, EntityName, Partition, PartitionKey, Side, SideKey
 
 
 class BadEdgesError(PbgError, ValueError):
@@ -26,8 +26,8 @@ def check_edges(
     where: str,
     bucket: Bucket,
     relation_sides: Sequence[tuple[EntityName, EntityName]],
-    partition_of: Mapping[tuple[EntityName, Side], Partition],
-    counts: Mapping[tuple[EntityName, Partition], int],
+    partition_of: Mapping[SideKey, Partition],
+    counts: Mapping[PartitionKey, int],
     featurized: frozenset[EntityName],
 ) -> None:
     """Raise :class:`BadEdgesError` unless every relation id and offset is in range.
@@ -78,8 +78,8 @@ def _all_within(
     edges: EdgeList,
     num_rel: int,
     relation_sides: Sequence[tuple[EntityName, EntityName]],
-    partition_of: Mapping[tuple[EntityName, Side], Partition],
-    counts: Mapping[tuple[EntityName, Partition], int],
+    partition_of: Mapping[SideKey, Partition],
+    counts: Mapping[PartitionKey, int],
     featurized: frozenset[EntityName],
 ) -> bool:
     """True when every relation id and offset is below the smallest limit of its column.

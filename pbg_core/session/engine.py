@@ -27,22 +27,22 @@ from typing import Any
 
 import torch
 
-from pbg_core.session.bucket_order import BUCKET_ORDERS
-from pbg_core.session.edge_checks import check_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import TrainingDivergedError
 from pbg_core.evaluation.metrics import chunk_eval_average
+from pbg_core.parallel import worker_jobs
 from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import release_free_memory
-from pbg_core.session.iterations import Iteration, should_preserve
+from pbg_core.parallel.worker_boot import active_workers
 from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
-from pbg_core.session.residency import PartitionKey, PartitionResidency
 from pbg_core.seeding import derive_seed, python_rng, torch_generator
+from pbg_core.session.bucket_order import BUCKET_ORDERS
+from pbg_core.session.edge_checks import check_edges
+from pbg_core.session.iterations import Iteration, should_preserve
 from pbg_core.session.parts import ModelState, SessionSettings, split_evenly
+from pbg_core.session.residency import PartitionResidency
 from pbg_core.stats import Stats
 from pbg_core.types import Bucket
-from pbg_core.parallel import worker_jobs
-from pbg_core.parallel.worker_boot import active_workers
 
 logger = logging.getLogger(__name__)
 # Marks the step-by-step lines of an iteration (swap, train, save, write, commit, remove): the

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Sequence
 
 from pbg_core.edgelist import EdgeList
-from pbg_core.session.engine import TrainingSession
 from pbg_core.evaluation.metrics import FilterIndex
 from pbg_core.ports import EdgeSource
+from pbg_core.session.engine import TrainingSession
 from pbg_core.stats import Stats
 
 logger = logging.getLogger(__name__)

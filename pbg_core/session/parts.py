@@ -15,13 +15,13 @@ from typing import Any
 import torch
 
 from pbg_core.errors import PbgError, ShapeError
-from pbg_core.parallel.memory import SlotMap
 from pbg_core.model.embedder import MultiRelationEmbedder, model_public_names
-from pbg_core.training.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
-from pbg_core.session.partitions import PartitionTopology
+from pbg_core.parallel.memory import SlotMap
 from pbg_core.ports import CheckpointMetadata, PartitionStore
-from pbg_core.session.residency import PartitionKey, PartitionResidency
-from pbg_core.types import Bucket, Side
+from pbg_core.session.partitions import PartitionTopology
+from pbg_core.session.residency import PartitionResidency
+from pbg_core.training.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
+from pbg_core.types import Bucket, Partition, PartitionKey, Side, SideKey
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class SessionSettings:
         """(entity, 0) for every unpartitioned entity type (resident the whole run)."""
         return self.topology.unpartitioned_keys()
 
-    def partition_of(self, bucket: Bucket) -> dict[tuple[str, Side], int]:
+    def partition_of(self, bucket: Bucket) -> dict[SideKey, Partition]:
         """Partition read for each (entity type, side) in ``bucket``."""
         return {
             (entity, side): part for side in Side for entity, part in self.topology.side_partitions(bucket, side)

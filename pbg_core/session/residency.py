@@ -30,14 +30,12 @@ import torch
 
 from pbg_core.errors import PbgError
 from pbg_core.parallel.memory import EmbeddingPool, SlotHandle
-from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
 from pbg_core.ports import FINAL, PartitionStore, ProgressStore
 from pbg_core.seeding import torch_generator
-from pbg_core.types import EntityName, Partition
+from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
+from pbg_core.types import PartitionKey
 
 logger = logging.getLogger(__name__)
-
-PartitionKey = tuple[EntityName, Partition]
 
 
 @dataclass

@@ -17,114 +17,26 @@ uniform negatives) with one ``index_select`` per request into dense leaf tensors
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from pbg_core.training import fast_dynamic, fast_paths
 from pbg_core.edgelist import EdgeList, EntityList
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation.metrics import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
-from pbg_core.model.losses import LossFunction, build_loss
 from pbg_core.model.embedder import MASKED, MultiRelationEmbedder, Scores, SideBatch
 from pbg_core.model.negatives import NegativeMode, batch_mode, chunk_layout, sample_uniform, side_mode
-from pbg_core.training.optimizers import AsyncAdagrad, RowAdagrad
-from pbg_core.training.row_gather import RowGather, TableKey, bag_mean, renorm_table_
 from pbg_core.stats import Stats
-from pbg_core.types import FloatTensorType, LongTensorType, Side
+from pbg_core.training import fast_dynamic, fast_paths
+from pbg_core.training.row_gather import RowGather, bag_mean, renorm_table_
+from pbg_core.training.settings import BatchSettings, Evaluator, Trainer
+from pbg_core.training.tables import BucketTables
+from pbg_core.types import LongTensorType, Side, SideKey
 
 # Eval with all_negs scores [rows, count]; rows per block are capped so one block
 # holds at most this many scores (64 MiB of float32).
 ALL_NEGS_SCORE_BUDGET = 1 << 24
-
-
-@dataclass
-class BucketTables:
-    """The current bucket's shared tables (same tensor object on both sides when shared)."""
-
-    embeddings: dict[TableKey, FloatTensorType]
-    optim_state: dict[TableKey, FloatTensorType] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """Flat batching and negative-sampling settings."""
-
-    batch_size: int = 1000
-    num_batch_negs: int = 50
-    num_uniform_negs: int = 50
-    disable_lhs_negs: bool = False
-    disable_rhs_negs: bool = False
-    max_norm: float | None = None
-
-    @classmethod
-    def for_training(cls, config: Any) -> BatchSettings:
-        """From a ConfigSchema-like object (attribute access only)."""
-        return cls(
-            batch_size=config.batch_size,
-            num_batch_negs=config.num_batch_negs,
-            num_uniform_negs=config.num_uniform_negs,
-            disable_lhs_negs=config.disable_lhs_negs,
-            disable_rhs_negs=config.disable_rhs_negs,
-            max_norm=config.max_norm,
-        )
-
-    @classmethod
-    def for_evaluation(cls, config: Any, during_training: bool) -> BatchSettings:
-        """Eval settings: during training PBG applies ``eval_num_*_negs`` and rounds the
-        batch size up to a multiple of the batch negatives; offline eval uses the config's."""
-        base = cls.for_training(config)
-        if not during_training:
-            return base
-        batch_negs = config.eval_num_batch_negs if config.eval_num_batch_negs is not None else base.num_batch_negs
-        uniform = config.eval_num_uniform_negs if config.eval_num_uniform_negs is not None else base.num_uniform_negs
-        size = base.batch_size
-        if batch_negs > 0:
-            size = -(-size // batch_negs) * batch_negs
-        return cls(size, batch_negs, uniform, base.disable_lhs_negs, base.disable_rhs_negs, base.max_norm)
-
-
-@dataclass
-class Trainer:
-    """Everything a worker needs to train: model, loss, optimizers, settings."""
-
-    model: MultiRelationEmbedder
-    loss_fn: LossFunction
-    settings: BatchSettings
-    row_optimizer: RowAdagrad
-    model_optimizer: AsyncAdagrad | None
-    fast_path: bool = True  # use pbg_core.training.fast_paths / fast_dynamic for the batches they support
-
-
-@dataclass
-class Evaluator:
-    """Everything a worker needs to evaluate: model, loss, settings."""
-
-    model: MultiRelationEmbedder
-    loss_fn: LossFunction
-    settings: BatchSettings
-
-
-def build_trainer(config: Any, model: MultiRelationEmbedder, model_optimizer: AsyncAdagrad | None = None) -> Trainer:
-    """A Trainer from the config; builds a (non-shared) AsyncAdagrad if none is given."""
-    if model_optimizer is None:
-        params = list(model.parameters())
-        lr = config.relation_lr if config.relation_lr is not None else config.lr
-        model_optimizer = AsyncAdagrad(params, lr) if params else None
-    return Trainer(
-        model=model,
-        loss_fn=build_loss(config.loss_fn, margin=config.margin),
-        settings=BatchSettings.for_training(config),
-        row_optimizer=RowAdagrad(config.lr),
-        model_optimizer=model_optimizer,
-    )
-
-
-def build_evaluator(config: Any, model: MultiRelationEmbedder, during_training: bool = True) -> Evaluator:
-    """An Evaluator from the config (``eval_num_*`` overrides only during training)."""
-    settings = BatchSettings.for_evaluation(config, during_training)
-    return Evaluator(model, build_loss(config.loss_fn, margin=config.margin), settings)
 
 
 # ---- batching ------------------------------------------------------------------------------
@@ -204,12 +116,12 @@ def _plan_side(
     settings: BatchSettings,
     tables: BucketTables,
     gather: RowGather,
-    key: TableKey,
+    key: SideKey,
     entities: EntityList,
     smode: NegativeMode,
     layout: Any,
     generator: torch.Generator,
-) -> tuple[TableKey, EntityList, NegativeMode, dict[str, Any]]:
+) -> tuple[SideKey, EntityList, NegativeMode, dict[str, Any]]:
     """Register the rows one side needs (positives or feature rows, uniform, all)."""
     featurized = key[0] in model.featurized
     handles: dict[str, Any] = {}
@@ -237,7 +149,7 @@ def _plan_side(
 def _side_batch(
     tables: BucketTables,
     gather: RowGather,
-    key: TableKey,
+    key: SideKey,
     entities: EntityList,
     smode: NegativeMode,
     handles: dict[str, Any],

@@ -21,16 +21,12 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from typing import TYPE_CHECKING
-
 import torch
 
 from pbg_core.training.optimizers import RowAdagrad
 from pbg_core.training.row_gather import gather_rows
-from pbg_core.types import FloatTensorType, LongTensorType, Side
-
-if TYPE_CHECKING:
-    from pbg_core.training.batching import BucketTables
+from pbg_core.training.tables import BucketTables
+from pbg_core.types import FloatTensorType, LongTensorType, SideKey
 
 # Use the sparse backward when at most this fraction of the score gradients are nonzero.
 # Measured single-threaded at config A sizes (C=20, B=50, U=50, D=100): with random
@@ -91,7 +87,7 @@ class SideRows:
     def __init__(
         self,
         tables: BucketTables,
-        keys: tuple[tuple[str, Side], tuple[str, Side]],
+        keys: tuple[SideKey, SideKey],
         idx: list[LongTensorType],
         max_norm: float | None,
         prefix: str,
@@ -129,7 +125,7 @@ class BatchRows:
     def __init__(
         self,
         tables: BucketTables,
-        keys: tuple[tuple[str, Side], tuple[str, Side]],
+        keys: tuple[SideKey, SideKey],
         positives: tuple[LongTensorType, LongTensorType],
         uniforms: list[LongTensorType | None],
         chunk: int,

@@ -25,24 +25,22 @@ regularizer, gradients and updates as the autograd path of :mod:`pbg_core.traini
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
+from pbg_core.edgelist import EdgeList
 from pbg_core.model.comparators import DotComparator
+from pbg_core.model.embedder import MASKED, MultiRelationEmbedder
+from pbg_core.model.losses import LossFunction
+from pbg_core.model.negatives import sample_uniform
+from pbg_core.stats import Stats
 from pbg_core.training.fast_backward import SideRows, scratch
 from pbg_core.training.loss_grads import LOSSES, SideGrads, loss_grads
-from pbg_core.model.losses import LossFunction
-from pbg_core.model.embedder import MASKED, MultiRelationEmbedder
-from pbg_core.model.negatives import sample_uniform
 from pbg_core.training.optimizers import RowAdagrad
 from pbg_core.training.row_operators import ParamGrads, RowOperator, row_operator
-from pbg_core.stats import Stats
-from pbg_core.types import FloatTensorType, LongTensorType, Side
+from pbg_core.training.settings import BatchSettings, Trainer
+from pbg_core.training.tables import BucketTables
+from pbg_core.types import FloatTensorType, LongTensorType, Side, SideKey
 
-if TYPE_CHECKING:
-    from pbg_core.training.batching import BatchSettings, BucketTables, Trainer
-    from pbg_core.edgelist import EdgeList
 
 
 def supports(model: MultiRelationEmbedder, loss_fn: LossFunction, settings: BatchSettings, num_pos: int) -> bool:
@@ -79,7 +77,7 @@ class ChunkRows:
     def __init__(
         self,
         tables: BucketTables,
-        keys: tuple[tuple[str, Side], tuple[str, Side]],
+        keys: tuple[SideKey, SideKey],
         positives: tuple[LongTensorType, LongTensorType],
         uniforms: list[LongTensorType | None],
         chunk: int,
@@ -158,7 +156,7 @@ def _row_op(op: torch.nn.Module) -> RowOperator:
 
 def _uniforms(
     tables: BucketTables,
-    keys: tuple[tuple[str, Side], tuple[str, Side]],
+    keys: tuple[SideKey, SideKey],
     sides_on: tuple[bool, bool],
     num_chunks: int,
     num_uniform: int,

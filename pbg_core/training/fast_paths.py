@@ -26,23 +26,21 @@ negatives from the generator. Why it is cheaper:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from pbg_core.training import fast_backward
+from pbg_core.edgelist import EdgeList
 from pbg_core.model.comparators import CosComparator, DotComparator
-from pbg_core.training.loss_grads import LOSSES, SideGrads, loss_grads, ranking_grads
-from pbg_core.model.losses import LossFunction, RankingLoss
 from pbg_core.model.embedder import MASKED, MultiRelationEmbedder
+from pbg_core.model.losses import LossFunction, RankingLoss
 from pbg_core.model.negatives import sample_uniform
 from pbg_core.model.operators import IdentityDynamicOperator, IdentityOperator
 from pbg_core.stats import Stats
+from pbg_core.training import fast_backward
+from pbg_core.training.loss_grads import LOSSES, SideGrads, loss_grads, ranking_grads
+from pbg_core.training.settings import BatchSettings, Trainer
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 
-if TYPE_CHECKING:
-    from pbg_core.training.batching import BatchSettings, BucketTables, Trainer
-    from pbg_core.edgelist import EdgeList
 
 _COMPARATORS = (DotComparator, CosComparator)
 _IDENTITY_OPERATORS = (IdentityOperator, IdentityDynamicOperator)

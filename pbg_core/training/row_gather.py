@@ -8,18 +8,12 @@ gradients to :class:`~pbg_core.training.optimizers.RowAdagrad`. ``max_norm`` (PB
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from pbg_core.edgelist import EntityList
 from pbg_core.training.optimizers import RowAdagrad
-from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Side
-
-if TYPE_CHECKING:
-    from pbg_core.training.batching import BucketTables
-
-TableKey = tuple[EntityName, Side]
+from pbg_core.training.tables import BucketTables
+from pbg_core.types import FloatTensorType, LongTensorType, SideKey
 
 
 class RowGather:
@@ -33,10 +27,10 @@ class RowGather:
 
     def __init__(self, tables: BucketTables, max_norm: float | None, requires_grad: bool) -> None:
         self.tables, self.max_norm, self.requires_grad = tables, max_norm, requires_grad
-        self.requests: list[tuple[TableKey, LongTensorType]] = []
+        self.requests: list[tuple[SideKey, LongTensorType]] = []
         self.leaves: list[FloatTensorType] = []
 
-    def add(self, key: TableKey, idx: LongTensorType) -> int:
+    def add(self, key: SideKey, idx: LongTensorType) -> int:
         """Register the rows ``idx`` of table ``key``; returns a handle for :meth:`get`."""
         self.requests.append((key, idx))
         return len(self.requests) - 1
@@ -53,7 +47,7 @@ class RowGather:
 
     def apply(self, optimizer: RowAdagrad) -> None:
         """Hand the leaves' gradients to ``optimizer``, one step per table storage."""
-        groups: dict[int, tuple[TableKey, list[LongTensorType], list[FloatTensorType]]] = {}
+        groups: dict[int, tuple[SideKey, list[LongTensorType], list[FloatTensorType]]] = {}
         for (key, idx), leaf in zip(self.requests, self.leaves):
             if leaf.grad is None:
                 continue

@@ -98,8 +98,8 @@ def test_ranking_hand_computed() -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # the kernel, then loss_grads' torch version
 def test_ranking_tie_at_the_hinge_is_active_as_pbg(dtype: torch.dtype) -> None:
     """(t - s) + margin == 0 exactly: PBG's clamp_min passes the gradient (relu would not)."""
-    from pbg_core.training.loss_grads import ranking_grads
     from pbg_core.model.losses import RankingLoss
+    from pbg_core.training.loss_grads import ranking_grads
 
     pos = torch.tensor([[1.0, 2.0]], dtype=dtype)
     negs = torch.tensor([[[[0.5, 1.0], [2.0, 1.5]]]], dtype=dtype)  # hinges 0 (tie), 0.5, 0.5, 0 (tie)
@@ -167,10 +167,12 @@ def test_softmax_keeps_nan_in_the_loss() -> None:
 _WARM_UP_CHECK = """
 from types import SimpleNamespace
 import torch
-from pbg_core.kernels import complex_diagonal, fused
-from pbg_core.training.batching import BucketTables, build_trainer, train_edges
 from pbg_core.edgelist import EdgeList
+from pbg_core.kernels import complex_diagonal, fused
 from pbg_core.model.embedder import build_model
+from pbg_core.training.batching import train_edges
+from pbg_core.training.settings import build_trainer
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 fused.warm_up()

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from pbg_core.session.bucket_order import BUCKET_ORDERS, lexicographic_order
 from pbg_core.errors import UnknownNameError
+from pbg_core.session.bucket_order import BUCKET_ORDERS, lexicographic_order
 from pbg_core.types import Bucket
 
 ORDER_NAMES = ["random", "affinity", "inside_out", "outside_in"]

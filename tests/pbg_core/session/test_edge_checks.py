@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pbg_core.session.edge_checks import BadEdgesError, check_edges
 from pbg_core.edgelist import EdgeList
+from pbg_core.session.edge_checks import BadEdgesError, check_edges
 from pbg_core.types import Bucket, Side
 
 SIDES = (("user", "item"), ("user", "user"))

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import torch
 
-from pbg_core.training.batching import BucketTables
 from pbg_core.edgelist import EdgeList
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 COUNT = 30

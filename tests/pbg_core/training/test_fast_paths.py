@@ -5,11 +5,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pbg_core.training import fast_backward, fast_paths
-from pbg_core.training.batching import BatchSettings, BucketTables, build_trainer, train_edges
 from pbg_core.edgelist import EdgeList
-from pbg_core.model.losses import build_loss
 from pbg_core.model.embedder import build_model
+from pbg_core.model.losses import build_loss
+from pbg_core.training import fast_backward, fast_paths
+from pbg_core.training.batching import train_edges
+from pbg_core.training.settings import BatchSettings, build_trainer
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 from fast_path_cases import COUNT, clone_tables, make_tables, random_edges
@@ -258,8 +260,8 @@ def test_fast_path_with_reused_buffers_across_batch_shapes() -> None:
 
 
 def test_ranking_torch_fallback_matches_the_fused_kernel() -> None:
-    from pbg_core.training.loss_grads import ranking_grads
     from pbg_core.model.losses import RankingLoss
+    from pbg_core.training.loss_grads import ranking_grads
 
     gen = torch.Generator().manual_seed(5)
     negs, pos = torch.randn(2, 3, 4, 6, generator=gen), torch.randn(3, 4, generator=gen)
