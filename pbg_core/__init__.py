@@ -4,7 +4,7 @@ No Prefect, fsspec or h5py here and no file I/O: storage reaches the engine only
 through the Protocols in :mod:`pbg_core.ports`.
 
 The parts, lowest first; a part imports only the parts below it (import-linter holds
-this, and ``tests/pbg_core/test_package_plan.py`` checks every import statement):
+this, and ``tests/pbg_core/test_pbg_core_plan.py`` checks every import statement):
 
 - foundations, top-level modules importing no subpackage: :mod:`~pbg_core.errors`,
   :mod:`~pbg_core.types`, :mod:`~pbg_core.registry`, :mod:`~pbg_core.seeding`,
