@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pbg_core.errors import ConfigError
-from pbg_core.types import UNPARTITIONED, Bucket, EntityName, Partition, PartitionKey, Side
+from pbg_core.types import UNPARTITIONED, Bucket, EntityName, PartitionKey, Side
 
 
 @dataclass(frozen=True)

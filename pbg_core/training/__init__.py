@@ -4,6 +4,7 @@ Imports the foundations, config, kernels, model and evaluation; never parallel o
 session (a worker's training knows nothing of processes or checkpoints). Lowest first:
 
 - :mod:`.tables`: the bucket's shared tables (the batch types everything here uses);
+- :mod:`.workspace`: per-thread scratch buffers reused from batch to batch;
 - :mod:`.optimizers`: RowAdagrad and AsyncAdagrad;
 - :mod:`.settings`: batch settings, :class:`~pbg_core.training.settings.Trainer`, ``Evaluator``;
 - :mod:`.row_gather`: fetching rows for autograd and writing their updates back;

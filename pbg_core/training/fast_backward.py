@@ -19,13 +19,13 @@ of the triples is row-major (``nonzero``), so results are deterministic.
 from __future__ import annotations
 
 import functools
-import math
-import threading
+
 import torch
 
 from pbg_core.training.optimizers import RowAdagrad
 from pbg_core.training.row_gather import gather_rows
 from pbg_core.training.tables import BucketTables
+from pbg_core.training.workspace import scratch
 from pbg_core.types import FloatTensorType, LongTensorType, SideKey
 
 # Use the sparse backward when at most this fraction of the score gradients are nonzero.
@@ -37,36 +37,6 @@ SPARSE_MAX_DENSITY = 0.015
 _COS_EPS = 1e-30  # CosComparator's clamp of the norm
 
 Pairs = tuple[LongTensorType, LongTensorType, FloatTensorType]
-
-
-class _Workspace(threading.local):
-    """Per-thread buffers reused from batch to batch.
-
-    A batch's big temporaries (rows, gradients, scores: 0.4-1.6 MB each) freshly
-    allocated every batch come back from glibc as new pages: measured ~850 page faults
-    and ~1.7 ms per 1000-edge batch, a third of the batch. Reusing them removes that.
-    """
-
-    def __init__(self) -> None:
-        self.buffers: dict[str, torch.Tensor] = {}
-
-
-_WORKSPACE = _Workspace()
-
-
-def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A reused, uninitialised buffer of ``shape``; valid until the next call with ``name``.
-
-    Args:
-        name: The buffer's role; two tensors alive at once need different names.
-        shape: Wanted shape (the storage only grows).
-        dtype: Wanted dtype.
-    """
-    numel = math.prod(shape)
-    buf = _WORKSPACE.buffers.get(name)
-    if buf is None or buf.numel() < numel or buf.dtype != dtype:
-        buf = _WORKSPACE.buffers[name] = torch.empty(numel, dtype=dtype)
-    return buf[:numel].view(shape)
 
 
 class SideRows:

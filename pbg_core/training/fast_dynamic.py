@@ -20,7 +20,7 @@ regularizer, gradients and updates as the autograd path of :mod:`pbg_core.traini
   ``M [rows]``, where ``M`` is the closed-form score gradient (:mod:`pbg_core.training.loss_grads`).
 - The operator and N3 are closed forms (:mod:`pbg_core.training.row_operators`): no autograd
   graph, no ``pow``/``abs``/``sqrt`` backward chains.
-- Big temporaries live in reused per-thread buffers (:func:`pbg_core.training.fast_backward.scratch`).
+- Big temporaries live in reused per-thread buffers (:func:`pbg_core.training.workspace.scratch`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from pbg_core.model.embedder import MASKED, MultiRelationEmbedder
 from pbg_core.model.losses import LossFunction
 from pbg_core.model.negatives import sample_uniform
 from pbg_core.stats import Stats
-from pbg_core.training.fast_backward import SideRows, scratch
+from pbg_core.training.fast_backward import SideRows
 from pbg_core.training.loss_grads import LOSSES, SideGrads, loss_grads
 from pbg_core.training.optimizers import RowAdagrad
 from pbg_core.training.row_operators import ParamGrads, RowOperator, row_operator
 from pbg_core.training.settings import BatchSettings, Trainer
 from pbg_core.training.tables import BucketTables
+from pbg_core.training.workspace import scratch
 from pbg_core.types import FloatTensorType, LongTensorType, Side, SideKey
-
 
 
 def supports(model: MultiRelationEmbedder, loss_fn: LossFunction, settings: BatchSettings, num_pos: int) -> bool:

@@ -14,7 +14,7 @@ negatives from the generator. Why it is cheaper:
 - With no operator both score matrices use raw embeddings, so the LHS batch-negative
   block ``R L^T`` is the transpose of the RHS one ``L R^T``: computed once.
 - Every big temporary (rows, gradients, scores) lives in a per-thread buffer reused
-  from batch to batch (:func:`pbg_core.training.fast_backward.scratch`): fresh ones page-faulted
+  from batch to batch (:func:`pbg_core.training.workspace.scratch`): fresh ones page-faulted
   ~850 times per batch. With both sides' negatives on, their scores are one
   ``[2, C, B, N]`` buffer, so the ranking loss runs each elementwise op once.
 - The loss gradient is closed form (:mod:`pbg_core.training.loss_grads`; the ranking loss is
@@ -39,6 +39,7 @@ from pbg_core.training import fast_backward
 from pbg_core.training.loss_grads import LOSSES, SideGrads, loss_grads, ranking_grads
 from pbg_core.training.settings import BatchSettings, Trainer
 from pbg_core.training.tables import BucketTables
+from pbg_core.training.workspace import scratch
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 
 
@@ -142,30 +143,30 @@ def _scores(
     """
     num_chunks, dtype = emb_l.shape[0], emb_l.dtype
     lhs_pos, rhs_pos = emb_l[:, :chunk], emb_r[:, :chunk]
-    prod = torch.mul(lhs_pos, rhs_pos, out=fast_backward.scratch("pos_prod", tuple(lhs_pos.shape), dtype))
+    prod = torch.mul(lhs_pos, rhs_pos, out=scratch("pos_prod", tuple(lhs_pos.shape), dtype))
     pos = prod.sum(-1)
     both: FloatTensorType | None = None
     rhs_neg = lhs_neg = None
     if lhs_on and rhs_on and emb_l.shape[1] == emb_r.shape[1]:
-        both = fast_backward.scratch("negs", (2, num_chunks, chunk, emb_l.shape[1]), dtype)
+        both = scratch("negs", (2, num_chunks, chunk, emb_l.shape[1]), dtype)
         lhs_neg, rhs_neg = both[0], both[1]
         torch.bmm(lhs_pos, emb_r.transpose(1, 2), out=rhs_neg)
     elif rhs_on:
-        out = fast_backward.scratch("rhs_neg", (num_chunks, chunk, emb_r.shape[1]), dtype)
+        out = scratch("rhs_neg", (num_chunks, chunk, emb_r.shape[1]), dtype)
         rhs_neg = torch.bmm(lhs_pos, emb_r.transpose(1, 2), out=out)
     elif lhs_on:
-        out = fast_backward.scratch("lhs_neg", (num_chunks, chunk, emb_l.shape[1]), dtype)
+        out = scratch("lhs_neg", (num_chunks, chunk, emb_l.shape[1]), dtype)
         lhs_neg = torch.bmm(rhs_pos, emb_l.transpose(1, 2), out=out)
     block = rhs_neg if rhs_neg is not None else lhs_neg
     block[:, :, :chunk].diagonal(dim1=1, dim2=2).add_(MASKED)  # type: ignore[index]
     if lhs_on and rhs_neg is not None:
         if lhs_neg is None:
-            lhs_neg = fast_backward.scratch("lhs_neg", (num_chunks, chunk, emb_l.shape[1]), dtype)
+            lhs_neg = scratch("lhs_neg", (num_chunks, chunk, emb_l.shape[1]), dtype)
         lhs_neg[:, :, :chunk] = rhs_neg[:, :, :chunk].transpose(1, 2)
         if emb_l.shape[1] > chunk:
             # bmm into a strided ``out`` goes through a temporary anyway; a contiguous
             # scratch plus one copy is ~15 us cheaper.
-            uni = fast_backward.scratch("lhs_uni", (num_chunks, chunk, emb_l.shape[1] - chunk), dtype)
+            uni = scratch("lhs_uni", (num_chunks, chunk, emb_l.shape[1] - chunk), dtype)
             lhs_neg[:, :, chunk:] = torch.bmm(rhs_pos, emb_l[:, chunk:].transpose(1, 2), out=uni)
     return pos, lhs_neg, rhs_neg, both
 

@@ -15,10 +15,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from pbg_core.training import fast_backward
-
 from pbg_core.kernels import fused
 from pbg_core.model.losses import LogisticLoss, LossFunction, RankingLoss, SoftmaxLoss
+from pbg_core.training.workspace import scratch
 from pbg_core.types import FloatTensorType
 
 LOSSES = (RankingLoss, LogisticLoss, SoftmaxLoss)
@@ -64,12 +63,12 @@ def loss_grads(
     if isinstance(loss_fn, SoftmaxLoss):
         weights = scale if isinstance(scale, torch.Tensor) else pos.new_full(pos.shape, scale)
         if fused.accepts((neg, pos, weights)):
-            grad_pos = fast_backward.scratch("grad_pos" + tag, pos.shape, pos.dtype)
+            grad_pos = scratch("grad_pos" + tag, pos.shape, pos.dtype)
             sums = torch.from_numpy(fused.softmax_grads_(neg, pos, weights, grad_pos))
             return SideGrads(sums[0], grad_pos, neg, sums[1], None)
     # neg > pos exactly when neg - pos > 0 (IEEE subtraction of distinct finite floats is
     # never 0); sign + sum is ~2.5x cheaper than a bool comparison and its sum.
-    diff = torch.sub(neg, pos.unsqueeze(-1), out=fast_backward.scratch("diff" + tag, neg.shape, neg.dtype))
+    diff = torch.sub(neg, pos.unsqueeze(-1), out=scratch("diff" + tag, neg.shape, neg.dtype))
     violators = diff.clamp_min_(0).sign_().sum()
     scale_col = scale.unsqueeze(-1) if isinstance(scale, torch.Tensor) else scale
     if isinstance(loss_fn, SoftmaxLoss):
@@ -100,7 +99,7 @@ def ranking_grads(
     """
     weights = scale if isinstance(scale, torch.Tensor) else pos.new_full(pos.shape, scale)
     if fused.accepts((negs, pos, weights)):
-        grad_pos = fast_backward.scratch("grad_pos" + tag, (negs.shape[0], *pos.shape), pos.dtype)
+        grad_pos = scratch("grad_pos" + tag, (negs.shape[0], *pos.shape), pos.dtype)
         sums = torch.from_numpy(fused.ranking_grads_(negs, pos, weights, loss_fn.margin, grad_pos))
         return [SideGrads(sums[s, 0], grad_pos[s], negs[s], sums[s, 1], sums[s, 2]) for s in range(negs.shape[0])]
     violators = (negs > pos.unsqueeze(-1)).sum((1, 2, 3)).to(torch.float64)

@@ -6,13 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pbg_core.training.batching import eval_edges, iter_batches, train_edges
-
-from pbg_core.training.settings import build_evaluator, build_trainer
-
 from pbg_core.edgelist import EdgeList, EntityList, TensorList
 from pbg_core.evaluation.metrics import FilterIndex
 from pbg_core.model.embedder import build_model
+from pbg_core.training.batching import eval_edges, iter_batches, train_edges
+from pbg_core.training.settings import build_evaluator, build_trainer
 from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 

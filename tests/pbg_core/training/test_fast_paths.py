@@ -242,16 +242,6 @@ def test_ranking_pairs_by_hand() -> None:
     assert got == [(0, 0, -5.0), (0, 1, 1.0), (0, 1, 3.0), (1, 1, -1.0), (2, 0, 2.0)]
 
 
-def test_scratch_buffers_are_reused_and_grow() -> None:
-    first = fast_backward.scratch("test_buf", (2, 3))
-    again = fast_backward.scratch("test_buf", (3, 2))
-    assert again.data_ptr() == first.data_ptr() and again.shape == (3, 2)
-    bigger = fast_backward.scratch("test_buf", (4, 4))
-    assert bigger.shape == (4, 4) and bigger.numel() == 16
-    other = fast_backward.scratch("test_buf", (2,), torch.float64)
-    assert other.dtype == torch.float64
-
-
 def test_fast_path_with_reused_buffers_across_batch_shapes() -> None:
     # Same process, buffers grown by a larger batch then reused by a smaller one.
     for cfg in (make_config(batch_size=24, num_uniform_negs=7), make_config(batch_size=8, num_uniform_negs=2)):
