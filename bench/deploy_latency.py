@@ -16,7 +16,7 @@ t0 is the wall clock right before ``prefect deployment run`` is invoked; from th
 - ``cli_s``: when the CLI returned (it imports Prefect and creates the run);
 - ``running_s``: the flow run's ``start_time`` (it entered RUNNING);
 - ``first_batch_s``: the earliest log record of the run or its subflows saying "bucket (l, r):
-  training N edges on W workers" (pbg_core/engine.py logs it right before the first batch).
+  training N edges on W workers" (pbg_core/session/engine.py logs it right before the first batch).
   Should that INFO line not reach the API, the start of the earliest "train bucket" task run
   stands in for it (that task's body is the call that logs the line); ``first_batch_marker``
   says which, and ``train_task_s`` is always recorded.

@@ -1,14 +1,14 @@
 """Single-threaded training throughput of one HOGWILD worker (``train_edges``), no I/O.
 
 Config A: one entity type, one relation, operator none, dot, ranking, dim 100,
-num_batch_negs 50, num_uniform_negs 50, batch 1000 (takes pbg_core.fast_paths; target
+num_batch_negs 50, num_uniform_negs 50, batch 1000 (takes pbg_core.training.fast_paths; target
 >= 330k edges/s per worker in the dense regime, ``--sparse-max-density -1``).
 Config B: complex_diagonal, dim 400, softmax, 1000 uniform + 50 batch negatives,
 10 dynamic relations (target >= 1.4k edges/s).
 
 Each config trains ``--passes`` passes over the same edges and reports every pass:
 with the ranking loss later passes have far fewer violators, so they measure the
-sparse backward of :mod:`pbg_core.fast_backward` (``--sparse-max-density`` overrides
+sparse backward of :mod:`pbg_core.training.fast_backward` (``--sparse-max-density`` overrides
 its threshold: -1 forces the dense backward, 1 the sparse one). CPU-time rates are the
 ones to compare when the machine is shared.
 
@@ -24,10 +24,12 @@ from types import SimpleNamespace
 
 import torch
 
-from pbg_core import fast_backward
-from pbg_core.batching import BucketTables, build_trainer, train_edges
 from pbg_core.edgelist import EdgeList
-from pbg_core.model import build_model
+from pbg_core.model.embedder import build_model
+from pbg_core.training import fast_backward
+from pbg_core.training.batching import train_edges
+from pbg_core.training.settings import build_trainer
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 COUNT = 200_000

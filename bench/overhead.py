@@ -81,7 +81,7 @@ class Clock:
 
 def instrument_engine(clock: Clock) -> None:
     """Time every engine method from the inside."""
-    from pbg_core.engine import TrainingSession
+    from pbg_core.session.engine import TrainingSession
 
     for name in ENGINE_METHODS:
         setattr(TrainingSession, name, clock.wrap(f"engine.{name}", getattr(TrainingSession, name)))

@@ -15,7 +15,7 @@ Markers, by tool:
   (the last INFO line before the first batch, ``( l , r ): Loading entities``, comes before
   the embeddings and edges are loaded; it is kept as ``first_bucket_marker``). Commit:
   ``Switching to the new checkpoint version``.
-- ours (logger ``pbg_core.engine``, ``HH:MM:SS.mmm | LEVEL | name - message``): ``bucket (l, r):
+- ours (logger ``pbg_core.session.engine``, ``HH:MM:SS.mmm | LEVEL | name - message``): ``bucket (l, r):
   training N edges on W workers`` right before the first batch and ``bucket (l, r): trained N
   edges in T s`` right after the last. Without the first, the start is the end minus ``T``.
   Commit: ``committing version V`` (optional: None when the line is absent).
@@ -126,7 +126,7 @@ def parse_ours(text: str, spawn: float) -> Timeline:
         timeline.notes.append(f"{derived} 'trained' line(s) without a 'training N edges on W workers' "
                               "line before them: start = end - T")
     if not timeline.intervals:
-        timeline.notes.append("no 'bucket (l, r): trained N edges in T s' line from pbg_core.engine")
+        timeline.notes.append("no 'bucket (l, r): trained N edges in T s' line from pbg_core.session.engine")
     if timeline.last_commit is None:
         timeline.notes.append("no 'committing version V' line: shutdown after the last commit unknown")
     return timeline

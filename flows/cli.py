@@ -31,7 +31,7 @@ from flows import interrupts
 from flows.local_server import LocalApiServer, local_api
 from flows.quiet import quiet_console
 from flows.user_errors import DEBUG_VARIABLE, debug_enabled, quiet_run_failures, report
-from pbg_core.worker_boot import active_workers, close_prestarted, default_num_workers, prestart_children
+from pbg_core.parallel.worker_boot import active_workers, close_prestarted, default_num_workers, prestart_children
 
 if TYPE_CHECKING:
     from pbg_core.config import ConfigSchema
@@ -240,11 +240,11 @@ def _quiet_run_failures(args: argparse.Namespace) -> None:
 
 
 def prestart_workers(config: ConfigSchema, training: bool) -> None:
-    """Fork the HOGWILD children the run will use now, ready at once (see pbg_core.worker_boot).
+    """Fork the HOGWILD children the run will use now, ready at once (see pbg_core.parallel.worker_boot).
 
     Call it once torch and the engine are imported and before Prefect starts any thread.
     Training starts children only for buckets big enough to share (the engine's rule,
-    :func:`pbg_core.worker_boot.active_workers`), so a small graph on local disk starts none;
+    :func:`pbg_core.parallel.worker_boot.active_workers`), so a small graph on local disk starts none;
     holdout and offline evaluation use every worker.
     """
     from storage.probe import largest_local_bucket

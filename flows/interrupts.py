@@ -21,7 +21,7 @@ What a stop does, whichever of the two signals asks for it:
 - **A repeated signal** while the first one is being handled ends the command at once
   (``os._exit``, same exit status): a user pressing Ctrl-C twice wants out now. The API
   server and the HOGWILD workers end with the process anyway (see :mod:`flows.local_server`
-  and :func:`pbg_core._hogwild_worker.exit_with`).
+  and :func:`pbg_core.parallel.worker.exit_with`).
 - **The hint** (:func:`interruption_report`) names the signal, where the run was
   (:func:`note_position`), what is committed (:func:`describe_checkpoint_with`) and the
   command line that resumes: the user's own, credentials hidden.
@@ -255,7 +255,7 @@ def _hide_secret(word: str) -> str:
         if word.startswith(flag) and word != flag:
             prefix, word = flag, word[len(flag):]
             break
-    from pbg_core.storage_options import is_secret_name  # pydantic: not on the command's start-up path
+    from pbg_core.config.storage_options import is_secret_name  # pydantic: not on the command's start-up path
 
     key, sep, _value = word.partition("=")
     if sep and key.startswith("storage_options") and any(is_secret_name(p) for p in key.split(".")[1:]):

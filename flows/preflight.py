@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError, PbgError
-from pbg_core.partitions import PartitionTopology
+from pbg_core.session.partitions import PartitionTopology
 from storage import layout
 from storage.config_loader import load_config, local_path
 from storage.errors import DataNotFound, OutputNotWritable

@@ -19,10 +19,10 @@ from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
-from pbg_core.config import ConfigSchema
 from flows.interrupts import cancel_on_interrupt, note_position
 from flows.pipeline import SubflowPipeline, run_body
-from pbg_core.iterations import Iteration
+from pbg_core.config import ConfigSchema
+from pbg_core.session.iterations import Iteration
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
     evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,

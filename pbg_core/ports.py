@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import torch
 
 from pbg_core.edgelist import EdgeList
-from pbg_core.types import Bucket, EntityName, Partition
+from pbg_core.types import Bucket, EntityName, Partition, PartitionKey
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class PassProgress:
     iteration_index: int
     order: list[Bucket]
     done: int = 0
-    partitions: dict[tuple[EntityName, Partition], int] = field(default_factory=dict)
+    partitions: dict[PartitionKey, int] = field(default_factory=dict)
     model: int | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
 

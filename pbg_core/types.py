@@ -17,6 +17,8 @@ EntityName = str
 RelationName = str
 Partition = int
 Rank = int
+# An entity type's partition: keys stored and resident embedding tables.
+PartitionKey = tuple[EntityName, Partition]
 
 if TYPE_CHECKING:
     ModuleStateDict = dict[str, torch.Tensor]
@@ -68,6 +70,11 @@ class Side(Enum):
     def key(self) -> str:
         """Lower-case name used in file layouts and state dicts ("lhs"/"rhs")."""
         return self.name.lower()
+
+
+# An entity type on one side of the current bucket (the bucket's side picks its partition):
+# keys the bucket's shared tables, their slots and the rows a batch gathers.
+SideKey = tuple[EntityName, Side]
 
 
 class Bucket(NamedTuple):

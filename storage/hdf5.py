@@ -96,7 +96,7 @@ def read_1d(ds: h5py.Dataset, start: int, stop: int, dtype: torch.dtype, shared:
     """
     import torch  # here, not at the top: the importer writes HDF5 without torch
 
-    from pbg_core.memory import shared_empty
+    from pbg_core.parallel.memory import shared_empty
 
     length = max(stop - start, 0)
     out = shared_empty((length,), dtype) if shared else torch.empty(length, dtype=dtype)

@@ -21,7 +21,7 @@ from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
 from pbg_core.config import ConfigSchema
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from storage.stats_log import StatsLog
 from tasks._policies import run_logger
 from tasks.report import artifact_key, checkpoint_basename, iteration_key, iteration_table, summary_markdown

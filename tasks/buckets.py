@@ -10,7 +10,7 @@ from typing import Any
 
 from prefect import task
 
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from pbg_core.types import Bucket
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
 from tasks.sessions import get_session

@@ -10,7 +10,7 @@ from __future__ import annotations
 from prefect import task
 
 from pbg_core.config import ConfigSchema
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
 from tasks.lease import check_lease

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from prefect import task
 
 from pbg_core.config import ConfigSchema, config_to_raw, parse_config
+from pbg_core.config.storage_options import is_secret_name
 from pbg_core.errors import ConfigError
-from pbg_core.storage_options import is_secret_name
 from storage.config_loader import load_config
 from tasks._policies import NO_CACHE
 

@@ -8,13 +8,13 @@ from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.offline_eval import evaluate_edge_source
-from pbg_core.session_build import build_session
+from pbg_core.session.build import build_session
+from pbg_core.session.offline_eval import evaluate_edge_source
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.run_stores import open_run_stores
-from tasks.resume_checks import check_fits
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.resume_checks import check_fits
 from tasks.sessions import get_session, register_session, session_storage_options
 
 

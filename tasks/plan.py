@@ -7,15 +7,15 @@ from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.iterations import Iteration, build_iterations, compute_num_edge_chunks
-from pbg_core.session_build import build_topology
+from pbg_core.session.build import build_topology
+from pbg_core.session.iterations import Iteration, build_iterations, compute_num_edge_chunks
 from pbg_core.types import Bucket
 from storage import fs
 from storage.errors import BadDataError, DataNotFound
 from storage.probe import check_reachable
 from storage.run_stores import RunStores, open_run_stores
-from tasks.resume_checks import check_fits, check_init_path
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.resume_checks import check_fits, check_init_path
 
 
 class TrainingPlan(BaseModel):

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pbg_core.config import ConfigSchema
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from storage import layout
 from storage.stats_log import SUMMARY_KEY
 

@@ -1,7 +1,7 @@
 """Open and close the in-process training session, and look it up by handle.
 
 Tasks never receive big tensors: the flow holds a short string handle and each
-task resolves it here to the live :class:`pbg_core.engine.TrainingSession`
+task resolves it here to the live :class:`pbg_core.session.engine.TrainingSession`
 owned by this process. The handle also resolves to the run's real filesystem options
 (:func:`session_storage_options`), so tasks that open more stores (evaluation's edge
 paths) use the same credentials without them ever being a task parameter.
@@ -25,11 +25,11 @@ from typing import Any
 from prefect import task
 
 from pbg_core.config import ConfigSchema, config_to_json
-from pbg_core.engine import TrainingSession
-from pbg_core.session_build import build_session
+from pbg_core.session.build import build_session
+from pbg_core.session.engine import TrainingSession
 from storage.run_stores import open_run_stores
-from tasks.plan import run_iterations
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.plan import run_iterations
 
 _SESSIONS: dict[str, TrainingSession] = {}
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}

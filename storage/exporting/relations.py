@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import torch
 
-from pbg_core.operators import DYNAMIC_OPERATORS, OPERATORS
+from pbg_core.model.operators import DYNAMIC_OPERATORS, OPERATORS
 from pbg_core.types import ModuleStateDict
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound

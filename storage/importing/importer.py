@@ -42,7 +42,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pbg_core.errors import UsageError
-from pbg_core.partitions import PartitionTopology
+from pbg_core.session.partitions import PartitionTopology
 from storage import fs
 from storage.entities import EntityStore
 from storage.errors import StorageError

@@ -28,15 +28,17 @@ import pytest
 import torch
 
 from pbg_compat import PbgTools, run_driver
-from pbg_core.batching import BucketTables, build_evaluator, eval_edges
-from pbg_core.comparators import build_comparator
 from pbg_core.config import parse_config
 from pbg_core.edgelist import EdgeList
-from pbg_core.evaluation import FilterIndex
-from pbg_core.loss_grads import loss_grads
-from pbg_core.losses import build_loss
-from pbg_core.model import MultiRelationEmbedder, SideBatch, build_model
-from pbg_core.negatives import batch_mode, chunk_layout
+from pbg_core.evaluation.metrics import FilterIndex
+from pbg_core.model.comparators import build_comparator
+from pbg_core.model.embedder import MultiRelationEmbedder, SideBatch, build_model
+from pbg_core.model.losses import build_loss
+from pbg_core.model.negatives import batch_mode, chunk_layout
+from pbg_core.training.batching import eval_edges
+from pbg_core.training.loss_grads import loss_grads
+from pbg_core.training.settings import build_evaluator
+from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 pytestmark = pytest.mark.compat

@@ -82,8 +82,8 @@ def test_the_filter_keeps_our_lines_logged_through_prefects_run_loggers() -> Non
     assert chatter.filter(_record("prefect.flow_runs", logging.WARNING, prefect_file, "a real warning"))
     assert not chatter.filter(_record(
         "prefect.task_runs", logging.ERROR, prefect_file, "Crash detected! Execution was aborted by an interrupt signal."))
-    assert chatter.filter(_record("pbg_core.engine", logging.INFO, __file__, "bucket (0, 0): trained"))
-    step = _record("pbg_core.engine", logging.INFO, __file__, "committing version 3")
+    assert chatter.filter(_record("pbg_core.session.engine", logging.INFO, __file__, "bucket (0, 0): trained"))
+    step = _record("pbg_core.session.engine", logging.INFO, __file__, "committing version 3")
     step.pbg_step = True
     assert not chatter.filter(step)
 

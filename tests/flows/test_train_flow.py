@@ -146,7 +146,7 @@ def test_a_failed_iteration_cancels_the_one_created_ahead_and_fails_the_run_with
 ) -> None:
     # The next iteration's subflow is created while one works (flows/pipeline.py): when that
     # one fails, the next must be cancelled without running, and the run fail as before.
-    from pbg_core.engine import TrainingSession
+    from pbg_core.session.engine import TrainingSession
 
     original = TrainingSession.write_checkpoint
 

@@ -65,7 +65,7 @@ def _record(name: str, level: int, msg: str) -> logging.LogRecord:
         ("prefect.flow_runs", logging.INFO, "Finished in state Completed()", True),
         ("prefect.task_runs", logging.INFO, "Task run failed with exception: X - Retry 1/3 will start", True),
         ("prefect.flow_runs", logging.ERROR, "Crash detected! Execution was interrupted", True),
-        ("pbg_core.engine", logging.ERROR, "Encountered exception during execution", True),
+        ("pbg_core.session.engine", logging.ERROR, "Encountered exception during execution", True),
     ],
 )
 def test_only_prefects_failure_lines_of_runs_are_dropped(name: str, level: int, msg: str, shown: bool) -> None:

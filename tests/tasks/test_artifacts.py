@@ -21,7 +21,7 @@ from prefect.context import get_run_context
 from prefect.testing.utilities import prefect_test_harness
 
 from pbg_core.config import ConfigSchema, parse_config
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from storage.stats_log import StatsLog
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pbg_core.config import parse_config
-from pbg_core.iterations import Iteration
+from pbg_core.session.iterations import Iteration
 from tasks.report import (
     TABLE_COLUMNS, artifact_key, checkpoint_basename, checkpoint_urls, epoch_curve, iteration_key, iteration_table,
     sparkline,

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from pbg_core.config import config_to_json, parse_config
+from pbg_core.edgelist import EdgeList
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata
-from pbg_core.session_parts import config_json_text
+from pbg_core.session.parts import config_json_text
 from pbg_core.types import Bucket
-from pbg_core.edgelist import EdgeList
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.errors import BadDataError, DataNotFound

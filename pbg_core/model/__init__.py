@@ -1,0 +1,11 @@
+"""What scores an edge: operators, comparators, losses, regularizers, negatives, the model.
+
+Imports the foundations, ``pbg_core.config`` and ``pbg_core.kernels``; never training,
+parallel or session code (the model knows nothing of batches' gradients or workers).
+
+- :mod:`.operators`, :mod:`.comparators`, :mod:`.losses`, :mod:`.regularizers`: PBG's
+  registries of each, as torch modules;
+- :mod:`.negatives`: negative-sampling modes and chunk layouts;
+- :mod:`.embedder`: :class:`~pbg_core.model.embedder.MultiRelationEmbedder`, which
+  scores a batch's sides.
+"""

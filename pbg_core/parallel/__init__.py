@@ -1,0 +1,12 @@
+"""HOGWILD worker processes and the shared memory they train in.
+
+Imports the foundations and ``pbg_core.training`` (the jobs a worker runs) and what
+lies below it; never ``pbg_core.session``. This ``__init__`` imports nothing:
+:mod:`.worker_boot` must load without torch.
+
+- :mod:`.memory`: shared-memory embedding slots and their pool;
+- :mod:`.worker`: the child's loop and the wire protocol;
+- :mod:`.worker_boot`: workers started before their session (no torch import);
+- :mod:`.hogwild`: the pool of workers the session drives;
+- :mod:`.worker_jobs`: what runs in a worker (set-up, train and eval jobs).
+"""

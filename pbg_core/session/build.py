@@ -1,0 +1,157 @@
+"""Build a :class:`~pbg_core.session.engine.TrainingSession` from a config and opened stores.
+
+This is the one place that turns the config into the session's collaborators
+(topology, model, optimizers, embedding pool, residency, worker pool); the
+collaborators themselves only receive flat values.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pbg_core.config import ConfigSchema, config_to_json
+from pbg_core.errors import ShapeError
+from pbg_core.model.embedder import build_model
+from pbg_core.parallel.hogwild import HogwildWorkers
+from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
+from pbg_core.parallel.worker_boot import default_num_workers, take_prestarted
+from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
+from pbg_core.ports import PartitionStore
+from pbg_core.seeding import fresh_seed
+from pbg_core.session.engine import TrainingSession
+from pbg_core.session.partitions import PartitionTopology
+from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
+from pbg_core.session.residency import PartitionResidency
+from pbg_core.training.optimizers import AsyncAdagrad
+from pbg_core.types import PartitionKey
+
+logger = logging.getLogger(__name__)
+
+
+def build_topology(config: ConfigSchema) -> PartitionTopology:
+    """Partition topology of the config's entity types and relations."""
+    return PartitionTopology.build(
+        {name: entity.num_partitions for name, entity in config.entities.items()},
+        [(relation.lhs, relation.rhs) for relation in config.relations],
+        featurized=[name for name, entity in config.entities.items() if entity.featurized],
+    )
+
+
+def _build_model_state(config: ConfigSchema, num_dynamic_relations: int) -> ModelState:
+    model = build_model(config, num_dynamic_relations)
+    model.share_memory()
+    params = list(model.parameters())
+    lr = config.relation_lr if config.relation_lr is not None else config.lr
+    optimizer = AsyncAdagrad(params, lr).share_memory_() if params else None
+    return ModelState(model=model, optimizer=optimizer)
+
+
+def _build_pool(config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int]) -> EmbeddingPool:
+    specs = {
+        entity: SlotSpec(
+            max_count=max(count for (name, _), count in counts.items() if name == entity),
+            dim=config.entity_dimension(entity),
+            num_slots=topology.slots_needed(entity),
+        )
+        for entity in topology.num_partitions
+    }
+    return EmbeddingPool.allocate(specs)
+
+
+def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
+    """(lhs type, rhs type) per relation id; dynamic relations all share the template's."""
+    if config.dynamic_relations:
+        template = config.relations[0]
+        return tuple((template.lhs, template.rhs) for _ in range(num_dynamic))
+    return tuple((relation.lhs, relation.rhs) for relation in config.relations)
+
+
+def check_checkpoint_fits(
+    store: PartitionStore, version: int, counts: dict[PartitionKey, int], dims: dict[str, int], required: bool
+) -> None:
+    """Refuse, before any training, a checkpoint whose embeddings do not fit this config.
+
+    Args:
+        store: The checkpoint (the run's own, or init_path's).
+        version: Its committed version (nothing to check for 0).
+        counts: Entity count per (entity, partition) from the entity files.
+        dims: Embedding dimension per entity type.
+        required: Every partition must be present (the run's own committed version).
+
+    Raises:
+        ShapeError: a partition's stored shape differs from (count, dimension), or one is missing.
+    """
+    if version == 0:
+        return
+    where = f"{getattr(store, 'url', 'checkpoint')} version {version}"
+    problems = []
+    for (entity, part), count in sorted(counts.items()):
+        if not store.has_embeddings(entity, part, version):
+            if required:
+                problems.append(f"entity type {entity!r} partition {part}: no embeddings file")
+            continue
+        found = store.embeddings_shape(entity, part, version)
+        if found != (count, dims[entity]):
+            problems.append(f"entity type {entity!r} partition {part}: stored shape {found}, this config "
+                            f"expects ({count}, {dims[entity]}) (entity count, dimension)")
+    if problems:
+        raise ShapeError(f"{where} does not fit this config (another config, or entities imported again?): "
+                         + "; ".join(problems))
+
+
+def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
+    """Open a session: counts, model and optimizer state, pool, resident tables, workers.
+
+    Args:
+        config: The validated config.
+        stores: Opened stores with ``entities``, ``edges`` (one per edge path),
+            ``checkpoint``, ``init`` (or None) and ``stats`` (see storage.run_stores).
+        read_only: For offline evaluation: nothing is ever written.
+
+    Returns:
+        A session whose workers are started and whose unpartitioned tables are resident.
+    """
+    topology = build_topology(config)
+    keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    counts = {key: stores.entities.load_count(*key) for key in keys}
+    num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
+    committed = stores.checkpoint.read_version()
+    model_state = _build_model_state(config, num_dynamic)
+    dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
+    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
+    if stores.init is not None:
+        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
+    model_state.restore(stores.checkpoint, committed, stores.init)
+    seed = config.seed if config.seed is not None else fresh_seed()
+    pool = _build_pool(config, topology, counts)
+    residency = PartitionResidency(
+        pool=pool, store=stores.checkpoint, init_store=stores.init, counts=counts,
+        init_scale=config.init_scale, seed=seed, committed_version=committed,
+        metadata=MetadataSource(config_json_text(config_to_json(config))),
+        progress=None if read_only else getattr(stores, "progress", None), embedding_lr=config.lr,
+    )
+    residency.ensure_resident(topology.unpartitioned_keys())
+    num_workers = config.workers or default_num_workers()
+    # This process is worker 0 (see HogwildWorkers). Children are spawned, not forked
+    # from a forkserver: a forkserver preloaded with torch stays alive the whole run and
+    # holds ~200 MiB; spawning costs ~1.5 s once per run instead, which `pbg train` hides
+    # by starting them before the session exists (pbg_core.parallel.worker_boot).
+    payload = WorkerInit(config, model_state.model, model_state.optimizer, pool.buffers())
+    workers = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn",
+                             prestarted=take_prestarted(num_workers - 1))
+    settings = SessionSettings(
+        topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,
+        checkpoint_preservation_interval=config.checkpoint_preservation_interval,
+        relation_sides=_relation_sides(config, num_dynamic),
+        featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
+        batch_size=config.batch_size,
+    )
+    logger.info("model from %s; %d workers; %d partitions per side (%d x %d buckets)",
+                model_state.source, num_workers, max(topology.nparts_lhs, topology.nparts_rhs),
+                topology.nparts_lhs, topology.nparts_rhs)
+    return TrainingSession(
+        settings=settings, model_state=model_state, residency=residency, workers=workers,
+        store=stores.checkpoint, edge_sources=list(stores.edges), stats_sink=stores.stats, seed=seed,
+        progress_store=residency.progress,
+    )

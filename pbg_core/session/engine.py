@@ -1,0 +1,441 @@
+"""The training session: the one in-process owner of live training state.
+
+A :class:`TrainingSession` holds the model, the shared-memory embedding slots,
+the HOGWILD worker pool and the current bucket's edges for a whole run. The
+orchestration layer drives it one step at a time (each step is one Prefect
+task) and only ever passes it small values:
+
+    schedule_buckets -> for each bucket: swap_partitions -> load_edges ->
+    evaluate("before") -> train -> evaluate("after") -> finish_bucket
+    then: write_checkpoint -> switch_version -> preserve_version -> remove_old_version
+
+Checkpoint protocol: while version ``v`` is committed, every write goes to
+``v + 1`` names or to the progress area; ``switch_version`` writes the pointer
+last, so a crash before it leaves ``v`` intact. ``finish_bucket`` saves what the
+bucket changed and records it (:class:`~pbg_core.ports.PassProgress`), so a crash
+loses at most the bucket in flight: ``schedule_buckets`` of a rerun resumes after
+the last recorded bucket, with partitions and model state as that bucket left them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from pbg_core.edgelist import EdgeList
+from pbg_core.errors import TrainingDivergedError
+from pbg_core.evaluation.metrics import chunk_eval_average
+from pbg_core.parallel import worker_jobs
+from pbg_core.parallel.hogwild import HogwildWorkers
+from pbg_core.parallel.memory import release_free_memory
+from pbg_core.parallel.worker_boot import active_workers
+from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
+from pbg_core.seeding import derive_seed, python_rng, torch_generator
+from pbg_core.session.bucket_order import BUCKET_ORDERS
+from pbg_core.session.edge_checks import check_edges
+from pbg_core.session.iterations import Iteration, should_preserve
+from pbg_core.session.parts import ModelState, SessionSettings, split_evenly
+from pbg_core.session.residency import PartitionResidency
+from pbg_core.stats import Stats
+from pbg_core.types import Bucket
+
+logger = logging.getLogger(__name__)
+# Marks the step-by-step lines of an iteration (swap, train, save, write, commit, remove): the
+# run's logs keep them; a terminal shows them only with --verbose (flows/quiet.py). The
+# per-bucket results (trained, held-out stats) are plain lines: they always show.
+STEP = {"pbg_step": True}
+
+
+@dataclass
+class BucketRecord:
+    """What happened to one bucket in the open iteration (becomes a stats row)."""
+
+    bucket: Bucket
+    position: int
+    train: Stats | None = None
+    eval_before: Stats | None = None
+    eval_after: Stats | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+    io: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class LoadedEdges:
+    """The current bucket chunk in shared memory, split into train and eval indices."""
+
+    edges: EdgeList
+    train_idx: torch.Tensor
+    eval_idx: torch.Tensor
+    key: tuple[Any, ...] = ()  # (edge path, chunk, chunks, bucket, file stamp) it was read for
+
+
+@dataclass
+class TrainingSession:
+    """Live state of one training run. Build it with :func:`pbg_core.session.build.open_session`."""
+
+    settings: SessionSettings
+    model_state: ModelState
+    residency: PartitionResidency
+    workers: HogwildWorkers
+    store: VersionedStore
+    edge_sources: list[EdgeSource]
+    stats_sink: StatsSink
+    seed: int
+    progress_store: ProgressStore | None = None
+    progress: PassProgress | None = None
+    model_where: int | None = None  # where the model's latest save of this pass is (None: not saved)
+    records: list[BucketRecord] = field(default_factory=list)
+    current: BucketRecord | None = None
+    loaded: LoadedEdges | None = None
+    iteration: Iteration | None = None
+    buckets_in_pass: int = 0
+
+    # ---- per iteration -------------------------------------------------------------------
+    def schedule_buckets(self, iteration: Iteration) -> list[Bucket]:
+        """Start the pass: its (seeded) bucket order minus the buckets an interrupted run finished."""
+        buckets = self._bucket_order(iteration)
+        self.iteration = iteration
+        self.residency.metadata.iteration = iteration.metadata()
+        self.records = []
+        self.buckets_in_pass = len(buckets)
+        self.progress = self._resume_or_start(iteration, buckets)
+        return buckets[self.progress.done:]
+
+    def preload(self, iteration: Iteration) -> None:
+        """Read ahead what ``iteration``'s first bucket needs: its partitions and its edge chunk.
+
+        For a command that waits for something else anyway (``pbg train`` for its API server).
+        A hint only: the bucket's swap and load find them in memory (its I/O figures then
+        show no read), and a pass resumed at another bucket loads what that one needs.
+        """
+        bucket = self._bucket_order(iteration)[0]
+        self.residency.ensure_resident(sorted(set(self.settings.bucket_partitions(bucket))))
+        edges, key = self._chunk(iteration, bucket)
+        empty = torch.empty(0, dtype=torch.long)
+        self.loaded = LoadedEdges(edges=edges, train_idx=empty, eval_idx=empty, key=key)
+
+    def _bucket_order(self, iteration: Iteration) -> list[Bucket]:
+        """The pass's buckets in the configured order, seeded per iteration."""
+        order = BUCKET_ORDERS.get(self.settings.bucket_order)
+        rng = python_rng(self.seed, "bucket_order", iteration.index)
+        return list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
+
+    def _resume_or_start(self, iteration: Iteration, order: list[Bucket]) -> PassProgress:
+        """The recorded progress of this pass if it matches, else a fresh one (stale records deleted)."""
+        fresh = PassProgress(version=iteration.version, iteration_index=iteration.index, order=order)
+        if self.progress_store is None:
+            self.model_where = None
+            return fresh
+        saved = self.progress_store.read(iteration.version)
+        if saved is not None and saved.iteration_index == iteration.index and saved.order == order:
+            self.progress_store.clear(keep_version=iteration.version)
+            self.residency.restore(saved.partitions)
+            self.model_where = saved.model
+            if saved.model is not None:
+                self.model_state.restore_saved(self._area(saved.model), iteration.version)
+            logger.info("%s: resuming after bucket %d of %d (recorded progress of version %d)",
+                        iteration.label, saved.done, len(order), iteration.version)
+            return saved
+        if saved is not None:
+            logger.warning("discarding recorded progress of version %d: it is for iteration %d with order %s, "
+                           "not iteration %d with order %s", iteration.version, saved.iteration_index,
+                           saved.order, iteration.index, order)
+        self.progress_store.clear()
+        self.model_where = None
+        if self.residency.restore({}):
+            # A pass abandoned in this process changed the model too: back to the committed one.
+            self.model_state.restore(self.store, self.residency.committed_version, self.residency.init_store)
+        return fresh
+
+    # ---- per bucket ----------------------------------------------------------------------
+    def swap_partitions(self, bucket: Bucket) -> dict[str, float]:
+        """Save partitions leaving memory, load those this bucket needs; returns IO figures."""
+        # Outside a pass (offline evaluation) buckets are just numbered in call order.
+        position = self.progress.order.index(bucket) if self.progress is not None else len(self.records)
+        self.current = BucketRecord(bucket=bucket, position=position)
+        logger.info("%s: bucket %s (%d of %d): swapping partitions", self._label(), tuple(bucket), position + 1,
+                    self.buckets_in_pass or 1, extra=STEP)
+        self.records.append(self.current)
+        self.residency.io.reset()
+        needed = set(self.settings.bucket_partitions(bucket))
+        self.residency.evict_except(needed, self.settings.partitioned_keys())
+        self.residency.ensure_resident(sorted(needed))
+        self.current.io = self.residency.io.as_dict()
+        return self.current.io
+
+    def load_edges(self, bucket: Bucket) -> dict[str, int]:
+        """Load this iteration's chunk of ``bucket`` and hold out the eval fraction."""
+        iteration = self._require_iteration()
+        started = time.perf_counter()
+        edges, key = self._chunk(iteration, bucket)
+        num_eval = int(len(edges) * self.settings.eval_fraction)
+        if num_eval:
+            # Fixed across epochs (the same edges are held out every time) and drawn
+            # without replacement: PBG samples with replacement, so it trained on some.
+            gen = torch_generator(self.seed, "holdout", iteration.edge_path_idx, iteration.edge_chunk_idx, *bucket)
+            perm = torch.randperm(len(edges), generator=gen)
+        else:  # nothing held out: training shuffles its indices anyway
+            perm = torch.arange(len(edges))
+        self.loaded = LoadedEdges(edges=edges, train_idx=perm[num_eval:], eval_idx=perm[:num_eval], key=key)
+        release_free_memory()
+        self._record().timing["load_edges"] = time.perf_counter() - started
+        return {"edges": len(edges), "train": len(edges) - num_eval, "eval": num_eval}
+
+    def _chunk(self, iteration: Iteration, bucket: Bucket) -> tuple[EdgeList, tuple[Any, ...]]:
+        """The iteration's chunk of ``bucket`` (checked, in shared memory) and the key it was read for."""
+        source = self.edge_sources[iteration.edge_path_idx]
+        key = (iteration.edge_path_idx, iteration.edge_chunk_idx, iteration.num_edge_chunks, bucket,
+               source.stamp(bucket))
+        if self.loaded is not None and key[-1] is not None and self.loaded.key == key:
+            # The chunk held already (a 1-bucket, 1-chunk run trains it every epoch), its file
+            # unchanged: PBG reads it again; we keep it (checked when it was read).
+            return self.loaded.edges, key
+        self.loaded = None  # drop the previous bucket's edges before holding the new ones
+        edges = source.load_chunk(bucket, iteration.edge_chunk_idx, iteration.num_edge_chunks, shared=True)
+        self._check(edges, iteration.edge_path, bucket)
+        edges.share_memory_()  # no-op for the columns already read into shared memory
+        return edges, key
+
+    def evaluate(self, phase: str) -> dict[str, Any] | None:
+        """Evaluate the held-out edges ("before" or "after" training); None if there are none."""
+        loaded = self._require_edges()
+        if len(loaded.eval_idx) == 0:
+            return None
+        started = time.perf_counter()
+        stats = self._run_jobs(worker_jobs.eval_job, loaded.eval_idx, f"eval_{phase}", shuffle=False)
+        record = self._record()
+        setattr(record, f"eval_{phase}", stats)
+        record.timing[f"eval_{phase}"] = time.perf_counter() - started
+        # PBG's "Stats before training" / "Stats after training" of the held-out edges.
+        logger.info("%s: bucket %s: held-out stats %s training: %s", self._label(), tuple(record.bucket), phase,
+                    stats.format())
+        return stats.to_dict()
+
+    def train(self) -> dict[str, Any]:
+        """HOGWILD training of the current bucket; raises on a NaN/infinite loss."""
+        loaded = self._require_edges()
+        record = self._record()
+        logger.info("%s: bucket %s: training %d edges on %d workers", self._label(), tuple(record.bucket),
+                    len(loaded.train_idx), self.workers.num_workers, extra=STEP)
+        started = time.perf_counter()
+        stats = self._run_jobs(worker_jobs.train_job, loaded.train_idx, "train", shuffle=True)
+        record.timing["train"] = time.perf_counter() - started
+        record.train = stats
+        loss = stats.metrics.get("loss", 0.0)
+        if not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"loss became {loss} while training bucket {record.bucket} of "
+                f"{self._require_iteration().label}; the last committed checkpoint is version "
+                f"{self.residency.committed_version}, left intact (lower lr or check the input weights)"
+            )
+        self.residency.mark_dirty(self.settings.bucket_partitions(record.bucket), record.position)
+        self.residency.mark_dirty(self.settings.unpartitioned_keys(), record.position)
+        self.model_state.dirty = True
+        seconds = record.timing["train"]
+        logger.info(
+            "%s: bucket %s: trained %d edges in %.2f s (%.0f edges/s); %s", self._label(),
+            tuple(record.bucket), stats.count, seconds, stats.count / max(seconds, 1e-9), stats.format(),
+        )
+        return stats.to_dict()
+
+    def finish_bucket(self) -> dict[str, Any]:
+        """Make the trained bucket durable: save what it changed, then record the progress.
+
+        Saves go to the bucket's progress area (the version's own names for the last
+        bucket of the pass, or without a progress store). The record is replaced only once everything it names is saved,
+        and adopted in memory only once it is written, so a retry after a failure redoes
+        what is missing and a retry after success does nothing.
+        """
+        record, progress, iteration = self._record(), self._require_progress(), self._require_iteration()
+        if record.train is None:
+            raise RuntimeError(f"bucket {record.bucket} is not trained: call train() first")
+        if progress.done > record.position:
+            done_row = next((r for r in progress.rows if r["index"] == self._row(record, iteration)["index"]), None)
+            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row}
+        logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket),
+                    extra=STEP)
+        started = time.perf_counter()
+        # The last bucket of a pass saves straight to the version's own names (nothing
+        # references them before the commit): no copy of its partitions at write_checkpoint.
+        last = record.position == len(progress.order) - 1
+        where = FINAL if last or self.progress_store is None else record.position
+        saved = self.residency.save_dirty(where)
+        if self.model_state.dirty:
+            self.model_state.save(self._area(where), iteration.version, self.residency.metadata())
+            self.model_where = where
+        row = self._row(record, iteration)
+        updated = replace(
+            progress, done=record.position + 1, partitions=dict(self.residency.locations), model=self.model_where,
+            rows=[r for r in progress.rows if r["index"] != row["index"]] + [row],
+        )
+        if self.progress_store is not None:
+            self.progress_store.write(updated)
+            keep = {w for w in [*updated.partitions.values(), updated.model] if w is not None and w != FINAL}
+            self.progress_store.prune(iteration.version, keep)
+        self.progress = updated
+        seconds = time.perf_counter() - started
+        record.timing["save"] = seconds
+        return {
+            "bucket": list(record.bucket), "saved": [f"{e}/{p}" for e, p in saved], "seconds": seconds, "row": row,
+        }
+
+    # ---- checkpoint steps ----------------------------------------------------------------
+    def write_checkpoint(self, iteration: Iteration) -> int:
+        """Write every partition, the model and the stats rows as version ``iteration.version``."""
+        if self.residency.committed_version >= iteration.version:
+            return iteration.version  # already committed (a retried step)
+        progress = self._require_progress()
+        logger.info("%s: writing checkpoint version %d", iteration.label, iteration.version, extra=STEP)
+        all_keys = [*self.settings.partitioned_keys(), *self.settings.unpartitioned_keys()]
+        self.residency.complete_open_version(all_keys)
+        if self.model_state.dirty or progress.model is None:
+            self.model_state.save(self.store, iteration.version, self.residency.metadata())
+        elif progress.model != FINAL and self.progress_store is not None:
+            self.progress_store.promote(iteration.version, progress.model, None, 0)
+        rows = list(progress.rows)
+        chunk_avg = chunk_eval_average(
+            Stats.from_dict(row["eval_stats_before"]) if "eval_stats_before" in row else None for row in rows
+        )
+        if chunk_avg is not None and rows:
+            rows.append({
+                "epoch_idx": iteration.epoch_idx, "edge_path_idx": iteration.edge_path_idx,
+                "edge_chunk_idx": iteration.edge_chunk_idx, "index": rows[-1]["index"],
+                "eval_stats_chunk_avg": chunk_avg.to_dict(),
+            })
+        self.stats_sink.write(rows)
+        return iteration.version
+
+    def switch_version(self, iteration: Iteration) -> int:
+        """Commit: write the version pointer (atomic), then treat memory as that version."""
+        logger.info("%s: committing version %d", iteration.label, iteration.version, extra=STEP)
+        self.store.write_version(iteration.version)
+        self.residency.commit(iteration.version)
+        self.model_where = None
+        if self.progress_store is not None:
+            self.progress_store.clear()  # only after the pointer is durable
+        return iteration.version
+
+    def preserve_version(self, iteration: Iteration) -> int | None:
+        """Snapshot the new version as ``epoch_{N}`` when the preservation interval says so."""
+        epoch = should_preserve(iteration, self.settings.checkpoint_preservation_interval)
+        if epoch is not None:
+            self.store.preserve_version(iteration.version, epoch)
+        return epoch
+
+    def remove_old_version(self, iteration: Iteration) -> int | None:
+        """Delete every version older than the one just committed (never version 0).
+
+        Normally that is the version this iteration started from; older ones are
+        leftovers of a run killed while removing. Returns the newest version removed.
+        """
+        if iteration.version > 1:
+            logger.info("%s: removing versions before %d", iteration.label, iteration.version, extra=STEP)
+        return max(self.store.remove_versions_before(iteration.version), default=None)
+
+    def close(self) -> None:
+        """Finish progress uploads in flight, stop the workers and release memory."""
+        try:
+            if self.progress_store is not None:
+                self.progress_store.close()
+        except Exception as exc:  # noqa: BLE001 - what is recorded locally is uploaded by the next start
+            logger.warning("could not finish uploading the bucket progress: %s", exc)
+        finally:
+            self.workers.close()
+            self.residency.release_all()
+
+    # ---- helpers -------------------------------------------------------------------------
+    def evaluate_edges(self, bucket: Bucket, edges: EdgeList, filter_index: Any = None, where: str = "") -> Stats:
+        """Offline evaluation of ``edges`` of the resident ``bucket`` (config negatives, no holdout)."""
+        self._check(edges, where or "edges", bucket)
+        edges.share_memory_()
+        indices = torch.arange(len(edges))
+        return self._dispatch(worker_jobs.eval_job, bucket, edges, indices, ("offline", *bucket), "offline",
+                              filter_index)
+
+    def _check(self, edges: EdgeList, where: str, bucket: Bucket) -> None:
+        check_edges(
+            edges, where, bucket, self.settings.relation_sides, self.settings.partition_of(bucket),
+            self.residency.counts, self.settings.featurized,
+        )
+
+    def _run_jobs(self, job: Any, indices: torch.Tensor, purpose: str, shuffle: bool) -> Stats:
+        record = self._record()
+        iteration = self._require_iteration()
+        if shuffle:
+            gen = torch_generator(self.seed, "shuffle", iteration.index, *record.bucket)
+            indices = indices[torch.randperm(len(indices), generator=gen)]
+        mode = "train" if purpose == "train" else "holdout"
+        tag = (purpose, iteration.index, *record.bucket)
+        return self._dispatch(job, record.bucket, self._require_edges().edges, indices, tag, mode, None)
+
+    def _dispatch(
+        self, job: Any, bucket: Bucket, edges: EdgeList, indices: torch.Tensor, tag: tuple[Any, ...],
+        mode: str, filter_index: Any,
+    ) -> Stats:
+        slots = self.settings.slot_map(bucket, self.residency)
+        workers = self.workers.num_workers
+        # Training a small bucket on fewer workers avoids stale HOGWILD steps (worker_boot).
+        active = active_workers(len(indices), self.settings.batch_size, workers) if mode == "train" else workers
+        # Only active workers get a job: the children are started on the first job that needs them.
+        slices = split_evenly(indices, active)
+        args = [
+            worker_jobs.JobArgs(
+                slots=slots, edges=edges, indices=part, seed=derive_seed(self.seed, *tag, worker),
+                mode=mode, filter_index=filter_index,
+            )
+            for worker, part in enumerate(slices)
+        ]
+        return Stats.sum(self.workers.run(job, args))
+
+    def _row(self, record: BucketRecord, iteration: Iteration) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "lhs_partition": record.bucket.lhs,
+            "rhs_partition": record.bucket.rhs,
+            "index": iteration.index * self.buckets_in_pass + record.position,
+            "stats": (record.train or Stats()).to_dict(),
+            "epoch_idx": iteration.epoch_idx,
+            "edge_path_idx": iteration.edge_path_idx,
+            "edge_chunk_idx": iteration.edge_chunk_idx,
+            "timing": record.timing,
+            "io": record.io,
+        }
+        if record.eval_before is not None:
+            row["eval_stats_before"] = record.eval_before.to_dict()
+        if record.eval_after is not None:
+            row["eval_stats_after"] = record.eval_after.to_dict()
+        return row
+
+    def _label(self) -> str:
+        return self.iteration.label if self.iteration is not None else "evaluation"
+
+    def _area(self, where: int) -> Any:
+        """The store a save at ``where`` goes to (a progress area, or the checkpoint for FINAL)."""
+        if self.progress_store is None or where == FINAL:
+            return self.store
+        return self.progress_store.area(self._require_iteration().version, where)
+
+    def _require_progress(self) -> PassProgress:
+        if self.progress is None:
+            raise RuntimeError("no pass is open: call schedule_buckets(iteration) first")
+        return self.progress
+
+    def _record(self) -> BucketRecord:
+        if self.current is None:
+            raise RuntimeError("no bucket is open: call swap_partitions(bucket) first")
+        return self.current
+
+    def _require_edges(self) -> LoadedEdges:
+        if self.loaded is None:
+            raise RuntimeError("no edges are loaded: call load_edges(bucket) first")
+        return self.loaded
+
+    def _require_iteration(self) -> Iteration:
+        if self.iteration is None:
+            raise RuntimeError("no iteration is open: call schedule_buckets(iteration) first")
+        return self.iteration
+

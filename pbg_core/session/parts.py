@@ -1,0 +1,159 @@
+"""Small collaborators of the training session: settings, model state, slicing.
+
+:class:`SessionSettings` holds the flat values the session needs (never the
+whole config) plus the partition topology; :class:`ModelState` owns the shared
+model (operators, global embeddings) and its Adagrad state and knows how to
+restore and save them through a :class:`~pbg_core.ports.PartitionStore`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pbg_core.errors import PbgError, ShapeError
+from pbg_core.model.embedder import MultiRelationEmbedder, model_public_names
+from pbg_core.parallel.memory import SlotMap
+from pbg_core.ports import CheckpointMetadata, PartitionStore
+from pbg_core.session.partitions import PartitionTopology
+from pbg_core.session.residency import PartitionResidency
+from pbg_core.training.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
+from pbg_core.types import Bucket, Partition, PartitionKey, Side, SideKey
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Flat run settings plus the partition topology."""
+
+    topology: PartitionTopology
+    bucket_order: str
+    eval_fraction: float
+    checkpoint_preservation_interval: int | None
+    relation_sides: tuple[tuple[str, str], ...] = ()
+    featurized: frozenset[str] = frozenset()
+    batch_size: int = 1000
+
+    @property
+    def nparts_lhs(self) -> int:
+        """Rows of the bucket grid."""
+        return self.topology.nparts_lhs
+
+    @property
+    def nparts_rhs(self) -> int:
+        """Columns of the bucket grid."""
+        return self.topology.nparts_rhs
+
+    def buckets(self) -> list[Bucket]:
+        """Every bucket, lexicographically (offline evaluation's order)."""
+        return self.topology.buckets()
+
+    def bucket_partitions(self, bucket: Bucket) -> list[PartitionKey]:
+        """Partitioned (entity, partition) pairs ``bucket`` needs in memory."""
+        return self.topology.bucket_partitions(bucket)
+
+    def partitioned_keys(self) -> list[PartitionKey]:
+        """Every partitioned (entity, partition) pair."""
+        return self.topology.partitioned_keys()
+
+    def unpartitioned_keys(self) -> list[PartitionKey]:
+        """(entity, 0) for every unpartitioned entity type (resident the whole run)."""
+        return self.topology.unpartitioned_keys()
+
+    def partition_of(self, bucket: Bucket) -> dict[SideKey, Partition]:
+        """Partition read for each (entity type, side) in ``bucket``."""
+        return {
+            (entity, side): part for side in Side for entity, part in self.topology.side_partitions(bucket, side)
+        }
+
+    def slot_map(self, bucket: Bucket, residency: PartitionResidency) -> SlotMap:
+        """Where each (entity type, side) of ``bucket`` lives in the shared pool."""
+        return {
+            (entity, side): residency.handle((entity, part)).ref
+            for side in Side
+            for entity, part in self.topology.side_partitions(bucket, side)
+        }
+
+
+class MetadataSource:
+    """Builds the attributes written on checkpoint files for the open iteration."""
+
+    def __init__(self, config_json: str) -> None:
+        self.config_json = config_json
+        self.iteration: dict[str, int | str] = {}
+
+    def __call__(self) -> CheckpointMetadata:
+        return CheckpointMetadata(config_json=self.config_json, iteration=dict(self.iteration))
+
+
+@dataclass
+class ModelState:
+    """The shared model and its Adagrad accumulators; the only writer of model files."""
+
+    model: MultiRelationEmbedder
+    optimizer: AsyncAdagrad | None
+    dirty: bool = False
+    source: str = field(default="fresh")
+
+    def restore(self, store: PartitionStore, version: int, init_store: PartitionStore | None) -> str:
+        """Load from ``version`` of ``store``, else from ``init_store``, else keep the fresh init."""
+        candidates = [(store, version, f"version {version}")] if version > 0 else []
+        if init_store is not None:
+            init_version = init_store.read_version()
+            candidates.append((init_store, init_version, f"init_path version {init_version}"))
+        for candidate, candidate_version, label in candidates:
+            if candidate.has_model(candidate_version):
+                state_dict, optim = candidate.load_model(candidate_version)
+                self._load(state_dict, optim, label)
+                self.source = label
+                return label
+        return self.source
+
+    def restore_saved(self, store: PartitionStore, version: int) -> None:
+        """Load the model an interrupted pass saved (it must be there)."""
+        if not store.has_model(version):
+            raise PbgError(f"the recorded progress of version {version} names a model file that is missing; "
+                           "the progress area was changed from outside")
+        state_dict, optim = store.load_model(version)
+        self._load(state_dict, optim, f"progress of version {version}")
+        self.dirty = False
+
+    def save(self, store: Any, version: int, metadata: CheckpointMetadata) -> None:
+        """Write the model file of ``version`` (parameters under PBG's public names)."""
+        state_dict = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        optim = state_to_bytes(self.optimizer.optimizer_state_dict()) if self.optimizer is not None else None
+        store.save_model(version, state_dict, model_public_names(state_dict), optim, metadata)
+        self.dirty = False
+
+    def _load(self, state_dict: dict[str, torch.Tensor], optim: bytes | None, label: str) -> None:
+        own = self.model.state_dict()
+        problems = [
+            f"{key}: stored shape {tuple(value.shape)}, model shape {tuple(own[key].shape)}"
+            for key, value in state_dict.items()
+            if key in own and own[key].shape != value.shape
+        ]
+        if problems:
+            raise ShapeError(f"model of {label} does not fit this config: " + "; ".join(problems))
+        with torch.no_grad():
+            for key, value in state_dict.items():
+                if key in own:
+                    own[key].copy_(value)
+        if optim is not None and self.optimizer is not None:
+            loaded = state_from_bytes(optim)
+            try:
+                self.optimizer.load_optimizer_state_dict(loaded)
+            except ValueError as exc:
+                raise ShapeError(f"optimizer state of {label} does not fit this config: {exc}") from exc
+
+
+def split_evenly(indices: torch.Tensor, parts: int) -> list[torch.Tensor]:
+    """``parts`` contiguous slices of nearly equal length (some may be empty)."""
+    bounds = [len(indices) * i // parts for i in range(parts + 1)]
+    return [indices[bounds[i] : bounds[i + 1]] for i in range(parts)]
+
+
+def config_json_text(config_dict: dict[str, Any]) -> str:
+    """The ``config/json`` attribute text PBG writes on checkpoint files."""
+    return json.dumps(config_dict, sort_keys=True)

@@ -1,0 +1,148 @@
+"""MultiRelationEmbedder: scores against brute force, dynamic mode, names, builder."""
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pbg_core.errors import ConfigError
+from pbg_core.model.embedder import (
+    MASKED,
+    SideBatch,
+    build_model,
+    model_private_names,
+    model_public_names,
+)
+from pbg_core.model.negatives import NegativeMode, chunk_layout
+
+
+def make_config(**overrides: object) -> SimpleNamespace:
+    """A ConfigSchema look-alike (attribute access only), two entity types."""
+    cfg = SimpleNamespace(
+        entities={"a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
+                  "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
+        relations=[SimpleNamespace(name="r0", lhs="a", rhs="b", weight=1.0, operator="translation", all_negs=False),
+                   SimpleNamespace(name="r1", lhs="b", rhs="b", weight=2.0, operator="diagonal", all_negs=False)],
+        dimension=4, comparator="dot", bias=False, global_emb=True, regularizer="N3",
+        regularization_coef=0.0, dynamic_relations=False,
+    )
+    cfg.__dict__.update(overrides)
+    cfg.entity_dimension = lambda name: cfg.dimension
+    return cfg
+
+
+def test_state_dict_keys_and_public_names_roundtrip() -> None:
+    model = build_model(make_config(), 0)
+    keys = set(model.state_dict())
+    assert keys == {"rhs_operators.0.translation", "rhs_operators.1.diagonal", "global_embs.emb_a", "global_embs.emb_b"}
+    public = model_public_names(model.state_dict())
+    assert public["rhs_operators.1.diagonal"] == "relations/1/operator/rhs/diagonal"
+    assert public["global_embs.emb_a"] == "entities/a/global_embedding"
+    assert model_private_names(list(public.values())) == {v: k for k, v in public.items()}
+    dyn = build_model(make_config(relations=make_config().relations[:1], global_emb=False,
+                                  dynamic_relations=True), 3)
+    assert set(dyn.state_dict()) == {"lhs_operators.0.translations", "rhs_operators.0.translations"}
+    assert dyn.state_dict()["lhs_operators.0.translations"].shape == (3, 4)
+
+
+@pytest.mark.parametrize("grad", [False, True])  # evaluation's one product, training's two
+def test_standard_batch_uniform_scores_match_brute_force(grad: bool) -> None:
+    torch.manual_seed(0)
+    model = build_model(make_config(), 0)
+    with torch.no_grad():
+        model.rhs_operators[0].translation.copy_(torch.randn(4))
+        model.global_embs["emb_a"].copy_(torch.randn(4))
+        model.global_embs["emb_b"].copy_(torch.randn(4))
+    P, chunk, U = 5, 2, 3
+    lhs, rhs = torch.randn(P, 4), torch.randn(P, 4)
+    ul, ur = torch.randn(3, U, 4), torch.randn(3, U, 4)
+    layout = chunk_layout(NegativeMode.BATCH_UNIFORM, P, chunk, U)
+    with torch.enable_grad() if grad else torch.no_grad():
+        scores = model.score(0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM, ul),
+                             SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM, ur))
+    scores = dataclasses.replace(scores, **{f: getattr(scores, f).detach() for f in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg")})
+    ga, gb, t = model.global_embs["emb_a"].detach(), model.global_embs["emb_b"].detach(), model.rhs_operators[0].translation.detach()
+    L = lambda x: x + ga  # noqa: E731
+    R = lambda x: x + gb + t  # noqa: E731
+    for i in range(P):
+        c, k = divmod(i, chunk)
+        assert float(scores.lhs_pos[i]) == pytest.approx(float(L(lhs[i]) @ R(rhs[i])), abs=1e-5)
+        for j in range(chunk + U):
+            if j < chunk:
+                mate = c * chunk + j
+                masked = j == k or mate >= P
+                want_l = MASKED if masked else float(L(lhs[mate]) @ R(rhs[i]))
+                want_r = MASKED if masked else float(L(lhs[i]) @ R(rhs[mate]))
+            else:
+                want_l = float(L(ul[c, j - chunk]) @ R(rhs[i]))
+                want_r = float(L(lhs[i]) @ R(ur[c, j - chunk]))
+            assert float(scores.lhs_neg[i, j]) == pytest.approx(want_l, abs=1e-4)
+            assert float(scores.rhs_neg[i, j]) == pytest.approx(want_r, abs=1e-4)
+    assert scores.reg is None
+
+
+def test_dynamic_scores_forward_and_reverse() -> None:
+    cfg = make_config(relations=[SimpleNamespace(name="t", lhs="a", rhs="a", weight=1.0, operator="diagonal",
+                                                 all_negs=False)], global_emb=False, dynamic_relations=True,
+                      regularization_coef=0.1)
+    model = build_model(cfg, 2)
+    with torch.no_grad():
+        model.rhs_operators[0].diagonals.copy_(torch.tensor([[1.0, 2, 3, 4], [2.0, 2, 2, 2]]))
+        model.lhs_operators[0].diagonals.copy_(torch.tensor([[-1.0, 1, -1, 1], [0.5, 0.5, 0.5, 0.5]]))
+    u, v, rel = torch.eye(4)[:2], torch.ones(2, 4), torch.tensor([0, 1])
+    layout = chunk_layout(NegativeMode.BATCH_UNIFORM, 2, 2, 0)
+    s = model.score(rel, layout, SideBatch("a", u, NegativeMode.BATCH_UNIFORM), SideBatch("a", v, NegativeMode.BATCH_UNIFORM))
+    h = model.rhs_operators[0].diagonals.detach()[rel] * v  # h_r(v)
+    g = model.lhs_operators[0].diagonals.detach()[rel] * u  # g_r(u)
+    assert s.lhs_pos.tolist() == pytest.approx((u * h).sum(1).tolist())  # c(u, h_r(v)) = [1, 0]
+    assert s.rhs_pos.tolist() == pytest.approx((v * g).sum(1).tolist())  # c(v, g_r(u)) = [-1, 0.5]
+    # lhs negatives: other lhs of the chunk, un-operated, against h_r(v)
+    assert s.lhs_neg[0].tolist() == pytest.approx([MASKED, float(u[1] @ h[0])])
+    assert s.rhs_neg[1].tolist() == pytest.approx([float(v[0] @ g[1]), MASKED])
+    # N3 per direction: |u|^3 + |h|^3 + |d_r|^3 per edge, both directions, times 0.1
+    want = (u.abs().pow(3).sum() + h.abs().pow(3).sum() + model.rhs_operators[0].diagonals.detach()[rel].abs().pow(3).sum()
+            + v.abs().pow(3).sum() + g.abs().pow(3).sum() + model.lhs_operators[0].diagonals.detach()[rel].abs().pow(3).sum())
+    assert s.reg.item() == pytest.approx(0.1 * float(want), rel=1e-5)
+
+
+@pytest.mark.parametrize("operator", ["translation", "diagonal", "complex_diagonal"])
+def test_standard_n3_counts_the_operator_term_once_per_chunk(operator: str) -> None:
+    """PBG's standard-mode N3 multiplies the operator term by len(chunked positives) = #chunks."""
+    rels = [SimpleNamespace(name="r", lhs="a", rhs="b", weight=1.0, operator=operator, all_negs=False)]
+    model = build_model(make_config(relations=rels, global_emb=False, regularization_coef=0.1), 0)
+    op = model.rhs_operators[0]
+    with torch.no_grad():
+        for param in op.parameters():
+            param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(3)))
+    lhs, rhs = torch.randn(5, 4), torch.randn(5, 4)
+    layout = chunk_layout(NegativeMode.BATCH_UNIFORM, 5, 2, 0)  # chunks of 2: 3 chunks for 5 positives
+    s = model.score(0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM),
+                    SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM))
+    dst = op(rhs).detach()
+    embs = op.prepare_for_reg(lhs).abs().pow(3).sum() + op.prepare_for_reg(dst).abs().pow(3).sum()
+    op_term = op.reg_params().detach().abs().pow(3).sum()
+    assert s.reg.item() == pytest.approx(0.1 * float(embs + 3 * op_term), rel=1e-5)
+    assert s.reg.item() != pytest.approx(0.1 * float(embs + 5 * op_term), rel=1e-5)
+
+
+def test_all_mode_masks_own_entity_and_none_mode_is_empty() -> None:
+    model = build_model(make_config(global_emb=False), 0)
+    table_a = torch.eye(4)
+    pos = table_a[torch.tensor([2, 0])]
+    layout = chunk_layout(NegativeMode.ALL, 2, 50, 0)
+    s = model.score(0, layout, SideBatch("a", pos, NegativeMode.ALL, all_embs=table_a, pos_offsets=torch.tensor([2, 0])),
+                    SideBatch("b", torch.ones(2, 4), NegativeMode.NONE))
+    assert s.lhs_neg.tolist() == [[1.0, 1.0, MASKED, 1.0], [MASKED, 1.0, 1.0, 1.0]]
+    assert s.rhs_neg.shape == (2, 0)
+
+
+def test_builder_errors() -> None:
+    with pytest.raises(ConfigError, match="global_emb"):
+        build_model(make_config(dynamic_relations=True, relations=make_config().relations[:1]), 3)
+    with pytest.raises(ConfigError, match="operator 'linear'"):
+        rels = [SimpleNamespace(name="r", lhs="a", rhs="b", weight=1.0, operator="linear", all_negs=False)]
+        build_model(make_config(relations=rels, regularization_coef=1e-3), 0)
+    with pytest.raises(ConfigError, match="even dimension"):
+        rels = [SimpleNamespace(name="r", lhs="a", rhs="b", weight=1.0, operator="complex_diagonal", all_negs=False)]
+        build_model(make_config(relations=rels, dimension=5), 0)
