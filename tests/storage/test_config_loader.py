@@ -14,7 +14,7 @@ from storage.config_loader import dump_config_json, load_config
 from storage.errors import DataNotFound
 from store_io import StorePath
 
-# Shaped like PBG's examples/configs/fb15k_config_cpu.py (reference 4.1).
+# Shaped like PBG's torchbiggraph/examples/configs/fb15k_config_cpu.py (its explicit keys).
 PBG_CONFIG = '''
 def get_torchbiggraph_config():
     config = dict(
