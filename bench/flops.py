@@ -15,7 +15,7 @@ complex_diagonal 3D (D/2 complex products of 6 FLOPs), linear/affine 2D^2 (+D).
 - Standard mode (both sides corrupted, one positive score shared by both):
   ``fwd = 2D + 2 * 2D*n + op(D) * (1 + n/c)`` (operator on the rhs positive and on the rhs
   negatives of its chunk, amortised over the chunk).
-- Dynamic relations (reference 1.14: each edge scored twice, "forward" with lhs negatives,
+- Dynamic relations (as PBG: each edge scored twice, "forward" with lhs negatives,
   "reverse" with rhs negatives, the operator on the positive side only):
   ``fwd = 2 * (op(D) + 2D + 2D*n)``.
 

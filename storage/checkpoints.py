@@ -1,4 +1,6 @@
-"""A PBG checkpoint directory (``FileCheckpointStorage``, reference 1.18.3 and 1.18.5).
+"""A PBG checkpoint directory (PBG's ``FileCheckpointStorage``).
+
+Formats: docs/formats.md, "Checkpoint files"; how versions are committed: docs/checkpoint-protocol.md.
 
 Files in the directory (``v`` is a version, an integer >= 1; 0 means "nothing yet"):
 

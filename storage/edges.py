@@ -1,4 +1,4 @@
-"""Bucketed edge files of one edge path (PBG's ``FileEdgeStorage``, reference 1.18.2).
+"""Bucketed edge files of one edge path (PBG's ``FileEdgeStorage``; docs/formats.md, "Edge files").
 
 One HDF5 file per bucket, ``edges_{lhs_part}_{rhs_part}.h5``, root attribute
 ``format_version = 1``, 1-D datasets of equal length N:

@@ -1,6 +1,6 @@
 """Entity metadata of a PBG ``entity_path``: counts, names and dynamic relations.
 
-Files (reference 1.18.1), all small text files written atomically:
+Files (docs/formats.md, "Entity files"), all small text files written atomically:
 
 - ``entity_count_{type}_{part}.txt``: one non-negative integer and a newline.
 - ``entity_names_{type}_{part}.json``: JSON list of names ordered by offset (indent 4).

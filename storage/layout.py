@@ -1,4 +1,4 @@
-"""Every file name of a PBG data layout, as pure functions (reference 1.18 and section 5).
+"""Every file name of a PBG data layout, as pure functions (docs/formats.md describes the files).
 
 Entity directory (``entity_path``)::
 

@@ -1,4 +1,4 @@
-"""Bucket-level progress of the open checkpoint version (design.md, "Checkpoint protocol").
+"""Bucket-level progress of the open checkpoint version (docs/checkpoint-protocol.md, "Bucket progress").
 
 While version ``v`` is committed and ``v + 1`` is being trained, every finished bucket
 saves the partitions (and model) it changed, so a crash loses at most the bucket in

@@ -1,4 +1,6 @@
-"""``training_stats.json``: one JSON object per line, keyed by bucket ``index`` (reference 1.18.4).
+"""``training_stats.json``: one JSON object per line, keyed by bucket ``index``.
+
+The rows' fields are in docs/formats.md, "training_stats.json".
 
 PBG appends lines before committing a version, so a crash and resume duplicates
 them. Here every row carries its global bucket ``index`` and writing a row

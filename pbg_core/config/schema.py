@@ -1,6 +1,7 @@
 """The typed training config: PBG's ``ConfigSchema`` as frozen pydantic models.
 
-Field names and defaults are PBG's (reference 1.3, 1.4), so PBG config files load
+Field names and defaults are PBG's (its ``ConfigSchema``, ``EntitySchema`` and
+``RelationSchema``; docs/formats.md, "Config files"), so PBG config files load
 unchanged, plus ``seed``. Every field carries its help text as a description:
 Prefect renders it in the deployment's parameter form, and ``model_json_schema()``
 exposes it to any other tool. Choice fields are ``Literal`` strings so the JSON
@@ -319,7 +320,7 @@ class Problem(NamedTuple):
 
 
 def cross_field_problems(config: ConfigSchema) -> list[Problem]:
-    """Every cross-field rule of reference 1.3 that ``config`` breaks (PBG's post-init checks)."""
+    """Every cross-field rule ``config`` breaks: PBG's post-init checks, plus the modes we refuse."""
     return [
         *_relation_problems(config),
         *_mode_problems(config),

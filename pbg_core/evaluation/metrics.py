@@ -1,4 +1,4 @@
-"""Ranking metrics and filtered evaluation over score tensors (reference 1.17).
+"""Ranking metrics and filtered evaluation over score tensors, as PBG's evaluators compute them.
 
 Metrics are returned as *sums* over positives so that batches, workers and buckets
 add up exactly in :class:`pbg_core.stats.Stats`; dividing by the count gives PBG's

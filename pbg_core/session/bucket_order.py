@@ -1,7 +1,8 @@
 """Bucket orders: the sequence in which one pass visits the nparts_lhs x nparts_rhs buckets.
 
 Every order is a pure function ``order(nparts_lhs, nparts_rhs, rng) -> list[Bucket]``
-registered by its PBG name in :data:`BUCKET_ORDERS` (reference 1.13). Invariants of
+registered by its PBG name in :data:`BUCKET_ORDERS` (``random``, ``affinity``,
+``inside_out``, ``outside_in``). Invariants of
 every order: each bucket of the grid appears exactly once, and the result depends
 only on the arguments, so a seeded ``rng`` reproduces the same order (PBG used an
 unseeded ``random.Random()`` each pass; callers here pass a seeded one so that a

@@ -2,7 +2,7 @@
 
 Two entry points:
 
-- :func:`export_tsv` behaves like PBG's ``export_to_tsv`` (reference 1.19): one entities
+- :func:`export_tsv` behaves like PBG's ``export_to_tsv`` (docs/formats.md, "Exports"): one entities
   file (``name\\tv1\\t...\\tvD``, ``%.9f``; every entity type in config order, every
   partition) and one relation-parameters file (see :mod:`storage.exporting.relations`).
 - :func:`export_embeddings` writes one set of files per entity type into an output

@@ -1,4 +1,4 @@
-"""Relation parameters of a checkpoint as PBG's ``relation_types`` TSV (reference 1.19).
+"""Relation parameters of a checkpoint as PBG's ``relation_types`` TSV (docs/formats.md, "Exports").
 
 Line layout: ``rel_name\\tside\\toperator\\tparam_name\\tshape\\tvalues...`` where shape is
 ``x``-joined (``200x200``) and values are the parameter flattened row-major (PBG cannot

@@ -2,7 +2,8 @@
 
 The public entry point, :func:`import_edges`, keeps PBG's options and the contract of the
 first importer; the work is done by the streaming engine of :mod:`storage.importing.run`.
-Behaviour (reference 1.19), with PBG's weak points fixed:
+Behaviour (docs/formats.md, "Imports"; PBG's importer is ``torchbiggraph_import_from_tsv``),
+with PBG's weak points fixed (docs/differences-from-pbg.md):
 
 - **Validate first.** Every input is read completely before anything is written; a malformed
   line (too few columns, an empty name, a non-numeric or non-finite weight, bytes that are not

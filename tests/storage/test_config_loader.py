@@ -17,7 +17,7 @@ from store_io import StorePath
 
 KEY, SECRET = "AKIAPLANTEDLOADER", "planted-loader-s3cr3t"
 
-# Shaped like PBG's examples/configs/fb15k_config_cpu.py (reference 4.1).
+# Shaped like PBG's torchbiggraph/examples/configs/fb15k_config_cpu.py (its explicit keys).
 PBG_CONFIG = '''
 def get_torchbiggraph_config():
     config = dict(
