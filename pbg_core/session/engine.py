@@ -104,7 +104,7 @@ class TrainingSession:
         self.records = []
         self.buckets_in_pass = len(buckets)
         self.progress = self._resume_or_start(iteration, buckets)
-        return buckets[self.progress.done:]
+        return self.progress.order[self.progress.done:]
 
     def preload(self, iteration: Iteration) -> None:
         """Read ahead what ``iteration``'s first bucket needs: its partitions and its edge chunk.
@@ -126,13 +126,22 @@ class TrainingSession:
         return list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
 
     def _resume_or_start(self, iteration: Iteration, order: list[Bucket]) -> PassProgress:
-        """The recorded progress of this pass if it matches, else a fresh one (stale records deleted)."""
+        """The recorded progress of this pass if it matches, else a fresh one (stale records deleted).
+
+        A record of the same pass over the same buckets is resumed in its own order, even when this
+        session drew another one: without a configured ``seed`` every session draws a new seed, and
+        so a new order, and starting the pass over would lose every bucket the crash spared. Any
+        order of the pass's buckets is a valid pass; the record's is the one its saves belong to.
+        """
         fresh = PassProgress(version=iteration.version, iteration_index=iteration.index, order=order)
         if self.progress_store is None:
             self.model_where = None
             return fresh
         saved = self.progress_store.read(iteration.version)
-        if saved is not None and saved.iteration_index == iteration.index and saved.order == order:
+        if saved is not None and saved.iteration_index == iteration.index and sorted(saved.order) == sorted(order):
+            if saved.order != order:
+                logger.info("%s: resuming the recorded bucket order %s (this session drew %s: no seed is set)",
+                            iteration.label, saved.order, order)
             self.progress_store.clear(keep_version=iteration.version)
             self.residency.restore(saved.partitions)
             self.model_where = saved.model
@@ -142,9 +151,9 @@ class TrainingSession:
                         iteration.label, saved.done, len(order), iteration.version)
             return saved
         if saved is not None:
-            logger.warning("discarding recorded progress of version %d: it is for iteration %d with order %s, "
-                           "not iteration %d with order %s", iteration.version, saved.iteration_index,
-                           saved.order, iteration.index, order)
+            logger.warning("discarding recorded progress of version %d: it is for iteration %d over buckets %s, "
+                           "not iteration %d over buckets %s", iteration.version, saved.iteration_index,
+                           sorted(saved.order), iteration.index, sorted(order))
         self.progress_store.clear()
         self.model_where = None
         if self.residency.restore({}):

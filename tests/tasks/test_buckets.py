@@ -146,6 +146,32 @@ def test_stale_progress_of_another_pass_is_discarded(config_2x2: Any) -> None:
         close_training_session.fn(handle)
 
 
+def test_a_record_in_another_order_of_the_same_buckets_is_resumed_in_its_order(config_2x2: Any) -> None:
+    """Without a seed each session draws its own bucket order: the rerun must still resume the
+    interrupted pass (in the order its saves belong to) instead of starting it over."""
+    config = config_2x2("reordered")
+    first, _ = plan_training.fn(config).remaining
+    handle = open_training_session.fn(config)
+    try:
+        done = run_buckets(handle, first, stop_after=2)
+    finally:
+        close_training_session.fn(handle)
+    record = Path(config.checkpoint_path) / "progress" / "v1.json"
+    data = json.loads(record.read_text())
+    order = [tuple(bucket) for bucket in data["order"]]
+    assert [tuple(bucket) for bucket in order[:2]] == done
+    data["order"] = [*data["order"][:2], data["order"][3], data["order"][2]]  # as another seed would draw
+    record.write_text(json.dumps(data))
+
+    handle = open_training_session.fn(config)
+    try:
+        remaining = [tuple(bucket) for bucket in schedule_buckets.fn(handle, first)]
+        assert remaining == [order[3], order[2]]  # the record's order, after its two done buckets
+        assert get_session(handle).residency.locations != {}  # the saved partitions were restored
+    finally:
+        close_training_session.fn(handle)
+
+
 def test_finish_bucket_is_idempotent_and_prunes_superseded_saves(config_2x2: Any) -> None:
     config = config_2x2("prune")
     first, _ = plan_training.fn(config).remaining
