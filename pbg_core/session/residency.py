@@ -13,8 +13,8 @@ remembers where each partition's latest state of this pass is.
 
 Where a partition is read from, for the open version ``v + 1``:
 1. its latest save of this pass (:attr:`PartitionResidency.locations`);
-2. the committed version ``v``;
-3. ``init_path`` (its own committed version, or v0 names);
+2. the committed version ``v`` (which must hold it when ``v > 0``: an error otherwise);
+3. when nothing is committed (``v == 0``), ``init_path`` (its own committed version, or v0 names);
 4. random normal initialisation scaled by ``init_scale`` (seeded).
 """
 
@@ -227,10 +227,12 @@ class PartitionResidency:
                 )
             _load_from(store, self.open_version, key, handle)
             return label
+        # A committed version already holds what init_path gave it: only a run that has committed
+        # nothing reads init_path (which may then lack a partition: that one starts at random).
         candidates: list[tuple[PartitionStore, int, str]] = []
         if self.committed_version > 0:
             candidates.append((self.store, self.committed_version, f"version {self.committed_version}"))
-        if self.init_store is not None:
+        elif self.init_store is not None:
             init_version = self.init_store.read_version()
             candidates.append((self.init_store, init_version, f"init_path version {init_version}"))
         for store, version, label in candidates:
