@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -377,7 +378,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except Exception as exc:  # noqa: BLE001 - reported in one line (see flows.user_errors), not swallowed
-        return report(args.command, exc, debug_enabled(args.debug))
+        if interrupts.stop_error(exc) is None:
+            return report(args.command, exc, debug_enabled(args.debug))
+        # An error on the way out of a stop the user asked for: report the stop (--debug: and it).
+        if debug_enabled(args.debug):
+            traceback.print_exception(exc)
+        print(interrupts.interruption_report(args.command, sys.argv[1:] if argv is None else argv), file=sys.stderr)
+        return interrupts.exit_code()
     except KeyboardInterrupt:
         # Where it stopped, what is committed, and the command line that resumes.
         print(interrupts.interruption_report(args.command, sys.argv[1:] if argv is None else argv), file=sys.stderr)

@@ -133,12 +133,22 @@ def describe_checkpoint_with(describe: Callable[[], str]) -> None:
 
 def _interrupt_signal(exc: BaseException) -> int | None:
     """The signal behind ``exc`` if it is an interrupt of ours (a KeyboardInterrupt, or the
-    TerminationSignal Prefect raises for a SIGTERM to a ``pbg`` command)."""
+    TerminationSignal Prefect raises for a SIGTERM to a ``pbg`` command), or any error once a
+    stop signal has reached this command: Prefect's task engine, interrupted while it starts a
+    task run, raises ``ValueError: Task run is not set`` instead of the interrupt, and the user
+    who asked to stop must see the stop (exit 130/143, the resume hint), not that."""
     if isinstance(exc, KeyboardInterrupt):
         return _stop.signum or signal.SIGINT
     if type(exc).__name__ == "TerminationSignal" and _stop.installed and _prefect_intent() is None:
         return int(getattr(exc, "signal", signal.SIGTERM))
+    if isinstance(exc, Exception) and _stop.signum is not None:
+        return _stop.signum
     return None
+
+
+def stop_error(exc: BaseException) -> int | None:
+    """The stop signal ``exc`` stands for (see :func:`_interrupt_signal`), None if it is a real error."""
+    return _interrupt_signal(exc)
 
 
 def _prefect_intent() -> object:
@@ -174,7 +184,10 @@ def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:
             from prefect.states import Cancelled
 
             where = f" during {_stop.position}" if _stop.position else ""
-            return Cancelled(message=f"interrupted by {signal.Signals(signum).name}{where}")  # type: ignore[return-value]
+            # What the interrupt turned into on its way out, if not itself (kept for the run's page).
+            how = "" if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal" \
+                else f" (while stopping: {type(exc).__name__}: {exc})"
+            return Cancelled(message=f"interrupted by {signal.Signals(signum).name}{where}{how}")  # type: ignore[return-value]
 
     # Resolved against fn's module: Prefect (pydantic) would resolve string annotations (a
     # module with `from __future__ import annotations`) against this module's globals.

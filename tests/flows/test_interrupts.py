@@ -337,3 +337,27 @@ def test_an_interrupt_in_a_flow_body_ends_the_run_cancelled_and_the_call_raises_
     assert state.is_cancelled() and state.message == "interrupted by SIGINT"
     with pytest.raises(KeyboardInterrupt), interrupts.flow_call():
         body(stop=True)
+
+
+def test_an_error_out_of_a_flow_body_after_a_stop_signal_is_the_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefect's task engine, interrupted while it starts a task run, raises 'ValueError: Task run is
+    not set' instead of the interrupt (seen in CI): once a stop signal came, that is the stop."""
+    from prefect import flow
+
+    from flows import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())
+
+    @flow(name="interrupted-while-starting-a-task")
+    @interrupts.cancel_on_interrupt
+    def body() -> int:
+        raise ValueError("Task run is not set")
+
+    with pytest.raises(ValueError, match="Task run is not set"):
+        body()  # no signal came: a real error stays an error
+    interrupts.note_signal(signal.SIGINT)
+    state = body(return_state=True)
+    assert state.is_cancelled()
+    assert state.message == "interrupted by SIGINT (while stopping: ValueError: Task run is not set)"
+    with pytest.raises(KeyboardInterrupt), interrupts.flow_call():
+        body()
