@@ -37,14 +37,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
 
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from s3_server import S3Server, create_bucket  # noqa: E402  (the tests' moto launcher)
+from s3_server import S3Server, create_bucket
 
 # Phase -> (log line that arms the kill, which occurrence in the run, delay range in seconds).
 PHASES: dict[str, tuple[str, int, tuple[float, float]]] = {

@@ -48,7 +48,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json  # noqa: E402
+from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
 
 TARGET_S = 30.0
 LOCAL_UP = REPO_ROOT / "deployments" / "local-up.sh"

@@ -27,7 +27,16 @@ import sys
 from pathlib import Path
 
 from _common import (
-    OURS_VENV, REPO_ROOT, WORK_DIR, format_table, machine_info, mib, ours_bin, pbg_bin, ratio, run_measured,
+    OURS_VENV,
+    REPO_ROOT,
+    WORK_DIR,
+    format_table,
+    machine_info,
+    mib,
+    ours_bin,
+    pbg_bin,
+    ratio,
+    run_measured,
     write_json,
 )
 

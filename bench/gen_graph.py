@@ -106,7 +106,7 @@ def write_tsv(
 def graph_summary(lhs: np.ndarray, rel: np.ndarray, rhs: np.ndarray) -> dict[str, int]:
     """Counts a benchmark report needs: edges, distinct nodes/relations, max degrees."""
     return {
-        "edges": int(len(lhs)),
+        "edges": len(lhs),
         "distinct_nodes": int(np.unique(np.concatenate([lhs, rhs])).size),
         "distinct_relations": int(np.unique(rel).size),
         "max_out_degree": int(np.bincount(lhs).max()),

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-
 from gen_graph import cached_summary, save_summary, write_tsv, zipf_probabilities
 
 _OVERSAMPLE = 1.25  # candidate edges per kept edge: self-loops and duplicates are dropped
@@ -122,8 +121,8 @@ def kg_summary(train: np.ndarray, test: np.ndarray, relations: int) -> dict[str,
     degree = np.bincount(np.concatenate([train[:, 0], train[:, 2]]))
     shares = np.bincount(train[:, 1], minlength=relations) / len(train)
     return {
-        "train_edges": int(len(train)),
-        "test_edges": int(len(test)),
+        "train_edges": len(train),
+        "test_edges": len(test),
         "distinct_entities": int(np.count_nonzero(degree)),
         "distinct_relations": int(np.count_nonzero(shares)),
         "relation_shares": [round(float(share), 4) for share in shares],

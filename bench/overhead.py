@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json  # noqa: E402
-from gen_graph import ensure_graph  # noqa: E402
+from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
+from gen_graph import ensure_graph
 
 ENGINE_METHODS = (
     "schedule_buckets", "swap_partitions", "load_edges", "evaluate", "train", "finish_bucket",
@@ -89,9 +89,9 @@ def instrument_engine(clock: Clock) -> None:
 
 def run_loop(config_path: str) -> dict[str, Any]:
     """The same engine calls as the flow, in a plain loop (task bodies via .fn)."""
+    from storage.config_loader import load_config
     from tasks import buckets as b
     from tasks import checkpoint as c
-    from storage.config_loader import load_config
     from tasks.plan import plan_training
     from tasks.sessions import close_training_session, open_training_session
 

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, run_measured, write_json  # noqa: E402
-from gen_graph import ensure_graph  # noqa: E402
+from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, run_measured, write_json
+from gen_graph import ensure_graph
 
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from s3_server import S3Server, create_bucket  # noqa: E402  (the tests' moto launcher)
+from s3_server import S3Server, create_bucket
 
 TARGET_RATIO = 1.15
 

@@ -20,7 +20,6 @@ import sys
 import time
 
 import torch
-
 from _common import format_table, machine_info, write_json
 
 

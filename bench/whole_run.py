@@ -35,12 +35,32 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import (REPO_ROOT, RESULTS_DIR, WORK_DIR, RunResult, ToolMissingError, format_table,
-                     machine_info, measurement_lock, mib, ratio, run_measured, tail, write_json)
+from _common import (
+    REPO_ROOT,
+    RESULTS_DIR,
+    WORK_DIR,
+    RunResult,
+    ToolMissingError,
+    format_table,
+    machine_info,
+    measurement_lock,
+    mib,
+    ratio,
+    run_measured,
+    tail,
+    write_json,
+)
 from speed import CASES as SPEED_CASES
 from speed import ensure_case_graph, load_config_dict
-from speed_sides import (SideCommands, build_sides, ours_commands, read_training_stats, run_import,
-                         throughput_from_pbg, throughput_from_stats)
+from speed_sides import (
+    SideCommands,
+    build_sides,
+    ours_commands,
+    read_training_stats,
+    run_import,
+    throughput_from_pbg,
+    throughput_from_stats,
+)
 from whole_run_logs import parse_ours, parse_pbg, phases
 
 UMLS_CONFIG = REPO_ROOT / "examples" / "umls" / "config.py"

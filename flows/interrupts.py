@@ -255,7 +255,7 @@ def command_line(argv: Sequence[str]) -> str:
     shown = []
     for index, word in enumerate(words):
         previous = words[index - 1] if index else ""
-        if previous in ("-p", "--param") or word.startswith(("--param=", "-p")) and "=" in word:
+        if previous in ("-p", "--param") or (word.startswith(("--param=", "-p")) and "=" in word):
             word = _hide_secret(word)
         shown.append(word)
     return shlex.join(["pbg", *shown])

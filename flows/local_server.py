@@ -228,7 +228,8 @@ def loopback_ca_file() -> str | None:
             return None
         if match is None:
             return None
-        _CA_FILE = tempfile.TemporaryFile(prefix="pbg-loopback-ca-")
+        # Kept open for the process's life: the /proc/self/fd path below names it.
+        _CA_FILE = tempfile.TemporaryFile(prefix="pbg-loopback-ca-")  # noqa: SIM115 - see above
         _CA_FILE.write(match.group(0))
         _CA_FILE.flush()
     path = f"/proc/self/fd/{_CA_FILE.fileno()}"

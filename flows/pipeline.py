@@ -50,7 +50,7 @@ class _Body:
         """Run in the driving thread; the outcome goes back to the subflow's thread."""
         try:
             self.result = self.context.run(self.fn, *self.args)
-        except BaseException as exc:  # re-raised in the subflow (which then fails), and by the driver
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the subflow (which then fails), and by the driver
             self.error = exc
         finally:
             self.done.set()

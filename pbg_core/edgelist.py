@@ -15,14 +15,13 @@ concatenates; ``share_memory_`` moves every tensor to shared memory (HOGWILD wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 import torch
 
 from pbg_core.errors import ShapeError
 from pbg_core.types import FloatTensorType, LongTensorType
 
-Index = Union[slice, int, torch.Tensor]
+Index = slice | int | torch.Tensor
 
 
 def _as_index_tensor(index: Index, length: int) -> torch.Tensor | slice:

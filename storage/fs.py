@@ -46,7 +46,13 @@ from fsspec.core import split_protocol, url_to_fs
 
 from storage import fail_fast, read_cache
 from storage.errors import (
-    AccessDenied, BadDataError, BadUrlError, DataNotFound, StorageError, TransientStorageError, translate,
+    AccessDenied,
+    BadDataError,
+    BadUrlError,
+    DataNotFound,
+    StorageError,
+    TransientStorageError,
+    translate,
 )
 from storage.layout import tmp_file
 from storage.read_cache import cache_dir  # re-exported: other stores keep files next to the cache
@@ -227,9 +233,8 @@ def write_text_atomic(url: str, text: str, storage_options: StorageOptions = Non
     """
     fs, path = resolve(url, storage_options)
     if is_local(fs):
-        with local_write(url, storage_options) as local_path:
-            with open(local_path, "w", encoding="utf-8") as f:
-                f.write(text)
+        with local_write(url, storage_options) as local_path, open(local_path, "w", encoding="utf-8") as f:
+            f.write(text)
         return
     data = text.encode("utf-8")
     with translate_errors(url):

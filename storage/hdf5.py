@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
-
 from storage.errors import BadDataError, FormatVersionError
 from storage.fs import StorageOptions, local_read_path, local_write
 
@@ -60,10 +59,9 @@ def open_write(
     with ``format_version = 1`` already set; if the block raises, no file appears
     at ``url`` and a previous one is left untouched.
     """
-    with local_write(url, storage_options, tmp_name=tmp_name) as local:
-        with h5py.File(local, "w") as hf:
-            hf.attrs[FORMAT_VERSION_ATTR] = FORMAT_VERSION
-            yield hf
+    with local_write(url, storage_options, tmp_name=tmp_name) as local, h5py.File(local, "w") as hf:
+        hf.attrs[FORMAT_VERSION_ATTR] = FORMAT_VERSION
+        yield hf
 
 
 def check_format_version(hf: h5py.File, url: str) -> None:

@@ -22,7 +22,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from fsspec.core import split_protocol
@@ -68,7 +68,7 @@ def run_dir_name(flow_run_id: str, expected_start: datetime) -> str:
     digits = flow_run_id.replace("-", "").lower()[:8]
     if len(digits) != 8 or any(c not in "0123456789abcdef" for c in digits):
         raise ValueError(f"flow_run_id must start with 8 hex digits (a UUID), got {flow_run_id!r}")
-    return f"run-{expected_start.astimezone(timezone.utc).strftime(_TIME_FORMAT)}-{digits}"
+    return f"run-{expected_start.astimezone(UTC).strftime(_TIME_FORMAT)}-{digits}"
 
 
 def is_run_dir_name(name: str) -> bool:
@@ -118,7 +118,7 @@ def read_run_dir(root: str, name: str, storage_options: StorageOptions = None) -
 def live_lease(url: str, storage_options: StorageOptions = None) -> str | None:
     """Who holds ``url``'s lease if a live run does (unexpired, process not known dead), else None."""
     holder = CheckpointLease(url, run="retrain", storage_options=storage_options).read()
-    if holder is None or holder.expires_at <= datetime.now(timezone.utc).timestamp() or holder.is_dead_here():
+    if holder is None or holder.expires_at <= datetime.now(UTC).timestamp() or holder.is_dead_here():
         return None
     return holder.describe()
 
@@ -283,7 +283,7 @@ def write_latest(
     if current is not None and current["run"] > run.name:
         logger.info("%s names the newer run %s: not replaced by %s", LATEST_FILE, current["run"], run.name)
         return None
-    when = (completed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    when = (completed_at or datetime.now(UTC)).astimezone(UTC)
     latest = {"run": run.name, "checkpoint_path": run.url, "version": run.version,
               "completed_at": when.isoformat(timespec="seconds")}
     fs.write_text_atomic(fs.join_url(root, LATEST_FILE), json.dumps(latest, indent=2) + "\n", storage_options)

@@ -16,7 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
-from prefect.artifacts import TableArtifact, create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import (
+    TableArtifact,
+    create_markdown_artifact,
+    create_progress_artifact,
+    update_progress_artifact,
+)
 from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 

@@ -32,7 +32,7 @@ SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SUMMARY_KEY_PREFIX = "pbg-summary-"
 TABLE_KEY_PREFIX = "pbg-"
 _MAX_KEY_LENGTH = 100
-_MISSING = "–"
+_MISSING = "–"  # noqa: RUF001 - an en dash on purpose: the tables' placeholder for a missing value
 
 TABLE_COLUMNS = (
     "bucket", "loss", "mrr_before", "mrr_after", "hits10_before", "hits10_after",

@@ -25,7 +25,6 @@ instead of training from scratch or ending in a shape error deep in a bucket:
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pbg_core.config import parse_config
 from s3_proxy import s3_proxy  # noqa: F401  (fault-injecting proxy in front of s3_server)
 from s3_server import s3_bucket, s3_server, store_root  # noqa: F401  (fixtures for every test)
+
+from pbg_core.config import parse_config
 from storage.importing.importer import import_edges
 
 # The temporary API servers of prefect_test_harness inherit this environment and print to the
@@ -180,7 +180,12 @@ def h5_datasets() -> Callable[[Path], dict[str, Any]]:
 def train_buckets_of(handle: str, iteration: Any) -> list[Any]:
     """Run every bucket step of ``iteration`` through the task bodies (``.fn()``, no Prefect run)."""
     from tasks.buckets import (
-        evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,
+        evaluate_bucket,
+        finish_bucket,
+        load_edges,
+        schedule_buckets,
+        swap_partitions,
+        train_bucket,
     )
 
     buckets = schedule_buckets.fn(handle, iteration)

@@ -50,7 +50,6 @@ from xml.sax.saxutils import escape
 
 import pytest
 import s3fs
-
 from s3_server import HOST, S3Server, free_port
 
 BLOCK = 1 << 16
@@ -363,7 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
         status = self._forward(body)
         proxy._answered(self.command, path, status)
 
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any  # noqa: N815 - stdlib's naming
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
 
     def _forward(self, body: Iterator[bytes]) -> int:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}

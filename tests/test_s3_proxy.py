@@ -21,7 +21,6 @@ import pytest
 import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
-
 from s3_proxy import S3Proxy
 from s3_server import HOST, S3Server
 
@@ -50,7 +49,7 @@ def proxied_client(proxy: S3Proxy, attempts: int = 1) -> object:
 
 
 @pytest.fixture
-def fs(s3_proxy: S3Proxy) -> s3fs.S3FileSystem:  # noqa: F811
+def fs(s3_proxy: S3Proxy) -> s3fs.S3FileSystem:
     """An s3fs filesystem through the proxy (own instance, no listings cache)."""
     return s3fs.S3FileSystem(
         endpoint_url=s3_proxy.endpoint_url, skip_instance_cache=True, use_listings_cache=False,
@@ -83,7 +82,7 @@ def raw_get(port: int, path: str) -> tuple[int, bytes]:
 
 
 def test_s3fs_round_trips_small_and_20_mb_objects(
-    fs: s3fs.S3FileSystem, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str  # noqa: F811
+    fs: s3fs.S3FileSystem, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str
 ) -> None:
     small, big = payload(1000, 1), payload(20 * MiB + 12345, 2)
     fs.pipe_file(f"{s3_bucket}/small.bin", small)
@@ -102,7 +101,7 @@ def test_s3fs_round_trips_small_and_20_mb_objects(
 
 
 def test_multipart_upload_through_the_proxy(
-    fs: s3fs.S3FileSystem, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str  # noqa: F811
+    fs: s3fs.S3FileSystem, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str
 ) -> None:
     data = payload(13 * MiB, 3)
     with fs.open(f"{s3_bucket}/multi.bin", "wb", block_size=5 * MiB) as f:
@@ -114,7 +113,7 @@ def test_multipart_upload_through_the_proxy(
 
 
 def test_chunked_request_body_is_forwarded(
-    s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str  # noqa: F811
+    s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str
 ) -> None:
     data = payload(300_000, 4)
     conn = http.client.HTTPConnection(HOST, s3_proxy.port, timeout=10)
@@ -128,7 +127,7 @@ def test_chunked_request_body_is_forwarded(
 
 
 def test_boto3_put_with_checksum_and_keep_alive_reuse(
-    s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str  # noqa: F811
+    s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str
 ) -> None:
     client = proxied_client(s3_proxy)
     for i in range(5):  # one client: the pooled keep-alive connection is reused
@@ -160,7 +159,7 @@ def faulted_indices(proxy: S3Proxy, bucket: str, count: int) -> list[tuple[int, 
 
 
 def test_error_share_is_seeded_counted_and_well_formed(
-    s3_proxy: S3Proxy, s3_bucket: str  # noqa: F811
+    s3_proxy: S3Proxy, s3_bucket: str
 ) -> None:
     proxied_client(s3_proxy).put_object(Bucket=s3_bucket, Key="obj", Body=b"hello")
     s3_proxy.error_share(0.25, mix=[(500, "InternalError")], seed=7)
@@ -186,7 +185,7 @@ def test_error_share_is_seeded_counted_and_well_formed(
     assert faulted_indices(s3_proxy, s3_bucket, 20) == []
 
 
-def test_botocore_sees_the_injected_s3_error(s3_proxy: S3Proxy, s3_bucket: str) -> None:  # noqa: F811
+def test_botocore_sees_the_injected_s3_error(s3_proxy: S3Proxy, s3_bucket: str) -> None:
     client = proxied_client(s3_proxy)
     s3_proxy.error_share(1.0, status=503, code="SlowDown")
     with pytest.raises(ClientError) as raised:
@@ -203,7 +202,7 @@ def test_botocore_sees_the_injected_s3_error(s3_proxy: S3Proxy, s3_bucket: str) 
     assert s3_proxy.counters() == {"503 SlowDown": 1, "500 InternalError": 1, "forwarded": 1}
 
 
-def test_bad_arguments_are_refused(s3_proxy: S3Proxy) -> None:  # noqa: F811
+def test_bad_arguments_are_refused(s3_proxy: S3Proxy) -> None:
     with pytest.raises(ValueError, match=r"p=1.5: expected a share in \[0, 1\]"):
         s3_proxy.error_share(1.5)
     with pytest.raises(ValueError, match="status 200"):
@@ -216,7 +215,7 @@ def test_bad_arguments_are_refused(s3_proxy: S3Proxy) -> None:  # noqa: F811
 
 
 @pytest.fixture
-def kept_alive(s3_proxy: S3Proxy, s3_bucket: str) -> Iterator[http.client.HTTPConnection]:  # noqa: F811
+def kept_alive(s3_proxy: S3Proxy, s3_bucket: str) -> Iterator[http.client.HTTPConnection]:
     """An open keep-alive connection to the proxy that has served one request."""
     conn = http.client.HTTPConnection(HOST, s3_proxy.port, timeout=5)
     conn.request("GET", f"/{s3_bucket}?list-type=2")
@@ -228,7 +227,7 @@ def kept_alive(s3_proxy: S3Proxy, s3_bucket: str) -> Iterator[http.client.HTTPCo
 
 
 def test_down_refuses_connections_and_cuts_open_ones_then_comes_back(
-    s3_proxy: S3Proxy, s3_bucket: str, kept_alive: http.client.HTTPConnection  # noqa: F811
+    s3_proxy: S3Proxy, s3_bucket: str, kept_alive: http.client.HTTPConnection
 ) -> None:
     timer = s3_proxy.down(1.0)
     assert s3_proxy.is_down
@@ -246,7 +245,7 @@ def test_down_refuses_connections_and_cuts_open_ones_then_comes_back(
     assert s3_proxy.faults() == {"outage": 1, "dropped": 1}
 
 
-def test_set_down_and_a_trigger_on_a_forwarded_answer(s3_proxy: S3Proxy, s3_bucket: str) -> None:  # noqa: F811
+def test_set_down_and_a_trigger_on_a_forwarded_answer(s3_proxy: S3Proxy, s3_bucket: str) -> None:
     client = proxied_client(s3_proxy)
     s3_proxy.when(lambda method, path, status: method == "PUT" and path.endswith("/flag") and status == 200,
                   lambda: s3_proxy.set_down(True))
@@ -263,5 +262,5 @@ def test_set_down_and_a_trigger_on_a_forwarded_answer(s3_proxy: S3Proxy, s3_buck
     assert s3_proxy.counters()["outage"] == 1
 
 
-def test_fixture_points_the_aws_endpoint_at_the_proxy(s3_proxy: S3Proxy, s3_server: S3Server) -> None:  # noqa: F811
+def test_fixture_points_the_aws_endpoint_at_the_proxy(s3_proxy: S3Proxy, s3_server: S3Server) -> None:
     assert os.environ["AWS_ENDPOINT_URL"] == s3_proxy.endpoint_url != s3_server.endpoint_url

@@ -84,7 +84,7 @@ class LogisticLoss(LossFunction):
     def __call__(
         self, pos: FloatTensorType, neg: FloatTensorType, weight: FloatTensorType | None = None
     ) -> FloatTensorType:
-        num_pos, num_neg = _check(pos, neg, weight)
+        _num_pos, num_neg = _check(pos, neg, weight)
         pos_terms = F.softplus(-pos)  # BCE(s, 1) = log(1 + e^-s)
         if num_neg > 0:
             # BCE(t, 0) = softplus(t); softplus(-inf) = 0 with a 0 gradient.
@@ -103,7 +103,7 @@ class SoftmaxLoss(LossFunction):
     def __call__(
         self, pos: FloatTensorType, neg: FloatTensorType, weight: FloatTensorType | None = None
     ) -> FloatTensorType:
-        num_pos, num_neg = _check(pos, neg, weight)
+        _num_pos, num_neg = _check(pos, neg, weight)
         if num_neg == 0:
             return pos.new_zeros(()) + 0.0 * pos.sum()
         if _value_only(pos, neg, weight):  # evaluation: one fused pass, the scores untouched

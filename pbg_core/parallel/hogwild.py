@@ -148,7 +148,7 @@ class WorkerPool(Generic[R]):
             if local is not None:
                 try:
                     local_result.append(local())
-                except Exception as exc:  # re-raised once the children are collected
+                except Exception as exc:  # noqa: BLE001 - re-raised once the children are collected
                     local_error = exc
             replies = self._collect(workers, what)
         except BaseException:

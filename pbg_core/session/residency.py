@@ -23,10 +23,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
 from dataclasses import dataclass, field
-
-import torch
+from typing import Any
 
 from pbg_core.errors import PbgError
 from pbg_core.parallel.memory import EmbeddingPool, SlotHandle

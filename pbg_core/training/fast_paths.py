@@ -42,7 +42,6 @@ from pbg_core.training.tables import BucketTables
 from pbg_core.training.workspace import scratch
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 
-
 _COMPARATORS = (DotComparator, CosComparator)
 _IDENTITY_OPERATORS = (IdentityOperator, IdentityDynamicOperator)
 

@@ -8,11 +8,9 @@ skipped run.
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-import pytest
-
 from pathlib import Path
 
+import pytest
 from pbg_compat import MAIN_SRC_ENV, VENV_ENV, PbgTools, main_src_dir, venv_dir
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from pbg_compat import PbgTools, write_pbg_config
+
 from pbg_core.types import Bucket
 from storage.config_loader import load_config
 from storage.edges import EdgeStore

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pbg_compat import PbgTools, parse_pbg_stats, write_pbg_config
+
 from storage.checkpoints import CheckpointStore
 from storage.config_loader import load_config
 

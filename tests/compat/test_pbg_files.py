@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 import torch
-
 from pbg_compat import VENV_ENV, PbgTools, parse_pbg_stats, read_tsv_rows, write_pbg_config
+
 from pbg_core.training.optimizers import state_from_bytes
 from storage.checkpoints import CheckpointStore
 from storage.config_loader import load_config

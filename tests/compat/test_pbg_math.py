@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 import torch
-
 from pbg_compat import PbgTools, run_driver
+
 from pbg_core.config import parse_config
 from pbg_core.edgelist import EdgeList
 from pbg_core.evaluation.metrics import FilterIndex

@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
 from stack import Stack, start_stack
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from stack import PREFECT, REPO_ROOT, Stack, process_tree, running, version_of, write_json
 
 pytestmark = pytest.mark.integration

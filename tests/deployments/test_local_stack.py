@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from stack import Stack, version_of, write_json
 from ui_check import check_flow_run_page, find_chromium
 

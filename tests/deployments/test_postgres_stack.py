@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from stack import Stack, start_stack, version_of, write_json
 
 pytestmark = [

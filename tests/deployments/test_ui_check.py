@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from ui_check import FLOW_RUN_TABS, check_flow_run_page, find_chromium, flow_run_url, visible_text
 
 SERVER_START_TIMEOUT_S = 180  # ~35 s on a new DB here; more when the 2 cores are busy

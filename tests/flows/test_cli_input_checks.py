@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from _cli import cli_environment, run_pbg
 from s3_server import free_port
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
-import sqlite3
 import textwrap
 import time
 import urllib.request

@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 
 from flows.preflight import (
-    CheckpointNotWritable, PrefectApiUnreachable, check_local_inputs, check_prefect_api, load_checked_config,
+    CheckpointNotWritable,
+    PrefectApiUnreachable,
+    check_local_inputs,
+    check_prefect_api,
+    load_checked_config,
 )
 from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError

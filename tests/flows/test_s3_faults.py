@@ -40,11 +40,11 @@ import boto3
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId
+from s3_proxy import S3Proxy
+from s3_server import S3Server
 
 from flows.train import pbg
 from pbg_core.config import parse_config
-from s3_proxy import S3Proxy
-from s3_server import S3Server
 
 NUM_EPOCHS = 2
 ERROR_SHARE = 0.2
@@ -161,7 +161,7 @@ def report(case: str, run: SimpleNamespace) -> str:
 
 
 def test_run_completes_with_a_fifth_of_requests_failing(
-    one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,  # noqa: F811
+    one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,
     graph_2x2: Any, config_for: Any, reference: Path, tmp_path: Path, h5_datasets: Any,
 ) -> None:
     """Throttling and 5xx answers on 20 % of all requests, from start to end of the run.
@@ -182,7 +182,7 @@ def test_run_completes_with_a_fifth_of_requests_failing(
 
 
 def test_run_completes_across_a_3_s_outage(
-    one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,  # noqa: F811
+    one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,
     graph_2x2: Any, config_for: Any, reference: Path, tmp_path: Path, h5_datasets: Any,
 ) -> None:
     """The S3 endpoint resets every connection for 3 s right after the first version is committed.

@@ -16,7 +16,11 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
-    ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter, FlowRunFilterParentFlowRunId, FlowRunFilterState,
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    FlowRunFilter,
+    FlowRunFilterParentFlowRunId,
+    FlowRunFilterState,
     FlowRunFilterStateType,
 )
 from prefect.client.schemas.objects import StateType

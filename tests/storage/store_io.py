@@ -88,7 +88,8 @@ def write_h5(url: str) -> Iterator[h5py.File]:
         local = os.path.join(tmp, "f.h5")
         with h5py.File(local, "w") as hf:
             yield hf
-        put_bytes(url, open(local, "rb").read())
+        with open(local, "rb") as f:
+            put_bytes(url, f.read())
 
 
 @contextlib.contextmanager

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 import torch
+from store_io import StorePath, move_tree, read_h5, write_h5
 
 from pbg_core.errors import ShapeError
 from storage.checkpoints import CheckpointMetadata, CheckpointStore
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
-from store_io import StorePath, move_tree, read_h5, write_h5
 
 META = CheckpointMetadata(config_json='{"dimension": 4}', iteration={"epoch_idx": 1, "edge_path": "/data/p0"})
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import yaml
+from store_io import StorePath
 
 from pbg_core.config import config_to_json, parse_config
 from pbg_core.errors import ConfigError
 from storage.config_loader import dump_config_json, load_config
 from storage.errors import DataNotFound
-from store_io import StorePath
 
 KEY, SECRET = "AKIAPLANTEDLOADER", "planted-loader-s3cr3t"
 

@@ -8,12 +8,12 @@ import uuid
 import numpy as np
 import pytest
 import torch
+from store_io import StorePath, read_h5, write_h5
 
 from pbg_core.edgelist import EdgeList, EntityList, TensorList
 from pbg_core.types import Bucket
 from storage.edges import EdgeStore, chunk_bounds
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
-from store_io import StorePath, read_h5, write_h5
 
 B = Bucket(0, 1)
 
@@ -141,17 +141,15 @@ def test_appender_featurized_pieces_are_rebased(root: StorePath) -> None:
 
 def test_exception_inside_appender_leaves_nothing(root: StorePath) -> None:
     store = EdgeStore(str(root))
-    with pytest.raises(RuntimeError):
-        with store.appender(B, buffer_edges=1) as out:
-            out.append(_edges(10))
-            raise RuntimeError("import failed")
+    with pytest.raises(RuntimeError), store.appender(B, buffer_edges=1) as out:
+        out.append(_edges(10))
+        raise RuntimeError("import failed")
     assert list(root.iterdir()) == []
     # And an existing bucket survives a failed rewrite untouched.
     store.save(B, _edges(4, seed=9))
-    with pytest.raises(RuntimeError):
-        with store.appender(B) as out:
-            out.append(_edges(10))
-            raise RuntimeError("import failed")
+    with pytest.raises(RuntimeError), store.appender(B) as out:
+        out.append(_edges(10))
+        raise RuntimeError("import failed")
     assert store.load(B) == _edges(4, seed=9)
     assert [p.name for p in root.iterdir()] == ["edges_0_1.h5"]
 
@@ -170,10 +168,9 @@ def test_stale_tmp_file_is_replaced(root: StorePath) -> None:
 
 
 def test_appender_rejects_layout_change(root: StorePath) -> None:
-    with pytest.raises(ValueError, match="has_weight"):
-        with EdgeStore(str(root)).appender(B) as out:
-            out.append(_edges(2))
-            out.append(_edges(2, weight=True))
+    with pytest.raises(ValueError, match="has_weight"), EdgeStore(str(root)).appender(B) as out:
+        out.append(_edges(2))
+        out.append(_edges(2, weight=True))
     assert list(root.iterdir()) == []
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from store_io import StorePath
 
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
-from store_io import StorePath
 
 
 def test_count_round_trip_and_pbg_bytes(root: StorePath) -> None:
@@ -20,7 +20,7 @@ def test_count_round_trip_and_pbg_bytes(root: StorePath) -> None:
 
 def test_count_reads_pbg_files_via_file_url(root: StorePath) -> None:
     (root / "entity_count_item_3.txt").write_text("7")  # no newline is fine too
-    assert EntityStore((str(root) if root.is_s3 else f"file://{root}")).load_count("item", 3) == 7
+    assert EntityStore(str(root) if root.is_s3 else f"file://{root}").load_count("item", 3) == 7
 
 
 @pytest.mark.parametrize("content", ["abc", "-3", "1 2", "", "3.5"])

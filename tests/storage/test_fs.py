@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 import store_io
 from s3_server import FAST_FAIL_OPTIONS, S3Server, free_port, new_bucket_name
+from store_io import StorePath
+
 from storage import fs
 from storage.errors import AccessDenied, BadDataError, BadUrlError, DataNotFound, StorageUnreachable
-from store_io import StorePath
 
 
 def test_resolve_plain_path_and_file_url(tmp_path: Path) -> None:
@@ -61,10 +61,9 @@ def test_read_non_utf8_is_bad_data(tmp_path: Path) -> None:
 def test_local_write_failure_keeps_previous_file_and_removes_tmp(tmp_path: Path) -> None:
     target = tmp_path / "f.txt"
     target.write_text("old")
-    with pytest.raises(RuntimeError):
-        with fs.local_write(str(target)) as local:
-            Path(local).write_text("new, half written")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), fs.local_write(str(target)) as local:
+        Path(local).write_text("new, half written")
+        raise RuntimeError("boom")
     assert target.read_text() == "old"
     assert sorted(os.listdir(tmp_path)) == ["f.txt"]
 
@@ -131,14 +130,12 @@ def test_remote_path_round_trips_through_local_temp_files(memory_url: str) -> No
 
 def test_remote_write_failure_uploads_nothing(memory_url: str) -> None:
     url = fs.join_url(memory_url, "y.txt")
-    with pytest.raises(RuntimeError):
-        with fs.local_write(url) as local:
-            Path(local).write_text("partial")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), fs.local_write(url) as local:
+        Path(local).write_text("partial")
+        raise RuntimeError("boom")
     assert not fs.exists(url)
-    with pytest.raises(DataNotFound):
-        with fs.local_read_path(url):
-            pass
+    with pytest.raises(DataNotFound), fs.local_read_path(url):
+        pass
 
 
 # -- the same operations on local disk and on the S3 server ----------------------------------
@@ -171,19 +168,17 @@ def test_missing_object_is_data_not_found_naming_url(root: StorePath) -> None:
     url = str(root / "missing.h5")
     with pytest.raises(DataNotFound, match="missing.h5"):
         fs.read_text(url)
-    with pytest.raises(DataNotFound, match="missing.h5"):
-        with fs.local_read_path(url):
-            pass
+    with pytest.raises(DataNotFound, match="missing.h5"), fs.local_read_path(url):
+        pass
     with pytest.raises(DataNotFound, match="missing.h5"):
         fs.copy(url, str(root / "copy.h5"))
 
 
 def test_write_failure_publishes_nothing(root: StorePath) -> None:
     url = str(root / "y.h5")
-    with pytest.raises(RuntimeError):
-        with fs.local_write(url) as local:
-            Path(local).write_text("partial")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), fs.local_write(url) as local:
+        Path(local).write_text("partial")
+        raise RuntimeError("boom")
     assert not fs.exists(url) and store_io.all_files(str(root)) == []
 
 

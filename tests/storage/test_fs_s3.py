@@ -12,10 +12,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from fsspec.core import url_to_fs
-
 import store_io
+from fsspec.core import url_to_fs
 from s3_server import S3Server
+
 from storage import fs
 from storage.errors import DataNotFound, StorageUnreachable, TransientStorageError
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from store_io import StorePath, read_h5, write_h5
 
 from storage import hdf5
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
-from store_io import StorePath, read_h5, write_h5
 
 
 def test_open_write_sets_format_version_and_commits(root: StorePath) -> None:
@@ -22,10 +22,9 @@ def test_open_write_sets_format_version_and_commits(root: StorePath) -> None:
 
 
 def test_open_write_failure_leaves_no_file(root: StorePath) -> None:
-    with pytest.raises(KeyError):
-        with hdf5.open_write(str(root / "f.h5")) as hf:
-            hf.create_dataset("x", data=np.arange(3))
-            raise KeyError("boom")
+    with pytest.raises(KeyError), hdf5.open_write(str(root / "f.h5")) as hf:
+        hf.create_dataset("x", data=np.arange(3))
+        raise KeyError("boom")
     assert list(root.iterdir()) == []
 
 
@@ -35,22 +34,19 @@ def test_wrong_format_version_is_rejected(root: StorePath, version: int | None) 
     with write_h5(str(path)) as hf:
         if version is not None:
             hf.attrs["format_version"] = version
-    with pytest.raises(FormatVersionError) as info:
-        with hdf5.open_read(str(path)):
-            pass
+    with pytest.raises(FormatVersionError) as info, hdf5.open_read(str(path)):
+        pass
     assert info.value.found == version
     assert info.value.expected == 1
     assert str(path) in str(info.value)
 
 
 def test_missing_and_non_hdf5_files(root: StorePath) -> None:
-    with pytest.raises(DataNotFound, match="nope.h5"):
-        with hdf5.open_read(str(root / "nope.h5")):
-            pass
+    with pytest.raises(DataNotFound, match="nope.h5"), hdf5.open_read(str(root / "nope.h5")):
+        pass
     (root / "text.h5").write_text("not hdf5")
-    with pytest.raises(BadDataError, match="not a readable HDF5 file"):
-        with hdf5.open_read(str(root / "text.h5")):
-            pass
+    with pytest.raises(BadDataError, match="not a readable HDF5 file"), hdf5.open_read(str(root / "text.h5")):
+        pass
 
 
 def test_bytes_round_trip_as_v1_void(root: StorePath) -> None:
@@ -80,9 +76,8 @@ def test_require_dataset_names_missing_and_present(root: StorePath) -> None:
     url = str(root / "f.h5")
     with hdf5.open_write(url) as hf:
         hf.create_dataset("lhs", data=np.arange(2))
-    with hdf5.open_read(url) as hf:
-        with pytest.raises(BadDataError, match=r"missing dataset 'rel'; found \['lhs'\]"):
-            hdf5.require_dataset(hf, "rel", url)
+    with hdf5.open_read(url) as hf, pytest.raises(BadDataError, match=r"missing dataset 'rel'; found \['lhs'\]"):
+        hdf5.require_dataset(hf, "rel", url)
 
 
 def test_attrs_with_slashes_round_trip(root: StorePath) -> None:

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from store_io import StorePath, names
 
 from storage.errors import BadDataError, DataNotFound
 from storage.lease import CheckpointLease
 from storage.run_dirs import (
-    RunDir, expand_edge_paths, find_previous_run, list_run_dirs, prune_run_dirs, read_latest, run_dir_name,
+    RunDir,
+    expand_edge_paths,
+    find_previous_run,
+    list_run_dirs,
+    prune_run_dirs,
+    read_latest,
+    run_dir_name,
     write_latest,
 )
-from store_io import StorePath, names
 
 
 def run_name(day: int) -> str:
@@ -119,7 +125,7 @@ def test_prune_keeps_the_newest_committed_runs_live_runs_and_their_sources(root:
 
 def test_latest_json_names_the_newest_completed_run(root: StorePath) -> None:
     assert read_latest(str(root)) is None
-    done = datetime(2026, 3, 6, 1, 2, 3, tzinfo=timezone.utc)
+    done = datetime(2026, 3, 6, 1, 2, 3, tzinfo=UTC)
     newer = RunDir(run_name(6), str(root / run_name(6)), 4)
     written = write_latest(str(root), newer, completed_at=done)
     expected = {"run": run_name(6), "checkpoint_path": str(root / run_name(6)), "version": 4,

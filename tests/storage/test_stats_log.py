@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from store_io import StorePath
 
 from storage.errors import BadDataError
 from storage.stats_log import StatsLog
-from store_io import StorePath
 
 
 def _row(index: int, loss: float) -> dict:
@@ -52,7 +52,7 @@ def test_summary_row_with_same_index_is_kept_after_its_bucket_row(root: StorePat
 def test_reads_pbg_written_file(root: StorePath) -> None:
     text = json.dumps(_row(0, 0.1)) + "\n" + json.dumps(_row(1, 0.2)) + "\n"
     (root / "training_stats.json").write_text(text)
-    assert [r["index"] for r in StatsLog((str(root) if root.is_s3 else f"file://{root}")).read()] == [0, 1]
+    assert [r["index"] for r in StatsLog(str(root) if root.is_s3 else f"file://{root}").read()] == [0, 1]
 
 
 def test_corrupt_line_names_line_number(root: StorePath) -> None:

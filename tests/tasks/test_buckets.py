@@ -18,7 +18,12 @@ import torch
 from pbg_core.config import parse_config
 from storage import fs
 from tasks.buckets import (
-    evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,
+    evaluate_bucket,
+    finish_bucket,
+    load_edges,
+    schedule_buckets,
+    swap_partitions,
+    train_bucket,
 )
 from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training

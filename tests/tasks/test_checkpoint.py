@@ -15,7 +15,7 @@ import torch
 
 from pbg_core.config import parse_config
 from pbg_core.types import Bucket
-from tasks.buckets import schedule_buckets, swap_partitions
+from tasks.buckets import schedule_buckets
 from tasks.checkpoint import preserve_version, remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
 from tasks.sessions import close_training_session, get_session, open_training_session

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from pbg_core.config import parse_config
-from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
 from tasks.plan import plan_training

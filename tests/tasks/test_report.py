@@ -15,7 +15,13 @@ import pytest
 from pbg_core.config import parse_config
 from pbg_core.session.iterations import Iteration
 from tasks.report import (
-    TABLE_COLUMNS, artifact_key, checkpoint_basename, checkpoint_urls, epoch_curve, iteration_key, iteration_table,
+    TABLE_COLUMNS,
+    artifact_key,
+    checkpoint_basename,
+    checkpoint_urls,
+    epoch_curve,
+    iteration_key,
+    iteration_table,
     sparkline,
     summary_markdown,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def test_options_are_a_frozen_validated_form() -> None:
 
 
 def test_run_key_is_the_expected_start_and_the_id_prefix() -> None:
-    start = datetime(2026, 3, 1, 10, 30, 5, tzinfo=timezone.utc)
+    start = datetime(2026, 3, 1, 10, 30, 5, tzinfo=UTC)
     assert run_key_for("0b9e1c2d-77aa-4bb0-8ccc-0123456789ab", start) == "run-20260301T103005Z-0b9e1c2d"
 
 

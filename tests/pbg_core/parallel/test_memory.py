@@ -7,7 +7,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import pytest
 import torch
-import torch.multiprocessing  # noqa: F401  (registers torch's tensor reducers with ForkingPickler)
+import torch.multiprocessing
 
 from pbg_core.errors import ShapeError, UnknownNameError
 from pbg_core.parallel.memory import EmbeddingPool, SlotError, SlotSpec, shared_empty

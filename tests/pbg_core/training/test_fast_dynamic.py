@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fast_path_cases import clone_tables, fake_config, make_relation, make_tables
+from fast_path_cases import random_edges as shared_random_edges
 
 from pbg_core.edgelist import EdgeList
 from pbg_core.model.embedder import build_model
@@ -12,9 +14,6 @@ from pbg_core.training import fast_dynamic
 from pbg_core.training.batching import train_edges
 from pbg_core.training.settings import BatchSettings, build_trainer
 from pbg_core.training.tables import BucketTables
-
-from fast_path_cases import clone_tables, fake_config, make_relation, make_tables
-from fast_path_cases import random_edges as shared_random_edges
 
 NUM_RELS = 4
 

@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fast_path_cases import COUNT, clone_tables, make_tables, random_edges
+from fast_path_cases import fake_config as make_config
 
 from pbg_core.edgelist import EdgeList
 from pbg_core.model.embedder import build_model
@@ -13,9 +15,6 @@ from pbg_core.training.batching import train_edges
 from pbg_core.training.settings import BatchSettings, build_trainer
 from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
-
-from fast_path_cases import COUNT, clone_tables, make_tables, random_edges
-from fast_path_cases import fake_config as make_config
 
 
 def run_both(cfg: SimpleNamespace, edges: EdgeList, num_rels: int = 1, seed: int = 0) -> tuple:
@@ -93,7 +92,7 @@ def test_fast_path_draws_the_same_negatives_as_autograd_path() -> None:
 def test_violators_are_exact_without_ties() -> None:
     # Distinct entities and batch negatives only: no negative can tie with its positive.
     edges = EdgeList.from_tensors(torch.arange(12), torch.arange(12, 24), 0)
-    fast, slow, base = run_both(make_config(num_uniform_negs=0, lr=0.0), edges)
+    fast, slow, _base = run_both(make_config(num_uniform_negs=0, lr=0.0), edges)
     assert fast[0].metrics["violators_lhs"] == slow[0].metrics["violators_lhs"] > 0
     assert fast[0].metrics["violators_rhs"] == slow[0].metrics["violators_rhs"] > 0
 

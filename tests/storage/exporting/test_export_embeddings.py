@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from store_io import StorePath, read_h5_datasets
+from test_exporter import META, make_config, write_standard_checkpoint
 
 from pbg_core.config import parse_config
 from pbg_core.errors import UnknownNameError
@@ -20,8 +22,6 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError
 from storage.exporting.exporter import export_embeddings
-from store_io import StorePath, read_h5_datasets
-from test_exporter import META, make_config, write_standard_checkpoint
 
 # Stored vectors + global embedding, float32.
 USER = np.array([[11.0, 19.5], [10.25, 22.0], [np.float32(0.1) + np.float32(10.0), 20.0]], dtype=np.float32)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from store_io import StorePath
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.ports import CheckpointMetadata
@@ -14,7 +15,6 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.exporting.exporter import export_tsv, write_rows
-from store_io import StorePath
 
 META = CheckpointMetadata(config_json="{}")
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import store_io
+from store_io import StorePath
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ConfigError, UsageError
@@ -24,8 +26,6 @@ from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.importing import write as write_pass
 from storage.importing.importer import EntityIndex, import_edges
-import store_io
-from store_io import StorePath
 
 
 def make_config(
