@@ -53,9 +53,10 @@ def _content_digest(url: str, storage_options: Any, digest: Any) -> None:
 def read_manifest(entity_path: str, storage_options: Any = None) -> dict[str, Any] | None:
     """The last complete import's manifest, or None (none, or unreadable: import again)."""
     try:
-        return json.loads(fs.read_text(fs.join_url(entity_path, MANIFEST), storage_options))
+        manifest = json.loads(fs.read_text(fs.join_url(entity_path, MANIFEST), storage_options))
     except (DataNotFound, ValueError):
         return None
+    return manifest if isinstance(manifest, dict) else None
 
 
 def remove_manifest(entity_path: str, storage_options: Any = None) -> None:

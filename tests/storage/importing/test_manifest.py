@@ -111,3 +111,12 @@ def test_the_fingerprint_covers_content_options_and_order(tmp_path: Path) -> Non
     assert base != fingerprint([str(a), str(b)], {"seed": 1})
     b.write_text("y\tr\tz\n")
     assert base != fingerprint([str(a), str(b)], {"seed": 0})
+
+
+@pytest.mark.parametrize("text", ["[]", '"a string"', "null"])
+def test_a_manifest_that_is_not_an_object_imports_again(imported, text: str) -> None:
+    config, tsv, first = imported
+    (Path(config.entity_path) / MANIFEST).write_text(text)
+    again = run(config, tsv)
+    assert again.unchanged_since is None
+    assert again.edges_written == first.edges_written
