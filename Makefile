@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-long lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -19,10 +19,15 @@ setup: $(STAMP)
 demo: $(STAMP)
 	bash examples/umls/run_demo.sh
 
-## test: import-layer contracts, then the whole test suite
-test: $(STAMP)
+## test: lint and type checks, import-layer contracts, then the whole test suite
+test: lint
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+
+## lint: ruff (rules in pyproject.toml) and mypy (strict for pbg_core, the default level for the rest)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 ## test-long: what the default run keeps short, at full length (CI runs it after `make test`):
 ## a 100-iteration deployed run's server log, and Ctrl-C/SIGTERM/kill -9 at every moment

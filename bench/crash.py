@@ -132,7 +132,7 @@ def run_once(number: int, config: Path, env: dict[str, str], phase: str | None, 
     watchdog = threading.Timer(RUN_TIMEOUT_S, kill)
     watchdog.start()
     with open(log_path, "w") as log:
-        for line in proc.stdout:  # type: ignore[union-attr]
+        for line in proc.stdout:
             log.write(line)
             step = STEP_RE.search(line)
             if step:

@@ -156,12 +156,12 @@ def main() -> int:
             and filecmp.cmp(runs / "pbg" / "relations.tsv", runs / "ours_tsv" / "relations.tsv", shallow=False)
     pbg_wall = sides["pbg"]["wall_s"] if sides.get("pbg", {}).get("status") == "ok" else None
     rows = [[name, side["status"], side["wall_s"], side["mb_per_s"],
-             ratio(pbg_wall, side["wall_s"]) if side["status"] == "ok" else None,  # type: ignore[arg-type]
+             ratio(pbg_wall, side["wall_s"]) if side["status"] == "ok" else None,
              side["peak_rss_mib"], side["peak_pss_mib"]] for name, side in sides.items()]
     print(f"export of {entities:,} x {args.dim} float32 embeddings ({PARTITIONS} partitions)")
     print(format_table(["side", "status", "wall s", "MB/s", "PBG/side", "peak RSS MiB", "peak PSS MiB"], rows))
     ours_ok = sides["ours_tsv"]["status"] == "ok"
-    speedup = ratio(pbg_wall, sides["ours_tsv"]["wall_s"]) if ours_ok else None  # type: ignore[arg-type]
+    speedup = ratio(pbg_wall, sides["ours_tsv"]["wall_s"]) if ours_ok else None
     print(f"TSV speedup vs PBG: {speedup and f'{speedup:.1f}x'} (target >= {TARGET_SPEEDUP}x); "
           f"byte-identical to PBG: {identical}")
     path = write_json("export_speed", {

@@ -78,12 +78,12 @@ def train_flops_per_edge(config: Mapping[str, object]) -> float:
     the only relation in the speed configs.
     """
     relations = config["relations"]
-    operator = relations[0].get("operator", "none")  # type: ignore[index]
+    operator = relations[0].get("operator", "none")
     forward = forward_flops_per_edge(
-        dim=int(config["dimension"]),  # type: ignore[arg-type]
-        num_batch_negs=int(config.get("num_batch_negs", 50)),  # type: ignore[arg-type]
-        num_uniform_negs=int(config.get("num_uniform_negs", 50)),  # type: ignore[arg-type]
-        batch_size=int(config.get("batch_size", 1000)),  # type: ignore[arg-type]
+        dim=int(config["dimension"]),
+        num_batch_negs=int(config.get("num_batch_negs", 50)),
+        num_uniform_negs=int(config.get("num_uniform_negs", 50)),
+        batch_size=int(config.get("batch_size", 1000)),
         operator=str(operator),
         dynamic_relations=bool(config.get("dynamic_relations", False)),
     )

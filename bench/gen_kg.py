@@ -149,7 +149,7 @@ def ensure_kg(path: Path, shape: KGShape) -> dict[str, object]:
 
 def format_summary(summary: dict[str, object]) -> str:
     """Human-readable lines: sizes, degree maxima and the relation shares in percent."""
-    shares = " ".join(f"{100 * s:.1f}" for s in summary["relation_shares"])  # type: ignore[attr-defined]
+    shares = " ".join(f"{100 * s:.1f}" for s in summary["relation_shares"])
     return (f"train edges {summary['train_edges']:,}, test edges {summary['test_edges']:,}, "
             f"entities {summary['distinct_entities']:,}, relations {summary['distinct_relations']}\n"
             f"max degree {summary['max_degree']:,} (out {summary['max_out_degree']:,}, "

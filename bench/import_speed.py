@@ -100,7 +100,7 @@ def ensure_doubled(source: Path) -> Path:
 def median_run(tsv: Path, edges: int, repeat: int) -> dict[str, object]:
     """Our import of ``tsv`` ``repeat`` times; the run of median wall time, with every wall time."""
     runs = [run_tool("ours", tsv, edges) for _ in range(repeat)]
-    chosen = sorted(runs, key=lambda r: float(r["wall_s"]))[len(runs) // 2]  # type: ignore[arg-type]
+    chosen = sorted(runs, key=lambda r: float(r["wall_s"]))[len(runs) // 2]
     return {**chosen, "wall_s_all": [r["wall_s"] for r in runs]}
 
 

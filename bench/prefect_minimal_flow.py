@@ -90,7 +90,7 @@ def run_flow(args: argparse.Namespace, server: object) -> dict[str, object]:
                 call()
 
     if server is not None:
-        server.wait_ready()  # type: ignore[attr-defined]
+        server.wait_ready()
     settings = (temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
                 if args.variant != "prefect" else contextlib.nullcontext())
     with settings:

@@ -179,7 +179,7 @@ def table_rows(records: dict[str, dict]) -> list[list[object]]:
 
         def cell(key: str) -> str:
             # Called within this iteration only, so the loop variables are the current ones.
-            return "-" if mean is None else f"{mean[key]:.3f} ± {std[key]:.3f}"  # noqa: B023
+            return "-" if mean is None else f"{mean[key]:.3f} ± {std[key]:.3f}"  # noqa: B023 - see the comment above
 
         verdict = {True: "PASS", False: "FAIL", None: record["status"]}[record.get("pass")]
         rows.append([name, cell("mrr"), cell("r1"), cell("r10"),

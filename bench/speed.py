@@ -109,10 +109,10 @@ def add_flops(side: dict[str, object], flops_per_edge: float, sgemm: dict[str, o
     rate = side.get("edges_per_s")
     if rate is None:
         return
-    achieved = rate * flops_per_edge  # type: ignore[operator]
+    achieved = rate * flops_per_edge
     side["achieved_gflops"] = achieved / 1e9
-    side["sgemm_fraction"] = achieved / sgemm["all_threads"]["flops"]  # type: ignore[index]
-    side["sgemm_fraction_one_thread"] = achieved / sgemm["one_thread"]["flops"]  # type: ignore[index]
+    side["sgemm_fraction"] = achieved / sgemm["all_threads"]["flops"]
+    side["sgemm_fraction_one_thread"] = achieved / sgemm["one_thread"]["flops"]
 
 
 def _get(side: dict | None, key: str) -> float | None:

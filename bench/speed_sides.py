@@ -79,16 +79,16 @@ def read_training_stats(path: Path) -> list[dict[str, object]]:
 
 def throughput_from_stats(rows: list[dict[str, object]], wall_s: float) -> dict[str, object]:
     """Edges, seconds and edges/s from our stats rows; wall-time fallback if timing is missing."""
-    edges = sum(int(row["stats"]["count"]) for row in rows)  # type: ignore[index]
-    if rows and all("timing" in row and "train" in row["timing"] for row in rows):  # type: ignore[operator]
-        seconds = sum(float(row["timing"]["train"]) for row in rows)  # type: ignore[index]
+    edges = sum(int(row["stats"]["count"]) for row in rows)
+    if rows and all("timing" in row and "train" in row["timing"] for row in rows):
+        seconds = sum(float(row["timing"]["train"]) for row in rows)
         source = "training_stats.json timing.train"
     else:
         seconds = wall_s
         source = "wall time of `pbg train` (training_stats.json rows lack timing.train)"
     return {"edges": edges, "compute_s": seconds, "timing_source": source,
-            "per_bucket": [[int(r["stats"]["count"]),  # type: ignore[index]
-                            float(r.get("timing", {}).get("train", 0.0))]  # type: ignore[union-attr]
+            "per_bucket": [[int(r["stats"]["count"]),
+                            float(r.get("timing", {}).get("train", 0.0))]
                            for r in rows]}
 
 
@@ -129,7 +129,7 @@ def run_side(
     result: dict[str, object] = {"side": side.name, "overrides": side.train_overrides,
                                  "workdir": str(workdir)}
     result["import"] = run_import(side, config, graph, workdir)
-    if result["import"]["status"] == "failed":  # type: ignore[index]
+    if result["import"]["status"] == "failed":
         result["status"] = "failed"
         return result
     shutil.rmtree(workdir / "checkpoints", ignore_errors=True)  # else both tools would resume
@@ -154,8 +154,8 @@ def run_side(
     result.update(throughput)
     result.update({
         "status": "ok",
-        "edges_per_s": edges / seconds if seconds else None,  # type: ignore[operator]
-        "wall_edges_per_s": edges / run.wall_s if run.wall_s else None,  # type: ignore[operator]
+        "edges_per_s": edges / seconds if seconds else None,
+        "wall_edges_per_s": edges / run.wall_s if run.wall_s else None,
         "train_wall_s": run.wall_s,
         "peak_rss_mib": mib(run.peak_rss_bytes),
         "peak_pss_mib": mib(run.peak_pss_bytes),

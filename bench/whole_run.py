@@ -168,12 +168,12 @@ def analyse(side: SideCommands, run: RunResult, checkpoint: Path) -> dict[str, o
             record.update(status="failed", error=f"{stats} not written")
             return record
         throughput = throughput_from_stats(read_training_stats(stats), run.wall_s)
-        timed = throughput["timing_source"].startswith("training_stats")  # type: ignore[union-attr]
+        timed = throughput["timing_source"].startswith("training_stats")
         own_total = throughput["compute_s"] if timed else None
-    record.update(phases(timeline, run.started_at, run.wall_s, own_total))  # type: ignore[arg-type]
+    record.update(phases(timeline, run.started_at, run.wall_s, own_total))
     edges, seconds = throughput["edges"], throughput["compute_s"]
     record.update(edges=edges, timing_source=throughput["timing_source"], notes=timeline.notes,
-                  edges_per_s=ratio(edges, seconds), wall_edges_per_s=ratio(edges, run.wall_s),  # type: ignore[arg-type]
+                  edges_per_s=ratio(edges, seconds), wall_edges_per_s=ratio(edges, run.wall_s),
                   log_tail=tail(run.stdout, 3))
     return record
 
@@ -184,7 +184,7 @@ def summarize(runs: list[dict[str, object]]) -> dict[str, object]:
     medians: dict[str, object] = {"ok_runs": len(good), "runs": len(runs)}
     for key in SUMMARY_KEYS:
         values = [r[key] for r in good if r.get(key) is not None]
-        medians[key] = statistics.median(values) if values else None  # type: ignore[type-var]
+        medians[key] = statistics.median(values) if values else None
     return medians
 
 
@@ -201,8 +201,8 @@ def run_case(case: WholeRunCase, sides: list[SideCommands], args: argparse.Names
     with measurement_lock(args.lock):
         record["import"] = run_import(ours_commands(args.seed), prepared.config, prepared.graph,
                                       prepared.workdir)
-    if record["import"]["status"] == "failed":  # type: ignore[index]
-        print(f"[{case.name}] import failed:\n{record['import']['run']['stderr_tail']}", flush=True)  # type: ignore[index]
+    if record["import"]["status"] == "failed":
+        print(f"[{case.name}] import failed:\n{record['import']['run']['stderr_tail']}", flush=True)
         return {**record, "failed": True}
     record["warmup"] = {side.name: _report(case, side, "warm-up", run_train(
         side, prepared, 1, "warmup", env, args.lock)) for side in sides}
@@ -213,9 +213,9 @@ def run_case(case: WholeRunCase, sides: list[SideCommands], args: argparse.Names
             runs[side.name].append(_report(case, side, f"run {repeat + 1}", result))
     record["runs"] = runs
     record["summary"] = {name: summarize(side_runs) for name, side_runs in runs.items()}
-    record["comparison"] = compare(case, record["summary"])  # type: ignore[arg-type]
+    record["comparison"] = compare(case, record["summary"])
     record["failed"] = any(r["status"] != "ok" for rs in runs.values() for r in rs) or any(
-        w["status"] != "ok" for w in record["warmup"].values())  # type: ignore[union-attr]
+        w["status"] != "ok" for w in record["warmup"].values())
     return record
 
 
@@ -259,7 +259,7 @@ def summary_rows(records: dict[str, dict]) -> list[list[object]]:
 def breakdown_rows(records: dict[str, dict]) -> list[list[object]]:
     """One row per case and side: wall = start-up + training + gaps + tail (+ other), medians."""
     def ms(value: object) -> float | None:
-        return None if value is None else 1000 * value  # type: ignore[operator]
+        return None if value is None else 1000 * value
 
     rows = []
     for name, rec in records.items():

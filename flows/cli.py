@@ -337,7 +337,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.limit < 1:
         print(f"pbg serve: error: --limit {args.limit} is not allowed; give 1 or more", file=sys.stderr)
         return EXIT_USAGE
-    from prefect.deployments.runner import EntrypointType
+    from prefect.types.entrypoint import EntrypointType
 
     from flows.train import pbg
 

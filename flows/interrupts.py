@@ -187,11 +187,11 @@ def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:
             # What the interrupt turned into on its way out, if not itself (kept for the run's page).
             how = "" if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal" \
                 else f" (while stopping: {type(exc).__name__}: {exc})"
-            return Cancelled(message=f"interrupted by {signal.Signals(signum).name}{where}{how}")  # type: ignore[return-value]
+            return Cancelled(message=f"interrupted by {signal.Signals(signum).name}{where}{how}")  # type: ignore[return-value]  # a flow may return its Cancelled state: Prefect makes it the run's final state
 
     # Resolved against fn's module: Prefect (pydantic) would resolve string annotations (a
     # module with `from __future__ import annotations`) against this module's globals.
-    wrapped.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    wrapped.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]  # functions take a __signature__; typeshed does not declare it
     wrapped.__annotations__ = typing.get_type_hints(fn, include_extras=True)
     return wrapped
 

@@ -159,7 +159,7 @@ def start_local_server(python: str = sys.executable, module: str = "flows.local_
     listener.listen(128)
     port = listener.getsockname()[1]
     kept = os.environ.get("PBG_SERVER_LOG")  # to read what the server printed, after the run
-    log = open(kept, "w+b") if kept else tempfile.TemporaryFile(prefix="pbg-prefect-server-")  # noqa: SIM115
+    log = open(kept, "w+b") if kept else tempfile.TemporaryFile(prefix="pbg-prefect-server-")  # noqa: SIM115 - the server log outlives this function: handed to the LocalApiServer returned below
     env = {**os.environ, **server_settings(os.environ)}
     env.pop("PREFECT_API_URL", None)  # the server must not act as a client of another server
     with listener:
@@ -172,7 +172,7 @@ def start_local_server(python: str = sys.executable, module: str = "flows.local_
 
 
 @contextlib.contextmanager
-def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]
+def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]  # a contextlib.contextmanager generator; its return type is declared by the decorator
     """Start the embedded server and point this process's Prefect client at it.
 
     Yields the :class:`LocalApiServer`, or None when ``PREFECT_API_URL`` already names a server
@@ -252,7 +252,7 @@ def drain_prefect_clients(timeout: float = DRAIN_TIMEOUT_SECONDS) -> None:
 def _healthy(api_url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=2) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
 

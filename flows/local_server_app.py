@@ -119,7 +119,7 @@ def serve(fd: int) -> None:
         create_app, factory=True, lifespan="on", log_level="error", timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
-    server.handle_exit = _exit_now_unless_started(server)  # type: ignore[method-assign]
+    server.handle_exit = _exit_now_unless_started(server)  # type: ignore[method-assign,assignment]  # a replacement handler, by design
     server.run(sockets=[listener])
     # Stopped and flushed: skip the interpreter's teardown of Prefect's server modules.
     sys.stdout.flush()

@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from prefect.states import Cancelled, State
+from prefect.client.schemas.objects import State
+from prefect.states import Cancelled
 
 R = TypeVar("R")
 
@@ -104,7 +105,7 @@ class _Call(Generic[R]):
             raise TimeoutError(f"{self._thread.name} did not finish within {timeout} s")
         if self._error is not None:
             raise self._error
-        return self._result  # type: ignore[return-value]
+        return self._result  # type: ignore[return-value]  # _result is set (a T) whenever _error is None and the thread finished
 
 
 class SubflowPipeline:
@@ -140,7 +141,7 @@ class SubflowPipeline:
                 while pending and (failed or ahead is None or pending[0].finished.is_set()):
                     yield pending.popleft().result()
                 if failed:
-                    raise body.error  # type: ignore[union-attr, misc]
+                    raise body.error  # type: ignore[union-attr, misc]  # failed is only set once body.error holds the exception
                 pending.append(current)
                 if ahead is None:
                     while pending:
@@ -183,4 +184,4 @@ def run_body(fn: Callable[..., R], *args: Any) -> R | State:
         return Cancelled(message=body.cancelled)
     if body.error is not None:
         raise body.error
-    return body.result  # type: ignore[no-any-return]
+    return body.result  # type: ignore[no-any-return]  # body.result holds what the body returned, typed by the caller's T

@@ -150,7 +150,7 @@ class EntityList:
         """Concatenate; feature bags are kept only if every part has them."""
         tensor = torch.cat([it.tensor for it in items]) if items else torch.empty(0, dtype=torch.long)
         if items and all(it.tensor_list is not None for it in items):
-            return EntityList(tensor, TensorList.cat([it.tensor_list for it in items]))  # type: ignore[misc]
+            return EntityList(tensor, TensorList.cat([it.tensor_list for it in items]))  # type: ignore[misc]  # every tensor_list is not None (checked just above); mypy cannot carry the all() narrowing
         if any(it.tensor_list is not None for it in items):
             raise ShapeError("cannot concatenate featurized and plain EntityLists")
         return EntityList(tensor)

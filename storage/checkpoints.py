@@ -232,8 +232,10 @@ class CheckpointStore:
         url = self.file_url(layout.model_file(version))
         with hdf5.open_read(url, self.storage_options) as hf:
             attrs = hdf5.read_attrs(hf)
-        iteration = {
-            k[len(ITERATION_ATTR_PREFIX) :]: v for k, v in attrs.items() if k.startswith(ITERATION_ATTR_PREFIX)
+        iteration = {  # written from CheckpointMetadata.iteration (int | str) by save_metadata
+            k[len(ITERATION_ATTR_PREFIX) :]: v
+            for k, v in attrs.items()
+            if k.startswith(ITERATION_ATTR_PREFIX) and isinstance(v, int | str)
         }
         return CheckpointMetadata(config_json=str(attrs.get(CONFIG_ATTR, "")), iteration=iteration)
 

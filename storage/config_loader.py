@@ -20,7 +20,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pbg_core.config import ConfigSchema, config_to_json, parse_config
@@ -134,7 +134,8 @@ def local_path(url: str) -> str | None:
     return None
 
 
-def _parse_text(source: str, text: str, parse: Callable[[str], Any]) -> Mapping[str, Any]:
+def _parse_text(source: str, text: str, parse: Callable[[str], Any]) -> Any:
+    """The parsed document; parse_config checks that it is a mapping."""
     try:
         return parse(text)
     except ValueError as err:

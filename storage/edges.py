@@ -274,7 +274,7 @@ def _validated_length(hf: h5py.File, url: str) -> int:
         lengths[WEIGHT_DATASET] = hdf5.require_dataset(hf, WEIGHT_DATASET, url).shape
     if any(len(shape) != 1 for shape in lengths.values()) or len(set(lengths.values())) != 1:
         raise BadDataError(url, f"datasets must be 1-D and of equal length, got shapes {lengths}")
-    return lengths["rel"][0]
+    return int(lengths["rel"][0])
 
 
 def _read_features(hf: h5py.File, side: Side, begin: int, end: int, n: int, url: str) -> TensorList | None:

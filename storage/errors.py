@@ -46,7 +46,7 @@ class StorageError(PbgError):
         self.problem = problem
         super().__init__(f"{url}: {problem}")
 
-    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         # Keeps the two-argument constructor picklable (errors cross process and task boundaries).
         return (type(self), (self.url, self.problem))
 
@@ -82,7 +82,7 @@ class FormatVersionError(BadDataError):
         shown = "no format_version attribute" if found is None else f"format_version={found!r}"
         super().__init__(url, f"found {shown}, expected format_version={expected}")
 
-    def __reduce__(self) -> tuple[type, tuple[str, object, int]]:
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self.url, self.found, self.expected))
 
 

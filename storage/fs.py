@@ -494,7 +494,7 @@ def _verify_upload(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int
     (S3 with SSE-KMS encryption).
     """
     with translate_errors(url):
-        info = fs.info(path)
+        info: dict[str, Any] = fs.info(path)
     etag = str(info.get("ETag") or "").strip('"')
     check_etag = md5 is not None and etag and "-" not in etag and os.environ.get("PBG_VERIFY_ETAG", "1") != "0"
     if info.get("size") != size or (check_etag and etag != md5):

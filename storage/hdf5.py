@@ -119,7 +119,7 @@ def read_bytes(hf: h5py.File | h5py.Group, name: str) -> bytes | None:
     ds = hf.get(name)
     if ds is None:
         return None
-    return ds[...].tobytes()
+    return bytes(ds[...].tobytes())
 
 
 def write_attrs(hf: h5py.File, attrs: Mapping[str, int | str]) -> None:

@@ -54,7 +54,7 @@ def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
     return exc is not None and is_transient(exc)
 
 
-def run_logger() -> logging.Logger | logging.LoggerAdapter:  # type: ignore[type-arg]
+def run_logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
     """The Prefect run logger inside a flow/task run, else this package's logger.
 
     Lets task bodies run through ``.fn()`` (tests, benchmarks) without a run context.

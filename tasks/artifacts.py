@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from prefect.artifacts import (
@@ -22,6 +22,7 @@ from prefect.artifacts import (
     create_progress_artifact,
     update_progress_artifact,
 )
+from prefect.client.schemas.objects import Artifact as ArtifactResponse
 from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
@@ -45,9 +46,10 @@ def start_progress(done: int, total: int, description: str) -> UUID | None:
     Returns:
         The artifact id for :func:`update_progress`, or None outside a run or on failure.
     """
-    return _post("create the progress artifact", lambda: create_progress_artifact(
-        progress=_percent(done, total), description=description, _sync=True,  # type: ignore[call-arg]
-    ))
+    # _sync=True: Prefect's sync_compatible runs it here and returns the value, not a coroutine.
+    return _post("create the progress artifact", lambda: cast(UUID, create_progress_artifact(
+        progress=_percent(done, total), description=description, _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature
+    )))
 
 
 PROGRESS_INTERVAL_SECONDS = 1.0
@@ -67,7 +69,7 @@ def update_progress(artifact_id: UUID | None, done: int, total: int) -> None:
         return
     _progress_posted[artifact_id] = now
     _post("update the progress artifact", lambda: update_progress_artifact(
-        artifact_id=artifact_id, progress=_percent(done, total), _sync=True,  # type: ignore[call-arg]
+        artifact_id=artifact_id, progress=_percent(done, total), _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature
     ))
 
 
@@ -100,7 +102,10 @@ def publish_iteration_table(
         table=iteration_table(rows), key=iteration_key(checkpoint_basename(checkpoint_path), iteration),
         description=description, flow_run_id=UUID(str(flow_run_id)) if flow_run_id else None,
     )
-    _post(f"publish the table of {iteration.label}", lambda: artifact.create(_sync=True).id)  # type: ignore[call-arg]
+    _post(  # _sync=True: run here, the Artifact returned (not a coroutine)
+        f"publish the table of {iteration.label}",
+        lambda: cast(ArtifactResponse, artifact.create(_sync=True)).id,  # type: ignore[call-arg]  # _sync is not in the signature
+    )
 
 
 def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -> None:
@@ -115,12 +120,12 @@ def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -
     """
     def post() -> UUID:
         rows = StatsLog(config.checkpoint_path, config.storage_options_for_fs()).read()
-        return create_markdown_artifact(
+        return cast(UUID, create_markdown_artifact(
             markdown=summary_markdown(config, version, total_iterations, rows),
             key=artifact_key(checkpoint_basename(config.checkpoint_path)),
             description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
-            _sync=True,  # type: ignore[call-arg]
-        )
+            _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
+        ))
 
     _post("publish the run summary", post)
 

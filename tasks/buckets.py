@@ -15,7 +15,7 @@ from pbg_core.types import Bucket
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
 from tasks.sessions import get_session
 
-_STORAGE = dict(
+_STORAGE: dict[str, Any] = dict(
     cache_policy=NO_CACHE,
     retries=STORAGE_RETRIES,
     retry_delay_seconds=STORAGE_RETRY_DELAYS,

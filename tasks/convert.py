@@ -52,4 +52,4 @@ def export_embeddings_task(
     config: ConfigSchema, output: str, format: str, entity_types: list[str] | None = None  # noqa: A002 - `format` is the task parameter the CLI and task_run_name call it
 ) -> list[str]:
     """Task form of :func:`storage.exporting.exporter.export_embeddings`; returns the URLs written."""
-    return list(export_embeddings(config, output, format, entity_types).outputs)  # type: ignore[arg-type]
+    return list(export_embeddings(config, output, format, entity_types).outputs)  # type: ignore[arg-type]  # format is checked against the export formats by export_embeddings (which names the allowed ones)

@@ -404,7 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         if response.will_close:
-            self.upstream.close()  # type: ignore[union-attr]
+            self.upstream.close()
             self.upstream = None
 
     def _send_fault(self, status: int, code: str, path: str) -> None:

@@ -87,7 +87,7 @@ class S3Server:
         """Start the server (same port as before) and wait until it answers HTTP."""
         if self.running:
             return
-        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in the finally below, once the child holds its own copy
         env = {**os.environ, **self.extra_env}
         try:
             self._process = subprocess.Popen(
@@ -96,7 +96,7 @@ class S3Server:
             )
         finally:
             if self.log_path:
-                output.close()  # type: ignore[union-attr]
+                output.close()
         self._wait_until_up()
 
     def stop(self) -> None:
@@ -115,7 +115,7 @@ class S3Server:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if not self.running:
-                raise RuntimeError(f"moto server on port {self.port} exited with code {self._process.returncode}")  # type: ignore[union-attr]
+                raise RuntimeError(f"moto server on port {self.port} exited with code {self._process.returncode}")
             try:
                 urllib.request.urlopen(f"{self.endpoint_url}/moto-api/", timeout=1).close()
                 return

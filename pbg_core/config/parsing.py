@@ -154,7 +154,7 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
     schema: Any = root
     for depth, part in enumerate(parts):
         here, last = ".".join(parts[: depth + 1]), depth == len(parts) - 1
-        if isinstance(schema, type) and isinstance(node, dict):
+        if isinstance(schema, type) and issubclass(schema, BaseModel) and isinstance(node, dict):
             name = _field_name(part, schema)
             if name not in schema.model_fields:
                 if schema.model_config.get("extra") == "allow":
@@ -202,7 +202,7 @@ def _is_free_mapping(annotation: Any) -> bool:
 
 def _all_optional(schema: Any) -> bool:
     """Whether ``schema`` is a model an override may create from nothing (no required field)."""
-    return isinstance(schema, type) and not any(f.is_required() for f in schema.model_fields.values())
+    return isinstance(schema, type) and issubclass(schema, BaseModel) and not any(f.is_required() for f in schema.model_fields.values())
 
 
 def _set_free(node: dict[str, Any], parts: Sequence[str], value: str, prefix: str) -> list[str]:

@@ -70,6 +70,7 @@ def _choice_validator(*fields: str) -> Any:
     """A before-validator making the Literal ``fields`` case-insensitive."""
 
     def canonical(cls: type[BaseModel], value: object, info: ValidationInfo) -> object:
+        assert info.field_name is not None  # a field validator always knows its field
         return _canonical_choice(value, get_args(cls.model_fields[info.field_name].annotation))
 
     return field_validator(*fields, mode="before")(canonical)

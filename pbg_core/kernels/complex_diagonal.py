@@ -129,5 +129,5 @@ def _complex_backward(  # type: ignore[no-untyped-def]  # pragma: no cover
                 grad_x[c, b, half + k] += gb + g2 * re - g1 * im
                 grad_real[r, k] += g1 * a + g2 * bb
                 grad_imag[r, k] += g2 * a - g1 * bb
-            penalty += cubes
+            penalty += float(cubes)  # float64 sum, as before (mypy: a float32 added to a float)
     return penalty * coef

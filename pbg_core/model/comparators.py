@@ -59,7 +59,8 @@ class CosComparator(DotComparator):
         # PBG multiplies by the reciprocal norm; the clamp keeps an all-zero row at zero
         # instead of NaN (PBG would produce NaN there).
         norm = embs.norm(2, dim=-1, keepdim=True).clamp_min(1e-30)
-        return embs * norm.reciprocal()
+        normed: FloatTensorType = embs * norm.reciprocal()
+        return normed
 
 
 def _squared_distances(pos: FloatTensorType, neg: FloatTensorType) -> FloatTensorType:

@@ -117,8 +117,9 @@ class MultiRelationEmbedder(nn.Module):
         self.relations = relations
         self.dimensions = dict(dimensions)
         self.comparator = comparator
-        self.lhs_operators = nn.ModuleList(lhs_operators)
-        self.rhs_operators = nn.ModuleList(rhs_operators)
+        # None marks a relation without an operator on that side; ModuleList keeps None entries.
+        self.lhs_operators = nn.ModuleList(lhs_operators)  # type: ignore[arg-type]  # see above
+        self.rhs_operators = nn.ModuleList(rhs_operators)  # type: ignore[arg-type]  # see above
         self.num_dynamic_relations = num_dynamic_relations
         self.regularizer = regularizer
         self.featurized = featurized
@@ -164,7 +165,7 @@ class MultiRelationEmbedder(nn.Module):
             Masked negatives are set to -1e9.
         """
         if self.dynamic:
-            return self._score_dynamic(rel, layout, lhs, rhs)  # type: ignore[arg-type]
+            return self._score_dynamic(rel, layout, lhs, rhs)  # type: ignore[arg-type]  # in dynamic mode rel is the per-edge LongTensor, not an int
         return self._score_standard(int(rel), layout, lhs, rhs)
 
     def _score_standard(self, rel: int, layout: ChunkLayout, lhs: SideBatch, rhs: SideBatch) -> Scores:

@@ -20,7 +20,8 @@ multiplies by ``len`` of the positives *after* they are cut into chunks
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from torch import nn
 
@@ -28,6 +29,7 @@ from pbg_core.errors import ConfigError
 from pbg_core.registry import Registry
 from pbg_core.types import FloatTensorType, LongTensorType
 
+TensorFn = Callable[[FloatTensorType], FloatTensorType]
 REGULARIZERS: Registry[type[N3Regularizer]] = Registry("regularizer")
 
 
@@ -76,11 +78,13 @@ class N3Regularizer:
             A 0-dim tensor.
         """
         total = embs[0].new_zeros(())
-        prepare = operator.prepare_for_reg if operator is not None else (lambda x: x)
+        # The operators (pbg_core.model.operators) define both methods; nn.Module attributes are untyped.
+        prepare = cast(TensorFn, operator.prepare_for_reg) if operator is not None else (lambda x: x)
         for x in embs:
             total = total + prepare(x).abs().pow(3).sum()
         if operator is not None:
-            params = operator.reg_params(rel) if rel is not None else operator.reg_params()
+            reg_params = cast(Callable[..., FloatTensorType | None], operator.reg_params)
+            params = reg_params(rel) if rel is not None else reg_params()
             if params is not None:
                 term = params.abs().pow(3).sum()
                 total = total + (term if rel is not None else term * num_chunks)

@@ -190,7 +190,7 @@ class WorkerPool(Generic[R]):
             ctx.set_forkserver_preload(_PRELOAD)  # only takes effect when the server starts
         for index in range(self.num_workers):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(
+            proc = ctx.Process(  # type: ignore[attr-defined]  # typeshed declares Process on the concrete contexts only
                 target=worker_main,
                 args=(index, child_end, init_fn, init_payload, os.getpid()),
                 name=f"pbg-hogwild-{index}",

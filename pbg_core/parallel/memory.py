@@ -143,13 +143,14 @@ def shared_empty(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> 
     """
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     try:
-        storage = torch.UntypedStorage._new_shared(nbytes)
+        storage: torch.UntypedStorage = torch.UntypedStorage._new_shared(nbytes)
     except RuntimeError as exc:
         raise MemoryError(
             f"could not allocate {nbytes} bytes of shared memory for a tensor of shape {shape}: {exc}; "
             "check free space in /dev/shm (docker: --shm-size)"
         ) from exc
-    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+    tensor: torch.Tensor = torch.empty(0, dtype=dtype).set_(storage, 0, shape)  # type: ignore[call-overload]  # torch's stubs have no (UntypedStorage, offset, size) overload; torch accepts it
+    return tensor
 
 
 @dataclass

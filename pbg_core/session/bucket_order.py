@@ -110,9 +110,8 @@ def affinity_order(nparts_lhs: int, nparts_rhs: int, rng: random.Random) -> list
             order.append(transpose)
             if not remaining:
                 break
-        current = _pop_neighbour(by_partition[current.lhs], by_partition[current.rhs], remaining, rng)
-        if current is None:
-            current = _pop_remaining(all_buckets, remaining)
+        neighbour = _pop_neighbour(by_partition[current.lhs], by_partition[current.rhs], remaining, rng)
+        current = neighbour if neighbour is not None else _pop_remaining(all_buckets, remaining)
         remaining.remove(current)
         order.append(current)
     return order

@@ -81,7 +81,7 @@ class TrainingSession:
     settings: SessionSettings
     model_state: ModelState
     residency: PartitionResidency
-    workers: HogwildWorkers
+    workers: HogwildWorkers[Any]
     store: VersionedStore
     edge_sources: list[EdgeSource]
     stats_sink: StatsSink

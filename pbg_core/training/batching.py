@@ -95,7 +95,7 @@ def _prepare(
 ) -> _Prepared:
     """Sample negatives and gather every row the batch needs."""
     rel: int | LongTensorType = batch.rel if model.dynamic else int(batch.rel[0])
-    spec = model.relation(0 if model.dynamic else rel)  # type: ignore[arg-type]
+    spec = model.relation(0 if model.dynamic else rel)  # type: ignore[arg-type]  # rel is an int here unless the model is dynamic (then 0 is passed)
     mode = batch_mode(spec.all_negs, settings.num_batch_negs)
     layout = chunk_layout(mode, len(batch), settings.num_batch_negs, settings.num_uniform_negs)
     gather = RowGather(tables, settings.max_norm, requires_grad)

@@ -156,9 +156,12 @@ class BatchRows:
         # The LHS row gets value * R[b], the RHS row value * L[a].
         if self.shared:  # both sides' rows are one gathered block: one gather, one accumulation
             rhs_rows = rhs_rows + self.flat[0].shape[0]
+            assert self.all_rows is not None and self.all_idx is not None  # set together with self.shared
             src = self.all_rows.index_select(0, torch.cat([rhs_rows, lhs_rows]))
             src.mul_(values.repeat(2).unsqueeze(1))
-            groups = [(0, torch.cat([lhs_rows, rhs_rows]), src, self.all_rows, self.all_idx, None)]
+            groups: list[tuple[int, LongTensorType, FloatTensorType, FloatTensorType, LongTensorType, int | None]] = [
+                (0, torch.cat([lhs_rows, rhs_rows]), src, self.all_rows, self.all_idx, None)
+            ]
         else:
             col = values.unsqueeze(1)
             groups = [

@@ -91,8 +91,11 @@ class ChunkRows:
         ]
         gathered = SideRows(tables, keys, idx, max_norm, "dyn_")
         # The gradients share the rows' layout, so each table's block steps with its gather index.
-        self.steps = ([(keys[0], gathered.all_idx, gathered.grad_blocks[0])] if gathered.shared
-                      else list(zip(keys, idx, gathered.grad_blocks)))
+        if gathered.shared:
+            assert gathered.all_idx is not None  # set together with shared
+            self.steps = [(keys[0], gathered.all_idx, gathered.grad_blocks[0])]
+        else:
+            self.steps = list(zip(keys, idx, gathered.grad_blocks))
         self.embs = [r.view(num_chunks, -1, r.shape[1]) for r in gathered.rows]
         self.grads = [g.view(num_chunks, -1, g.shape[1]) for g in gathered.grads]
 
@@ -212,7 +215,7 @@ def _padded(
     lhs, rhs, rel = batch.lhs.tensor, batch.rhs.tensor, batch.rel
     scale: float | FloatTensorType = weight if batch.weight is None else batch.weight * weight
     if pad == 0:
-        return (lhs, rhs), rel.view(num_chunks, chunk), scale if batch.weight is None else scale.view(num_chunks, -1)
+        return (lhs, rhs), rel.view(num_chunks, chunk), scale.view(num_chunks, -1) if isinstance(scale, torch.Tensor) else scale
     lhs, rhs, rel = (torch.cat([t, t[:1].expand(pad)]) for t in (lhs, rhs, rel))
     per_edge = scale if isinstance(scale, torch.Tensor) else torch.full((len(batch),), scale)
     scale = torch.cat([per_edge, per_edge.new_zeros(pad)]).view(num_chunks, chunk)

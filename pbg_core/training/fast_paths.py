@@ -157,7 +157,7 @@ def _scores(
         out = scratch("lhs_neg", (num_chunks, chunk, emb_l.shape[1]), dtype)
         lhs_neg = torch.bmm(rhs_pos, emb_l.transpose(1, 2), out=out)
     block = rhs_neg if rhs_neg is not None else lhs_neg
-    block[:, :, :chunk].diagonal(dim1=1, dim2=2).add_(MASKED)  # type: ignore[index]
+    block[:, :, :chunk].diagonal(dim1=1, dim2=2).add_(MASKED)  # type: ignore[index]  # one of rhs_neg / lhs_neg is always computed, so block is a tensor
     if lhs_on and rhs_neg is not None:
         if lhs_neg is None:
             lhs_neg = scratch("lhs_neg", (num_chunks, chunk, emb_l.shape[1]), dtype)
@@ -175,5 +175,5 @@ def _sparse_enough(side_l: SideGrads, side_r: SideGrads, emb_l: FloatTensorType,
     num_chunks, chunk = side_l.grad_pos.shape
     entries = num_chunks * chunk * ((emb_l.shape[1] if side_l.grad_neg is not None else 0) +
                                     (emb_r.shape[1] if side_r.grad_neg is not None else 0))  # fmt: skip
-    active = float(side_l.active + side_r.active)  # type: ignore[operator]
+    active = float(side_l.active + side_r.active)  # type: ignore[operator]  # the caller checked that both are not None
     return active <= fast_backward.SPARSE_MAX_DENSITY * entries

@@ -40,7 +40,8 @@ def state_to_bytes(state: dict[str, Any]) -> bytes:
 
 def state_from_bytes(data: bytes) -> dict[str, Any]:
     """Inverse of :func:`state_to_bytes`; plain tensors only (``weights_only=True``)."""
-    return torch.load(io.BytesIO(data), weights_only=True)
+    state: dict[str, Any] = torch.load(io.BytesIO(data), weights_only=True)
+    return state
 
 
 class RowAdagrad:
@@ -60,7 +61,7 @@ class RowAdagrad:
         return {"lr": self.lr}
 
     def __setstate__(self, data: dict[str, Any]) -> None:
-        self.__init__(data["lr"])  # type: ignore[misc]
+        self.__init__(data["lr"])  # type: ignore[misc]  # unpickling re-runs __init__ on purpose: the state is only lr
 
     def _slots_for(self, table: FloatTensorType) -> LongTensorType:
         slots = self._slots.get(table.shape[0])

@@ -104,7 +104,7 @@ def renorm_table_(table: FloatTensorType, max_norm: float) -> None:
 
 def bag_mean(rows: FloatTensorType, entities: EntityList) -> FloatTensorType:
     """Mean of each entity's feature rows (an empty bag gives zeros, as embedding_bag)."""
-    lengths = entities.tensor_list.lengths()  # type: ignore[union-attr]
+    lengths = entities.tensor_list.lengths()  # type: ignore[union-attr]  # bag_mean is only called for featurized entities, which carry a tensor_list
     segment = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
     sums = rows.new_zeros(lengths.numel(), rows.shape[1]).index_add(0, segment, rows)
     return sums / lengths.clamp_min(1).unsqueeze(1).to(rows.dtype)

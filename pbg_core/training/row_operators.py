@@ -29,6 +29,8 @@ gives NaN there (0 / 0), which would stop the run.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -74,7 +76,7 @@ class _VectorRows(IdentityRows):
     param_name = ""
 
     def param(self, op: nn.Module) -> nn.Parameter:
-        return getattr(op, self.param_name)
+        return cast(nn.Parameter, getattr(op, self.param_name))
 
     def n3_params(self, op: nn.Module, counts: FloatTensorType, coef: float) -> tuple[FloatTensorType, ParamGrads]:
         p = self.param(op).detach()
@@ -127,12 +129,13 @@ class ComplexDiagonalRows:
     def forward(
         self, op: nn.Module, rows: FloatTensorType, rel: LongTensorType, out: FloatTensorType
     ) -> FloatTensorType:
-        real, imag = op.real.detach(), op.imag.detach()
+        op_real, op_imag = _complex_params(op)
+        real, imag = op_real.detach(), op_imag.detach()
         if rows.dim() == 3 and fused.accepts((rows, out, real, imag), (rel,)):
             complex_diagonal.complex_forward_(rows, rel, real, imag, out)
             return out
         x = rows[:, : rel.shape[1]]
-        re, im = per_edge(op.real, rel), per_edge(op.imag, rel)
+        re, im = per_edge(op_real, rel), per_edge(op_imag, rel)
         a, b = _halves(x)
         out_a, out_b = _halves(out)
         torch.mul(a, re, out=out_a).addcmul_(b, im, value=-1)
@@ -143,29 +146,31 @@ class ComplexDiagonalRows:
         self, op: nn.Module, rows: FloatTensorType, rel: LongTensorType, dst: FloatTensorType,
         grad_dst: FloatTensorType, grad_rows: FloatTensorType, coef: float,
     ) -> tuple[FloatTensorType | float, ParamGrads]:
-        real, imag = op.real.detach(), op.imag.detach()
+        op_real, op_imag = _complex_params(op)
+        real, imag = op_real.detach(), op_imag.detach()
         if rows.dim() == 3 and fused.accepts((rows, dst, grad_dst, grad_rows, real, imag), (rel,)):
             grad_real, grad_imag = torch.zeros_like(real), torch.zeros_like(imag)
-            penalty = complex_diagonal.complex_backward_(
+            penalty: FloatTensorType | float = complex_diagonal.complex_backward_(
                 rows, rel, real, imag, dst, grad_dst, grad_rows, grad_real, grad_imag, coef
             )
-            return penalty, [(op.real, grad_real), (op.imag, grad_imag)]
+            return penalty, [(op_real, grad_real), (op_imag, grad_imag)]
         x, grad_x = rows[:, : rel.shape[1]], grad_rows[:, : rel.shape[1]]
         penalty = _complex_n3(dst, coef, grad_dst) + _complex_n3(x, coef, grad_x) if coef else x.new_zeros(())
-        re, im = per_edge(op.real, rel), per_edge(op.imag, rel)
+        re, im = per_edge(op_real, rel), per_edge(op_imag, rel)
         (a, b), (g1, g2), (ga, gb) = _halves(x), _halves(grad_dst), _halves(grad_x)
         ga.addcmul_(g1, re).addcmul_(g2, im)
         gb.addcmul_(g2, re).addcmul_(g1, im, value=-1)
         d_re = (g1 * a).addcmul_(g2, b)
         d_im = (g2 * a).addcmul_(g1, b, value=-1)
-        return penalty, [(op.real, per_relation(op.real, rel, d_re)), (op.imag, per_relation(op.imag, rel, d_im))]
+        return penalty, [(op_real, per_relation(op_real, rel, d_re)), (op_imag, per_relation(op_imag, rel, d_im))]
 
     def n3_params(self, op: nn.Module, counts: FloatTensorType, coef: float) -> tuple[FloatTensorType, ParamGrads]:
-        re, im = op.real.detach(), op.imag.detach()
+        op_real, op_imag = _complex_params(op)
+        re, im = op_real.detach(), op_imag.detach()
         modulus = torch.sqrt(re * re + im * im)
         weights = modulus * counts.unsqueeze(1) * (3 * coef)
         value = (modulus.pow(3).sum(1) * counts).sum() * coef
-        return value, [(op.real, re * weights), (op.imag, im * weights)]
+        return value, [(op_real, re * weights), (op_imag, im * weights)]
 
 
 def _n3(y: FloatTensorType, coef: float, grad_y: FloatTensorType) -> FloatTensorType:
@@ -213,3 +218,8 @@ _BY_TYPE = {DYNAMIC_OPERATORS.get(name): ROW_OPERATORS.get(name) for name in ROW
 def row_operator(op: nn.Module) -> RowOperator | None:
     """The closed forms of dynamic operator ``op``, or None if it is not row-wise."""
     return _BY_TYPE.get(type(op))
+
+
+def _complex_params(op: nn.Module) -> tuple[nn.Parameter, nn.Parameter]:
+    """The ``real`` and ``imag`` parameters of a complex-diagonal operator (typed: ``nn.Module`` attributes are not)."""
+    return cast(nn.Parameter, op.real), cast(nn.Parameter, op.imag)

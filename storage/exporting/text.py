@@ -106,7 +106,8 @@ def _digit_pairs(pair: np.ndarray) -> np.ndarray:
     """``uint16`` whose little-endian bytes are the two ASCII digits of ``pair`` (0..99)."""
     tens = pair // np.uint32(10)
     ones = pair - tens * np.uint32(10)
-    return (tens + ones * np.uint32(256) + np.uint32(0x3030)).astype("<u2")
+    digits: np.ndarray = (tens + ones * np.uint32(256) + np.uint32(0x3030)).astype("<u2")
+    return digits
 
 
 def _format_fast(names: np.ndarray, values: np.ndarray) -> bytes:
@@ -127,7 +128,7 @@ def _format_fast(names: np.ndarray, values: np.ndarray) -> bytes:
     halves = matrix.view("<u2")[:, head // 2 : body_end // 2].reshape(rows, dim, width // 2)
     _write_fraction(halves[:, :, width // 2 - 5 :], fraction)
     matrix[:, body_end] = _NEWLINE
-    return matrix[matrix != 0].tobytes()
+    return bytes(matrix[matrix != 0].tobytes())
 
 
 def _write_integer_digits(out: np.ndarray, integer: np.ndarray, digits: int) -> None:

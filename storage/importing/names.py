@@ -214,7 +214,7 @@ class NameIndex:
     def _holder_name(self, key: np.uint64, new_rows: np.ndarray, names: pa.ChunkedArray) -> str:
         """The name in the way at table key ``key``: a known one, else the first of ``new_rows``."""
         known = int(self._table.find(np.array([key], dtype=np.uint64))[0][0])
-        return self.names()[known].as_py() if known >= 0 else names[int(new_rows[0])].as_py()
+        return str(self.names()[known].as_py() if known >= 0 else names[int(new_rows[0])].as_py())
 
 
 def _collision(left: str, right: str) -> None:

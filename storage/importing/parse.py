@@ -25,7 +25,7 @@ import gzip
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -114,7 +114,7 @@ def open_binary(path: str, url: str) -> IO[bytes]:
     """``path`` (the local copy of ``url``) opened for reading bytes, decompressing ``.gz`` / ``.bz2``."""
     compression = compression_of(url)
     if compression == "gzip":
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))  # a GzipFile: reads bytes, typeshed does not call it IO
     if compression == "bz2":
         return bz2.open(path, "rb")
     return open(path, "rb")

@@ -65,7 +65,7 @@ def prefetched(items: Iterable[T], depth: int = 1, name: str = "pbg-prefetch") -
                 return
             if isinstance(item, _Failed):
                 raise item.error
-            yield item  # type: ignore[misc]
+            yield item  # type: ignore[misc]  # item is a T once _DONE and _Failed are ruled out
     finally:
         stop.set()
         thread.join()

@@ -87,7 +87,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
     unknown = sorted({t for pair in sides for t in pair} - set(config.entities))
     if unknown:
         raise ConfigError([f"relations: entity types {unknown} are not in entities {sorted(config.entities)}"])
-    options = config.storage_options_for_fs()  # type: ignore[attr-defined]  # the real credentials
+    options = config.storage_options_for_fs()  # the real credentials
     for url in inputs:
         if not fs.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")

@@ -54,7 +54,7 @@ class Spill:
     def append(self, chunk: SpillChunk) -> None:
         """Write ``chunk`` at the end (the files are opened on first use)."""
         if self._files is None:
-            self._files = {name: open(self._path(name), "wb") for name in self.fields}  # noqa: SIM115
+            self._files = {name: open(self._path(name), "wb") for name in self.fields}  # noqa: SIM115 - the spill files stay open across calls; close() closes them
         for name in self.fields:
             getattr(chunk, name).astype(_FIELDS[name], copy=False).tofile(self._files[name])
         self.num_edges += len(chunk)
@@ -79,7 +79,7 @@ class Spill:
         self.close()
         if self.num_edges == 0:
             return
-        handles = {name: open(self._path(name), "rb") for name in self.fields}  # noqa: SIM115
+        handles = {name: open(self._path(name), "rb") for name in self.fields}  # noqa: SIM115 - the spill files stay open across calls; close() closes them
         try:
             for _ in range(0, self.num_edges, chunk_edges):
                 cols = {name: np.fromfile(handles[name], dtype=_FIELDS[name], count=chunk_edges) for name in self.fields}

@@ -94,7 +94,7 @@ def _slow_lines(lines: Iterable[bytes], first_line: int, url: str, spec: ReadSpe
                 raise BadDataError(url, problem)
             buffers.bad.append(problem)
             continue
-        lhs, rhs, rel, weight = fields  # type: ignore[misc]
+        lhs, rhs, rel, weight = fields  # type: ignore[misc]  # fields is a 4-tuple when no problem was found (checked above)
         buffers.lhs.append(lhs)
         buffers.rhs.append(rhs)
         if rel is not None:
@@ -121,7 +121,7 @@ def _parse_line(
     values: dict[str, str] = {}
     for name, col in columns.ids():
         try:
-            values[name] = words[col].decode("utf-8")  # type: ignore[index]
+            values[name] = words[col].decode("utf-8")  # type: ignore[index]  # the column indexes were validated against the line's width above
         except UnicodeDecodeError as err:
             return None, f"expected UTF-8 text in column {col} ({err.reason})"
     if not any(values.values()):
@@ -134,7 +134,7 @@ def _parse_line(
         return None, f"relation {values['rel']!r} in column {columns.rel} is not in the config ({expected})"
     weight = None
     if columns.weight is not None:
-        word = words[columns.weight]  # type: ignore[index]
+        word = words[columns.weight]  # type: ignore[index]  # the column indexes were validated against the line's width above
         try:
             weight = float(word)
         except ValueError:

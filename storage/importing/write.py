@@ -88,11 +88,13 @@ class ChunkMapper:
         """
         rel = chunk.rel if self.relation_index is None else self.relation_index[chunk.rel]
         known = rel >= 0
-        parts, offs = [], []
+        parts: list[np.ndarray] = []
+        offs: list[np.ndarray] = []  # stays empty with offsets=False (_locate gives None then)
         for side, ids in ((0, chunk.lhs), (1, chunk.rhs)):
             part, offset = self._locate(side, ids, rel, known, offsets)
             parts.append(part)
-            offs.append(offset)
+            if offset is not None:
+                offs.append(offset)
         ok = (parts[0] >= 0) & (parts[1] >= 0)
         num_known = int(np.count_nonzero(known))
         num_ok = int(np.count_nonzero(ok))

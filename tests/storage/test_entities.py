@@ -40,7 +40,7 @@ def test_missing_count_is_data_not_found(root: StorePath) -> None:
 @pytest.mark.parametrize("bad", [-1, 1.5, True])
 def test_save_count_rejects_non_counts(root: StorePath, bad: object) -> None:
     with pytest.raises(ValueError, match="non-negative int"):
-        EntityStore(str(root)).save_count("user", 0, bad)  # type: ignore[arg-type]
+        EntityStore(str(root)).save_count("user", 0, bad)
 
 
 def test_names_round_trip_with_pbg_indent(root: StorePath) -> None:

@@ -104,7 +104,7 @@ def test_a_missing_bucket_fails_at_the_first_attempt(s3_server: S3Server, attemp
     assert sent.count == 2 and sent.repeated == 0
 
 
-def test_a_5xx_answer_still_retries(two_attempts: None, s3_proxy: S3Proxy, s3_bucket: str,  # noqa: F811
+def test_a_5xx_answer_still_retries(two_attempts: None, s3_proxy: S3Proxy, s3_bucket: str,  # noqa: F811 - pytest fixtures imported from tests/ and used as parameters
                                     attempts: Any) -> None:
     url = f"s3://{s3_bucket}/data/x.txt"
     sent = attempts(url, None)
@@ -115,7 +115,7 @@ def test_a_5xx_answer_still_retries(two_attempts: None, s3_proxy: S3Proxy, s3_bu
 
 
 def test_connection_resets_on_a_loopback_endpoint_still_retry(
-    two_attempts: None, s3_proxy: S3Proxy, s3_bucket: str, attempts: Any,  # noqa: F811
+    two_attempts: None, s3_proxy: S3Proxy, s3_bucket: str, attempts: Any,  # noqa: F811 - pytest fixtures imported from tests/ and used as parameters
 ) -> None:
     """A reset is what a restarting server gives: worth retrying, even on this machine."""
     url = f"s3://{s3_bucket}/data/x.txt"

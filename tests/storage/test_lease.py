@@ -25,7 +25,7 @@ def test_second_run_is_refused_naming_the_holder(store_root: str) -> None:
     assert f"{store_root}/lease.json" in str(err.value)
     first.release()
     second.acquire()  # free again
-    assert second.read() is not None and second.read().run == "run-b"  # type: ignore[union-attr]
+    assert second.read() is not None and second.read().run == "run-b"
     second.release()
     assert not fs.exists(f"{store_root}/lease.json")
 
@@ -55,11 +55,11 @@ def test_an_expired_lease_is_taken_over(tmp_path: Path) -> None:
     time.sleep(0.1)
     fresh = CheckpointLease(str(tmp_path), "fresh", ttl=30)
     fresh.acquire()
-    assert fresh.read().run == "fresh"  # type: ignore[union-attr]
+    assert fresh.read().run == "fresh"
     with pytest.raises(LeaseLostError, match="taken over by run 'fresh'"):
         stale.renew()  # the stalled holder finds out before it commits
     stale.release()  # does not delete the new holder's lease
-    assert fresh.read().run == "fresh"  # type: ignore[union-attr]
+    assert fresh.read().run == "fresh"
 
 
 def test_a_dead_holder_on_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
@@ -72,16 +72,16 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once(tmp_path: Path) -> Non
     assert json.loads((tmp_path / "lease.json").read_text())["run"] == "killed"
     lease = CheckpointLease(str(tmp_path), "restarted", ttl=30)
     lease.acquire()  # no hour-long wait
-    assert lease.read().run == "restarted"  # type: ignore[union-attr]
+    assert lease.read().run == "restarted"
 
 
 def test_renew_extends_and_release_is_idempotent(tmp_path: Path) -> None:
     lease = CheckpointLease(str(tmp_path), "run", ttl=5)
     lease.acquire()
-    before = lease.read().expires_at  # type: ignore[union-attr]
+    before = lease.read().expires_at
     time.sleep(0.02)
     lease.renew()
-    assert lease.read().expires_at > before  # type: ignore[union-attr]
+    assert lease.read().expires_at > before
     lease.release()
     lease.release()
     with pytest.raises(LeaseLostError, match="nobody"):

@@ -35,7 +35,7 @@ def test_every_store_gets_the_revealed_options(tmp_path: Path) -> None:
     stores = open_run_stores(config)
     expected = {"key": KEY, "secret": SECRET, "use_listings_cache": False}
     every = [stores.entities, *stores.edges, stores.checkpoint, stores.init, stores.stats]
-    assert [store.storage_options for store in every] == [expected] * 6  # type: ignore[union-attr]
+    assert [store.storage_options for store in every] == [expected] * 6
     filesystem, _ = fs.resolve(stores.checkpoint.url, stores.checkpoint.storage_options)
     assert filesystem.storage_options["secret"] == SECRET  # fsspec really receives it
     assert SECRET not in repr(stores)

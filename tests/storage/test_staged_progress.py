@@ -82,7 +82,7 @@ def test_without_the_staging_directory_the_remote_record_is_used(s3_bucket: str,
 
 def test_run_stores_stage_only_remote_checkpoints(s3_bucket: str, tmp_path: Path) -> None:
     def stores(url: str) -> RunStores:
-        return RunStores(entities=None, edges=[], checkpoint=CheckpointStore(url), init=None, stats=None)  # type: ignore[arg-type]
+        return RunStores(entities=None, edges=[], checkpoint=CheckpointStore(url), init=None, stats=None)
 
     assert isinstance(stores(str(tmp_path)).progress, CheckpointProgress)
     remote = stores(f"s3://{s3_bucket}/ckpt").progress

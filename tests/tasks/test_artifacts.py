@@ -72,7 +72,7 @@ def read_artifacts(flow_run_id: UUID) -> list[Any]:
 
 
 def current_flow_run_id() -> UUID:
-    return get_run_context().flow_run.id  # type: ignore[union-attr]
+    return get_run_context().flow_run.id
 
 
 def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:

@@ -55,9 +55,9 @@ def test_options_are_a_frozen_validated_form() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         RetrainOptions(keep_last=0)
     with pytest.raises(ValidationError, match="keep_latest"):
-        RetrainOptions(keep_latest=2)  # type: ignore[call-arg]
+        RetrainOptions(keep_latest=2)
     with pytest.raises(ValidationError, match="frozen"):
-        RetrainOptions().keep_last = 5  # type: ignore[misc]
+        RetrainOptions().keep_last = 5
     schema = RetrainOptions.model_json_schema()["properties"]
     assert schema["keep_last"]["minimum"] == 1 and schema["keep_last"]["default"] == 3
     assert all(prop["description"] for prop in schema.values())

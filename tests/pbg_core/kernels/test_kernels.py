@@ -9,7 +9,7 @@ from pbg_core.kernels import fused
 from pbg_core.training.optimizers import EPS, RowAdagrad
 
 
-def _torch_row_adagrad(table, state, indices, grads, lr):  # type: ignore[no-untyped-def]
+def _torch_row_adagrad(table, state, indices, grads, lr):
     """Reference: coalesce repeated rows, then the row-wise Adagrad update."""
     rows, slot = torch.unique(indices, return_inverse=True)
     summed = torch.zeros(rows.numel(), grads.shape[1], dtype=grads.dtype).index_add_(0, slot, grads)
@@ -61,7 +61,7 @@ def test_row_adagrad_optimizer_falls_back_for_float64() -> None:
     assert state.tolist() == pytest.approx([4.0, 0.0])
 
 
-def _torch_ranking(negs, pos, weights, margin):  # type: ignore[no-untyped-def]
+def _torch_ranking(negs, pos, weights, margin):
     unclamped = (negs - pos.unsqueeze(-1)) + margin  # PBG's F.margin_ranking_loss, target -1
     hinge = unclamped.clamp_min(0)
     active = (unclamped >= 0).to(negs.dtype)  # clamp_min's gradient: a tie at the hinge is active
@@ -123,7 +123,7 @@ def test_accepts_only_contiguous_cpu_float32_and_int64() -> None:
     assert not fused.accepts((x,), (torch.zeros(3, dtype=torch.int32),))
 
 
-def _torch_softmax(negs, pos, weights):  # type: ignore[no-untyped-def]
+def _torch_softmax(negs, pos, weights):
     """Reference: the softmax loss through autograd (float64)."""
     negs, pos = negs.double().requires_grad_(), pos.double().requires_grad_()
     lse = negs.logsumexp(-1)

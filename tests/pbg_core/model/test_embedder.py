@@ -63,8 +63,8 @@ def test_standard_batch_uniform_scores_match_brute_force(grad: bool) -> None:
                              SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM, ur))
     scores = dataclasses.replace(scores, **{f: getattr(scores, f).detach() for f in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg")})
     ga, gb, t = model.global_embs["emb_a"].detach(), model.global_embs["emb_b"].detach(), model.rhs_operators[0].translation.detach()
-    L = lambda x: x + ga  # noqa: E731
-    R = lambda x: x + gb + t  # noqa: E731
+    L = lambda x: x + ga  # noqa: E731 - named lambdas read as the formulas they check
+    R = lambda x: x + gb + t  # noqa: E731 - named lambdas read as the formulas they check
     for i in range(P):
         c, k = divmod(i, chunk)
         assert float(scores.lhs_pos[i]) == pytest.approx(float(L(lhs[i]) @ R(rhs[i])), abs=1e-5)

@@ -340,7 +340,7 @@ def test_prestarted_children_of_another_count_are_stopped_not_adopted() -> None:
     from pbg_core.parallel.worker_boot import close_prestarted, prestart_children, take_prestarted
 
     prestart_children(2)
-    processes = list(worker_boot._warm.processes)  # type: ignore[union-attr]
+    processes = list(worker_boot._warm.processes)
     assert take_prestarted(1) is None
     assert not any(proc.is_alive() for proc in processes)
     close_prestarted()  # idempotent

@@ -114,7 +114,7 @@ def test_bad_requests(root: StorePath) -> None:
     config = make_config(root)
     write_standard_checkpoint(config)
     with pytest.raises(UnknownNameError, match=r"unknown export format 'parquet'.*known: h5, npy, tsv"):
-        export_embeddings(config, str(root / "o"), "parquet")  # type: ignore[arg-type]
+        export_embeddings(config, str(root / "o"), "parquet")
     with pytest.raises(ValueError, match=r"must be some of \['user', 'item'\], got \['users'\]"):
         export_embeddings(config, str(root / "o"), "npy", entity_types=["users"])
     with pytest.raises(ValueError, match=r"must be some of"):
