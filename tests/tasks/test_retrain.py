@@ -18,6 +18,7 @@ import torch
 from pydantic import ValidationError
 
 from pbg_core.config import ConfigSchema, parse_config
+from pbg_core.errors import ConfigError
 from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from tasks.buckets import swap_partitions
@@ -93,6 +94,28 @@ def test_first_start_expands_globs_and_a_retry_reuses_its_choice(root_config: Co
     assert own_init.init_path == str(tmp_path / "seed")
     with pytest.raises(ValueError, match="'run-today' is not a run directory name"):
         prepare_retrain.fn(root_config, options, "run-today")
+
+
+def test_the_run_config_is_the_resolved_one_with_its_paths_replaced(root_config: ConfigSchema,
+                                                                  tmp_path: Path) -> None:
+    """No second parse: every other field is the resolved config's own (credentials as SecretStr)."""
+    run_config = prepare_retrain.fn(root_config, RetrainOptions(), FIRST)
+    changed = {"checkpoint_path", "edge_paths"}
+    assert {k: v for k, v in vars(run_config).items() if k not in changed} == {
+        k: v for k, v in vars(root_config).items() if k not in changed}
+    assert run_config.storage_options is root_config.storage_options
+
+
+def test_a_saved_run_config_of_the_wrong_type_is_named(root_config: ConfigSchema, tmp_path: Path) -> None:
+    """The run directory's config.json is read back: a bad edge_paths or init_path there is refused."""
+    run_dir = tmp_path / "root" / FIRST
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({"edge_paths": "edges/part-000", "init_path": 7}))
+    with pytest.raises(ConfigError) as raised:
+        prepare_retrain.fn(root_config, RetrainOptions(), FIRST)
+    assert raised.value.problems == ["init_path: 7 is not a str | None",
+                                     "edge_paths: 'edges/part-000' is not a list[str]"]
+    assert FIRST in str(raised.value)
 
 
 def test_a_pattern_matching_nothing_is_named(make_config: Any, tmp_path: Path) -> None:
