@@ -25,6 +25,7 @@ from tasks.buckets import swap_partitions
 from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
+from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session
 
 KEY, SECRET = "AKIAPLANTEDRETRAIN", "planted-retrain-s3cr3t"
@@ -134,8 +135,8 @@ def test_finish_refuses_a_checkpoint_outside_the_root(root_config: ConfigSchema,
 
 def train_run(config: ConfigSchema, run_config: ConfigSchema, train_buckets: Any) -> None:
     """Every remaining iteration of ``run_config``, committed, through the flow's task bodies."""
-    plan = plan_training.fn(run_config)
-    handle = open_training_session.fn(run_config)
+    plan = plan_training.fn(open_run(run_config))
+    handle = open_training_session.fn(open_run(run_config))
     try:
         for iteration in plan.remaining:
             train_buckets(handle, iteration)
@@ -169,7 +170,7 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
     assert second.init_path == str(root / FIRST)
     assert second.edge_paths == [str(edges / "part-000"), str(edges / "part-001")]
 
-    handle = open_training_session.fn(second)
+    handle = open_training_session.fn(open_run(second))
     try:
         session = get_session(handle)
         assert session.model_state.source == "init_path version 1"
