@@ -112,8 +112,9 @@ def _adopt_prepared(config: ConfigSchema, stores: RunStores) -> TrainingSession 
     close_prepared_sessions()  # any other one is of another config
     if session is None:
         return None
-    if session.store is not stores.checkpoint or session.residency.committed_version != stores.checkpoint.read_version():
-        session.close()  # not this run's stores, or another run committed meanwhile: start from what is there now
+    moved = session.residency.committed_version != stores.checkpoint.read_version()  # another run committed
+    if session.store is not stores.checkpoint or moved:
+        session.close()  # start from this run's stores, and from what is committed now
         return None
     return session
 

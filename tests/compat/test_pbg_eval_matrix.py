@@ -112,7 +112,8 @@ def our_eval_per_path(config_file: Path, edge_paths: list[str], extra: list[str]
     from tasks.evaluate import evaluate_edge_path, open_eval_session
     from tasks.sessions import close_training_session
 
-    handle = open_eval_session.fn(open_run(load_config(str(config_file), [f"edge_paths={','.join(edge_paths)}", *extra])))
+    config = load_config(str(config_file), [f"edge_paths={','.join(edge_paths)}", *extra])
+    handle = open_eval_session.fn(open_run(config))
     try:
         parts = [evaluate_edge_path.fn(handle, path, None) for path in edge_paths]
     finally:

@@ -40,7 +40,8 @@ def test_edge_chunks_come_from_max_edges_per_chunk(make_config: Any, graph: Any)
 
 
 def test_configured_num_edge_chunks_wins(make_config: Any) -> None:
-    plan = plan_training.fn(open_run(parse_config(make_config(num_epochs=1, num_edge_chunks=3, max_edges_per_chunk=10))))
+    config = parse_config(make_config(num_epochs=1, num_edge_chunks=3, max_edges_per_chunk=10))
+    plan = plan_training.fn(open_run(config))
     assert plan.num_edge_chunks == 3
     assert [it.edge_chunk_idx for it in plan.remaining] == [0, 1, 2]
 

@@ -24,7 +24,9 @@ def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return calls
 
 
-def test_a_run_holds_its_config_and_the_stores_opened_from_it(make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_holds_its_config_and_the_stores_opened_from_it(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     opens = counted_opens(monkeypatch)
     config = parse_config(make_config())
     with opened_run(config) as handle:

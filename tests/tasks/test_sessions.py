@@ -175,7 +175,8 @@ def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_conf
         close_training_session.fn(handle)
 
     assert prepare_training_session(parse_config(make_config("other", workers=1)))
-    handle = open_training_session.fn(open_run(parse_config(make_config("other", workers=1, seed=99))))  # another config
+    other = parse_config(make_config("other", workers=1, seed=99))  # another config
+    handle = open_training_session.fn(open_run(other))
     try:
         assert _prepared_sessions() == [] and get_session(handle).seed == 99
     finally:

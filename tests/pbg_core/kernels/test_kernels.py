@@ -196,7 +196,8 @@ for operator, loss_fn, dynamic in (("complex_diagonal", "softmax", True), ("none
     tables = BucketTables({key: table for key in keys}, {key: state for key in keys})
     rel = torch.randint(2, (16,)) if dynamic else torch.zeros(16, dtype=torch.long)
     edges = EdgeList.from_tensors(torch.randint(20, (16,)), torch.randint(20, (16,)), rel)
-    train_edges(build_trainer(worker_settings(cfg), build_model(cfg, 2)), tables, edges, torch.arange(16), torch.Generator())
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 2))
+    train_edges(trainer, tables, edges, torch.arange(16), torch.Generator())
 after = [len(d.signatures) for d in dispatchers]
 assert after == before, (before, after)
 """

@@ -89,8 +89,8 @@ def test_weights_multiply_loss_and_stats_shape() -> None:
         cfg = make_config(lr=0.0, margin=10.0)
         cfg.relations[0].weight = rel_weight
         e = EdgeList(edges.lhs, edges.rhs, edges.rel, edge_weight)
-        stats = train_edges(build_trainer(worker_settings(cfg), build_model(cfg, 0)), one_table(table.clone()), e, torch.arange(4),
-                            torch.Generator())
+        trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
+        stats = train_edges(trainer, one_table(table.clone()), e, torch.arange(4), torch.Generator())
         losses.append(stats.metrics["loss"])
         assert set(stats.metrics) == {"loss", "reg", "violators_lhs", "violators_rhs"}
     assert losses[1] == pytest.approx(3 * losses[0]) and losses[2] == pytest.approx(0.5 * losses[0])
@@ -194,8 +194,8 @@ def test_featurized_entities_use_bag_means_and_train() -> None:
     edges = EdgeList(ents, ents[torch.tensor([1, 0, 3, 2])], torch.zeros(4, dtype=torch.long))
     table = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
     before = table.clone()
-    stats = train_edges(build_trainer(worker_settings(cfg), build_model(cfg, 0)), one_table(table), edges, torch.arange(4),
-                        torch.Generator())
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
+    stats = train_edges(trainer, one_table(table), edges, torch.arange(4), torch.Generator())
     assert stats.count == 4 and math.isfinite(stats.metrics["loss"])
     assert not torch.equal(table, before)
 
@@ -204,5 +204,6 @@ def test_max_norm_renormalises_table_rows() -> None:
     cfg = make_config(max_norm=1.0, lr=0.0)
     table = torch.tensor([[3.0, 4.0, 0.0], [0.1, 0.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.5, 0.0]])
     edges = EdgeList.from_tensors(torch.tensor([0, 1]), torch.tensor([2, 3]), 0)
-    train_edges(build_trainer(worker_settings(cfg), build_model(cfg, 0)), one_table(table), edges, torch.arange(2), torch.Generator())
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
+    train_edges(trainer, one_table(table), edges, torch.arange(2), torch.Generator())
     assert table.norm(dim=1).tolist() == pytest.approx([1.0, 0.1, 1.0, 0.5], abs=1e-5)
