@@ -26,6 +26,7 @@ import torch
 
 from pbg_core.edgelist import EdgeList
 from pbg_core.model.embedder import build_model
+from pbg_core.session.build import worker_settings
 from pbg_core.training import fast_backward
 from pbg_core.training.batching import train_edges
 from pbg_core.training.settings import build_trainer
@@ -67,7 +68,7 @@ def run(name: str, num_edges: int, passes: int) -> list[float]:
     cfg = make_config(name)
     num_rels = 10 if cfg.dynamic_relations else 1
     model = build_model(cfg, num_rels)
-    trainer = build_trainer(cfg, model)
+    trainer = build_trainer(worker_settings(cfg), model)
     table = torch.randn(COUNT, cfg.dimension) * 1e-3
     state = torch.zeros(COUNT)
     tables = BucketTables({("all", Side.LHS): table, ("all", Side.RHS): table}, {("all", Side.LHS): state, ("all", Side.RHS): state})

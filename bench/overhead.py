@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
 from gen_graph import ensure_graph
+from tasks.runs import open_run
 
 ENGINE_METHODS = (
     "schedule_buckets", "swap_partitions", "load_edges", "evaluate", "train", "finish_bucket",
@@ -97,8 +98,8 @@ def run_loop(config_path: str) -> dict[str, Any]:
 
     config = load_config(config_path)
     clock = Clock()
-    plan = plan_training.fn(config)
-    handle = open_training_session.fn(config)
+    plan = plan_training.fn(open_run(config))
+    handle = open_training_session.fn(open_run(config))
     started = time.perf_counter()
     try:
         for iteration in plan.remaining:

@@ -35,6 +35,7 @@ from tasks.lease import acquire_lease, release_lease
 from tasks.plan import TrainingPlan, plan_training
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
 from tasks.run_logs import forward_engine_logs
+from tasks.runs import opened_run
 from tasks.sessions import close_training_session, open_training_session
 
 
@@ -132,15 +133,16 @@ def pbg(
         run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
         run_config = prepare_retrain(resolved, retrain, run_key)
     results: list[dict[str, Any]] = []
-    plan_training(run_config, report=False)  # checks the inputs before anything is written
-    lease = acquire_lease(run_config)  # a second run on this checkpoint stops here, naming the holder
-    try:
-        plan = plan_training(run_config)  # again under the lease: another run may have committed meanwhile
-        remove_leftovers(run_config, plan.committed_version)  # of a run killed while removing or committing
-        if plan.remaining:
-            results = _train_remaining(run_config, plan, pause_every, pause_timeout_seconds)
-    finally:
-        release_lease(lease)
+    with opened_run(run_config) as run:  # the run's stores, opened once: the tasks below take this handle
+        plan_training(run, report=False)  # checks the inputs before anything is written
+        lease = acquire_lease(run_config)  # a second run on this checkpoint stops here, naming the holder
+        try:
+            plan = plan_training(run)  # again under the lease: another run may have committed meanwhile
+            remove_leftovers(run, plan.committed_version)  # of a run killed while removing or committing
+            if plan.remaining:
+                results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
+        finally:
+            release_lease(lease)
     final = plan.committed_version + len(results)
     if retrain is not None:
         finish_retrain(resolved, run_config, retrain)
@@ -150,7 +152,7 @@ def pbg(
 
 
 def _train_remaining(
-    config: ConfigSchema, plan: TrainingPlan, pause_every: int, pause_timeout_seconds: int
+    run: str, config: ConfigSchema, plan: TrainingPlan, pause_every: int, pause_timeout_seconds: int
 ) -> list[dict[str, Any]]:
     """Run the plan's remaining iterations in one session; one table artifact per iteration."""
     logger = get_run_logger()
@@ -159,7 +161,7 @@ def _train_remaining(
     artifact = start_progress(plan.committed_version * per, total, f"buckets trained of {config.checkpoint_path}")
     progress = RunProgress(artifact_id=artifact, total=total, buckets_per_iteration=per)
     results: list[dict[str, Any]] = []
-    handle = open_training_session(config)
+    handle = open_training_session(run)
     try:
         remaining = plan.remaining
         pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]

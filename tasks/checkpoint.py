@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from prefect import task
 
-from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
-from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
 from tasks.lease import check_lease
+from tasks.runs import get_run
 from tasks.sessions import get_session
 
 _STORAGE = dict(
@@ -51,13 +50,14 @@ def remove_old_version(handle: str, iteration: Iteration) -> int | None:
 
 
 @task(name="remove-leftovers", task_run_name="remove leftovers of interrupted runs", **_STORAGE)
-def remove_leftovers(config: ConfigSchema, committed_version: int) -> list[int]:
+def remove_leftovers(run: str, committed_version: int) -> list[int]:
     """Delete versions older than the committed one and progress of committed versions.
 
     A run killed while removing the old version (or right after committing, before
-    clearing its progress) leaves them; nothing references them. Returns the versions removed.
+    clearing its progress) leaves them; nothing references them. ``run``: the run's handle
+    (:mod:`tasks.runs`). Returns the versions removed.
     """
-    stores = open_run_stores(config)
+    stores = get_run(run).stores
     old = stores.checkpoint.remove_versions_before(committed_version)
     progress = stores.progress
     try:

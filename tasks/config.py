@@ -1,6 +1,11 @@
 """Resolve the run's config from a flow parameter, a URL, or a local file.
 
-Credentials in ``storage_options`` stay ``SecretStr`` all the way: re-validating an
+The config is parsed once per run, where there is something to parse: a file or URL is
+read and validated once (with its overrides); an inline ``config`` is already a validated
+:class:`ConfigSchema` (``pbg train`` parsed it, or Prefect validated the flow parameter) and
+passes through unchanged unless there are overrides to apply.
+
+Credentials in ``storage_options`` stay ``SecretStr`` all the way: applying overrides to an
 inline config goes through :func:`config_to_raw` (not the masked JSON form), and the
 resolved config is never persisted as a task result (a pickled config would hold them
 in clear). A config file read from a URL is fetched with the environment's credentials
@@ -37,6 +42,8 @@ def resolve_config(
         raise ConfigError(["give exactly one of the parameters `config` (inline) or `config_url`"])
     _refuse_credential_overrides(overrides)
     if config is not None:
+        if not overrides:
+            return config  # validated already: nothing to parse
         return parse_config(config_to_raw(config), list(overrides), source="flow parameter `config`")
     assert config_url is not None
     if config_url.endswith(".py"):

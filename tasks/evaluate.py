@@ -6,27 +6,29 @@ from typing import Any
 
 from prefect import task
 
-from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
 from pbg_core.session.build import build_session
 from pbg_core.session.offline_eval import evaluate_edge_source
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
-from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.resume_checks import check_fits
+from tasks.runs import get_run
 from tasks.sessions import get_session, register_session, session_storage_options
 
 
 @task(name="open-eval-session", task_run_name="open evaluation session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
-def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
-    """Load the committed checkpoint read-only and start the workers; returns a handle.
+def open_eval_session(run: str, filtered: bool = False) -> str:
+    """Load the run's committed checkpoint read-only and start the workers; returns a handle.
+
+    ``run``: the run's handle (:mod:`tasks.runs`): its config and stores.
 
     Raises:
         ConfigError: filtered metrics asked for relations whose negatives are sampled
             (filtering removes known edges from *all* entities: it needs all_negs).
     """
+    config, stores = get_run(run).config, get_run(run).stores
     if filtered:
         sampled = [f"relations.{i}.all_negs" for i, r in enumerate(config.relations) if not r.all_negs]
         if sampled:
@@ -34,7 +36,6 @@ def open_eval_session(config: ConfigSchema, filtered: bool = False) -> str:
                 [f"{key}: false, but filtered evaluation ranks against all entities; set -p {key}=true "
                  "(and num_uniform_negs=0)" for key in sampled]
             )
-    stores = open_run_stores(config)
     version = stores.checkpoint.read_version()
     if version == 0:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")

@@ -13,9 +13,10 @@ from pbg_core.types import Bucket
 from storage import fs
 from storage.errors import BadDataError, DataNotFound
 from storage.probe import check_reachable
-from storage.run_stores import RunStores, open_run_stores
+from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.resume_checks import check_fits, check_init_path
+from tasks.runs import get_run
 
 
 class TrainingPlan(BaseModel):
@@ -30,20 +31,22 @@ class TrainingPlan(BaseModel):
 
 @task(name="plan-training", task_run_name="plan training", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
-def plan_training(config: ConfigSchema, report: bool = True) -> TrainingPlan:
+def plan_training(run: str, report: bool = True) -> TrainingPlan:
     """Check every bucket file exists, compute the edge-chunk count, skip committed iterations.
 
-    ``report``: log the count of iterations done (off for the flow's check before the lease,
-    which plans again under it).
+    Args:
+        run: The run's handle (:mod:`tasks.runs`): its config and stores.
+        report: Log the count of iterations done (off for the flow's check before the lease,
+            which plans again under it).
     """
     logger = run_logger()
+    config, stores = get_run(run).config, get_run(run).stores
     # A wrong endpoint or a store that is down fails here in about a second, not after
     # a minute of retries (every later step retries such faults).
     check_reachable(
         [config.entity_path, *config.edge_paths, config.checkpoint_path, *filter(None, [config.init_path])],
         config.storage_options_for_fs(),
     )
-    stores = open_run_stores(config)
     topology = build_topology(config)
     _check_edge_paths_are_directories(stores)
     missing = [

@@ -8,9 +8,12 @@ directory's ``config.json`` at once, so a retry of the same flow run (same direc
 it and its schedule never changes mid-run. :func:`finish_retrain` points ``{root}/latest.json``
 at the run and deletes old runs (see :mod:`storage.run_dirs` for what is never deleted).
 
-Credentials stay ``SecretStr``: the run's config is re-validated from
-:func:`config_to_raw` (never from the masked JSON form), and ``prepare_retrain``'s result
-is not persisted (a pickled config would hold them in clear).
+The run's config is the resolved one with three fields replaced (``model_copy``), not parsed
+again: ``checkpoint_path``, ``init_path`` and ``edge_paths`` are plain path values that no
+rule of the schema relates to another field, so each is validated against its own field type
+(:func:`_with_run_paths`) and the rest stays as validated. Credentials stay ``SecretStr``
+(copied, never dumped), and ``prepare_retrain``'s result is not persisted (a pickled config
+would hold them in clear).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from prefect import task
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from pbg_core.config import ConfigSchema, config_to_json, config_to_raw, parse_config
+from pbg_core.config import ConfigSchema, config_to_json
+from pbg_core.errors import ConfigError
 from storage.checkpoints import CheckpointStore
 from storage.run_dirs import (
     expand_edge_paths, find_previous_run, has_glob, prune_run_dirs, read_run_dir, read_saved_config,
@@ -86,7 +90,7 @@ def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str)
     Raises:
         ValueError: ``run_key`` is not a run directory name.
         DataNotFound: an edge path pattern matches no directory.
-        ConfigError: the resulting config does not validate.
+        ConfigError: the run directory's saved ``edge_paths`` or ``init_path`` have the wrong type.
     """
     logger = run_logger()
     root = config.checkpoint_path
@@ -96,19 +100,36 @@ def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str)
     url = run_dir_url(root, run_key)
     saved = read_saved_config(url, storage)
     if saved is not None:
-        edge_paths, init_path = list(saved.get("edge_paths") or config.edge_paths), saved.get("init_path")
+        edge_paths, init_path = saved.get("edge_paths") or list(config.edge_paths), saved.get("init_path")
         logger.info("run directory %s exists: resuming with its saved edge paths %s and init_path %s",
                     url, edge_paths, init_path)
     else:
         edge_paths = expand_edge_paths(list(config.edge_paths), storage)
         init_path = _choose_init(config, options, run_key, storage)
         logger.info("new run directory %s: edge paths %s, init_path %s", url, edge_paths, init_path)
-    raw = config_to_raw(config)
-    raw.update(checkpoint_path=url, init_path=init_path, edge_paths=edge_paths)
-    run_config = parse_config(raw, source=f"retrain run {run_key}")
+    run_config = _with_run_paths(config, f"retrain run {run_key}", checkpoint_path=url, init_path=init_path,
+                                 edge_paths=edge_paths)
     if saved is None:
         CheckpointStore(url, storage).save_config(config_to_json(run_config))  # freezes the choice; secrets masked
     return run_config
+
+
+def _with_run_paths(config: ConfigSchema, source: str, **paths: object) -> ConfigSchema:
+    """``config`` with its path fields replaced, each value checked against its field's type.
+
+    Raises:
+        ConfigError: naming ``source``, the field, the bad value and the type allowed.
+    """
+    problems = []
+    for name, value in paths.items():
+        annotation = ConfigSchema.model_fields[name].annotation
+        try:
+            TypeAdapter(annotation).validate_python(value, strict=True)
+        except ValidationError:
+            problems.append(f"{name}: {value!r} is not a {annotation}")
+    if problems:
+        raise ConfigError(problems, source)
+    return config.model_copy(update=paths)
 
 
 def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, storage: dict[str, Any]) -> str | None:

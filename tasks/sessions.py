@@ -9,11 +9,15 @@ paths) use the same credentials without them ever being a task parameter.
 The checkpoint's ``config.json`` is written with credentials masked (``config_to_json``);
 a resumed run takes them from its own config or the environment, never from that file.
 
+A session is built on its run's stores (:mod:`tasks.runs`): ``open-training-session`` and
+``open-eval-session`` take the run's handle, never the config.
+
 ``pbg train`` opens the session ahead (:func:`prepare_training_session`), while its API server
-starts, and reads the first bucket's partitions and edges into it; the ``open-training-session``
-task then adopts it if it still holds: same config, and the checkpoint's committed version
-unchanged now that the run holds the lease. Otherwise it is closed and the task opens a fresh
-one, as a deployed run always does.
+starts, on stores opened ahead for its run (:func:`tasks.runs.open_stores_ahead`), and reads
+the first bucket's partitions and edges into it; the ``open-training-session`` task then adopts
+it if it still holds: built on this run's stores (same config), and the checkpoint's committed
+version unchanged now that the run holds the lease. Otherwise it is closed and the task opens a
+fresh one, as a deployed run always does.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from prefect import task
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.session.build import build_session
 from pbg_core.session.engine import TrainingSession
-from storage.run_stores import open_run_stores
+from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.plan import run_iterations
+from tasks.runs import fingerprint, get_run, open_stores_ahead
 
 _SESSIONS: dict[str, TrainingSession] = {}
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
@@ -80,8 +85,8 @@ def prepare_training_session(config: ConfigSchema) -> bool:
     close_prepared_sessions()
     log = logging.getLogger(__name__)
     try:
-        stores = open_run_stores(config)
-        session = _PREPARED[_fingerprint(config)] = build_session(config, stores)
+        stores = open_stores_ahead(config)
+        session = _PREPARED[fingerprint(config)] = build_session(config, stores)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.debug("could not open the session ahead: %s", exc)
         return False
@@ -100,29 +105,30 @@ def close_prepared_sessions() -> None:
         _PREPARED.popitem()[1].close()
 
 
-def _adopt_prepared(config: ConfigSchema, stores: Any) -> TrainingSession | None:
-    """The session opened ahead for ``config`` if the checkpoint is still where it found it."""
-    session = _PREPARED.pop(_fingerprint(config), None)
+def _adopt_prepared(config: ConfigSchema, stores: RunStores) -> TrainingSession | None:
+    """The session opened ahead for ``config`` if it is built on ``stores`` and the checkpoint
+    is still where it found it."""
+    session = _PREPARED.pop(fingerprint(config), None)
     close_prepared_sessions()  # any other one is of another config
-    if session is not None and session.residency.committed_version != stores.checkpoint.read_version():
-        session.close()  # another run committed meanwhile: start from what is there now
+    if session is None:
+        return None
+    moved = session.residency.committed_version != stores.checkpoint.read_version()  # another run committed
+    if session.store is not stores.checkpoint or moved:
+        session.close()  # start from this run's stores, and from what is committed now
         return None
     return session
 
 
-def _fingerprint(config: ConfigSchema) -> str:
-    return config.model_dump_json()
-
-
 @task(name="open-training-session", task_run_name="open training session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
       retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
-def open_training_session(config: ConfigSchema) -> str:
+def open_training_session(run: str) -> str:
     """Read counts and the committed checkpoint, start the HOGWILD workers; returns a handle.
 
-    Adopts the session :func:`prepare_training_session` opened ahead, if it still holds.
+    ``run``: the run's handle (:mod:`tasks.runs`), whose stores the session trains on. Adopts
+    the session :func:`prepare_training_session` opened ahead, if it still holds.
     """
     logger = run_logger()
-    stores = open_run_stores(config)
+    config, stores = get_run(run).config, get_run(run).stores
     session = _adopt_prepared(config, stores) or build_session(config, stores)
     stores.checkpoint.save_config(config_to_json(config))  # secrets masked
     handle = register_session(session, storage_options=config.storage_options_for_fs())

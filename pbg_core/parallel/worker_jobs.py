@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -23,7 +22,7 @@ from pbg_core.parallel.memory import PoolBuffers, SlotMap
 from pbg_core.stats import Stats
 from pbg_core.training.batching import eval_edges, train_edges
 from pbg_core.training.optimizers import AsyncAdagrad
-from pbg_core.training.settings import Evaluator, Trainer, build_evaluator, build_trainer
+from pbg_core.training.settings import Evaluator, Trainer, WorkerSettings, build_evaluator, build_trainer
 from pbg_core.training.tables import BucketTables
 
 logger = logging.getLogger(__name__)
@@ -31,9 +30,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class WorkerInit:
-    """Sent to each worker once: the config and the shared state."""
+    """Sent to each worker once: its settings (not the config) and the shared state."""
 
-    config: Any
+    settings: WorkerSettings
     model: MultiRelationEmbedder
     model_optimizer: AsyncAdagrad | None
     buffers: PoolBuffers
@@ -63,15 +62,15 @@ class JobArgs:
 
 def init_worker(index: int, payload: WorkerInit) -> WorkerState:
     """Build the trainer and evaluators around the shared model (runs in the child)."""
-    config = payload.config
+    settings = payload.settings
     # In the background: the kernels' ~0.3 s first-call cost overlaps the rest of the
     # start-up instead of landing in the first bucket (a kernel called meanwhile waits
     # on numba's compiler lock).
     threading.Thread(target=_warm_up_kernels, name="pbg-kernel-warm-up", daemon=True).start()
     return WorkerState(
-        trainer=build_trainer(config, payload.model, payload.model_optimizer),
-        holdout_evaluator=build_evaluator(config, payload.model, during_training=True),
-        offline_evaluator=build_evaluator(config, payload.model, during_training=False),
+        trainer=build_trainer(settings, payload.model, payload.model_optimizer),
+        holdout_evaluator=build_evaluator(settings, payload.model, during_training=True),
+        offline_evaluator=build_evaluator(settings, payload.model, during_training=False),
         buffers=payload.buffers,
     )
 

@@ -24,6 +24,7 @@ from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
 from pbg_core.session.residency import PartitionResidency
 from pbg_core.training.optimizers import AsyncAdagrad
+from pbg_core.training.settings import BatchSettings, WorkerSettings
 from pbg_core.types import PartitionKey
 
 logger = logging.getLogger(__name__)
@@ -38,12 +39,27 @@ def build_topology(config: ConfigSchema) -> PartitionTopology:
     )
 
 
-def _build_model_state(config: ConfigSchema, num_dynamic_relations: int) -> ModelState:
+def worker_settings(config: ConfigSchema) -> WorkerSettings:
+    """What a HOGWILD worker reads of ``config``: loss, learning rates and batch settings."""
+    train = BatchSettings(
+        batch_size=config.batch_size,
+        num_batch_negs=config.num_batch_negs,
+        num_uniform_negs=config.num_uniform_negs,
+        disable_lhs_negs=config.disable_lhs_negs,
+        disable_rhs_negs=config.disable_rhs_negs,
+        max_norm=config.max_norm,
+    )
+    return WorkerSettings(
+        loss_fn=config.loss_fn, margin=config.margin, lr=config.lr, relation_lr=config.relation_lr, train=train,
+        holdout=train.for_holdout(config.eval_num_batch_negs, config.eval_num_uniform_negs), offline=train,
+    )
+
+
+def _build_model_state(config: ConfigSchema, num_dynamic_relations: int, model_lr: float) -> ModelState:
     model = build_model(config, num_dynamic_relations)
     model.share_memory()
     params = list(model.parameters())
-    lr = config.relation_lr if config.relation_lr is not None else config.lr
-    optimizer = AsyncAdagrad(params, lr).share_memory_() if params else None
+    optimizer = AsyncAdagrad(params, model_lr).share_memory_() if params else None
     return ModelState(model=model, optimizer=optimizer)
 
 
@@ -117,7 +133,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     counts = {key: stores.entities.load_count(*key) for key in keys}
     num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
     committed = stores.checkpoint.read_version()
-    model_state = _build_model_state(config, num_dynamic)
+    for_workers = worker_settings(config)
+    model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
     dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
     check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
     if stores.init is not None:
@@ -137,7 +154,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     # from a forkserver: a forkserver preloaded with torch stays alive the whole run and
     # holds ~200 MiB; spawning costs ~1.5 s once per run instead, which `pbg train` hides
     # by starting them before the session exists (pbg_core.parallel.worker_boot).
-    payload = WorkerInit(config, model_state.model, model_state.optimizer, pool.buffers())
+    payload = WorkerInit(for_workers, model_state.model, model_state.optimizer, pool.buffers())
     workers = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn",
                              prestarted=take_prestarted(num_workers - 1))
     settings = SessionSettings(

@@ -1,14 +1,14 @@
 """What a worker needs to train or evaluate: batch settings, the trainer and the evaluator.
 
-Built once per worker from the config (:func:`build_trainer`, :func:`build_evaluator`) and
-handed to :mod:`pbg_core.training.batching` and the hand-written paths, which import this
-module, never each other's callers.
+Built once per worker from its :class:`WorkerSettings` (:func:`build_trainer`,
+:func:`build_evaluator`), never from the config, and handed to
+:mod:`pbg_core.training.batching` and the hand-written paths, which import this module,
+never each other's callers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from pbg_core.model.embedder import MultiRelationEmbedder
 from pbg_core.model.losses import LossFunction, build_loss
@@ -26,31 +26,37 @@ class BatchSettings:
     disable_rhs_negs: bool = False
     max_norm: float | None = None
 
-    @classmethod
-    def for_training(cls, config: Any) -> BatchSettings:
-        """From a ConfigSchema-like object (attribute access only)."""
-        return cls(
-            batch_size=config.batch_size,
-            num_batch_negs=config.num_batch_negs,
-            num_uniform_negs=config.num_uniform_negs,
-            disable_lhs_negs=config.disable_lhs_negs,
-            disable_rhs_negs=config.disable_rhs_negs,
-            max_norm=config.max_norm,
-        )
-
-    @classmethod
-    def for_evaluation(cls, config: Any, during_training: bool) -> BatchSettings:
-        """Eval settings: during training PBG applies ``eval_num_*_negs`` and rounds the
-        batch size up to a multiple of the batch negatives; offline eval uses the config's."""
-        base = cls.for_training(config)
-        if not during_training:
-            return base
-        batch_negs = config.eval_num_batch_negs if config.eval_num_batch_negs is not None else base.num_batch_negs
-        uniform = config.eval_num_uniform_negs if config.eval_num_uniform_negs is not None else base.num_uniform_negs
-        size = base.batch_size
+    def for_holdout(self, eval_num_batch_negs: int | None, eval_num_uniform_negs: int | None) -> BatchSettings:
+        """The settings of held-out evaluation during training: PBG applies ``eval_num_*_negs``
+        (None: the training value) and rounds the batch size up to a multiple of the batch negatives."""
+        batch_negs = self.num_batch_negs if eval_num_batch_negs is None else eval_num_batch_negs
+        uniform = self.num_uniform_negs if eval_num_uniform_negs is None else eval_num_uniform_negs
+        size = self.batch_size
         if batch_negs > 0:
             size = -(-size // batch_negs) * batch_negs
-        return cls(size, batch_negs, uniform, base.disable_lhs_negs, base.disable_rhs_negs, base.max_norm)
+        return replace(self, batch_size=size, num_batch_negs=batch_negs, num_uniform_negs=uniform)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Everything a HOGWILD worker reads of the run's config, and nothing more.
+
+    Built once per session from the validated config (``pbg_core.session.build.worker_settings``)
+    and pickled to each worker at spawn: the worker side never sees the config itself.
+    """
+
+    loss_fn: str
+    margin: float
+    lr: float  # the embedding tables' (RowAdagrad)
+    relation_lr: float | None  # the model's parameters' (AsyncAdagrad); None: ``lr``
+    train: BatchSettings
+    holdout: BatchSettings  # held-out edges evaluated during training
+    offline: BatchSettings  # ``pbg eval``: the config's own negatives
+
+    @property
+    def model_lr(self) -> float:
+        """Learning rate of the model's parameters (operators, global embeddings)."""
+        return self.relation_lr if self.relation_lr is not None else self.lr
 
 
 @dataclass
@@ -74,22 +80,23 @@ class Evaluator:
     settings: BatchSettings
 
 
-def build_trainer(config: Any, model: MultiRelationEmbedder, model_optimizer: AsyncAdagrad | None = None) -> Trainer:
-    """A Trainer from the config; builds a (non-shared) AsyncAdagrad if none is given."""
+def build_trainer(
+    settings: WorkerSettings, model: MultiRelationEmbedder, model_optimizer: AsyncAdagrad | None = None
+) -> Trainer:
+    """A Trainer from the worker settings; builds a (non-shared) AsyncAdagrad if none is given."""
     if model_optimizer is None:
         params = list(model.parameters())
-        lr = config.relation_lr if config.relation_lr is not None else config.lr
-        model_optimizer = AsyncAdagrad(params, lr) if params else None
+        model_optimizer = AsyncAdagrad(params, settings.model_lr) if params else None
     return Trainer(
         model=model,
-        loss_fn=build_loss(config.loss_fn, margin=config.margin),
-        settings=BatchSettings.for_training(config),
-        row_optimizer=RowAdagrad(config.lr),
+        loss_fn=build_loss(settings.loss_fn, margin=settings.margin),
+        settings=settings.train,
+        row_optimizer=RowAdagrad(settings.lr),
         model_optimizer=model_optimizer,
     )
 
 
-def build_evaluator(config: Any, model: MultiRelationEmbedder, during_training: bool = True) -> Evaluator:
-    """An Evaluator from the config (``eval_num_*`` overrides only during training)."""
-    settings = BatchSettings.for_evaluation(config, during_training)
-    return Evaluator(model, build_loss(config.loss_fn, margin=config.margin), settings)
+def build_evaluator(settings: WorkerSettings, model: MultiRelationEmbedder, during_training: bool = True) -> Evaluator:
+    """An Evaluator: held-out settings (``eval_num_*`` applied) during training, else the offline ones."""
+    batches = settings.holdout if during_training else settings.offline
+    return Evaluator(model, build_loss(settings.loss_fn, margin=settings.margin), batches)

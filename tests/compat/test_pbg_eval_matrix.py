@@ -29,6 +29,7 @@ from pbg_compat import PbgTools, parse_pbg_stats, write_pbg_config
 
 from storage.checkpoints import CheckpointStore
 from storage.config_loader import load_config
+from tasks.runs import open_run
 
 pytestmark = pytest.mark.compat
 
@@ -111,7 +112,8 @@ def our_eval_per_path(config_file: Path, edge_paths: list[str], extra: list[str]
     from tasks.evaluate import evaluate_edge_path, open_eval_session
     from tasks.sessions import close_training_session
 
-    handle = open_eval_session.fn(load_config(str(config_file), [f"edge_paths={','.join(edge_paths)}", *extra]))
+    config = load_config(str(config_file), [f"edge_paths={','.join(edge_paths)}", *extra])
+    handle = open_eval_session.fn(open_run(config))
     try:
         parts = [evaluate_edge_path.fn(handle, path, None) for path in edge_paths]
     finally:

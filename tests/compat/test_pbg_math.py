@@ -35,6 +35,7 @@ from pbg_core.model.comparators import build_comparator
 from pbg_core.model.embedder import MultiRelationEmbedder, SideBatch, build_model
 from pbg_core.model.losses import build_loss
 from pbg_core.model.negatives import batch_mode, chunk_layout
+from pbg_core.session.build import worker_settings
 from pbg_core.training.batching import eval_edges
 from pbg_core.training.loss_grads import loss_grads
 from pbg_core.training.settings import build_evaluator
@@ -230,7 +231,7 @@ def our_eval(cfg: dict[str, Any], table: torch.Tensor, params: dict[str, torch.T
     rel = edges["rel"] if edges["rel"].dim() else int(edges["rel"])
     batch = EdgeList.from_tensors(edges["lhs"], edges["rhs"], rel)
     index = FilterIndex.build(EdgeList.from_tensors(known["lhs"], known["rhs"], known["rel"])) if known else None
-    evaluator = build_evaluator(config, model, during_training=False)
+    evaluator = build_evaluator(worker_settings(config), model, during_training=False)
     stats = eval_edges(evaluator, tables, batch, torch.arange(len(batch)), torch.Generator().manual_seed(0), index)
     return {"count": stats.count, **stats.metrics}
 

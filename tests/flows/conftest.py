@@ -45,3 +45,24 @@ def trained(
     """The unpartitioned planted graph trained for 3 epochs (seed 0, 1 worker)."""
     config = config_for(graph, tmp_path_factory.mktemp("trained") / "ckpt", num_epochs=3)
     return TrainedRun(config=config, result=pbg(config=parse_config(config)))
+
+
+@pytest.fixture
+def calls_of(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``calls_of(module, name)``: the argument tuples of every call of ``module.name`` from now on.
+
+    The real function still runs (a counting wrapper, not a stand-in).
+    """
+
+    def wrap(module: Any, name: str) -> list[tuple[Any, ...]]:
+        calls: list[tuple[Any, ...]] = []
+        real = getattr(module, name)
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            calls.append(args)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counting)
+        return calls
+
+    return wrap

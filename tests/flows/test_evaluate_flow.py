@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import tasks.runs
 from flows.evaluate import pbg_eval
 from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
@@ -30,6 +31,13 @@ def snapshot(directory: Path) -> dict[str, tuple[int, bytes]]:
         for p in sorted(directory.rglob("*"))
         if p.is_file()
     }
+
+
+def test_an_evaluation_opens_its_stores_once(trained: Any, graph: Any, calls_of: Any) -> None:
+    config = all_negs_config(trained.config, graph.test_path)
+    opens = calls_of(tasks.runs, "open_run_stores")
+    assert pbg_eval(config=config)["count"] > 0
+    assert len(opens) == 1 and opens[0][0] is config
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+import pbg_core.config.schema
+import tasks.config
+import tasks.runs
 from flows.evaluate import pbg_eval
 from flows.train import pbg
 from pbg_core.config import parse_config
@@ -51,6 +54,22 @@ def checkpoint_files(checkpoint: Path) -> set[str]:
 def version_of(checkpoint: Path) -> int:
     """The committed version pointer."""
     return int((checkpoint / "checkpoint_version.txt").read_text())
+
+
+def test_a_run_parses_its_config_once_and_opens_its_stores_once(
+    graph: Any, config_for: Any, tmp_path: Path, calls_of: Any
+) -> None:
+    """The config parsed by the caller reaches every task as is; the run's stores are opened once."""
+    config = parse_config(config_for(graph, tmp_path / "ckpt", num_epochs=2))
+    opens = calls_of(tasks.runs, "open_run_stores")
+    parses = calls_of(tasks.config, "parse_config")
+    validations = calls_of(pbg_core.config.schema, "cross_field_problems")  # run by every parse and validation
+    assert pbg(config=config)["version"] == 2
+    assert len(opens) == 1 and opens[0][0] is config  # the caller's object, not a copy parsed again
+    assert parses == []
+    # Prefect's validation of the flow's parameters runs the model's cross-field rules on the
+    # instance (the object itself passes through): the check a deployed run's dict parameter gets.
+    assert len(validations) == 1
 
 
 # ---- a finished run resumed with more epochs; MRR before vs after training -------------

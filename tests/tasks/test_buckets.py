@@ -27,6 +27,7 @@ from tasks.buckets import (
 )
 from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
+from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session
 
 
@@ -83,9 +84,9 @@ def listing(url: str) -> list[str]:
 
 
 def train_uninterrupted(config: Any) -> None:
-    handle = open_training_session.fn(config)
+    handle = open_training_session.fn(open_run(config))
     try:
-        for iteration in plan_training.fn(config).remaining:
+        for iteration in plan_training.fn(open_run(config)).remaining:
             run_buckets(handle, iteration)
             commit(handle, iteration)
     finally:
@@ -101,8 +102,8 @@ def test_resume_inside_a_pass_is_bit_identical(
     reference, resumed = config_2x2("reference"), config_2x2("resumed", root)
     train_uninterrupted(reference)
 
-    first, second = plan_training.fn(resumed).remaining
-    handle = open_training_session.fn(resumed)
+    first, second = plan_training.fn(open_run(resumed)).remaining
+    handle = open_training_session.fn(open_run(resumed))
     try:
         run_buckets(handle, first)
         commit(handle, first)
@@ -113,8 +114,8 @@ def test_resume_inside_a_pass_is_bit_identical(
     progress = json.loads(fs.read_text(f"{resumed.checkpoint_path}/progress/v2.json"))
     assert progress["done"] == stop_after
 
-    (again,) = plan_training.fn(resumed).remaining
-    handle = open_training_session.fn(resumed)
+    (again,) = plan_training.fn(open_run(resumed)).remaining
+    handle = open_training_session.fn(open_run(resumed))
     try:
         retrained = run_buckets(handle, again)
         assert len(retrained) == 4 - stop_after  # only the buckets not recorded as done
@@ -135,8 +136,8 @@ def test_resume_inside_a_pass_is_bit_identical(
 
 def test_stale_progress_of_another_pass_is_discarded(config_2x2: Any) -> None:
     config = config_2x2("stale")
-    first, _ = plan_training.fn(config).remaining
-    handle = open_training_session.fn(config)
+    first, _ = plan_training.fn(open_run(config)).remaining
+    handle = open_training_session.fn(open_run(config))
     try:
         run_buckets(handle, first, stop_after=2)
         session = get_session(handle)
@@ -155,8 +156,8 @@ def test_a_record_in_another_order_of_the_same_buckets_is_resumed_in_its_order(c
     """Without a seed each session draws its own bucket order: the rerun must still resume the
     interrupted pass (in the order its saves belong to) instead of starting it over."""
     config = config_2x2("reordered")
-    first, _ = plan_training.fn(config).remaining
-    handle = open_training_session.fn(config)
+    first, _ = plan_training.fn(open_run(config)).remaining
+    handle = open_training_session.fn(open_run(config))
     try:
         done = run_buckets(handle, first, stop_after=2)
     finally:
@@ -168,7 +169,7 @@ def test_a_record_in_another_order_of_the_same_buckets_is_resumed_in_its_order(c
     data["order"] = [*data["order"][:2], data["order"][3], data["order"][2]]  # as another seed would draw
     record.write_text(json.dumps(data))
 
-    handle = open_training_session.fn(config)
+    handle = open_training_session.fn(open_run(config))
     try:
         remaining = [tuple(bucket) for bucket in schedule_buckets.fn(handle, first)]
         assert remaining == [order[3], order[2]]  # the record's order, after its two done buckets
@@ -179,8 +180,8 @@ def test_a_record_in_another_order_of_the_same_buckets_is_resumed_in_its_order(c
 
 def test_finish_bucket_is_idempotent_and_prunes_superseded_saves(config_2x2: Any) -> None:
     config = config_2x2("prune")
-    first, _ = plan_training.fn(config).remaining
-    handle = open_training_session.fn(config)
+    first, _ = plan_training.fn(open_run(config)).remaining
+    handle = open_training_session.fn(open_run(config))
     try:
         run_buckets(handle, first, stop_after=3)
         again = finish_bucket.fn(handle)  # a retry after success
@@ -200,8 +201,8 @@ def test_finish_bucket_is_idempotent_and_prunes_superseded_saves(config_2x2: Any
 def test_an_unchanged_chunk_is_kept_and_a_replaced_one_read_again(make_config: Any) -> None:
     """One bucket, one chunk: every epoch trains the same edges, read once while the file is unchanged."""
     config = parse_config(make_config("reuse", num_epochs=3))
-    first, second, third = plan_training.fn(config).remaining
-    handle = open_training_session.fn(config)
+    first, second, third = plan_training.fn(open_run(config)).remaining
+    handle = open_training_session.fn(open_run(config))
     try:
         session = get_session(handle)
         run_buckets(handle, first)

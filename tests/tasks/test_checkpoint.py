@@ -18,6 +18,7 @@ from pbg_core.types import Bucket
 from tasks.buckets import schedule_buckets
 from tasks.checkpoint import preserve_version, remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
+from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session
 
 
@@ -37,8 +38,8 @@ def mtimes(paths: list[Path]) -> list[int]:
 @pytest.fixture
 def session(make_config: Any) -> Any:
     config = parse_config(make_config(num_epochs=3, checkpoint_preservation_interval=2))
-    handle = open_training_session.fn(config)
-    yield handle, config, plan_training.fn(config).remaining, Path(config.checkpoint_path)
+    handle = open_training_session.fn(open_run(config))
+    yield handle, config, plan_training.fn(open_run(config)).remaining, Path(config.checkpoint_path)
     close_training_session.fn(handle)
 
 
@@ -103,11 +104,11 @@ def test_crash_before_switch_leaves_the_committed_version(
     assert torch.equal(torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"]),
                        torch.from_numpy(committed))  # v1 untouched
 
-    reopened = open_training_session.fn(config)
+    reopened = open_training_session.fn(open_run(config))
     try:
         session_state = get_session(reopened)
         assert session_state.residency.committed_version == 1
-        (resumed,) = plan_training.fn(config).remaining[:1]
+        (resumed,) = plan_training.fn(open_run(config)).remaining[:1]
         assert resumed.version == 2
         # The pass was recorded complete: nothing is trained again, v2 is committed as written.
         assert schedule_buckets.fn(reopened, resumed) == []
@@ -154,6 +155,6 @@ def test_remove_leftovers_deletes_older_versions_and_committed_progress(make_con
     progress = CheckpointProgress(store)
     progress.write(PassProgress(version=3, iteration_index=2, order=[Bucket(0, 0)], done=1))  # committed since
     progress.write(PassProgress(version=4, iteration_index=3, order=[Bucket(0, 0)], done=0))  # still open
-    assert remove_leftovers.fn(config, 3) == [1, 2]
+    assert remove_leftovers.fn(open_run(config), 3) == [1, 2]
     assert store.list_versions() == [3]
     assert progress.read(3) is None and progress.read(4) is not None

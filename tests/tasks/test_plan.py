@@ -13,10 +13,11 @@ from pbg_core.config import parse_config
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
 from tasks.plan import plan_training
+from tasks.runs import open_run
 
 
 def test_fresh_run_plans_every_epoch(make_config: Any) -> None:
-    plan = plan_training.fn(parse_config(make_config(num_epochs=3)))
+    plan = plan_training.fn(open_run(parse_config(make_config(num_epochs=3))))
     assert plan.num_edge_chunks == 1
     assert plan.committed_version == 0
     assert plan.total_iterations == 3
@@ -28,7 +29,7 @@ def test_fresh_run_plans_every_epoch(make_config: Any) -> None:
 def test_edge_chunks_come_from_max_edges_per_chunk(make_config: Any, graph: Any) -> None:
     # Bucket (0, 0) holds all 1,600 training edges: ceil(1600 / 500) = 4 chunks.
     config = make_config(num_epochs=2, max_edges_per_chunk=500, edge_paths=[graph.train_path, graph.test_path])
-    plan = plan_training.fn(parse_config(config))
+    plan = plan_training.fn(open_run(parse_config(config)))
     assert plan.num_edge_chunks == 4
     assert plan.total_iterations == 2 * 2 * 4
     steps = [(it.epoch_idx, it.edge_path_idx, it.edge_chunk_idx) for it in plan.remaining]
@@ -38,7 +39,8 @@ def test_edge_chunks_come_from_max_edges_per_chunk(make_config: Any, graph: Any)
 
 
 def test_configured_num_edge_chunks_wins(make_config: Any) -> None:
-    plan = plan_training.fn(parse_config(make_config(num_epochs=1, num_edge_chunks=3, max_edges_per_chunk=10)))
+    config = parse_config(make_config(num_epochs=1, num_edge_chunks=3, max_edges_per_chunk=10))
+    plan = plan_training.fn(open_run(config))
     assert plan.num_edge_chunks == 3
     assert [it.edge_chunk_idx for it in plan.remaining] == [0, 1, 2]
 
@@ -46,7 +48,7 @@ def test_configured_num_edge_chunks_wins(make_config: Any) -> None:
 def test_resume_skips_committed_iterations(make_config: Any) -> None:
     config = make_config(num_epochs=4)
     CheckpointStore(config["checkpoint_path"]).write_version(2)
-    plan = plan_training.fn(parse_config(config))
+    plan = plan_training.fn(open_run(parse_config(config)))
     assert plan.committed_version == 2
     assert [(it.index, it.version, it.epoch_idx) for it in plan.remaining] == [(2, 3, 2), (3, 4, 3)]
 
@@ -57,7 +59,7 @@ def test_checkpoint_beyond_the_config_plans_nothing_and_warns(
     config = make_config(num_epochs=2)
     CheckpointStore(config["checkpoint_path"]).write_version(5)
     with caplog.at_level(logging.WARNING, logger="tasks"):
-        plan = plan_training.fn(parse_config(config))
+        plan = plan_training.fn(open_run(parse_config(config)))
     assert plan.remaining == []
     assert plan.committed_version == 5 and plan.total_iterations == 2
     assert any("version 5" in record.getMessage() for record in caplog.records)
@@ -72,7 +74,7 @@ def test_missing_bucket_files_are_all_named_before_anything_is_written(
     (train / "edges_1_1.h5").unlink()
     config = make_config(data=graph_2x2, entity_path=str(tmp_path / "data"), edge_paths=[str(train)])
     with pytest.raises(DataNotFound) as raised:
-        plan_training.fn(parse_config(config))
+        plan_training.fn(open_run(parse_config(config)))
     message = str(raised.value)
     assert "2 edge bucket file(s) missing" in message and "2x2" in message
     assert f"{train}/edges_1_0.h5" in message
@@ -87,6 +89,6 @@ def test_unreadable_first_bucket_is_a_clear_error(graph: Any, make_config: Any, 
     (train / "edges_0_0.h5").write_bytes(b"garbage, not HDF5")
     config = make_config(entity_path=str(tmp_path / "data"), edge_paths=[str(train)])
     with pytest.raises(BadDataError) as raised:
-        plan_training.fn(parse_config(config))
+        plan_training.fn(open_run(parse_config(config)))
     assert "edges_0_0.h5" in str(raised.value)
     assert not Path(config["checkpoint_path"]).exists()

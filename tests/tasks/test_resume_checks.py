@@ -25,6 +25,7 @@ from storage.edges import EdgeStore
 from storage.errors import BadDataError, DataNotFound
 from tasks.plan import plan_training
 from tasks.resume_checks import check_fits, shape_differences
+from tasks.runs import open_run
 
 
 def commit_trained(url: str, raw_config: dict[str, Any], version: int = 1) -> CheckpointStore:
@@ -45,7 +46,7 @@ def with_operator(config: dict[str, Any], operator: str) -> dict[str, Any]:
 def test_missing_init_path_is_an_error_naming_it(make_config: Any, tmp_path: Path) -> None:
     config = make_config(init_path=str(tmp_path / "no-such-checkpoint"))
     with pytest.raises(DataNotFound, match=r"no-such-checkpoint: init_path does not exist; expected a checkpoint"):
-        plan_training.fn(parse_config(config))
+        plan_training.fn(open_run(parse_config(config)))
 
 
 def test_init_path_without_checkpoint_files_is_an_error(make_config: Any, tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_init_path_without_checkpoint_files_is_an_error(make_config: Any, tmp_pa
     (tmp_path / "not-a-checkpoint" / "notes.txt").write_text("hello")
     config = make_config(init_path=str(tmp_path / "not-a-checkpoint"))
     with pytest.raises(DataNotFound, match=r"init_path holds no checkpoint of version 0 .*found no checkpoint files"):
-        plan_training.fn(parse_config(config))
+        plan_training.fn(open_run(parse_config(config)))
 
 
 def test_resume_with_another_operator_is_refused_before_training(make_config: Any) -> None:
@@ -61,7 +62,7 @@ def test_resume_with_another_operator_is_refused_before_training(make_config: An
     config = make_config(num_epochs=2)
     commit_trained(config["checkpoint_path"], with_operator(config, "diagonal"))
     with pytest.raises(ShapeError) as raised:
-        plan_training.fn(parse_config(with_operator(config, "translation")))
+        plan_training.fn(open_run(parse_config(with_operator(config, "translation"))))
     assert str(raised.value).startswith(f"checkpoint_path {config['checkpoint_path']} version 1 was trained with "
                                         'relations[0].operator "diagonal" (this config: "translation")')
     assert "\n" not in str(raised.value)
@@ -74,7 +75,7 @@ def test_init_path_of_another_operator_is_refused(make_config: Any, tmp_path: Pa
     raw = {**with_operator(config, "linear"), "init_path": str(tmp_path / "old")}
     with pytest.raises(ShapeError, match=r'init_path .*old version 3 was trained with relations\[0\].operator '
                                          r'"diagonal" \(this config: "linear"\).*use an init_path'):
-        plan_training.fn(parse_config(raw))
+        plan_training.fn(open_run(parse_config(raw)))
 
 
 def test_changed_loss_fn_warns_with_old_and_new_value(make_config: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -82,8 +83,8 @@ def test_changed_loss_fn_warns_with_old_and_new_value(make_config: Any, caplog: 
         {"name": "linked", "lhs": "node", "rhs": "node", "operator": "diagonal"}])
     commit_trained(config["checkpoint_path"], config)
     with caplog.at_level(logging.WARNING, logger="tasks"):
-        plan = plan_training.fn(parse_config({**config, "loss_fn": "ranking"}))
-        plan_training.fn(parse_config({**config, "loss_fn": "ranking"}))  # the flow plans twice
+        plan = plan_training.fn(open_run(parse_config({**config, "loss_fn": "ranking"})))
+        plan_training.fn(open_run(parse_config({**config, "loss_fn": "ranking"})))  # the flow plans twice
     assert plan.committed_version == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert [w for w in warnings if 'loss_fn="softmax", this config has loss_fn="ranking"' in w] == [
@@ -124,7 +125,7 @@ def test_edge_path_whose_buckets_are_all_empty_fails_before_training(make_config
     config = make_config()
     config["edge_paths"] = [config["edge_paths"][0], str(empty)]
     with pytest.raises(BadDataError, match=rf"{empty}: all 1 bucket file\(s\) have 0 edges in edge path\(s\) {empty}"):
-        plan_training.fn(parse_config(config))
+        plan_training.fn(open_run(parse_config(config)))
     assert not Path(config["checkpoint_path"]).exists()
 
 
@@ -132,7 +133,7 @@ def test_edge_path_that_is_a_file_is_named_as_such(make_config: Any, tmp_path: P
     (tmp_path / "edges.tsv").write_text("a\tlinked\tb\n")
     config = make_config(edge_paths=[str(tmp_path / "edges.tsv")])
     with pytest.raises(BadDataError, match=r"edges.tsv: edge path is a file, expected a directory of edges_"):
-        plan_training.fn(parse_config(config))
+        plan_training.fn(open_run(parse_config(config)))
 
 
 def test_evaluating_a_checkpoint_of_another_operator_is_refused(make_config: Any) -> None:
@@ -143,7 +144,7 @@ def test_evaluating_a_checkpoint_of_another_operator_is_refused(make_config: Any
     commit_trained(config["checkpoint_path"], with_operator(config, "translation"))
     with pytest.raises(ShapeError, match=r'evaluated checkpoint .* version 1 was trained with relations\[0\]'
                                          r'.operator "translation" \(this config: "none"\).*evaluate with the config'):
-        open_eval_session.fn(parse_config(config))
+        open_eval_session.fn(open_run(parse_config(config)))
 
 
 def test_an_init_path_of_pbg_v0_files_is_checked_too(make_config: Any, tmp_path: Path) -> None:
@@ -153,4 +154,4 @@ def test_an_init_path_of_pbg_v0_files_is_checked_too(make_config: Any, tmp_path:
     (tmp_path / "v0" / "checkpoint_version.txt").unlink()
     assert store.read_version() == 0
     with pytest.raises(ShapeError, match=r'init_path .*v0 version 0 was trained with relations\[0\].operator "linear"'):
-        plan_training.fn(parse_config({**config, "init_path": str(tmp_path / "v0")}))
+        plan_training.fn(open_run(parse_config({**config, "init_path": str(tmp_path / "v0")})))

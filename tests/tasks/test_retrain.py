@@ -18,12 +18,14 @@ import torch
 from pydantic import ValidationError
 
 from pbg_core.config import ConfigSchema, parse_config
+from pbg_core.errors import ConfigError
 from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from tasks.buckets import swap_partitions
 from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
+from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session
 
 KEY, SECRET = "AKIAPLANTEDRETRAIN", "planted-retrain-s3cr3t"
@@ -95,6 +97,28 @@ def test_first_start_expands_globs_and_a_retry_reuses_its_choice(root_config: Co
         prepare_retrain.fn(root_config, options, "run-today")
 
 
+def test_the_run_config_is_the_resolved_one_with_its_paths_replaced(root_config: ConfigSchema,
+                                                                  tmp_path: Path) -> None:
+    """No second parse: every other field is the resolved config's own (credentials as SecretStr)."""
+    run_config = prepare_retrain.fn(root_config, RetrainOptions(), FIRST)
+    changed = {"checkpoint_path", "edge_paths"}
+    assert {k: v for k, v in vars(run_config).items() if k not in changed} == {
+        k: v for k, v in vars(root_config).items() if k not in changed}
+    assert run_config.storage_options is root_config.storage_options
+
+
+def test_a_saved_run_config_of_the_wrong_type_is_named(root_config: ConfigSchema, tmp_path: Path) -> None:
+    """The run directory's config.json is read back: a bad edge_paths or init_path there is refused."""
+    run_dir = tmp_path / "root" / FIRST
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({"edge_paths": "edges/part-000", "init_path": 7}))
+    with pytest.raises(ConfigError) as raised:
+        prepare_retrain.fn(root_config, RetrainOptions(), FIRST)
+    assert raised.value.problems == ["init_path: 7 is not a str | None",
+                                     "edge_paths: 'edges/part-000' is not a list[str]"]
+    assert FIRST in str(raised.value)
+
+
 def test_a_pattern_matching_nothing_is_named(make_config: Any, tmp_path: Path) -> None:
     pattern = str(tmp_path / "edges" / "none-*")
     config = parse_config(make_config("root", edge_paths=[pattern]))
@@ -111,8 +135,8 @@ def test_finish_refuses_a_checkpoint_outside_the_root(root_config: ConfigSchema,
 
 def train_run(config: ConfigSchema, run_config: ConfigSchema, train_buckets: Any) -> None:
     """Every remaining iteration of ``run_config``, committed, through the flow's task bodies."""
-    plan = plan_training.fn(run_config)
-    handle = open_training_session.fn(run_config)
+    plan = plan_training.fn(open_run(run_config))
+    handle = open_training_session.fn(open_run(run_config))
     try:
         for iteration in plan.remaining:
             train_buckets(handle, iteration)
@@ -146,7 +170,7 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
     assert second.init_path == str(root / FIRST)
     assert second.edge_paths == [str(edges / "part-000"), str(edges / "part-001")]
 
-    handle = open_training_session.fn(second)
+    handle = open_training_session.fn(open_run(second))
     try:
         session = get_session(handle)
         assert session.model_state.source == "init_path version 1"

@@ -23,6 +23,12 @@ def test_inline_config_keeps_its_credentials_through_overrides(make_config: Any)
     assert resolve_config.fn(config, None, []) == config
 
 
+def test_an_inline_config_without_overrides_passes_through_unparsed(make_config: Any) -> None:
+    """Validated already (by `pbg train`, or Prefect's parameter validation): the same object comes back."""
+    config = parse_config(make_config(storage_options={"key": KEY, "secret": SECRET}))
+    assert resolve_config.fn(config, None, []) is config
+
+
 def test_credentials_in_the_overrides_parameter_are_refused(make_config: Any, write_config: Any) -> None:
     path = write_config(make_config())
     with pytest.raises(ConfigError) as info:

@@ -15,6 +15,7 @@ from pbg_core.types import Bucket
 from tasks.buckets import swap_partitions
 from tasks.checkpoint import switch_version, write_checkpoint
 from tasks.plan import plan_training
+from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session, session_storage_options
 
 
@@ -23,8 +24,8 @@ def one_epoch(make_config: Any, train_buckets: Any) -> dict[str, Any]:
     """A checkpoint committed at version 1 by the task bodies; returns its config."""
     config = make_config("source", num_epochs=1)
     parsed = parse_config(config)
-    (iteration,) = plan_training.fn(parsed).remaining
-    handle = open_training_session.fn(parsed)
+    (iteration,) = plan_training.fn(open_run(parsed)).remaining
+    handle = open_training_session.fn(open_run(parsed))
     try:
         train_buckets(handle, iteration)
         write_checkpoint.fn(handle, iteration)
@@ -46,7 +47,7 @@ def stored_embeddings(checkpoint: str, version: int, h5_datasets: Any) -> torch.
 
 def test_open_session_starts_workers_and_saves_the_config(make_config: Any) -> None:
     config = parse_config(make_config(workers=2, seed=7))
-    handle = open_training_session.fn(config)
+    handle = open_training_session.fn(open_run(config))
     try:
         assert handle.startswith("train-")
         session = get_session(handle)
@@ -74,7 +75,7 @@ def test_unknown_handle_names_itself() -> None:
 
 
 def test_reopening_resumes_from_the_committed_version(one_epoch: dict[str, Any], h5_datasets: Any) -> None:
-    handle = open_training_session.fn(parse_config({**one_epoch, "num_epochs": 2}))
+    handle = open_training_session.fn(open_run(parse_config({**one_epoch, "num_epochs": 2})))
     try:
         session = get_session(handle)
         assert session.residency.committed_version == 1
@@ -89,7 +90,7 @@ def test_init_path_loads_the_other_checkpoint(
     one_epoch: dict[str, Any], make_config: Any, h5_datasets: Any
 ) -> None:
     config = make_config("with_init", init_path=one_epoch["checkpoint_path"])
-    handle = open_training_session.fn(parse_config(config))
+    handle = open_training_session.fn(open_run(parse_config(config)))
     try:
         session = get_session(handle)
         assert session.residency.committed_version == 0
@@ -114,8 +115,8 @@ def test_config_json_masks_credentials_and_resume_never_uses_the_mask(
 ) -> None:
     raw = make_config("secret_run", num_epochs=1, storage_options={"key": KEY, "secret": SECRET})
     config = parse_config(raw)
-    (iteration,) = plan_training.fn(config).remaining
-    handle = open_training_session.fn(config)
+    (iteration,) = plan_training.fn(open_run(config)).remaining
+    handle = open_training_session.fn(open_run(config))
     try:
         assert session_storage_options(handle) == {"key": KEY, "secret": SECRET}
         train_buckets(handle, iteration)
@@ -131,7 +132,7 @@ def test_config_json_masks_credentials_and_resume_never_uses_the_mask(
     assert saved["storage_options"]["secret"] == "**********"
     # Resuming (or evaluating) with the saved file: masks are dropped, the environment applies.
     resumed = parse_config({**saved, "num_epochs": 2})
-    handle = open_training_session.fn(resumed)
+    handle = open_training_session.fn(open_run(resumed))
     try:
         assert session_storage_options(handle) == {}
         assert get_session(handle).residency.committed_version == 1
@@ -147,7 +148,7 @@ def test_a_session_opened_ahead_is_adopted_by_the_task(make_config: Any) -> None
     assert prepare_training_session(config)
     prepared = _prepared_sessions()
     assert len(prepared) == 1
-    handle = open_training_session.fn(parse_config(make_config(workers=1, seed=3)))  # an equal config
+    handle = open_training_session.fn(open_run(parse_config(make_config(workers=1, seed=3))))  # an equal config
     try:
         assert get_session(handle) is prepared[0] and _prepared_sessions() == []
         assert (Path(config.checkpoint_path) / "config.json").exists()  # written by the task, under the lease
@@ -165,7 +166,7 @@ def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_conf
     prepared = _prepared_sessions()[0]
     # Meanwhile another run committed version 1 there.
     shutil.copytree(one_epoch["checkpoint_path"], fresh.checkpoint_path, dirs_exist_ok=True)
-    handle = open_training_session.fn(fresh)
+    handle = open_training_session.fn(open_run(fresh))
     try:
         session = get_session(handle)
         assert session is not prepared and session.residency.committed_version == 1
@@ -174,7 +175,8 @@ def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_conf
         close_training_session.fn(handle)
 
     assert prepare_training_session(parse_config(make_config("other", workers=1)))
-    handle = open_training_session.fn(parse_config(make_config("other", workers=1, seed=99)))  # another config
+    other = parse_config(make_config("other", workers=1, seed=99))  # another config
+    handle = open_training_session.fn(open_run(other))
     try:
         assert _prepared_sessions() == [] and get_session(handle).seed == 99
     finally:
@@ -189,7 +191,7 @@ def test_a_session_opened_ahead_reads_the_first_bucket_and_trains_the_same(
 
     def trained(name: str, ahead: bool) -> dict[str, torch.Tensor]:
         config = parse_config(make_config(name, data=graph_2x2, workers=1, seed=5, eval_fraction=eval_fraction))
-        first = plan_training.fn(config).remaining[0]
+        first = plan_training.fn(open_run(config)).remaining[0]
         if ahead:
             assert prepare_training_session(config)
             session = _prepared_sessions()[0]
@@ -198,7 +200,7 @@ def test_a_session_opened_ahead_reads_the_first_bucket_and_trains_the_same(
             assert set(session.residency.resident) == set(session.settings.bucket_partitions(bucket))
             assert session.loaded is not None and session.loaded.key[3] == bucket
             assert len(session.loaded.edges) > 0
-        handle = open_training_session.fn(config)
+        handle = open_training_session.fn(open_run(config))
         try:
             if ahead:
                 assert get_session(handle) is session

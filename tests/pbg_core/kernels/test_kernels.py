@@ -170,6 +170,7 @@ import torch
 from pbg_core.edgelist import EdgeList
 from pbg_core.kernels import complex_diagonal, fused
 from pbg_core.model.embedder import build_model
+from pbg_core.session.build import worker_settings
 from pbg_core.training.batching import train_edges
 from pbg_core.training.settings import build_trainer
 from pbg_core.training.tables import BucketTables
@@ -187,7 +188,7 @@ for operator, loss_fn, dynamic in (("complex_diagonal", "softmax", True), ("none
         dimension=8, comparator="dot", bias=False, global_emb=False, regularizer="N3",
         regularization_coef=1e-3 if dynamic else 0.0, dynamic_relations=dynamic, loss_fn=loss_fn, margin=0.1,
         max_norm=None, batch_size=8, num_batch_negs=4, num_uniform_negs=3, disable_lhs_negs=False,
-        disable_rhs_negs=False, lr=0.1, relation_lr=None,
+        disable_rhs_negs=False, lr=0.1, relation_lr=None, eval_num_batch_negs=None, eval_num_uniform_negs=None,
     )
     cfg.entity_dimension = lambda name: 8
     table, state = torch.randn(20, 8), torch.zeros(20)
@@ -195,7 +196,8 @@ for operator, loss_fn, dynamic in (("complex_diagonal", "softmax", True), ("none
     tables = BucketTables({key: table for key in keys}, {key: state for key in keys})
     rel = torch.randint(2, (16,)) if dynamic else torch.zeros(16, dtype=torch.long)
     edges = EdgeList.from_tensors(torch.randint(20, (16,)), torch.randint(20, (16,)), rel)
-    train_edges(build_trainer(cfg, build_model(cfg, 2)), tables, edges, torch.arange(16), torch.Generator())
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 2))
+    train_edges(trainer, tables, edges, torch.arange(16), torch.Generator())
 after = [len(d.signatures) for d in dispatchers]
 assert after == before, (before, after)
 """

@@ -1,18 +1,23 @@
-"""Opening a session refuses, before any training, checkpoints that do not fit the config."""
+"""Opening a session: checkpoints that do not fit the config are refused before any training;
+the workers get their settings, not the config."""
 
 from __future__ import annotations
 
 import json
+import pickle
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from pbg_core.config import parse_config
+from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata
-from pbg_core.session.build import build_session
+from pbg_core.parallel.worker_jobs import WorkerInit
+from pbg_core.session.build import build_session, worker_settings
+from pbg_core.training.settings import BatchSettings, WorkerSettings
 from storage.checkpoints import CheckpointStore
 from storage.run_stores import open_run_stores
 
@@ -66,3 +71,34 @@ def test_small_buckets_train_on_fewer_workers(edges: int, workers: int, expected
     from pbg_core.parallel.worker_boot import active_workers
 
     assert active_workers(edges, 1000, workers) == expected
+
+
+def test_worker_settings_carry_every_field_a_worker_reads(make_config: Any) -> None:
+    """Each field of the config a worker uses lands in its WorkerSettings, with a distinct value."""
+    config = parse_config(make_config(
+        "ckpt", batch_size=100, num_batch_negs=20, num_uniform_negs=7, disable_lhs_negs=True, max_norm=2.5,
+        loss_fn="softmax", margin=0.3, lr=0.04, relation_lr=0.002, eval_num_batch_negs=40, eval_num_uniform_negs=11,
+    ))
+    settings = worker_settings(config)
+    train = BatchSettings(batch_size=100, num_batch_negs=20, num_uniform_negs=7, disable_lhs_negs=True,
+                          disable_rhs_negs=False, max_norm=2.5)
+    assert settings == WorkerSettings(
+        loss_fn="softmax", margin=0.3, lr=0.04, relation_lr=0.002, train=train,
+        holdout=replace(train, batch_size=120, num_batch_negs=40, num_uniform_negs=11), offline=train,
+    )
+    assert settings.model_lr == 0.002
+    assert worker_settings(config.model_copy(update={"relation_lr": None})).model_lr == 0.04
+    assert pickle.loads(pickle.dumps(settings)) == settings  # what the workers receive at spawn
+
+
+def test_the_session_hands_its_workers_settings_not_the_config(make_config: Any) -> None:
+    """The payload pickled to each HOGWILD worker holds WorkerSettings; no field of it is the config."""
+    config = parse_config(make_config("ckpt", workers=1, loss_fn="softmax", margin=0.25))
+    session = build_session(config, open_run_stores(config))
+    try:
+        payload = session.workers._init[1]  # (init_fn, payload): sent as is to every child
+        assert isinstance(payload, WorkerInit)
+        assert payload.settings == worker_settings(config)
+        assert not any(isinstance(value, ConfigSchema) for value in vars(payload).values())
+    finally:
+        session.close()

@@ -9,6 +9,7 @@ import torch
 from pbg_core.edgelist import EdgeList, EntityList, TensorList
 from pbg_core.evaluation.metrics import FilterIndex
 from pbg_core.model.embedder import build_model
+from pbg_core.session.build import worker_settings
 from pbg_core.training.batching import eval_edges, iter_batches, train_edges
 from pbg_core.training.settings import build_evaluator, build_trainer
 from pbg_core.training.tables import BucketTables
@@ -61,7 +62,7 @@ def test_one_training_step_equals_dense_reference() -> None:
     table = torch.randn(6, 3)
     ref = table.clone().requires_grad_()
     edges = EdgeList.from_tensors(torch.tensor([0, 1, 2, 1]), torch.tensor([3, 4, 5, 3]), 0)
-    trainer = build_trainer(cfg, build_model(cfg, 0))
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
     stats = train_edges(trainer, one_table(table), edges, torch.arange(4), torch.Generator().manual_seed(0))
     # Reference: chunks {0,1} and {2,3}; each positive against its chunk-mate on each side.
     loss = ref.new_zeros(())
@@ -88,8 +89,8 @@ def test_weights_multiply_loss_and_stats_shape() -> None:
         cfg = make_config(lr=0.0, margin=10.0)
         cfg.relations[0].weight = rel_weight
         e = EdgeList(edges.lhs, edges.rhs, edges.rel, edge_weight)
-        stats = train_edges(build_trainer(cfg, build_model(cfg, 0)), one_table(table.clone()), e, torch.arange(4),
-                            torch.Generator())
+        trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
+        stats = train_edges(trainer, one_table(table.clone()), e, torch.arange(4), torch.Generator())
         losses.append(stats.metrics["loss"])
         assert set(stats.metrics) == {"loss", "reg", "violators_lhs", "violators_rhs"}
     assert losses[1] == pytest.approx(3 * losses[0]) and losses[2] == pytest.approx(0.5 * losses[0])
@@ -105,7 +106,7 @@ def test_training_is_deterministic_and_learns() -> None:
         lhs = torch.arange(50).repeat(4)
         edges = EdgeList.from_tensors(lhs, (lhs * 7 + 3) % 50, 0)
         gen = torch.Generator().manual_seed(seed)
-        trainer = build_trainer(cfg, model)
+        trainer = build_trainer(worker_settings(cfg), model)
         tables = one_table(table)
         losses = [train_edges(trainer, tables, edges, torch.randperm(200, generator=gen), gen).metrics["loss"]
                   for _ in range(15)]
@@ -122,7 +123,7 @@ def test_eval_all_negs_with_filter_hand_computed() -> None:
     cfg.relations[0].all_negs = True
     table = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
     edges = EdgeList.from_tensors(torch.tensor([0]), torch.tensor([3]), 0)
-    evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+    evaluator = build_evaluator(worker_settings(cfg), build_model(cfg, 0), during_training=False)
     stats = eval_edges(evaluator, one_table(table), edges, torch.arange(1), torch.Generator())
     # pos = e0.e3 = 1. lhs negatives x.e3 = [1(own, masked), 1, 0, 2] -> rank 1 + 2 = 3
     # rhs negatives e0.x = [1, 0, 0, 1(own, masked)] -> rank 1 + 1 = 2
@@ -147,7 +148,7 @@ def test_filtered_negatives_score_masked_and_stay_in_the_auc_pool() -> None:
     others = torch.arange(5)
     known = FilterIndex.build(EdgeList.from_tensors(torch.cat([torch.zeros(5, dtype=torch.long), others]),
                                                     torch.cat([others, torch.zeros(5, dtype=torch.long)]), 0))
-    evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+    evaluator = build_evaluator(worker_settings(cfg), build_model(cfg, 0), during_training=False)
     stats = eval_edges(evaluator, one_table(table), edges, torch.arange(100), torch.Generator().manual_seed(0),
                        known)
     # Per side 6 negatives: own (masked), 4 filtered (-1e9), e5 beats the positive: rank 2.
@@ -164,7 +165,7 @@ def test_eval_loss_carries_the_relation_weight() -> None:
     for weight in (1.0, 3.0):
         cfg = make_config(margin=10.0)
         cfg.relations[0].weight = weight
-        evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+        evaluator = build_evaluator(worker_settings(cfg), build_model(cfg, 0), during_training=False)
         losses.append(eval_edges(evaluator, one_table(table.clone()), edges, torch.arange(4),
                                  torch.Generator()).metrics["loss"])
     assert losses[0] > 0 and losses[1] == pytest.approx(3 * losses[0])
@@ -176,7 +177,7 @@ def test_eval_all_negs_renormalises_every_candidate_with_max_norm() -> None:
     cfg.relations[0].all_negs = True
     table = torch.tensor([[1.0, 0, 0], [0.9, 0, 0], [3.0, 4.0, 0], [0, 0, 1.0]])
     edges = EdgeList.from_tensors(torch.tensor([0]), torch.tensor([1]), 0)
-    evaluator = build_evaluator(cfg, build_model(cfg, 0), during_training=False)
+    evaluator = build_evaluator(worker_settings(cfg), build_model(cfg, 0), during_training=False)
     stats = eval_edges(evaluator, one_table(table), edges, torch.arange(1), torch.Generator())
     # pos = e0.e1 = 0.9; e2 (norm 5) is renormed to (0.6, 0.8, 0).
     # rhs negatives e0.x = [1 (beats), own, 0.6, 0] -> rank 2; lhs x.e1 = [own, 0.81, 0.54, 0] -> rank 1.
@@ -193,8 +194,8 @@ def test_featurized_entities_use_bag_means_and_train() -> None:
     edges = EdgeList(ents, ents[torch.tensor([1, 0, 3, 2])], torch.zeros(4, dtype=torch.long))
     table = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
     before = table.clone()
-    stats = train_edges(build_trainer(cfg, build_model(cfg, 0)), one_table(table), edges, torch.arange(4),
-                        torch.Generator())
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
+    stats = train_edges(trainer, one_table(table), edges, torch.arange(4), torch.Generator())
     assert stats.count == 4 and math.isfinite(stats.metrics["loss"])
     assert not torch.equal(table, before)
 
@@ -203,5 +204,6 @@ def test_max_norm_renormalises_table_rows() -> None:
     cfg = make_config(max_norm=1.0, lr=0.0)
     table = torch.tensor([[3.0, 4.0, 0.0], [0.1, 0.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.5, 0.0]])
     edges = EdgeList.from_tensors(torch.tensor([0, 1]), torch.tensor([2, 3]), 0)
-    train_edges(build_trainer(cfg, build_model(cfg, 0)), one_table(table), edges, torch.arange(2), torch.Generator())
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
+    train_edges(trainer, one_table(table), edges, torch.arange(2), torch.Generator())
     assert table.norm(dim=1).tolist() == pytest.approx([1.0, 0.1, 1.0, 0.5], abs=1e-5)

@@ -10,6 +10,7 @@ from fast_path_cases import random_edges as shared_random_edges
 from pbg_core.edgelist import EdgeList
 from pbg_core.model.embedder import build_model
 from pbg_core.model.losses import build_loss
+from pbg_core.session.build import worker_settings
 from pbg_core.training import fast_dynamic
 from pbg_core.training.batching import train_edges
 from pbg_core.training.settings import BatchSettings, build_trainer
@@ -51,7 +52,7 @@ def run_both(
         tables = clone_tables(base)
         model = build_model(cfg, NUM_RELS)
         randomize_operators(model, seed)
-        trainer = build_trainer(cfg, model)
+        trainer = build_trainer(worker_settings(cfg), model)
         trainer.fast_path = fast
         stats = train_edges(trainer, tables, edges, torch.arange(len(edges)), torch.Generator().manual_seed(seed + 1))
         out.append((stats, tables, model, trainer.model_optimizer))

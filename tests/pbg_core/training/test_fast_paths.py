@@ -10,6 +10,7 @@ from fast_path_cases import fake_config as make_config
 from pbg_core.edgelist import EdgeList
 from pbg_core.model.embedder import build_model
 from pbg_core.model.losses import build_loss
+from pbg_core.session.build import worker_settings
 from pbg_core.training import fast_backward, fast_paths
 from pbg_core.training.batching import train_edges
 from pbg_core.training.settings import BatchSettings, build_trainer
@@ -23,7 +24,7 @@ def run_both(cfg: SimpleNamespace, edges: EdgeList, num_rels: int = 1, seed: int
     base = make_tables(cfg, seed)
     for fast in (True, False):
         tables = clone_tables(base)
-        trainer = build_trainer(cfg, build_model(cfg, num_rels))
+        trainer = build_trainer(worker_settings(cfg), build_model(cfg, num_rels))
         trainer.fast_path = fast
         stats = train_edges(trainer, tables, edges, torch.arange(len(edges)), torch.Generator().manual_seed(seed + 1))
         out.append((stats, tables))
@@ -114,7 +115,7 @@ def test_fast_path_matches_autograd_at_ranking_hinge_ties(comparator: str) -> No
     out = []
     for fast in (True, False):
         tables = clone_tables(base)
-        trainer = build_trainer(cfg, build_model(cfg, 0))
+        trainer = build_trainer(worker_settings(cfg), build_model(cfg, 0))
         trainer.fast_path = fast
         out.append((train_edges(trainer, tables, edges, torch.arange(12), torch.Generator()), tables))
     assert_same(out[0], out[1], base)
@@ -154,7 +155,7 @@ def test_unsupported_batches_still_train_identically() -> None:
 def run_backward(cfg: SimpleNamespace, edges: EdgeList, threshold: float, base: BucketTables) -> tuple:
     """Train ``edges`` on a copy of ``base`` with the sparse threshold forced to ``threshold``."""
     tables = clone_tables(base)
-    trainer = build_trainer(cfg, build_model(cfg, 1))
+    trainer = build_trainer(worker_settings(cfg), build_model(cfg, 1))
     old = fast_backward.SPARSE_MAX_DENSITY
     fast_backward.SPARSE_MAX_DENSITY = threshold
     try:
@@ -210,7 +211,7 @@ def test_sparse_backward_matches_autograd(overrides: dict) -> None:
     edges = random_edges(24, seed=16, weights=True)
     base = make_tables(cfg, 0)
     sparse_stats, sparse = run_backward(cfg, edges, 1.0, base)
-    slow_trainer = build_trainer(cfg, build_model(cfg, 1))
+    slow_trainer = build_trainer(worker_settings(cfg), build_model(cfg, 1))
     slow_trainer.fast_path = False
     slow = clone_tables(base)
     slow_stats = train_edges(slow_trainer, slow, edges, torch.arange(24), torch.Generator().manual_seed(1))

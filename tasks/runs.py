@@ -1,0 +1,85 @@
+"""The run's config and stores, opened once per run and looked up by handle.
+
+A flow opens its run once (:func:`opened_run`, right after resolving the config) and hands
+the short handle to every task that reads or writes the run's data: planning, the leftovers'
+clean-up, the training or evaluation session. Tasks resolve it here (:func:`get_run`), so the
+stores (:class:`storage.run_stores.RunStores`) have one owner per run and the config is never
+a task parameter (recorded, masked, in every task run).
+
+``pbg train`` opens the stores ahead of its flow (:func:`open_stores_ahead`, with the session it
+prepares); the flow's :func:`opened_run` adopts them when the config is the same, so they are
+opened once there too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pbg_core.config import ConfigSchema
+from storage.run_stores import RunStores, open_run_stores
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run: its validated config and the stores opened from it."""
+
+    config: ConfigSchema
+    stores: RunStores
+
+
+_RUNS: dict[str, Run] = {}
+_AHEAD: dict[str, RunStores] = {}  # config fingerprint -> stores opened before the run's flow
+
+
+def fingerprint(config: ConfigSchema) -> str:
+    """Equal for equal configs (secrets masked: two configs differing only in credentials match)."""
+    return config.model_dump_json()
+
+
+def open_stores_ahead(config: ConfigSchema) -> RunStores:
+    """Open the stores of a run about to start; its :func:`opened_run` adopts them (others are dropped)."""
+    _AHEAD.clear()
+    stores = _AHEAD[fingerprint(config)] = open_run_stores(config)
+    return stores
+
+
+def open_run(config: ConfigSchema) -> str:
+    """Register the run of ``config`` with its stores (those opened ahead for it, else new); returns its handle."""
+    stores = _AHEAD.pop(fingerprint(config), None)
+    _AHEAD.clear()  # opened for another config
+    handle = f"run-{uuid.uuid4().hex[:12]}"
+    _RUNS[handle] = Run(config, stores if stores is not None else open_run_stores(config))
+    return handle
+
+
+def close_run(handle: str) -> None:
+    """Forget the run (idempotent); its sessions are closed by their own tasks."""
+    _RUNS.pop(handle, None)
+
+
+@contextmanager
+def opened_run(config: ConfigSchema) -> Iterator[str]:
+    """:func:`open_run` for the ``with`` block, :func:`close_run` after it."""
+    handle = open_run(config)
+    try:
+        yield handle
+    finally:
+        close_run(handle)
+
+
+def get_run(handle: str) -> Run:
+    """The open run of ``handle``.
+
+    Raises:
+        LookupError: when the handle belongs to no open run of this process.
+    """
+    try:
+        return _RUNS[handle]
+    except KeyError:
+        raise LookupError(
+            f"run {handle!r} is not open in this process (open: {sorted(_RUNS) or 'none'}); "
+            "runs live only inside the flow run that opened them"
+        ) from None
