@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
 from gen_graph import ensure_graph
+
 from tasks.runs import open_run
 
 ENGINE_METHODS = (

@@ -25,10 +25,19 @@ from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
-    evaluate_bucket, finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket,
+    evaluate_bucket,
+    finish_bucket,
+    load_edges,
+    schedule_buckets,
+    swap_partitions,
+    train_bucket,
 )
 from tasks.checkpoint import (
-    preserve_version, remove_leftovers, remove_old_version, switch_version, write_checkpoint,
+    preserve_version,
+    remove_leftovers,
+    remove_old_version,
+    switch_version,
+    write_checkpoint,
 )
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease

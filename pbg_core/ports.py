@@ -103,6 +103,8 @@ class PartitionStore(Protocol):
 class VersionedStore(PartitionStore, Protocol):
     """A checkpoint directory the engine also commits, snapshots and prunes."""
 
+    url: str  # where it lives (for messages, and the run's lease next to it)
+
     def write_version(self, version: int) -> None:
         """Atomically point the checkpoint at ``version`` (the commit point)."""
         ...

@@ -7,6 +7,8 @@ the commit point.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
 
 from pbg_core.session.iterations import Iteration
@@ -15,7 +17,7 @@ from tasks.lease import check_lease
 from tasks.runs import get_run
 from tasks.sessions import get_session
 
-_STORAGE = dict(
+_STORAGE: dict[str, Any] = dict(
     cache_policy=NO_CACHE,
     retries=STORAGE_RETRIES,
     retry_delay_seconds=STORAGE_RETRY_DELAYS,

@@ -28,8 +28,16 @@ from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ConfigError
 from storage.checkpoints import CheckpointStore
 from storage.run_dirs import (
-    expand_edge_paths, find_previous_run, has_glob, prune_run_dirs, read_run_dir, read_saved_config,
-    run_dir_name, run_dir_url, run_name_in, write_latest,
+    expand_edge_paths,
+    find_previous_run,
+    has_glob,
+    prune_run_dirs,
+    read_run_dir,
+    read_saved_config,
+    run_dir_name,
+    run_dir_url,
+    run_name_in,
+    write_latest,
 )
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 
@@ -124,7 +132,7 @@ def _with_run_paths(config: ConfigSchema, source: str, **paths: object) -> Confi
     for name, value in paths.items():
         annotation = ConfigSchema.model_fields[name].annotation
         try:
-            TypeAdapter(annotation).validate_python(value, strict=True)
+            TypeAdapter(annotation).validate_python(value, strict=True)  # type: ignore[arg-type]  # every ConfigSchema field is annotated
         except ValidationError:
             problems.append(f"{name}: {value!r} is not a {annotation}")
     if problems:

@@ -74,7 +74,7 @@ def worker_main(
         init_fn, init_payload = first
     try:
         state = init_fn(index, init_payload)
-    except Exception as exc:  # reported to the parent, which re-raises it
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which re-raises it
         conn.send(("error", pack_exception(exc)))
         return
     del init_payload
@@ -130,7 +130,7 @@ def _serve(conn: Connection, state: Any) -> None:
             message = recv_job(conn)
         except (EOFError, OSError):
             return  # the parent died or closed the pipe: nothing left to serve
-        except Exception as exc:  # e.g. fn's module cannot be imported here
+        except Exception as exc:  # noqa: BLE001 - e.g. fn's module cannot be imported here: sent to the parent
             conn.send(("error", pack_exception(exc)))
             continue
         if message is None:
@@ -138,12 +138,12 @@ def _serve(conn: Connection, state: Any) -> None:
         fn, args = message
         try:
             reply: tuple[str, Any] = ("ok", fn(state, args))
-        except Exception as exc:  # reported to the parent, which re-raises it
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which re-raises it
             reply = ("error", pack_exception(exc))
         del message, args
         try:
             conn.send(reply)
-        except Exception as exc:  # e.g. an unpicklable result
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result: sent to the parent
             conn.send(("error", pack_exception(exc)))
 
 
@@ -151,11 +151,11 @@ def pack_exception(exc: BaseException) -> PackedException:
     """Pickle ``exc`` if it round-trips, with its type name, message and traceback text."""
     text = "".join(traceback.format_exception(exc))
     try:
-        blob: bytes | None = pickle.dumps(exc)
-        pickle.loads(blob)  # some exceptions pickle but cannot be rebuilt (custom __init__)
-    except Exception:
-        blob = None
-    return blob, type(exc).__qualname__, str(exc), text
+        pickled = pickle.dumps(exc)
+        pickle.loads(pickled)  # some exceptions pickle but cannot be rebuilt (custom __init__)
+    except Exception:  # noqa: BLE001 - any failure to rebuild it: send the text only
+        return None, type(exc).__qualname__, str(exc), text
+    return pickled, type(exc).__qualname__, str(exc), text
 
 
 def unpack_exception(worker: int, packed: PackedException) -> Exception:
@@ -168,7 +168,7 @@ def unpack_exception(worker: int, packed: PackedException) -> Exception:
     if blob is not None:
         try:
             exc = pickle.loads(blob)
-        except Exception:
+        except Exception:  # noqa: BLE001 - not rebuildable here: the text still says what failed
             exc = None
     header = f"traceback in HOGWILD worker {worker}:\n{text}"
     if not isinstance(exc, Exception):
@@ -203,7 +203,7 @@ class _FdCollector:
         self.fds.append(fd)
         return len(self.fds) - 1
 
-    def DupFd(self, index: int) -> PassedFd:  # noqa: N802  (name fixed by multiprocessing)
+    def DupFd(self, index: int) -> PassedFd:
         return PassedFd(index)
 
 
@@ -214,7 +214,7 @@ def encode_job(job: Any) -> tuple[bytes, list[int]]:
     """
     collector = _FdCollector()
     previous = context.get_spawning_popen()
-    context.set_spawning_popen(collector)
+    context.set_spawning_popen(collector)  # type: ignore[arg-type]  # duck-typed: only its duplicate_for_child is called
     try:
         blob = bytes(reduction.ForkingPickler.dumps(job))
     finally:

@@ -155,7 +155,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     # holds ~200 MiB; spawning costs ~1.5 s once per run instead, which `pbg train` hides
     # by starting them before the session exists (pbg_core.parallel.worker_boot).
     payload = WorkerInit(for_workers, model_state.model, model_state.optimizer, pool.buffers())
-    workers = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn",
+    workers: HogwildWorkers[Any] = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn",
                              prestarted=take_prestarted(num_workers - 1))
     settings = SessionSettings(
         topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,

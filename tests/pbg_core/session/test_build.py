@@ -14,8 +14,8 @@ import torch
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ShapeError
-from pbg_core.ports import CheckpointMetadata
 from pbg_core.parallel.worker_jobs import WorkerInit
+from pbg_core.ports import CheckpointMetadata
 from pbg_core.session.build import build_session, worker_settings
 from pbg_core.training.settings import BatchSettings, WorkerSettings
 from storage.checkpoints import CheckpointStore
