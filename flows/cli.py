@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except Exception as exc:  # noqa: BLE001 - reported in one line (see flows.user_errors), not swallowed
-        if interrupts.stop_error(exc) is None:
+        if interrupts.stop_signal_of(exc) is None:
             return report(args.command, exc, debug_enabled(args.debug))
         # An error on the way out of a stop the user asked for: report the stop (--debug: and it).
         if debug_enabled(args.debug):

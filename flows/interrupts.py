@@ -131,7 +131,7 @@ def describe_checkpoint_with(describe: Callable[[], str]) -> None:
     _stop.checkpoint = describe
 
 
-def _interrupt_signal(exc: BaseException) -> int | None:
+def stop_signal_of(exc: BaseException) -> int | None:
     """The signal behind ``exc`` if it is an interrupt of ours (a KeyboardInterrupt, or the
     TerminationSignal Prefect raises for a SIGTERM to a ``pbg`` command), or any error once a
     stop signal has reached this command: Prefect's task engine, interrupted while it starts a
@@ -145,10 +145,6 @@ def _interrupt_signal(exc: BaseException) -> int | None:
         return _stop.signum
     return None
 
-
-def stop_error(exc: BaseException) -> int | None:
-    """The stop signal ``exc`` stands for (see :func:`_interrupt_signal`), None if it is a real error."""
-    return _interrupt_signal(exc)
 
 
 def _prefect_intent() -> object:
@@ -177,7 +173,7 @@ def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:
         try:
             return fn(*args, **kwargs)
         except BaseException as exc:
-            signum = _interrupt_signal(exc)
+            signum = stop_signal_of(exc)
             if signum is None:
                 raise
             note_signal(signum)

@@ -52,14 +52,21 @@ COLLISION = textwrap.dedent(
 )
 
 
-def collide(tmp_path: Path, mode: str, url: str | None = None) -> dict[str, object]:
-    """Run the two colliding writes with ``mode`` ("prefect" or "immediate"); what happened."""
+def run_python(tmp_path: Path, args: list[str], **settings: str) -> str:
+    """``python ARGS`` with this repo importable, a fresh PREFECT_HOME and only ``settings`` of
+    Prefect's own; its stdout (it must succeed)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT),
-               PREFECT_SERVER_DATABASE_CONNECTION_URL=url or f"sqlite+aiosqlite:///{tmp_path / 'collide.db'}")
-    done = subprocess.run([sys.executable, "-c", COLLISION, mode], env=env, capture_output=True, text=True, timeout=120)
+    env.update(PREFECT_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT), **settings)
+    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def collide(tmp_path: Path, mode: str) -> dict[str, object]:
+    """Run the two colliding writes with ``mode`` ("prefect" or "immediate"); what happened."""
+    out = run_python(tmp_path, ["-c", COLLISION, mode],
+                     PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path / 'collide.db'}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_prefects_own_configuration_refuses_the_write_after_a_collision(tmp_path: Path) -> None:
@@ -82,22 +89,15 @@ def test_another_database_is_left_to_prefect(tmp_path: Path) -> None:
     script = ("from flows.prefect_server import install_immediate_writes\n"
               "from prefect.server.database.dependencies import MODELS_DEPENDENCIES\n"
               "print(install_immediate_writes(), MODELS_DEPENDENCIES['database_config'])")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT),
-               PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://prefect:secret@127.0.0.1:1/prefect")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["False", "None"]
+    out = run_python(tmp_path, ["-c", script],
+                     PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://prefect:secret@127.0.0.1:1/prefect")
+    assert out.split() == ["False", "None"]
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["server", "start", "--help"]])
 def test_main_runs_prefects_own_command(argv: list[str], tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "flows.prefect_server", *argv], env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert ("--host" in done.stdout) == (argv[0] == "server")
+    out = run_python(tmp_path, ["-m", "flows.prefect_server", *argv])
+    assert ("--host" in out) == (argv[0] == "server")
 
 
 def test_the_embedded_servers_app_installs_it(tmp_path: Path) -> None:
@@ -105,8 +105,4 @@ def test_the_embedded_servers_app_installs_it(tmp_path: Path) -> None:
               "from prefect.server.database.dependencies import MODELS_DEPENDENCIES\n"
               "create_app()\n"
               "print(type(MODELS_DEPENDENCIES['database_config']).__name__)")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-1] == "ImmediateWritesSqlite"
+    assert run_python(tmp_path, ["-c", script]).split()[-1] == "ImmediateWritesSqlite"
