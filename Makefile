@@ -24,9 +24,10 @@ test: lint
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
-## lint: ruff (rules in pyproject.toml) and mypy (strict for pbg_core, the default level for the rest)
+## lint: ruff (lint rules and format check, in pyproject.toml) and mypy (strict for pbg_core, the default level for the rest)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 ## test-long: what the default run keeps short, at full length (CI runs it after `make test`):

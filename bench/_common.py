@@ -166,8 +166,7 @@ def run_measured(
     peak_rss = peak_pss = peak_procs = 0
     with out_path.open("w") as out, err_path.open("w") as err:
         started_at, start = time.time(), time.perf_counter()
-        proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err, env={**os.environ, **(env or {})})
         exited, ended = threading.Event(), [start]
 
         def reap() -> None:
@@ -183,10 +182,18 @@ def run_measured(
             exited.wait(sample_interval)
     wall = ended[0] - start
     return RunResult(
-        argv=command, cwd=str(cwd), returncode=proc.returncode, started_at=started_at, wall_s=wall,
-        peak_rss_bytes=peak_rss, peak_pss_bytes=peak_pss, peak_processes=peak_procs,
-        stdout_path=str(out_path), stderr_path=str(err_path),
-        stdout=out_path.read_text(errors="replace"), stderr=err_path.read_text(errors="replace"),
+        argv=command,
+        cwd=str(cwd),
+        returncode=proc.returncode,
+        started_at=started_at,
+        wall_s=wall,
+        peak_rss_bytes=peak_rss,
+        peak_pss_bytes=peak_pss,
+        peak_processes=peak_procs,
+        stdout_path=str(out_path),
+        stderr_path=str(err_path),
+        stdout=out_path.read_text(errors="replace"),
+        stderr=err_path.read_text(errors="replace"),
     )
 
 
@@ -220,8 +227,7 @@ def format_table(headers: list[str], rows: list[list[object]]) -> str:
         return str(value)
 
     cells = [[cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     rule = "  ".join("-" * w for w in widths)
     body = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
@@ -243,8 +249,7 @@ def machine_info() -> dict[str, object]:
     model = ""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
-            model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo
-                          if ln.startswith("model name")), "")
+            model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")), "")
     except OSError:
         pass
     import torch  # local: keeps `--help` of the scripts fast

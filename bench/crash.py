@@ -55,8 +55,10 @@ PHASES: dict[str, tuple[str, int, tuple[float, float]]] = {
     "remove": (r"removing version", 1, (0.0, 0.03)),
 }
 TRAINED_RE = re.compile(r"(epoch \d+/\d+ · path \d+/\d+ · chunk \d+/\d+): bucket \((\d+), (\d+)\): trained")
-STEP_RE = re.compile(r"(swapping partitions|training \d+ edges|trained \d+ edges|saving its partitions|"
-                     r"writing checkpoint|committing version|removing version)")
+STEP_RE = re.compile(
+    r"(swapping partitions|training \d+ edges|trained \d+ edges|saving its partitions|"
+    r"writing checkpoint|committing version|removing version)"
+)
 RUN_TIMEOUT_S = 900
 
 
@@ -80,8 +82,21 @@ def make_graph(args: argparse.Namespace, work: Path) -> Path:
     """The power-law TSV (cached by size and seed)."""
     tsv = work / f"graph-n{args.nodes}-e{args.edges}-s{args.seed}.tsv"
     if not tsv.exists():
-        subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_graph.py"), "--nodes", str(args.nodes),
-                        "--edges", str(args.edges), "--seed", str(args.seed), "--out", str(tsv)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO_ROOT / "bench" / "gen_graph.py"),
+                "--nodes",
+                str(args.nodes),
+                "--edges",
+                str(args.edges),
+                "--seed",
+                str(args.seed),
+                "--out",
+                str(tsv),
+            ],
+            check=True,
+        )
     return tsv
 
 
@@ -110,14 +125,22 @@ def write_config(work: Path, bucket: str, args: argparse.Namespace) -> Path:
     return path
 
 
-def run_once(number: int, config: Path, env: dict[str, str], phase: str | None, rng: random.Random,
-             log_dir: Path) -> RunRecord:
+def run_once(
+    number: int, config: Path, env: dict[str, str], phase: str | None, rng: random.Random, log_dir: Path
+) -> RunRecord:
     """Start ``pbg train``; SIGKILL its process group once ``phase`` is reached (if given)."""
     record = RunRecord(number=number, phase=phase)
     log_path = log_dir / f"run-{number:02d}.log"
     started = time.monotonic()
-    proc = subprocess.Popen([str(ours_bin()), "train", str(config)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT, start_new_session=True, text=True)
+    proc = subprocess.Popen(
+        [str(ours_bin()), "train", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+        text=True,
+    )
     pattern, occurrence, delay = PHASES[phase] if phase else ("$^", 0, (0.0, 0.0))
     seen = 0
     kill_timer: threading.Timer | None = None
@@ -184,7 +207,7 @@ def lost_work(runs: list[RunRecord]) -> list[int]:
     for index, run in enumerate(runs):
         if not run.killed:
             continue
-        later = {key for other in runs[index + 1:] for key in other.trained}
+        later = {key for other in runs[index + 1 :] for key in other.trained}
         lost.append(sum(1 for key in set(run.trained) if key in later))
     return lost
 
@@ -220,15 +243,23 @@ def main() -> int:
     server = S3Server(log_path=work / "moto.log")
     server.start()
     try:
-        env = {**os.environ, **server.env, "PREFECT_HOME": tempfile.mkdtemp(prefix="prefect-", dir=work),
-               "PBG_CACHE_DIR": tempfile.mkdtemp(prefix="cache-", dir=work)}
+        env = {
+            **os.environ,
+            **server.env,
+            "PREFECT_HOME": tempfile.mkdtemp(prefix="prefect-", dir=work),
+            "PBG_CACHE_DIR": tempfile.mkdtemp(prefix="cache-", dir=work),
+        }
         os.environ.update({k: env[k] for k in (*server.env, "PBG_CACHE_DIR")})
         bucket = f"pbg-crash-{args.seed}"
         create_bucket(server.endpoint_url, bucket)
         config = write_config(work, bucket, args)
         print(f"importing {tsv.name} to s3://{bucket}/data ...", flush=True)
-        subprocess.run([str(ours_bin()), "import", str(config), str(tsv), "--lhs-col", "0", "--rel-col", "1",
-                        "--rhs-col", "2"], check=True, env=env, cwd=REPO_ROOT)
+        subprocess.run(
+            [str(ours_bin()), "import", str(config), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+            check=True,
+            env=env,
+            cwd=REPO_ROOT,
+        )
         checkpoint_url = f"s3://{bucket}/ckpt"
         rng = random.Random(args.seed)
         phases = list(PHASES)
@@ -239,16 +270,19 @@ def main() -> int:
             run.committed_after, run.committed_ok, problem = check_committed(checkpoint_url)
             run.problem = run.problem or problem
             runs.append(run)
-            print(f"run {number:2d}: target {phase or 'finish':6s} -> {'killed' if run.killed else 'exit'} "
-                  f"{run.returncode} after {run.seconds:5.1f} s in '{run.last_step}', trained {len(run.trained)}, "
-                  f"committed v{run.committed_after} {'ok' if run.committed_ok else 'BROKEN'} {run.problem}",
-                  flush=True)
+            print(
+                f"run {number:2d}: target {phase or 'finish':6s} -> {'killed' if run.killed else 'exit'} "
+                f"{run.returncode} after {run.seconds:5.1f} s in '{run.last_step}', trained {len(run.trained)}, "
+                f"committed v{run.committed_after} {'ok' if run.committed_ok else 'BROKEN'} {run.problem}",
+                flush=True,
+            )
             if not run.killed and number < args.kills:
                 print("the run finished before all kills: raise --epochs", flush=True)
                 break
         final = runs[-1]
-        eval_out = subprocess.run([str(ours_bin()), "eval", str(config), "--json"], env=env, cwd=REPO_ROOT,
-                                  capture_output=True, text=True)
+        eval_out = subprocess.run(
+            [str(ours_bin()), "eval", str(config), "--json"], env=env, cwd=REPO_ROOT, capture_output=True, text=True
+        )
         metrics = json.loads(eval_out.stdout.strip().splitlines()[-1]) if eval_out.returncode == 0 else {}
         lost = lost_work(runs)
         rows, duplicated = duplicate_rows(checkpoint_url)
@@ -269,9 +303,15 @@ def main() -> int:
             "duplicated_stats_rows": duplicated,
             "final_eval": metrics,
         }
-        ok = (checks["all_resumes_completed"] and checks["committed_always_complete"]
-              and final.committed_after == args.epochs and checks["max_lost_buckets_per_kill"] <= 1
-              and duplicated == 0 and len(kills) >= min(args.kills, 20) and bool(metrics))
+        ok = (
+            checks["all_resumes_completed"]
+            and checks["committed_always_complete"]
+            and final.committed_after == args.epochs
+            and checks["max_lost_buckets_per_kill"] <= 1
+            and duplicated == 0
+            and len(kills) >= min(args.kills, 20)
+            and bool(metrics)
+        )
         table = [
             ["kills (target >= 20)", len(kills)],
             ["steps reached at the kill", ", ".join(f"{k} {v}" for k, v in sorted(by_step.items()))],
@@ -285,8 +325,16 @@ def main() -> int:
             ["status", "PASS" if ok else "FAIL"],
         ]
         print(format_table(["check", "value"], table))
-        out = write_json("crash", {"machine": machine_info(), "args": vars(args), "checks": checks,
-                                   "runs": [vars(r) for r in runs], "logs": str(log_dir)})
+        out = write_json(
+            "crash",
+            {
+                "machine": machine_info(),
+                "args": vars(args),
+                "checks": checks,
+                "runs": [vars(r) for r in runs],
+                "logs": str(log_dir),
+            },
+        )
         print(f"wrote {out}")
         return 0 if ok else 1
     finally:

@@ -81,22 +81,41 @@ def import_umls(work: Path, epochs: int) -> Path:
         "checkpoint_path": str(work / "model"),  # every run overrides it
         "entities": {"all": {"num_partitions": 1}},
         "relations": [{"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}],
-        "dynamic_relations": True, "dimension": 200, "global_emb": False, "comparator": "dot",
-        "num_epochs": epochs, "num_uniform_negs": 100, "loss_fn": "softmax", "lr": 0.1,
-        "regularization_coef": 0.001, "eval_fraction": 0, "workers": 2, "seed": 0,
+        "dynamic_relations": True,
+        "dimension": 200,
+        "global_emb": False,
+        "comparator": "dot",
+        "num_epochs": epochs,
+        "num_uniform_negs": 100,
+        "loss_fn": "softmax",
+        "lr": 0.1,
+        "regularization_coef": 0.001,
+        "eval_fraction": 0,
+        "workers": 2,
+        "seed": 0,
     }
     path = work / "config.json"
     path.write_text(json.dumps(config, indent=2))
-    subprocess.run([str(ours_bin()), "import", str(path), str(UMLS), "--lhs-col", "0", "--rel-col", "1",
-                    "--rhs-col", "2"], check=True, cwd=work, env=clean_env(work / "prefect-import"),
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(ours_bin()), "import", str(path), str(UMLS), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+        check=True,
+        cwd=work,
+        env=clean_env(work / "prefect-import"),
+        stdout=subprocess.DEVNULL,
+    )
     return path
 
 
 def stack_up(home: Path) -> str:
     """``local-up.sh`` with PREFECT_HOME=``home``; the PREFECT_API_URL of its last stdout line."""
-    done = subprocess.run(["bash", str(LOCAL_UP)], env=clean_env(home), cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=UP_TIMEOUT_S)
+    done = subprocess.run(
+        ["bash", str(LOCAL_UP)],
+        env=clean_env(home),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=UP_TIMEOUT_S,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"local-up.sh exited with {done.returncode}:\n{done.stderr[-4000:]}")
     key, _, url = done.stdout.strip().splitlines()[-1].partition("=")
@@ -107,8 +126,9 @@ def stack_up(home: Path) -> str:
 
 def stack_down(home: Path) -> None:
     """``local-down.sh`` for ``home``; reports (never raises) a failure, so cleanup goes on."""
-    done = subprocess.run(["bash", str(LOCAL_DOWN)], env=clean_env(home), cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=180)
+    done = subprocess.run(
+        ["bash", str(LOCAL_DOWN)], env=clean_env(home), cwd=REPO_ROOT, capture_output=True, text=True, timeout=180
+    )
     print(done.stderr.strip(), file=sys.stderr)
     if done.returncode != 0:
         print(f"local-down.sh exited with {done.returncode}", file=sys.stderr)
@@ -117,9 +137,14 @@ def stack_down(home: Path) -> None:
 def start_serve(env: dict[str, str], log: Path, poll_s: float) -> subprocess.Popen[bytes]:
     """``pbg serve --name served`` in its own session (so its flow-run children stop with it)."""
     with log.open("wb") as out:
-        return subprocess.Popen([str(ours_bin()), "serve", "--name", "served"], cwd=REPO_ROOT,
-                                env={**env, "PREFECT_RUNNER_POLL_FREQUENCY": str(poll_s)},
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [str(ours_bin()), "serve", "--name", "served"],
+            cwd=REPO_ROOT,
+            env={**env, "PREFECT_RUNNER_POLL_FREQUENCY": str(poll_s)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stop_serve(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
@@ -206,10 +231,15 @@ class Api:
         """
         deadline = time.monotonic() + wait_s
         while True:
-            body = {"task_runs": {"flow_run_id": {"any_": self.run_tree(run_id)}, "name": {"like_": "train bucket"}},
-                    "limit": 200}
-            starts = [epoch_s(row["start_time"]) for row in self.call("POST", "/task_runs/filter", body)
-                      if row.get("start_time")]
+            body = {
+                "task_runs": {"flow_run_id": {"any_": self.run_tree(run_id)}, "name": {"like_": "train bucket"}},
+                "limit": 200,
+            }
+            starts = [
+                epoch_s(row["start_time"])
+                for row in self.call("POST", "/task_runs/filter", body)
+                if row.get("start_time")
+            ]
             if len(starts) >= expected or (starts and time.monotonic() > deadline):
                 return min(starts)
             if time.monotonic() > deadline:
@@ -222,8 +252,16 @@ def measure_run(
 ) -> dict[str, Any]:
     """One ``prefect deployment run``, waited to completion; its latencies from t0."""
     overrides = json.dumps([f"checkpoint_path={checkpoint}"])
-    argv = [str(ours_bin("prefect")), "deployment", "run", deployment, "--param", f"config_url={config}",
-            "--param", f"overrides={overrides}"]
+    argv = [
+        str(ours_bin("prefect")),
+        "deployment",
+        "run",
+        deployment,
+        "--param",
+        f"config_url={config}",
+        "--param",
+        f"overrides={overrides}",
+    ]
     t0 = time.time()
     done = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     cli_s = time.time() - t0
@@ -236,11 +274,16 @@ def measure_run(
     task_at = api.first_train_task(run_id, expected_trains)
     first_batch = log_at if log_at is not None else task_at
     if first_batch is None:
-        raise RuntimeError(f"flow run {run_id}: neither a 'training N edges on W workers' log record nor a "
-                           "train bucket task run reached the API")
+        raise RuntimeError(
+            f"flow run {run_id}: neither a 'training N edges on W workers' log record nor a "
+            "train bucket task run reached the API"
+        )
     return {
-        "flow_run_id": run_id, "checkpoint": str(checkpoint), "cli_s": cli_s,
-        "running_s": epoch_s(run["start_time"]) - t0, "first_batch_s": first_batch - t0,
+        "flow_run_id": run_id,
+        "checkpoint": str(checkpoint),
+        "cli_s": cli_s,
+        "running_s": epoch_s(run["start_time"]) - t0,
+        "first_batch_s": first_batch - t0,
         "first_batch_marker": "engine log" if log_at is not None else "train bucket task start",
         "train_task_s": None if task_at is None else task_at - t0,
         "completed_s": epoch_s(run["end_time"]) - t0,
@@ -260,8 +303,11 @@ def run_path(
     for attempt in range(repeats):
         runs.append(measure_run(api, env, deployment, config, work / f"ckpt-{name}-{attempt}", trains))
         r = runs[-1]
-        print(f"[{name}] run {attempt + 1}/{repeats}: cli {r['cli_s']:.1f} s, running {r['running_s']:.1f} s, "
-              f"first batch {r['first_batch_s']:.1f} s, completed {r['completed_s']:.1f} s", flush=True)
+        print(
+            f"[{name}] run {attempt + 1}/{repeats}: cli {r['cli_s']:.1f} s, running {r['running_s']:.1f} s, "
+            f"first batch {r['first_batch_s']:.1f} s, completed {r['completed_s']:.1f} s",
+            flush=True,
+        )
     return [{**warm, "warmup": True}, *runs]
 
 
@@ -296,19 +342,57 @@ def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, l
     """Print the table, write the JSON; 0 on PASS."""
     summary = {name: summarize(runs) for name, runs in results.items()}
     ok = summary["worker"]["first_batch_s_max"] < TARGET_S
-    rows = [[name, s["first_batch_s_median"], s["first_batch_s_max"], s["running_s_median"], s["running_s_max"],
-             s["cli_s_median"], s["completed_s_median"]] for name, s in summary.items()]
-    print(format_table(["path", "1st batch med s", "1st batch max s", "RUNNING med s", "RUNNING max s",
-                        "CLI med s", "completed med s"], rows))
-    print(f"status: {'PASS' if ok else 'FAIL'} (worker path max latency to the first batch "
-          f"{summary['worker']['first_batch_s_max']:.1f} s, target < {TARGET_S:.0f} s); "
-          f"load average {load['start']} at start, {load['end']} at end (shared CPUs)")
-    out = write_json("deploy_latency", {
-        "machine": machine_info(), "args": vars(args), "load_average": load,
-        "settings": {"worker_query_seconds": 2, "worker_prefetch_seconds": 5, "serve_poll_seconds": args.serve_poll,
-                     "graph": "UMLS train split", "epochs": args.epochs, "hogwild_workers": 2},
-        "runs": results, "summary": summary, "target_s": TARGET_S, "pass": ok,
-    })
+    rows = [
+        [
+            name,
+            s["first_batch_s_median"],
+            s["first_batch_s_max"],
+            s["running_s_median"],
+            s["running_s_max"],
+            s["cli_s_median"],
+            s["completed_s_median"],
+        ]
+        for name, s in summary.items()
+    ]
+    print(
+        format_table(
+            [
+                "path",
+                "1st batch med s",
+                "1st batch max s",
+                "RUNNING med s",
+                "RUNNING max s",
+                "CLI med s",
+                "completed med s",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"status: {'PASS' if ok else 'FAIL'} (worker path max latency to the first batch "
+        f"{summary['worker']['first_batch_s_max']:.1f} s, target < {TARGET_S:.0f} s); "
+        f"load average {load['start']} at start, {load['end']} at end (shared CPUs)"
+    )
+    out = write_json(
+        "deploy_latency",
+        {
+            "machine": machine_info(),
+            "args": vars(args),
+            "load_average": load,
+            "settings": {
+                "worker_query_seconds": 2,
+                "worker_prefetch_seconds": 5,
+                "serve_poll_seconds": args.serve_poll,
+                "graph": "UMLS train split",
+                "epochs": args.epochs,
+                "hogwild_workers": 2,
+            },
+            "runs": results,
+            "summary": summary,
+            "target_s": TARGET_S,
+            "pass": ok,
+        },
+    )
     print(f"wrote {out}")
     return 0 if ok else 1
 
@@ -319,8 +403,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="measured runs per path (default 3)")
     parser.add_argument("--quick", action="store_true", help="1 measured run, worker path only")
     parser.add_argument("--epochs", type=int, default=2, help="training epochs per run (default 2)")
-    parser.add_argument("--serve-poll", type=float, default=2.0,
-                        help="PREFECT_RUNNER_POLL_FREQUENCY of `pbg serve` (default 2, the worker's poll)")
+    parser.add_argument(
+        "--serve-poll",
+        type=float,
+        default=2.0,
+        help="PREFECT_RUNNER_POLL_FREQUENCY of `pbg serve` (default 2, the worker's poll)",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats {args.repeats} is not allowed; give 1 or more")

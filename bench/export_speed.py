@@ -95,14 +95,20 @@ def build_checkpoint(base: Path, entities: int, dim: int) -> Path:
         "global_embs.emb_e": torch.from_numpy((rng.standard_normal(dim) * 0.1).astype(np.float32)),
         "rhs_operators.0.translation": torch.from_numpy((rng.standard_normal(dim) * 0.1).astype(np.float32)),
     }
-    public = {"global_embs.emb_e": "entities/e/global_embedding",
-              "rhs_operators.0.translation": "relations/0/operator/rhs/translation"}
+    public = {
+        "global_embs.emb_e": "entities/e/global_embedding",
+        "rhs_operators.0.translation": "relations/0/operator/rhs/translation",
+    }
     store.save_model(1, params, public, None, meta)
     store.write_version(1)
-    config_path.write_text(CONFIG_TEMPLATE.format(
-        entity_path=str(base / "entities"), checkpoint_path=str(base / "checkpoints"),
-        partitions=PARTITIONS, dim=dim,
-    ))
+    config_path.write_text(
+        CONFIG_TEMPLATE.format(
+            entity_path=str(base / "entities"),
+            checkpoint_path=str(base / "checkpoints"),
+            partitions=PARTITIONS,
+            dim=dim,
+        )
+    )
     stamp.write_text(json.dumps(wanted))
     return config_path
 
@@ -141,34 +147,80 @@ def main() -> int:
     python = OURS_VENV / "bin" / "python"
     sides: dict[str, dict[str, object]] = {}
     if not args.skip_pbg:
-        sides["pbg"] = measure("pbg", [pbg_bin("torchbiggraph_export_to_tsv"), config, "--entities-output",
-                                       "entities.tsv", "--relation-types-output", "relations.tsv"],
-                               runs / "pbg", runs / "pbg" / "entities.tsv")
-    sides["ours_tsv"] = measure("ours_tsv", [ours_bin("pbg"), "export", config, "--entities-output", "entities.tsv",
-                                             "--relation-types-output", "relations.tsv"],
-                                runs / "ours_tsv", runs / "ours_tsv" / "entities.tsv")
+        sides["pbg"] = measure(
+            "pbg",
+            [
+                pbg_bin("torchbiggraph_export_to_tsv"),
+                config,
+                "--entities-output",
+                "entities.tsv",
+                "--relation-types-output",
+                "relations.tsv",
+            ],
+            runs / "pbg",
+            runs / "pbg" / "entities.tsv",
+        )
+    sides["ours_tsv"] = measure(
+        "ours_tsv",
+        [
+            ours_bin("pbg"),
+            "export",
+            config,
+            "--entities-output",
+            "entities.tsv",
+            "--relation-types-output",
+            "relations.tsv",
+        ],
+        runs / "ours_tsv",
+        runs / "ours_tsv" / "entities.tsv",
+    )
     for fmt in ("npy", "h5"):
-        sides[f"ours_{fmt}"] = measure(f"ours_{fmt}", [python, "-c", NATIVE_EXPORT, config, "out", fmt],
-                                       runs / f"ours_{fmt}", runs / f"ours_{fmt}" / "out" / f"e.{fmt}")
+        sides[f"ours_{fmt}"] = measure(
+            f"ours_{fmt}",
+            [python, "-c", NATIVE_EXPORT, config, "out", fmt],
+            runs / f"ours_{fmt}",
+            runs / f"ours_{fmt}" / "out" / f"e.{fmt}",
+        )
     identical = None
     if sides.get("pbg", {}).get("status") == "ok" and sides["ours_tsv"]["status"] == "ok":
-        identical = filecmp.cmp(runs / "pbg" / "entities.tsv", runs / "ours_tsv" / "entities.tsv", shallow=False) \
-            and filecmp.cmp(runs / "pbg" / "relations.tsv", runs / "ours_tsv" / "relations.tsv", shallow=False)
+        identical = filecmp.cmp(
+            runs / "pbg" / "entities.tsv", runs / "ours_tsv" / "entities.tsv", shallow=False
+        ) and filecmp.cmp(runs / "pbg" / "relations.tsv", runs / "ours_tsv" / "relations.tsv", shallow=False)
     pbg_wall = sides["pbg"]["wall_s"] if sides.get("pbg", {}).get("status") == "ok" else None
-    rows = [[name, side["status"], side["wall_s"], side["mb_per_s"],
-             ratio(pbg_wall, side["wall_s"]) if side["status"] == "ok" else None,
-             side["peak_rss_mib"], side["peak_pss_mib"]] for name, side in sides.items()]
+    rows = [
+        [
+            name,
+            side["status"],
+            side["wall_s"],
+            side["mb_per_s"],
+            ratio(pbg_wall, side["wall_s"]) if side["status"] == "ok" else None,
+            side["peak_rss_mib"],
+            side["peak_pss_mib"],
+        ]
+        for name, side in sides.items()
+    ]
     print(f"export of {entities:,} x {args.dim} float32 embeddings ({PARTITIONS} partitions)")
     print(format_table(["side", "status", "wall s", "MB/s", "PBG/side", "peak RSS MiB", "peak PSS MiB"], rows))
     ours_ok = sides["ours_tsv"]["status"] == "ok"
     speedup = ratio(pbg_wall, sides["ours_tsv"]["wall_s"]) if ours_ok else None
-    print(f"TSV speedup vs PBG: {speedup and f'{speedup:.1f}x'} (target >= {TARGET_SPEEDUP}x); "
-          f"byte-identical to PBG: {identical}")
-    path = write_json("export_speed", {
-        "machine": machine_info(), "entities": entities, "dim": args.dim, "partitions": PARTITIONS,
-        "sides": sides, "tsv_speedup": speedup, "target_speedup": TARGET_SPEEDUP,
-        "passed": None if speedup is None else speedup >= TARGET_SPEEDUP, "identical_to_pbg": identical,
-    })
+    print(
+        f"TSV speedup vs PBG: {speedup and f'{speedup:.1f}x'} (target >= {TARGET_SPEEDUP}x); "
+        f"byte-identical to PBG: {identical}"
+    )
+    path = write_json(
+        "export_speed",
+        {
+            "machine": machine_info(),
+            "entities": entities,
+            "dim": args.dim,
+            "partitions": PARTITIONS,
+            "sides": sides,
+            "tsv_speedup": speedup,
+            "target_speedup": TARGET_SPEEDUP,
+            "passed": None if speedup is None else speedup >= TARGET_SPEEDUP,
+            "identical_to_pbg": identical,
+        },
+    )
     print(f"wrote {path}")
     if not args.keep_outputs:
         shutil.rmtree(runs, ignore_errors=True)

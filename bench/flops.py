@@ -61,8 +61,7 @@ def forward_flops_per_edge(
     dynamic_relations: bool,
 ) -> float:
     """Forward-pass FLOPs for one positive edge (formulas in the module docstring)."""
-    chunk = min(num_batch_negs, batch_size) if num_batch_negs > 0 else min(num_uniform_negs,
-                                                                           batch_size)
+    chunk = min(num_batch_negs, batch_size) if num_batch_negs > 0 else min(num_uniform_negs, batch_size)
     negatives = min(num_batch_negs, batch_size) + num_uniform_negs
     op = operator_flops(operator, dim)
     if dynamic_relations:

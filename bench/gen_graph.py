@@ -85,8 +85,12 @@ def generate_edges(
 
 
 def write_tsv(
-    path: Path, lhs: np.ndarray, rel: np.ndarray, rhs: np.ndarray,
-    node_prefix: str = "n", rel_prefix: str = "r",
+    path: Path,
+    lhs: np.ndarray,
+    rel: np.ndarray,
+    rhs: np.ndarray,
+    node_prefix: str = "n",
+    rel_prefix: str = "r",
 ) -> None:
     """Write ``n{lhs}\\tr{rel}\\tn{rhs}`` lines to ``path`` (parent directories created).
 
@@ -98,8 +102,7 @@ def write_tsv(
         for start in range(0, len(lhs), _WRITE_BLOCK):
             stop = start + _WRITE_BLOCK
             rows = zip(lhs[start:stop].tolist(), rel[start:stop].tolist(), rhs[start:stop].tolist())
-            out.write("".join(f"{node_prefix}{a}\t{rel_prefix}{r}\t{node_prefix}{b}\n"
-                              for a, r, b in rows))
+            out.write("".join(f"{node_prefix}{a}\t{rel_prefix}{r}\t{node_prefix}{b}\n" for a, r, b in rows))
     tmp.replace(path)  # a half-written file never carries the final name
 
 
@@ -122,8 +125,7 @@ def ensure_graph(
     The summary is cached in ``<path>.json`` next to the TSV together with the parameters, so
     a cached file is reused only for identical parameters.
     """
-    params = {"nodes": num_nodes, "edges": num_edges, "relations": num_relations,
-              "seed": seed, "alpha": alpha}
+    params = {"nodes": num_nodes, "edges": num_edges, "relations": num_relations, "seed": seed, "alpha": alpha}
     cached = cached_summary(path, params)
     if cached is not None:
         return cached

@@ -48,8 +48,15 @@ class KGShape:
 
     def scaled(self, shrink: int) -> KGShape:
         """The same shape with entity and edge counts divided by ``shrink`` (smoke runs)."""
-        return KGShape(self.entities // shrink, self.relations, self.train_edges // shrink,
-                       max(self.test_edges // shrink, 1), self.alpha, self.rel_alpha, self.seed)
+        return KGShape(
+            self.entities // shrink,
+            self.relations,
+            self.train_edges // shrink,
+            max(self.test_edges // shrink, 1),
+            self.alpha,
+            self.rel_alpha,
+            self.seed,
+        )
 
 
 def test_path(train_path: Path) -> Path:
@@ -104,7 +111,7 @@ def generate_kg(shape: KGShape) -> tuple[np.ndarray, np.ndarray]:
     rows = _unique_in_order(_candidates(shape, rng))
     if len(rows) < shape.train_edges:
         raise ValueError(f"only {len(rows)} distinct triples drawn; lower alpha or the edge count")
-    train, rest = rows[: shape.train_edges], rows[shape.train_edges:]
+    train, rest = rows[: shape.train_edges], rows[shape.train_edges :]
     # A coverage edge dropped as a loop or duplicate can leave an entity out of train:
     # test edges must only name entities that train has.
     in_train = np.zeros(shape.entities, dtype=bool)
@@ -150,11 +157,13 @@ def ensure_kg(path: Path, shape: KGShape) -> dict[str, object]:
 def format_summary(summary: dict[str, object]) -> str:
     """Human-readable lines: sizes, degree maxima and the relation shares in percent."""
     shares = " ".join(f"{100 * s:.1f}" for s in summary["relation_shares"])
-    return (f"train edges {summary['train_edges']:,}, test edges {summary['test_edges']:,}, "
-            f"entities {summary['distinct_entities']:,}, relations {summary['distinct_relations']}\n"
-            f"max degree {summary['max_degree']:,} (out {summary['max_out_degree']:,}, "
-            f"in {summary['max_in_degree']:,}), median degree {summary['median_degree']:g}\n"
-            f"relation shares %: {shares}")
+    return (
+        f"train edges {summary['train_edges']:,}, test edges {summary['test_edges']:,}, "
+        f"entities {summary['distinct_entities']:,}, relations {summary['distinct_relations']}\n"
+        f"max degree {summary['max_degree']:,} (out {summary['max_out_degree']:,}, "
+        f"in {summary['max_in_degree']:,}), median degree {summary['median_degree']:g}\n"
+        f"relation shares %: {shares}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,14 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-edges", type=int, default=defaults.train_edges)
     parser.add_argument("--test-edges", type=int, default=defaults.test_edges)
     parser.add_argument("--alpha", type=float, default=defaults.alpha, help="entity Zipf exponent")
-    parser.add_argument("--rel-alpha", type=float, default=defaults.rel_alpha,
-                        help="relation Zipf exponent")
+    parser.add_argument("--rel-alpha", type=float, default=defaults.rel_alpha, help="relation Zipf exponent")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--out", type=Path, required=True, help="train TSV path (test: <stem>.test<suffix>)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
-    shape = KGShape(args.entities, args.relations, args.train_edges, args.test_edges,
-                    args.alpha, args.rel_alpha, args.seed)
+    shape = KGShape(
+        args.entities, args.relations, args.train_edges, args.test_edges, args.alpha, args.rel_alpha, args.seed
+    )
     summary = ensure_kg(args.out, shape)
     print(json.dumps(summary) if args.json else format_summary(summary))
     return 0

@@ -70,11 +70,34 @@ def run_tool(tool: str, tsv: Path, edges: int) -> dict[str, object]:
     cwd.mkdir(parents=True)
     (cwd / "config.py").write_text(CONFIG)
     if tool == "ours":
-        argv = [ours_bin(), "import", "config.py", str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2",
-                "--delimiter", "\t", "-p", f"seed={SEED}"]
+        argv = [
+            ours_bin(),
+            "import",
+            "config.py",
+            str(tsv),
+            "--lhs-col",
+            "0",
+            "--rel-col",
+            "1",
+            "--rhs-col",
+            "2",
+            "--delimiter",
+            "\t",
+            "-p",
+            f"seed={SEED}",
+        ]
     else:
-        argv = [pbg_bin("torchbiggraph_import_from_tsv"), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2",
-                "config.py", str(tsv)]
+        argv = [
+            pbg_bin("torchbiggraph_import_from_tsv"),
+            "--lhs-col",
+            "0",
+            "--rel-col",
+            "1",
+            "--rhs-col",
+            "2",
+            "config.py",
+            str(tsv),
+        ]
     result = run_measured(argv, cwd, "import")
     if not result.ok:
         print(f"{tool} failed ({result.returncode}):\n{result.stderr[-2000:]}", file=sys.stderr)
@@ -123,30 +146,52 @@ def main(argv: list[str] | None = None) -> int:
     ours_part = run_tool("ours", part, args.slice)
     pbg_part = None if args.skip_pbg else run_tool("pbg", part, args.slice)
     runs = [r for r in (ours_full, ours_doubled, ours_part, pbg_part) if r is not None]
-    rows = [[r["tool"], f"{r['edges']:,}", r["wall_s"], r["edges_per_s"], mib(r["peak_rss_bytes"]),
-             mib(r["peak_pss_bytes"])] for r in runs]
+    rows = [
+        [
+            r["tool"],
+            f"{r['edges']:,}",
+            r["wall_s"],
+            r["edges_per_s"],
+            mib(r["peak_rss_bytes"]),
+            mib(r["peak_pss_bytes"]),
+        ]
+        for r in runs
+    ]
     print(f"graph: {summary}")
-    print(f"ours on {args.edges:,} edges: median of {args.repeat} runs, wall s {ours_full['wall_s_all']}; "
-          f"{2 * args.edges:,} edges: the same file twice (same entities)")
+    print(
+        f"ours on {args.edges:,} edges: median of {args.repeat} runs, wall s {ours_full['wall_s_all']}; "
+        f"{2 * args.edges:,} edges: the same file twice (same entities)"
+    )
     print(format_table(["tool", "edges", "wall s", "edges/s", "peak RSS MiB", "peak PSS MiB"], rows))
     speedup = ratio(ours_part["edges_per_s"], pbg_part["edges_per_s"]) if pbg_part else None
     rss_growth = ratio(ours_doubled["peak_rss_bytes"], ours_full["peak_rss_bytes"])
     rate = ours_full["edges_per_s"] or 0
     print(f"PBG ran on the {args.slice:,}-edge slice only (its full {args.edges:,}-edge run is too slow here).")
     print(f"ours on {args.edges:,}: {rate:,.0f} edges/s (bar >= 1,000,000): {verdict(rate >= 1_000_000)}")
-    print(f"ours/PBG on the slice: {speedup and f'{speedup:.1f}x'} (bar >= 15x): "
-          f"{verdict(None if speedup is None else speedup >= 15)}")
-    print(f"peak RSS {2 * args.edges:,} / {args.edges:,} edges: {rss_growth and f'{rss_growth:.2f}'} "
-          f"(bar <= {RSS_GROWTH_BAR}, memory must not grow with edges): "
-          f"{verdict(None if rss_growth is None else rss_growth <= RSS_GROWTH_BAR)}")
-    path = write_json("import_speed", {
-        "machine": machine_info(), "graph": summary, "slice_edges": args.slice,
-        "note": f"PBG runs on the first {args.slice} lines only: its full run is too slow; "
-                f"the {2 * args.edges}-edge input is the full file twice",
-        "runs": runs, "ours_over_pbg_on_slice": speedup, "ours_edges_per_s_full": ours_full["edges_per_s"],
-        "peak_rss_doubled_over_full": rss_growth,
-        "bars": {"edges_per_s_full": 1_000_000, "ours_over_pbg": 15, "peak_rss_doubled_over_full": RSS_GROWTH_BAR},
-    })
+    print(
+        f"ours/PBG on the slice: {speedup and f'{speedup:.1f}x'} (bar >= 15x): "
+        f"{verdict(None if speedup is None else speedup >= 15)}"
+    )
+    print(
+        f"peak RSS {2 * args.edges:,} / {args.edges:,} edges: {rss_growth and f'{rss_growth:.2f}'} "
+        f"(bar <= {RSS_GROWTH_BAR}, memory must not grow with edges): "
+        f"{verdict(None if rss_growth is None else rss_growth <= RSS_GROWTH_BAR)}"
+    )
+    path = write_json(
+        "import_speed",
+        {
+            "machine": machine_info(),
+            "graph": summary,
+            "slice_edges": args.slice,
+            "note": f"PBG runs on the first {args.slice} lines only: its full run is too slow; "
+            f"the {2 * args.edges}-edge input is the full file twice",
+            "runs": runs,
+            "ours_over_pbg_on_slice": speedup,
+            "ours_edges_per_s_full": ours_full["edges_per_s"],
+            "peak_rss_doubled_over_full": rss_growth,
+            "bars": {"edges_per_s_full": 1_000_000, "ours_over_pbg": 15, "peak_rss_doubled_over_full": RSS_GROWTH_BAR},
+        },
+    )
     print(f"wrote {path}")
     return 0
 

@@ -40,23 +40,47 @@ def make_config(name: str) -> SimpleNamespace:
     """The two benchmark configs as attribute bags (ConfigSchema field names)."""
     common = dict(
         entities={"all": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
-        bias=False, margin=0.1, regularizer="N3", max_norm=None, init_scale=1e-3,
-        batch_size=1000, disable_lhs_negs=False, disable_rhs_negs=False, lr=0.1, relation_lr=None,
-        eval_num_batch_negs=1000, eval_num_uniform_negs=1000, seed=0,
+        bias=False,
+        margin=0.1,
+        regularizer="N3",
+        max_norm=None,
+        init_scale=1e-3,
+        batch_size=1000,
+        disable_lhs_negs=False,
+        disable_rhs_negs=False,
+        lr=0.1,
+        relation_lr=None,
+        eval_num_batch_negs=1000,
+        eval_num_uniform_negs=1000,
+        seed=0,
     )
     if name == "A":
         cfg = SimpleNamespace(
             relations=[SimpleNamespace(name="r", lhs="all", rhs="all", weight=1.0, operator="none", all_negs=False)],
-            dimension=100, comparator="dot", loss_fn="ranking", regularization_coef=0.0, global_emb=False,
-            dynamic_relations=False, num_batch_negs=50, num_uniform_negs=50, **common,
+            dimension=100,
+            comparator="dot",
+            loss_fn="ranking",
+            regularization_coef=0.0,
+            global_emb=False,
+            dynamic_relations=False,
+            num_batch_negs=50,
+            num_uniform_negs=50,
+            **common,
         )
     else:
         cfg = SimpleNamespace(
             relations=[
                 SimpleNamespace(name="r", lhs="all", rhs="all", weight=1.0, operator="complex_diagonal", all_negs=False)
             ],
-            dimension=400, comparator="dot", loss_fn="softmax", regularization_coef=1e-3, global_emb=False,
-            dynamic_relations=True, num_batch_negs=50, num_uniform_negs=1000, **common,
+            dimension=400,
+            comparator="dot",
+            loss_fn="softmax",
+            regularization_coef=1e-3,
+            global_emb=False,
+            dynamic_relations=True,
+            num_batch_negs=50,
+            num_uniform_negs=1000,
+            **common,
         )
     cfg.entity_dimension = lambda entity: cfg.dimension
     return cfg
@@ -71,7 +95,9 @@ def run(name: str, num_edges: int, passes: int) -> list[float]:
     trainer = build_trainer(worker_settings(cfg), model)
     table = torch.randn(COUNT, cfg.dimension) * 1e-3
     state = torch.zeros(COUNT)
-    tables = BucketTables({("all", Side.LHS): table, ("all", Side.RHS): table}, {("all", Side.LHS): state, ("all", Side.RHS): state})
+    tables = BucketTables(
+        {("all", Side.LHS): table, ("all", Side.RHS): table}, {("all", Side.LHS): state, ("all", Side.RHS): state}
+    )
     gen = torch.Generator().manual_seed(0)
     edges = EdgeList.from_tensors(
         torch.randint(COUNT, (num_edges,), generator=gen),

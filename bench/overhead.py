@@ -36,12 +36,19 @@ from gen_graph import ensure_graph
 from tasks.runs import open_run
 
 ENGINE_METHODS = (
-    "schedule_buckets", "swap_partitions", "load_edges", "evaluate", "train", "finish_bucket",
-    "write_checkpoint", "switch_version", "preserve_version", "remove_old_version",
+    "schedule_buckets",
+    "swap_partitions",
+    "load_edges",
+    "evaluate",
+    "train",
+    "finish_bucket",
+    "write_checkpoint",
+    "switch_version",
+    "preserve_version",
+    "remove_old_version",
 )
 BUCKET_TASKS = ("swap_partitions", "load_edges", "evaluate_bucket", "train_bucket", "finish_bucket")
-ITERATION_TASKS = ("schedule_buckets", "write_checkpoint", "switch_version", "preserve_version",
-                   "remove_old_version")
+ITERATION_TASKS = ("schedule_buckets", "write_checkpoint", "switch_version", "preserve_version", "remove_old_version")
 TARGET_PER_BUCKET_S = 0.100
 TARGET_PER_ITERATION_S = 2.5
 
@@ -78,6 +85,7 @@ class Clock:
             finally:
                 self.seconds[self.current][name] += time.perf_counter() - started
                 self.calls[self.current][name] += 1
+
         return timed
 
 
@@ -118,8 +126,11 @@ def run_loop(config_path: str) -> dict[str, Any]:
             clock.seconds[iteration.index]["iteration"] = time.perf_counter() - t0
     finally:
         close_training_session.fn(handle)
-    return {"mode": "loop", "iterations_s": time.perf_counter() - started,
-            "per_iteration": {k: dict(v) for k, v in clock.seconds.items()}}
+    return {
+        "mode": "loop",
+        "iterations_s": time.perf_counter() - started,
+        "per_iteration": {k: dict(v) for k, v in clock.seconds.items()},
+    }
 
 
 def run_flow(config_path: str) -> dict[str, Any]:
@@ -147,16 +158,25 @@ def run_flow(config_path: str) -> dict[str, Any]:
     result = ft.pbg(config=config)
     total = time.perf_counter() - started
     iterations_s = sum(v["iteration"] for k, v in clock.seconds.items() if k >= 0)
-    return {"mode": "flow", "total_s": total, "iterations_s": iterations_s, "version": result["version"],
-            "per_iteration": {k: dict(v) for k, v in clock.seconds.items()},
-            "calls": {k: dict(v) for k, v in clock.calls.items()}}
+    return {
+        "mode": "flow",
+        "total_s": total,
+        "iterations_s": iterations_s,
+        "version": result["version"],
+        "per_iteration": {k: dict(v) for k, v in clock.seconds.items()},
+        "calls": {k: dict(v) for k, v in clock.calls.items()},
+    }
 
 
 def overhead_figures(flow: dict[str, Any], buckets_per_iteration: int) -> dict[str, float]:
     """Caller time minus engine time, per bucket and per iteration (means over iterations)."""
     per_bucket, per_iteration = [], []
-    engine_of = {"swap_partitions": "swap_partitions", "load_edges": "load_edges",
-                 "evaluate_bucket": "evaluate", "train_bucket": "train"}
+    engine_of = {
+        "swap_partitions": "swap_partitions",
+        "load_edges": "load_edges",
+        "evaluate_bucket": "evaluate",
+        "train_bucket": "train",
+    }
     for index, secs in flow["per_iteration"].items():
         if int(index) < 0:
             continue
@@ -164,7 +184,10 @@ def overhead_figures(flow: dict[str, Any], buckets_per_iteration: int) -> dict[s
         per_bucket.append(bucket_over / buckets_per_iteration)
         engine_total = sum(v for k, v in secs.items() if k.startswith("engine."))
         per_iteration.append(secs["iteration"] - engine_total)
-    return {"per_bucket_s": sum(per_bucket) / len(per_bucket), "per_iteration_s": sum(per_iteration) / len(per_iteration)}
+    return {
+        "per_bucket_s": sum(per_bucket) / len(per_bucket),
+        "per_iteration_s": sum(per_iteration) / len(per_iteration),
+    }
 
 
 def child(mode: str, config_path: str, out: str) -> int:
@@ -205,8 +228,22 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["rm", "-rf", str(work / f"ckpt_{mode}")], check=True)
         write_config(path, data, work / f"ckpt_{mode}", args.partitions, args.epochs)
     if not (data / "edges" / "edges_0_0.h5").exists():
-        subprocess.run([str(ours_bin()), "import", str(configs["loop"]), str(graph), "--lhs-col", "0",
-                        "--rel-col", "1", "--rhs-col", "2"], check=True, cwd=REPO_ROOT)
+        subprocess.run(
+            [
+                str(ours_bin()),
+                "import",
+                str(configs["loop"]),
+                str(graph),
+                "--lhs-col",
+                "0",
+                "--rel-col",
+                "1",
+                "--rhs-col",
+                "2",
+            ],
+            check=True,
+            cwd=REPO_ROOT,
+        )
     loop = spawn("loop", configs["loop"], work / "loop.json")
     flow = spawn("flow", configs["flow"], work / "flow.json")
     buckets = args.partitions * args.partitions
@@ -221,9 +258,20 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(["measure", "loop", "flow", "flow vs loop"], rows))
     ok = figures["per_bucket_s"] <= TARGET_PER_BUCKET_S and figures["per_iteration_s"] <= TARGET_PER_ITERATION_S
     print("PASS" if ok else "FAIL")
-    write_json("overhead", {"machine": machine_info(), "edges": edges, "partitions": args.partitions,
-                            "epochs": args.epochs, "loop": loop, "flow": flow, "figures": figures,
-                            "percent": percent, "pass": ok})
+    write_json(
+        "overhead",
+        {
+            "machine": machine_info(),
+            "edges": edges,
+            "partitions": args.partitions,
+            "epochs": args.epochs,
+            "loop": loop,
+            "flow": flow,
+            "figures": figures,
+            "percent": percent,
+            "pass": ok,
+        },
+    )
     return 0
 
 

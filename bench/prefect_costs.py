@@ -42,8 +42,13 @@ def run_once(variant: str, subflows: int, tasks: int, prefect_home: Path) -> dic
     env["PREFECT_HOME"] = str(prefect_home)
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
     spawned = time.time()
-    done = subprocess.run([sys.executable, str(CHILD), "--variant", variant, "--subflows", str(subflows),
-                           "--tasks", str(tasks)], env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(CHILD), "--variant", variant, "--subflows", str(subflows), "--tasks", str(tasks)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     ended = time.time()
     if done.returncode != 0:
         raise RuntimeError(f"{variant} run failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -77,16 +82,33 @@ def main(argv: list[str] | None = None) -> int:
         for round_index in range(args.repeats):
             for variant in VARIANTS:
                 runs[variant].append(run_once(variant, args.subflows, args.tasks, prefect_home))
-                print(f"round {round_index + 1}/{args.repeats} {variant}: "
-                      f"{runs[variant][-1]['whole_s']:.2f} s", flush=True)
+                print(
+                    f"round {round_index + 1}/{args.repeats} {variant}: {runs[variant][-1]['whole_s']:.2f} s",
+                    flush=True,
+                )
     medians = {variant: summarize(results) for variant, results in runs.items()}
     base = medians["prefect"]
-    rows = [[variant, m["startup_s"], m["gap_s"], m["shutdown_s"], m["whole_s"], ratio(base["whole_s"], m["whole_s"])]
-            for variant, m in medians.items()]
-    print(format_table(["variant", "start-up s", "gap between bodies s", "shutdown s", "whole run s",
-                        "faster than prefect x"], rows))
-    path = write_json("prefect_costs", {"machine": machine_info(), "subflows": args.subflows, "tasks": args.tasks,
-                                        "repeats": args.repeats, "medians": medians, "runs": runs})
+    rows = [
+        [variant, m["startup_s"], m["gap_s"], m["shutdown_s"], m["whole_s"], ratio(base["whole_s"], m["whole_s"])]
+        for variant, m in medians.items()
+    ]
+    print(
+        format_table(
+            ["variant", "start-up s", "gap between bodies s", "shutdown s", "whole run s", "faster than prefect x"],
+            rows,
+        )
+    )
+    path = write_json(
+        "prefect_costs",
+        {
+            "machine": machine_info(),
+            "subflows": args.subflows,
+            "tasks": args.tasks,
+            "repeats": args.repeats,
+            "medians": medians,
+            "runs": runs,
+        },
+    )
     print(f"wrote {path}")
     return 0
 

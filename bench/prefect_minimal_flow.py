@@ -91,8 +91,11 @@ def run_flow(args: argparse.Namespace, server: object) -> dict[str, object]:
 
     if server is not None:
         server.wait_ready()
-    settings = (temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
-                if args.variant != "prefect" else contextlib.nullcontext())
+    settings = (
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+        if args.variant != "prefect"
+        else contextlib.nullcontext()
+    )
     with settings:
         parent()
     return {"variant": args.variant, "bodies": bodies, "flow_returned": since()}

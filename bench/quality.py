@@ -65,8 +65,18 @@ REFERENCES = {
 
 def import_argv(pbg: str, data: Path) -> list[str]:
     """`pbg import` of the three splits; outputs are the config's edge_paths, in split order."""
-    return [pbg, "import", str(CONFIG), *(str(data / f"{s}.txt") for s in SPLITS),
-            "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
+    return [
+        pbg,
+        "import",
+        str(CONFIG),
+        *(str(data / f"{s}.txt") for s in SPLITS),
+        "--lhs-col",
+        "0",
+        "--rel-col",
+        "1",
+        "--rhs-col",
+        "2",
+    ]
 
 
 def train_argv(pbg: str, seed: int, epochs: int | None) -> list[str]:
@@ -79,11 +89,14 @@ def train_argv(pbg: str, seed: int, epochs: int | None) -> list[str]:
 
 def eval_argv(pbg: str, seed: int) -> list[str]:
     """Filtered all-negatives `pbg eval` of the test split, JSON on the last stdout line."""
-    overrides = ["edge_paths=edges/test", "relations.0.all_negs=true", "num_uniform_negs=0",
-                 f"checkpoint_path=checkpoints/seed{seed}"]
+    overrides = [
+        "edge_paths=edges/test",
+        "relations.0.all_negs=true",
+        "num_uniform_negs=0",
+        f"checkpoint_path=checkpoints/seed{seed}",
+    ]
     filters = [a for s in SPLITS for a in ("--filter-path", f"edges/{s}")]
-    return [pbg, "eval", str(CONFIG), *[a for o in overrides for a in ("-p", o)],
-            "--filtered", *filters, "--json"]
+    return [pbg, "eval", str(CONFIG), *[a for o in overrides for a in ("-p", o)], "--filtered", *filters, "--json"]
 
 
 def parse_eval_json(stdout: str) -> dict[str, float]:
@@ -112,10 +125,14 @@ def run_step(argv: list[str], workdir: Path, log_name: str, dry_run: bool) -> di
         return {"status": "dry-run", "argv": argv}
     run = run_measured(argv, workdir, log_name)
     if not run.ok:
-        print(f"  failed (exit {run.returncode}), see {run.stderr_path}:\n"
-              + tail(run.stderr, 5), flush=True)
-    return {"status": "ok" if run.ok else "failed", "wall_s": run.wall_s,
-            "peak_rss_mib": mib(run.peak_rss_bytes), "run": run.summary(), "_stdout": run.stdout}
+        print(f"  failed (exit {run.returncode}), see {run.stderr_path}:\n" + tail(run.stderr, 5), flush=True)
+    return {
+        "status": "ok" if run.ok else "failed",
+        "wall_s": run.wall_s,
+        "peak_rss_mib": mib(run.peak_rss_bytes),
+        "run": run.summary(),
+        "_stdout": run.stdout,
+    }
 
 
 def run_seed(pbg: str, workdir: Path, seed: int, epochs: int | None, dry_run: bool) -> dict:
@@ -167,8 +184,7 @@ def aggregate(metrics: list[dict[str, float]], reference: Reference) -> dict[str
     keys = ("mrr", "r1", "r10", "r50", "pos_rank", "auc")
     mean = {k: statistics.fmean(m[k] for m in metrics) for k in keys}
     std = {k: statistics.stdev(m[k] for m in metrics) if len(metrics) > 1 else 0.0 for k in keys}
-    return {"mean": mean, "std": std, "num_seeds": len(metrics),
-            "pass": mean["mrr"] >= reference.mrr}
+    return {"mean": mean, "std": std, "num_seeds": len(metrics), "pass": mean["mrr"] >= reference.mrr}
 
 
 def table_rows(records: dict[str, dict]) -> list[list[object]]:
@@ -182,15 +198,17 @@ def table_rows(records: dict[str, dict]) -> list[list[object]]:
             return "-" if mean is None else f"{mean[key]:.3f} ± {std[key]:.3f}"  # noqa: B023 - see the comment above
 
         verdict = {True: "PASS", False: "FAIL", None: record["status"]}[record.get("pass")]
-        rows.append([name, cell("mrr"), cell("r1"), cell("r10"),
-                     f"{ref.mrr:.2f} / {ref.r1:.2f} / {ref.r10:.2f}", verdict])
+        rows.append(
+            [name, cell("mrr"), cell("r1"), cell("r10"), f"{ref.mrr:.2f} / {ref.r1:.2f} / {ref.r10:.2f}", verdict]
+        )
     return rows
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Filtered link-prediction quality vs PBG.")
-    parser.add_argument("--sets", default=",".join(REFERENCES),
-                        help=f"comma-separated subset of {','.join(REFERENCES)}")
+    parser.add_argument(
+        "--sets", default=",".join(REFERENCES), help=f"comma-separated subset of {','.join(REFERENCES)}"
+    )
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds")
     parser.add_argument("--epochs", type=int, help="override num_epochs (default: config's 50)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
@@ -210,14 +228,20 @@ def main(argv: list[str] | None = None) -> int:
     except ToolMissingError as error:
         print(error, file=sys.stderr)
         return 2
-    records = {name: run_set(name, pbg, args.seeds, args.epochs, args.dry_run)
-               for name in args.sets}
-    print(format_table(["set", "MRR", "Hits@1", "Hits@10", "PBG ref MRR/H@1/H@10", "verdict"],
-                       table_rows(records)))
+    records = {name: run_set(name, pbg, args.seeds, args.epochs, args.dry_run) for name in args.sets}
+    print(format_table(["set", "MRR", "Hits@1", "Hits@10", "PBG ref MRR/H@1/H@10", "verdict"], table_rows(records)))
     if args.dry_run:
         return 0
-    path = write_json("quality", {"machine": machine_info(), "config_file": str(CONFIG),
-                                  "seeds": args.seeds, "epochs": args.epochs, "sets": records})
+    path = write_json(
+        "quality",
+        {
+            "machine": machine_info(),
+            "config_file": str(CONFIG),
+            "seeds": args.seeds,
+            "epochs": args.epochs,
+            "sets": records,
+        },
+    )
     print(f"wrote {path}")
     return 0 if all(r.get("pass") for r in records.values()) else 1
 

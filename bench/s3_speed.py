@@ -47,9 +47,17 @@ def config_dict(root: str, epochs: int) -> dict[str, Any]:
         "checkpoint_path": f"{root}/checkpoints",
         "entities": {"node": {"num_partitions": 2}},
         "relations": [{"name": "r0", "lhs": "node", "rhs": "node", "operator": "none"}],
-        "dimension": 100, "global_emb": False, "comparator": "dot", "loss_fn": "ranking",
-        "num_batch_negs": 50, "num_uniform_negs": 50, "batch_size": 1000, "workers": 2,
-        "eval_fraction": 0.0, "num_epochs": epochs, "seed": 0,
+        "dimension": 100,
+        "global_emb": False,
+        "comparator": "dot",
+        "loss_fn": "ranking",
+        "num_batch_negs": 50,
+        "num_uniform_negs": 50,
+        "batch_size": 1000,
+        "workers": 2,
+        "eval_fraction": 0.0,
+        "num_epochs": epochs,
+        "seed": 0,
     }
 
 
@@ -81,8 +89,11 @@ def run_side(name: str, config: dict[str, Any], work: Path, env: dict[str, str],
     result = run_measured([ours_bin(), "train", path], side_dir, "train", env=env)
     if not result.ok:
         raise RuntimeError(f"{name}: pbg train failed, see {result.stderr_path}")
-    return {"wall_s": result.wall_s, "peak_rss_mib": result.peak_rss_bytes / 2**20,
-            "breakdown": stats_breakdown(checkpoint)}
+    return {
+        "wall_s": result.wall_s,
+        "peak_rss_mib": result.peak_rss_bytes / 2**20,
+        "breakdown": stats_breakdown(checkpoint),
+    }
 
 
 def main() -> int:
@@ -111,31 +122,58 @@ def main() -> int:
             cfg = work / f"import-{name}.json"
             cfg.write_text(json.dumps(config_dict(root, args.epochs)))
             print(f"[{name}] importing {tsv.name} ...", flush=True)
-            subprocess.run([str(ours_bin()), "import", str(cfg), str(tsv), "--lhs-col", "0", "--rel-col", "1",
-                            "--rhs-col", "2"], check=True, env={**os.environ, **env}, cwd=REPO_ROOT,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [str(ours_bin()), "import", str(cfg), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+                check=True,
+                env={**os.environ, **env},
+                cwd=REPO_ROOT,
+                stdout=subprocess.DEVNULL,
+            )
         runs: dict[str, list[dict[str, Any]]] = {"local": [], "s3": []}
         for attempt in range(args.repeats):
             for name, root in roots.items():
                 cache = tempfile.mkdtemp(prefix=f"cache-{name}-", dir=work)  # cold read cache every run
                 print(f"[{name}] pbg train, run {attempt + 1}/{args.repeats} ...", flush=True)
-                runs[name].append(run_side(name, config_dict(root, args.epochs), work,
-                                           {**env, "PBG_CACHE_DIR": cache}, attempt))
+                runs[name].append(
+                    run_side(name, config_dict(root, args.epochs), work, {**env, "PBG_CACHE_DIR": cache}, attempt)
+                )
                 print(f"[{name}] {runs[name][-1]['wall_s']:.1f} s", flush=True)
         median = {name: statistics.median(r["wall_s"] for r in rs) for name, rs in runs.items()}
         ratio = median["s3"] / median["local"]
         ok = ratio <= TARGET_RATIO
-        rows = [["pbg train wall s (median)", f"{median['local']:.1f}", f"{median['s3']:.1f}",
-                 f"{ratio:.3f} (<= {TARGET_RATIO})"]]
+        rows = [
+            [
+                "pbg train wall s (median)",
+                f"{median['local']:.1f}",
+                f"{median['s3']:.1f}",
+                f"{ratio:.3f} (<= {TARGET_RATIO})",
+            ]
+        ]
         for key in ("train", "partition_io", "load_edges", "save"):
             values = [statistics.median(r["breakdown"][key] for r in runs[n]) for n in ("local", "s3")]
             rows.append([f"  of which {key} s", f"{values[0]:.2f}", f"{values[1]:.2f}", ""])
-        rows.append(["peak tree RSS MiB", f"{runs['local'][0]['peak_rss_mib']:,.0f}",
-                     f"{runs['s3'][0]['peak_rss_mib']:,.0f}", ""])
+        rows.append(
+            [
+                "peak tree RSS MiB",
+                f"{runs['local'][0]['peak_rss_mib']:,.0f}",
+                f"{runs['s3'][0]['peak_rss_mib']:,.0f}",
+                "",
+            ]
+        )
         rows.append(["status", "", "", "PASS" if ok else "FAIL"])
         print(format_table(["metric", "local", "s3", "s3/local"], rows))
-        out = write_json("s3_speed", {"machine": machine_info(), "args": vars(args), "edges": edges,
-                                      "runs": runs, "median_wall_s": median, "ratio": ratio, "pass": ok})
+        out = write_json(
+            "s3_speed",
+            {
+                "machine": machine_info(),
+                "args": vars(args),
+                "edges": edges,
+                "runs": runs,
+                "median_wall_s": median,
+                "ratio": ratio,
+                "pass": ok,
+            },
+        )
         print(f"wrote {out}")
         return 0 if ok else 1
     finally:

@@ -55,8 +55,7 @@ def measure_sgemm(size: int, threads: int, repeats: int) -> dict[str, float | in
             best = min(best, time.perf_counter() - start)
     finally:
         torch.set_num_threads(previous)
-    return {"size": size, "threads": threads, "repeats": repeats, "best_s": best,
-            "flops": 2.0 * size**3 / best}
+    return {"size": size, "threads": threads, "repeats": repeats, "best_s": best, "flops": 2.0 * size**3 / best}
 
 
 def measure_machine(size: int = 2048, repeats: int = 5) -> dict[str, object]:

@@ -68,8 +68,7 @@ N3 = OursVariant("ours_n3", ("regularization_coef=1e-3",), 0.9)
 CASES = {
     "A": SpeedCase("A", BENCH_DIR / "configs" / "speed_a.py", 200_000, 2_000_000, 1, 3, 3.0),
     "B": SpeedCase("B", BENCH_DIR / "configs" / "speed_b.py", 200_000, 200_000, 10, 1, 2.0),
-    "C": SpeedCase("C", BENCH_DIR / "configs" / "speed_c.py", 110_000, 257_000, 22, 3, 2.0,
-                   kind="kg", variants=(N3,)),
+    "C": SpeedCase("C", BENCH_DIR / "configs" / "speed_c.py", 110_000, 257_000, 22, 3, 2.0, kind="kg", variants=(N3,)),
 }
 QUICK_SHRINK = 10
 
@@ -79,8 +78,9 @@ def ensure_case_graph(case: SpeedCase, shrink: int, seed: int) -> tuple[Path, di
     nodes, edges = case.nodes // shrink, case.edges // shrink
     graphs = WORK_DIR / "speed" / "graphs"
     if case.kind == "kg":
-        shape = KGShape(entities=nodes, relations=case.relations, train_edges=edges,
-                        test_edges=max(edges // 100, 1), seed=seed)
+        shape = KGShape(
+            entities=nodes, relations=case.relations, train_edges=edges, test_edges=max(edges // 100, 1), seed=seed
+        )
         path = graphs / f"{case.name}-kg-n{nodes}-e{edges}-r{case.relations}-s{seed}.tsv"
         return path, ensure_kg(path, shape)
     path = graphs / f"{case.name}-n{nodes}-e{edges}-r{case.relations}-s{seed}.tsv"
@@ -152,9 +152,12 @@ def run_case(case: SpeedCase, args: argparse.Namespace, sgemm: dict, sides: list
     graph, summary = ensure_case_graph(case, shrink, args.seed)
     print(f"[{case.name}] graph {graph.name}", flush=True)
     flops_per_edge = train_flops_per_edge(load_config_dict(case.config_file))
-    record: dict[str, object] = {"config_file": str(case.config_file), "epochs": epochs,
-                                 "graph": {"path": str(graph), **summary},
-                                 "train_flops_per_edge": flops_per_edge}
+    record: dict[str, object] = {
+        "config_file": str(case.config_file),
+        "epochs": epochs,
+        "graph": {"path": str(graph), **summary},
+        "train_flops_per_edge": flops_per_edge,
+    }
     for side in case_sides(case, sides):
         extra = "".join(f" -p {o}" for o in side.train_overrides)
         print(f"[{case.name}] {side.name}: import + train ({epochs} epochs{extra}) ...", flush=True)
@@ -162,9 +165,11 @@ def run_case(case: SpeedCase, args: argparse.Namespace, sgemm: dict, sides: list
         result = run_side(side, case.config_file, graph, workdir, epochs)
         add_flops(result, flops_per_edge, sgemm)
         record[side.name] = result
-        print(f"[{case.name}] {side.name}: {result['status']}"
-              + (f", {result['edges_per_s']:.0f} edges/s" if result.get("edges_per_s") else ""),
-              flush=True)
+        print(
+            f"[{case.name}] {side.name}: {result['status']}"
+            + (f", {result['edges_per_s']:.0f} edges/s" if result.get("edges_per_s") else ""),
+            flush=True,
+        )
         if result["status"] != "ok":
             print(_failure_detail(result), flush=True)
     record["comparison"] = compare(case, record)
@@ -195,10 +200,8 @@ def case_rows(case: SpeedCase, record: dict) -> list[list[object]]:
         ("achieved GFLOP/s", "achieved_gflops", None, ""),
         ("sgemm fraction", "sgemm_fraction", None, ""),
     ]
-    rows = [[f"{name}: {label}", pbg.get(key), ours.get(key), r, target]
-            for label, key, r, target in metrics]
-    rows.append([f"{name}: status", pbg.get("status"), ours.get("status"),
-                 _verdict(cmp), ""])
+    rows = [[f"{name}: {label}", pbg.get(key), ours.get(key), r, target] for label, key, r, target in metrics]
+    rows.append([f"{name}: status", pbg.get("status"), ours.get("status"), _verdict(cmp), ""])
     for var in case.variants:
         rows.extend(_variant_rows(name, var, record.get(var.name) or {}, cmp))
     return rows
@@ -209,16 +212,27 @@ def _variant_rows(name: str, var: OursVariant, side: dict, cmp: dict) -> list[li
     label = f"{name}: {var.name} ({' '.join(var.overrides)})"
     verdict = cmp[f"{var.name}_pass"]
     return [
-        [f"{label} train edges/s", None, side.get("edges_per_s"), cmp[f"{var.name}_ratio"],
-         f">= {var.min_ratio:g}x ours"],
+        [
+            f"{label} train edges/s",
+            None,
+            side.get("edges_per_s"),
+            cmp[f"{var.name}_ratio"],
+            f">= {var.min_ratio:g}x ours",
+        ],
         [f"{label} sgemm fraction", None, side.get("sgemm_fraction"), None, ""],
-        [f"{label} status", None, side.get("status"),
-         "n/a" if verdict is None else ("PASS" if verdict else "FAIL"), ""],
+        [
+            f"{label} status",
+            None,
+            side.get("status"),
+            "n/a" if verdict is None else ("PASS" if verdict else "FAIL"),
+            "",
+        ],
     ]
 
 
 def _verdict(cmp: dict) -> str:
     """PASS/FAIL text for the speed and RSS targets (n/a when a side did not run)."""
+
     def word(flag: bool | None) -> str:
         return "n/a" if flag is None else ("PASS" if flag else "FAIL")
 
@@ -248,13 +262,20 @@ def main(argv: list[str] | None = None) -> int:
     records = {name: run_case(CASES[name], args, sgemm, sides) for name in names}
     rows = [row for name in names for row in case_rows(CASES[name], records[name])]
     print(format_table(["metric", "PBG 1.0.0", "ours", "ours/PBG", "target"], rows))
-    print(f"sgemm: {sgemm['one_thread']['flops'] / 1e9:.1f} GFLOP/s on 1 thread, "
-          f"{sgemm['all_threads']['flops'] / 1e9:.1f} on {sgemm['usable_cpus']} threads")
-    path = write_json("speed", {"machine": machine_info(), "sgemm": sgemm, "notes": notes,
-                                "quick": args.quick, "configs": records})
+    print(
+        f"sgemm: {sgemm['one_thread']['flops'] / 1e9:.1f} GFLOP/s on 1 thread, "
+        f"{sgemm['all_threads']['flops'] / 1e9:.1f} on {sgemm['usable_cpus']} threads"
+    )
+    path = write_json(
+        "speed", {"machine": machine_info(), "sgemm": sgemm, "notes": notes, "quick": args.quick, "configs": records}
+    )
     print(f"wrote {path}")
-    failed = [n for n, r in records.items() for s in ("pbg", "ours", *(v.name for v in CASES[n].variants))
-              if s in r and r[s]["status"] != "ok"]
+    failed = [
+        n
+        for n, r in records.items()
+        for s in ("pbg", "ours", *(v.name for v in CASES[n].variants))
+        if s in r and r[s]["status"] != "ok"
+    ]
     return 1 if failed or not sides else 0
 
 

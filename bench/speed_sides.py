@@ -46,8 +46,9 @@ class SideCommands:
 
 def pbg_commands() -> SideCommands:
     """PyPI torchbiggraph 1.0.0 console scripts in bench/.pbg-venv."""
-    return SideCommands("pbg", "pbg", [str(pbg_bin("torchbiggraph_import_from_tsv"))],
-                        [str(pbg_bin("torchbiggraph_train"))], [])
+    return SideCommands(
+        "pbg", "pbg", [str(pbg_bin("torchbiggraph_import_from_tsv"))], [str(pbg_bin("torchbiggraph_train"))], []
+    )
 
 
 def ours_commands(seed: int) -> SideCommands:
@@ -86,18 +87,23 @@ def throughput_from_stats(rows: list[dict[str, object]], wall_s: float) -> dict[
     else:
         seconds = wall_s
         source = "wall time of `pbg train` (training_stats.json rows lack timing.train)"
-    return {"edges": edges, "compute_s": seconds, "timing_source": source,
-            "per_bucket": [[int(r["stats"]["count"]),
-                            float(r.get("timing", {}).get("train", 0.0))]
-                           for r in rows]}
+    return {
+        "edges": edges,
+        "compute_s": seconds,
+        "timing_source": source,
+        "per_bucket": [[int(r["stats"]["count"]), float(r.get("timing", {}).get("train", 0.0))] for r in rows],
+    }
 
 
 def throughput_from_pbg(run: RunResult) -> dict[str, object]:
     """Edges, seconds and per-bucket pairs from PBG's training log."""
     buckets = parse_pbg_log(run.stdout + "\n" + run.stderr)
-    return {"edges": sum(e for e, _ in buckets), "compute_s": sum(s for _, s in buckets),
-            "timing_source": "PBG log 'Processed N edges in T s'",
-            "per_bucket": [list(pair) for pair in buckets]}
+    return {
+        "edges": sum(e for e, _ in buckets),
+        "compute_s": sum(s for _, s in buckets),
+        "timing_source": "PBG log 'Processed N edges in T s'",
+        "per_bucket": [list(pair) for pair in buckets],
+    }
 
 
 def run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> dict[str, object]:
@@ -109,25 +115,25 @@ def run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> 
         shutil.rmtree(workdir)  # a half-finished import must not be mistaken for a complete one
     argv = [*side.import_argv, config, graph, "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
     run = run_measured(argv, workdir, "import")
-    record = {"status": "ok" if run.ok else "failed", "wall_s": run.wall_s,
-              "peak_rss_mib": mib(run.peak_rss_bytes), "run": run.summary()}
+    record = {
+        "status": "ok" if run.ok else "failed",
+        "wall_s": run.wall_s,
+        "peak_rss_mib": mib(run.peak_rss_bytes),
+        "run": run.summary(),
+    }
     if run.ok:
-        marker.write_text(json.dumps({"wall_s": run.wall_s,
-                                      "peak_rss_mib": mib(run.peak_rss_bytes)}))
+        marker.write_text(json.dumps({"wall_s": run.wall_s, "peak_rss_mib": mib(run.peak_rss_bytes)}))
     return record
 
 
-def run_side(
-    side: SideCommands, config: Path, graph: Path, workdir: Path, epochs: int
-) -> dict[str, object]:
+def run_side(side: SideCommands, config: Path, graph: Path, workdir: Path, epochs: int) -> dict[str, object]:
     """Import (cached) then train from scratch; return timings, memory and throughput.
 
     Returns:
         ``{"status": "ok" | "failed", "import": {...}, "train": {...}, ...}``; a failed command
         is recorded with its stderr tail rather than raised, so the other side still runs.
     """
-    result: dict[str, object] = {"side": side.name, "overrides": side.train_overrides,
-                                 "workdir": str(workdir)}
+    result: dict[str, object] = {"side": side.name, "overrides": side.train_overrides, "workdir": str(workdir)}
     result["import"] = run_import(side, config, graph, workdir)
     if result["import"]["status"] == "failed":
         result["status"] = "failed"
@@ -152,15 +158,17 @@ def run_side(
         throughput = throughput_from_stats(read_training_stats(stats_path), run.wall_s)
     edges, seconds = throughput["edges"], throughput["compute_s"]
     result.update(throughput)
-    result.update({
-        "status": "ok",
-        "edges_per_s": edges / seconds if seconds else None,
-        "wall_edges_per_s": edges / run.wall_s if run.wall_s else None,
-        "train_wall_s": run.wall_s,
-        "peak_rss_mib": mib(run.peak_rss_bytes),
-        "peak_pss_mib": mib(run.peak_pss_bytes),
-        "log_tail": tail(run.stdout, 5),
-    })
+    result.update(
+        {
+            "status": "ok",
+            "edges_per_s": edges / seconds if seconds else None,
+            "wall_edges_per_s": edges / run.wall_s if run.wall_s else None,
+            "train_wall_s": run.wall_s,
+            "peak_rss_mib": mib(run.peak_rss_bytes),
+            "peak_pss_mib": mib(run.peak_pss_bytes),
+            "log_tail": tail(run.stdout, 5),
+        }
+    )
     return result
 
 

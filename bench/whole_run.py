@@ -67,9 +67,24 @@ UMLS_CONFIG = REPO_ROOT / "examples" / "umls" / "config.py"
 UMLS_TRAIN = REPO_ROOT / "data" / "kg" / "umls" / "train.txt"
 UNKNOWN_TO_PBG = ("regularization_coef",)  # keys PBG 1.0.0's config loader rejects
 WORK = WORK_DIR / "whole_run"
-SUMMARY_KEYS = ("wall_s", "startup_s", "training_s", "iterations", "gap_median_s", "gap_mean_s",
-                "gaps_total_s", "tail_s", "shutdown_s", "other_s", "first_bucket_marker_s",
-                "edges", "edges_per_s", "wall_edges_per_s", "peak_rss_mib", "peak_pss_mib")
+SUMMARY_KEYS = (
+    "wall_s",
+    "startup_s",
+    "training_s",
+    "iterations",
+    "gap_median_s",
+    "gap_mean_s",
+    "gaps_total_s",
+    "tail_s",
+    "shutdown_s",
+    "other_s",
+    "first_bucket_marker_s",
+    "edges",
+    "edges_per_s",
+    "wall_edges_per_s",
+    "peak_rss_mib",
+    "peak_pss_mib",
+)
 
 
 @dataclass(frozen=True)
@@ -106,10 +121,12 @@ def write_umls_config(path: Path) -> dict[str, object]:
     paths = {"entity_path": "entities", "edge_paths": ["edges"], "checkpoint_path": "checkpoints"}
     # eval_fraction 0: the demo's own setting (run_demo.sh), so the figures compare with earlier ones.
     config.update(paths, hogwild_delay=0, eval_fraction=0)
-    text = (f'"""Written by bench/whole_run.py from examples/umls/config.py: without {sorted(dropped)}'
-            f' (unknown to PBG 1.0.0), hogwild_delay 0, eval_fraction 0 (as the demo), paths in this'
-            f' directory."""\n\n\n'
-            f"def get_torchbiggraph_config():\n    return {config!r}\n")
+    text = (
+        f'"""Written by bench/whole_run.py from examples/umls/config.py: without {sorted(dropped)}'
+        f" (unknown to PBG 1.0.0), hogwild_delay 0, eval_fraction 0 (as the demo), paths in this"
+        f' directory."""\n\n\n'
+        f"def get_torchbiggraph_config():\n    return {config!r}\n"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
@@ -122,13 +139,15 @@ def prepare(case: WholeRunCase, seed: int) -> Prepared:
         config = WORK / "configs" / "umls.py"
         derived = write_umls_config(config)
         lines = sum(1 for _ in UMLS_TRAIN.open())
-        return Prepared(config, UMLS_TRAIN, WORK / "umls",
-                        {"path": str(UMLS_TRAIN), "edges": lines, "config_from": str(UMLS_CONFIG),
-                         **derived})
+        return Prepared(
+            config,
+            UMLS_TRAIN,
+            WORK / "umls",
+            {"path": str(UMLS_TRAIN), "edges": lines, "config_from": str(UMLS_CONFIG), **derived},
+        )
     speed_case = SPEED_CASES["C" if case.name == "kg" else "A"]
     graph, summary = ensure_case_graph(speed_case, 1, seed)
-    return Prepared(speed_case.config_file, graph, WORK / graph.stem,
-                    {"path": str(graph), **summary})
+    return Prepared(speed_case.config_file, graph, WORK / graph.stem, {"path": str(graph), **summary})
 
 
 def train_argv(side: SideCommands, prepared: Prepared, epochs: int, checkpoint: str) -> list[str]:
@@ -137,8 +156,9 @@ def train_argv(side: SideCommands, prepared: Prepared, epochs: int, checkpoint: 
     return [*side.train_argv, str(prepared.config), *[a for o in overrides for a in ("-p", o)]]
 
 
-def run_train(side: SideCommands, prepared: Prepared, epochs: int, label: str,
-              env: dict[str, str], lock: Path | None) -> dict[str, object]:
+def run_train(
+    side: SideCommands, prepared: Prepared, epochs: int, label: str, env: dict[str, str], lock: Path | None
+) -> dict[str, object]:
     """Train from scratch once (fresh checkpoint directory) and read where its time went."""
     checkpoint = f"runs/{side.name}-{label}"
     shutil.rmtree(prepared.workdir / checkpoint, ignore_errors=True)
@@ -152,8 +172,11 @@ def run_train(side: SideCommands, prepared: Prepared, epochs: int, label: str,
 def analyse(side: SideCommands, run: RunResult, checkpoint: Path) -> dict[str, object]:
     """Status, wall time, memory, phases and train edges/s of one measured command."""
     record: dict[str, object] = {
-        "status": "ok" if run.ok else "failed", "started_at": run.started_at, "wall_s": run.wall_s,
-        "peak_rss_mib": mib(run.peak_rss_bytes), "peak_pss_mib": mib(run.peak_pss_bytes),
+        "status": "ok" if run.ok else "failed",
+        "started_at": run.started_at,
+        "wall_s": run.wall_s,
+        "peak_rss_mib": mib(run.peak_rss_bytes),
+        "peak_pss_mib": mib(run.peak_pss_bytes),
         "run": run.summary(),
     }
     if not run.ok:
@@ -172,9 +195,14 @@ def analyse(side: SideCommands, run: RunResult, checkpoint: Path) -> dict[str, o
         own_total = throughput["compute_s"] if timed else None
     record.update(phases(timeline, run.started_at, run.wall_s, own_total))
     edges, seconds = throughput["edges"], throughput["compute_s"]
-    record.update(edges=edges, timing_source=throughput["timing_source"], notes=timeline.notes,
-                  edges_per_s=ratio(edges, seconds), wall_edges_per_s=ratio(edges, run.wall_s),
-                  log_tail=tail(run.stdout, 3))
+    record.update(
+        edges=edges,
+        timing_source=throughput["timing_source"],
+        notes=timeline.notes,
+        edges_per_s=ratio(edges, seconds),
+        wall_edges_per_s=ratio(edges, run.wall_s),
+        log_tail=tail(run.stdout, 3),
+    )
     return record
 
 
@@ -188,24 +216,30 @@ def summarize(runs: list[dict[str, object]]) -> dict[str, object]:
     return medians
 
 
-def run_case(case: WholeRunCase, sides: list[SideCommands], args: argparse.Namespace,
-             env: dict[str, str]) -> dict[str, object]:
+def run_case(
+    case: WholeRunCase, sides: list[SideCommands], args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, object]:
     """Import once, warm up each side, then alternate measured runs; medians and the verdict."""
     epochs = args.epochs or case.epochs
     prepared = prepare(case, args.seed)
-    print(f"[{case.name}] {case.title}: {prepared.graph.name}, {epochs} epochs, "
-          f"{args.repeats} repeat(s)", flush=True)
-    record: dict[str, object] = {"title": case.title, "epochs": epochs, "repeats": args.repeats,
-                                 "config_file": str(prepared.config), "graph": prepared.graph_summary,
-                                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    print(f"[{case.name}] {case.title}: {prepared.graph.name}, {epochs} epochs, {args.repeats} repeat(s)", flush=True)
+    record: dict[str, object] = {
+        "title": case.title,
+        "epochs": epochs,
+        "repeats": args.repeats,
+        "config_file": str(prepared.config),
+        "graph": prepared.graph_summary,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     with measurement_lock(args.lock):
-        record["import"] = run_import(ours_commands(args.seed), prepared.config, prepared.graph,
-                                      prepared.workdir)
+        record["import"] = run_import(ours_commands(args.seed), prepared.config, prepared.graph, prepared.workdir)
     if record["import"]["status"] == "failed":
         print(f"[{case.name}] import failed:\n{record['import']['run']['stderr_tail']}", flush=True)
         return {**record, "failed": True}
-    record["warmup"] = {side.name: _report(case, side, "warm-up", run_train(
-        side, prepared, 1, "warmup", env, args.lock)) for side in sides}
+    record["warmup"] = {
+        side.name: _report(case, side, "warm-up", run_train(side, prepared, 1, "warmup", env, args.lock))
+        for side in sides
+    }
     runs: dict[str, list[dict[str, object]]] = {side.name: [] for side in sides}
     for repeat in range(args.repeats):
         for side in sides:
@@ -215,7 +249,8 @@ def run_case(case: WholeRunCase, sides: list[SideCommands], args: argparse.Names
     record["summary"] = {name: summarize(side_runs) for name, side_runs in runs.items()}
     record["comparison"] = compare(case, record["summary"])
     record["failed"] = any(r["status"] != "ok" for rs in runs.values() for r in rs) or any(
-        w["status"] != "ok" for w in record["warmup"].values())
+        w["status"] != "ok" for w in record["warmup"].values()
+    )
     return record
 
 
@@ -225,8 +260,7 @@ def _report(case: WholeRunCase, side: SideCommands, label: str, result: dict) ->
         print(f"[{case.name}] {side.name} {label}: {result['wall_s']:.2f} s", flush=True)
     else:
         detail = result.get("error") or result["run"]["stderr_tail"]
-        print(f"[{case.name}] {side.name} {label}: FAILED (exit {result['run']['returncode']})\n"
-              f"{detail}", flush=True)
+        print(f"[{case.name}] {side.name} {label}: FAILED (exit {result['run']['returncode']})\n{detail}", flush=True)
     return result
 
 
@@ -234,10 +268,13 @@ def compare(case: WholeRunCase, summary: dict[str, dict]) -> dict[str, object]:
     """PBG wall / our wall (medians), the bar, and the train edges/s ratio."""
     pbg, ours = summary.get("pbg", {}), summary.get("ours", {})
     speed = ratio(pbg.get("wall_s"), ours.get("wall_s"))
-    return {"speed": speed, "target": case.target,
-            "pass": None if speed is None else speed >= case.target,
-            "edges_per_s_ratio": ratio(ours.get("edges_per_s"), pbg.get("edges_per_s")),
-            "same_edges": pbg.get("edges") == ours.get("edges") if pbg.get("edges") else None}
+    return {
+        "speed": speed,
+        "target": case.target,
+        "pass": None if speed is None else speed >= case.target,
+        "edges_per_s_ratio": ratio(ours.get("edges_per_s"), pbg.get("edges_per_s")),
+        "same_edges": pbg.get("edges") == ours.get("edges") if pbg.get("edges") else None,
+    }
 
 
 def verdict(flag: bool | None) -> str:
@@ -250,38 +287,95 @@ def summary_rows(records: dict[str, dict]) -> list[list[object]]:
     for name, rec in records.items():
         summ, cmp = rec.get("summary", {}), rec.get("comparison", {})
         pbg, ours = summ.get("pbg", {}), summ.get("ours", {})
-        rows.append([f"{name} ({rec['epochs']} ep)", pbg.get("wall_s"), ours.get("wall_s"),
-                     cmp.get("speed"), f">= {CASES[name].target:g}x", verdict(cmp.get("pass")),
-                     pbg.get("edges_per_s"), ours.get("edges_per_s"), cmp.get("edges_per_s_ratio")])
+        rows.append(
+            [
+                f"{name} ({rec['epochs']} ep)",
+                pbg.get("wall_s"),
+                ours.get("wall_s"),
+                cmp.get("speed"),
+                f">= {CASES[name].target:g}x",
+                verdict(cmp.get("pass")),
+                pbg.get("edges_per_s"),
+                ours.get("edges_per_s"),
+                cmp.get("edges_per_s_ratio"),
+            ]
+        )
     return rows
 
 
 def breakdown_rows(records: dict[str, dict]) -> list[list[object]]:
     """One row per case and side: wall = start-up + training + gaps + tail (+ other), medians."""
+
     def ms(value: object) -> float | None:
         return None if value is None else 1000 * value
 
     rows = []
     for name, rec in records.items():
         for side, med in rec.get("summary", {}).items():
-            rows.append([name, side, med["wall_s"], med["startup_s"], med["training_s"],
-                         med["iterations"], ms(med["gap_median_s"]), ms(med["gap_mean_s"]),
-                         med["gaps_total_s"], med["tail_s"], med["shutdown_s"], med["other_s"],
-                         med["peak_rss_mib"]])
+            rows.append(
+                [
+                    name,
+                    side,
+                    med["wall_s"],
+                    med["startup_s"],
+                    med["training_s"],
+                    med["iterations"],
+                    ms(med["gap_median_s"]),
+                    ms(med["gap_mean_s"]),
+                    med["gaps_total_s"],
+                    med["tail_s"],
+                    med["shutdown_s"],
+                    med["other_s"],
+                    med["peak_rss_mib"],
+                ]
+            )
     return rows
 
 
 def print_tables(records: dict[str, dict]) -> None:
     """The verdict table, the breakdown table and every measured wall time."""
-    print(format_table(["run", "PBG wall s", "ours wall s", "PBG/ours", "bar", "verdict",
-                        "PBG edges/s", "ours edges/s", "ours/PBG edges/s"], summary_rows(records)))
+    print(
+        format_table(
+            [
+                "run",
+                "PBG wall s",
+                "ours wall s",
+                "PBG/ours",
+                "bar",
+                "verdict",
+                "PBG edges/s",
+                "ours edges/s",
+                "ours/PBG edges/s",
+            ],
+            summary_rows(records),
+        )
+    )
     print()
-    print(format_table(["run", "side", "wall s", "start-up s", "training s", "iters",
-                        "gap med ms", "gap mean ms", "gaps s", "tail s", "shutdown s", "other s",
-                        "peak RSS MiB"], breakdown_rows(records)))
+    print(
+        format_table(
+            [
+                "run",
+                "side",
+                "wall s",
+                "start-up s",
+                "training s",
+                "iters",
+                "gap med ms",
+                "gap mean ms",
+                "gaps s",
+                "tail s",
+                "shutdown s",
+                "other s",
+                "peak RSS MiB",
+            ],
+            breakdown_rows(records),
+        )
+    )
     for name, rec in records.items():
-        walls = {side: " ".join(f"{r['wall_s']:.2f}" if r["status"] == "ok" else "FAILED"
-                                for r in runs) for side, runs in rec.get("runs", {}).items()}
+        walls = {
+            side: " ".join(f"{r['wall_s']:.2f}" if r["status"] == "ok" else "FAILED" for r in runs)
+            for side, runs in rec.get("runs", {}).items()
+        }
         print(f"{name} wall times s: " + "; ".join(f"{side} {w}" for side, w in walls.items()))
 
 
@@ -289,8 +383,7 @@ def write_results(name: str, records: dict[str, dict], notes: list[str]) -> Path
     """Merge ``records`` into bench/results/<name>.json, keeping entries of other cases."""
     path = RESULTS_DIR / f"{name}.json"
     previous = json.loads(path.read_text()).get("runs", {}) if path.exists() else {}
-    return write_json(name, {"machine": machine_info(), "notes": notes,
-                             "runs": {**previous, **records}})
+    return write_json(name, {"machine": machine_info(), "notes": notes, "runs": {**previous, **records}})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -123,8 +123,9 @@ def parse_ours(text: str, spawn: float) -> Timeline:
         elif _OURS_COMMIT.search(message):
             timeline.last_commit = _clock_time(match.group(1), spawn)
     if derived:
-        timeline.notes.append(f"{derived} 'trained' line(s) without a 'training N edges on W workers' "
-                              "line before them: start = end - T")
+        timeline.notes.append(
+            f"{derived} 'trained' line(s) without a 'training N edges on W workers' line before them: start = end - T"
+        )
     if not timeline.intervals:
         timeline.notes.append("no 'bucket (l, r): trained N edges in T s' line from pbg_core.session.engine")
     if timeline.last_commit is None:
@@ -136,8 +137,7 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def phases(timeline: Timeline, spawn: float, wall_s: float,
-           training_s: float | None = None) -> dict[str, object]:
+def phases(timeline: Timeline, spawn: float, wall_s: float, training_s: float | None = None) -> dict[str, object]:
     """Split a run's wall time along its timeline (seconds; None where a marker is missing).
 
     Args:
@@ -156,9 +156,19 @@ def phases(timeline: Timeline, spawn: float, wall_s: float,
     """
     intervals = timeline.intervals
     if not intervals:
-        return {"startup_s": None, "training_s": training_s, "iterations": 0, "gaps_s": [],
-                "gap_median_s": None, "gap_mean_s": None, "gaps_total_s": None, "tail_s": None,
-                "shutdown_s": None, "other_s": None, "first_bucket_marker_s": None}
+        return {
+            "startup_s": None,
+            "training_s": training_s,
+            "iterations": 0,
+            "gaps_s": [],
+            "gap_median_s": None,
+            "gap_mean_s": None,
+            "gaps_total_s": None,
+            "tail_s": None,
+            "shutdown_s": None,
+            "other_s": None,
+            "first_bucket_marker_s": None,
+        }
     exit_at = spawn + wall_s
     gaps = [later.start - earlier.end for earlier, later in zip(intervals, intervals[1:])]
     training = training_s if training_s is not None else sum(i.seconds for i in intervals)

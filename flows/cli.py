@@ -58,11 +58,19 @@ def _prepare_prefect_env() -> None:
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="config file: PBG .py (get_torchbiggraph_config), .json or .yaml")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print Prefect's routine lines (every task's 'Finished in state Completed()', ...)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print Prefect's routine lines (every task's 'Finished in state Completed()', ...)",
+    )
     _add_debug_arg(parser)
     parser.add_argument(
-        "-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value; dotted paths reach nested ones (relations.0.all_negs=true). "
         "Credentials (storage_options.key/secret/token) work too and are never printed, but the "
         "process list shows them: prefer AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN",
@@ -70,9 +78,12 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_debug_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--debug", action="store_true",
-                        help=f"on failure, print the Python traceback (and Prefect's own failure lines) before "
-                        f"the one-line error; the same as {DEBUG_VARIABLE}=1")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"on failure, print the Python traceback (and Prefect's own failure lines) before "
+        f"the one-line error; the same as {DEBUG_VARIABLE}=1",
+    )
 
 
 def _positive(text: str) -> int:
@@ -86,8 +97,9 @@ def _column(text: str) -> int | str:
     """A column: a 0-based index, or a name (Parquet inputs)."""
     if text.lstrip("-").isdigit():
         if text.startswith("-"):
-            raise argparse.ArgumentTypeError(f"{text} is negative; give a 0-based column index (0, 1, ...) "
-                                             "or a column name (Parquet inputs)")
+            raise argparse.ArgumentTypeError(
+                f"{text} is negative; give a 0-based column index (0, 1, ...) or a column name (Parquet inputs)"
+            )
         return int(text)
     return text
 
@@ -95,7 +107,8 @@ def _column(text: str) -> int | str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
-        prog="pbg", description="PyTorch-BigGraph training as a Prefect pipeline.",
+        prog="pbg",
+        description="PyTorch-BigGraph training as a Prefect pipeline.",
         epilog=f"A failure ends with status 1 (2 for a bad option) and one line naming the file, line or field, "
         f"the bad value and what is allowed; --debug (every subcommand) or {DEBUG_VARIABLE}=1 adds the traceback.",
     )
@@ -103,23 +116,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import", help="convert TSV edge lists into the config's entity_path and edge_paths")
     _add_config_args(imp)
-    imp.add_argument("inputs", nargs="+", metavar="INPUT",
-                     help="one edge list per edge path of the config: TSV/CSV (.gz/.bz2 too) or Parquet, local or s3://")
-    imp.add_argument("-l", "--lhs-col", type=_column, required=True,
-                     help="column of the source entity: 0-based index, or a name (Parquet)")
+    imp.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="one edge list per edge path of the config: TSV/CSV (.gz/.bz2 too) or Parquet, local or s3://",
+    )
+    imp.add_argument(
+        "-l",
+        "--lhs-col",
+        type=_column,
+        required=True,
+        help="column of the source entity: 0-based index, or a name (Parquet)",
+    )
     imp.add_argument("-r", "--rhs-col", type=_column, required=True, help="column of the target entity")
     imp.add_argument("--rel-col", type=_column, default=None, help="column of the relation name (default: relation 0)")
     imp.add_argument("--weight-col", type=_column, default=None, help="column of a float edge weight")
-    imp.add_argument("--force", action="store_true",
-                     help="import even if the inputs' content and the options match the last import")
-    imp.add_argument("--skip-bad-lines", action="store_true",
-                     help="skip and count malformed lines (the first ones are listed) instead of failing")
-    imp.add_argument("--unknown-relations", choices=("skip", "error"), default="skip",
-                     help="a relation name not in the config: skip and count the edge (default, as PBG) or treat "
-                          "the line as malformed (an error naming file and line, or a skip with --skip-bad-lines)")
+    imp.add_argument(
+        "--force", action="store_true", help="import even if the inputs' content and the options match the last import"
+    )
+    imp.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="skip and count malformed lines (the first ones are listed) instead of failing",
+    )
+    imp.add_argument(
+        "--unknown-relations",
+        choices=("skip", "error"),
+        default="skip",
+        help="a relation name not in the config: skip and count the edge (default, as PBG) or treat "
+        "the line as malformed (an error naming file and line, or a skip with --skip-bad-lines)",
+    )
     imp.add_argument("--relation-type-min-count", type=_positive, default=1, help="drop rarer relation types")
     imp.add_argument("--entity-min-count", type=_positive, default=1, help="drop rarer entities (and their edges)")
-    imp.add_argument("--delimiter", default=None, help="column separator (default: tab if the file's first line has one, else a space)")
+    imp.add_argument(
+        "--delimiter",
+        default=None,
+        help="column separator (default: tab if the file's first line has one, else a space)",
+    )
 
     train = sub.add_parser("train", help="run the `pbg` training flow (resumes from the last committed version)")
     _add_config_args(train)
@@ -128,42 +162,74 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(ev)
     ev.add_argument("--filtered", action="store_true", help="filter known true edges out of the negatives")
     ev.add_argument(
-        "--filter-path", action="append", default=None, metavar="PATH",
+        "--filter-path",
+        action="append",
+        default=None,
+        metavar="PATH",
         help="edge path whose edges count as known (repeatable; default: all of the config's edge_paths)",
     )
     ev.add_argument("--json", action="store_true", help="print the metrics as one JSON object on the last line")
 
     exp = sub.add_parser(
-        "export", help="write the latest checkpoint's embeddings (TSV, NPY + names, HDF5) and relation parameters",
+        "export",
+        help="write the latest checkpoint's embeddings (TSV, NPY + names, HDF5) and relation parameters",
     )
     _add_config_args(exp)
     pbg_mode = exp.add_argument_group("PBG's layout (torchbiggraph_export_to_tsv): two files")
     pbg_mode.add_argument("--entities-output", help="TSV file for entity embeddings (must not exist)")
     pbg_mode.add_argument("--relation-types-output", help="TSV file for relation parameters")
     per_type = exp.add_argument_group("per entity type: one file per type in --output")
-    per_type.add_argument("--format", choices=["tsv", "npy", "h5"], default=None,
-                          help="tsv: name + values per line; npy: <type>.npy float32 + <type>.names.json; "
-                          "h5: <type>.h5 with datasets embeddings and names")
+    per_type.add_argument(
+        "--format",
+        choices=["tsv", "npy", "h5"],
+        default=None,
+        help="tsv: name + values per line; npy: <type>.npy float32 + <type>.names.json; "
+        "h5: <type>.h5 with datasets embeddings and names",
+    )
     per_type.add_argument("--output", default=None, help="directory (local or s3://) for the per-type files")
-    per_type.add_argument("--entity-type", action="append", default=None, metavar="TYPE",
-                          help="export only this entity type (repeatable; default: all)")
+    per_type.add_argument(
+        "--entity-type",
+        action="append",
+        default=None,
+        metavar="TYPE",
+        help="export only this entity type (repeatable; default: all)",
+    )
     exp.add_argument("--version", type=int, default=None, help="checkpoint version (default: the committed one)")
     serve = sub.add_parser(
-        "serve", help="serve the `pbg` flow as deployment pbg/<name> from this process (no work pool or worker); "
+        "serve",
+        help="serve the `pbg` flow as deployment pbg/<name> from this process (no work pool or worker); "
         "needs a Prefect server in PREFECT_API_URL",
     )
     _add_debug_arg(serve)
     serve.add_argument("--name", default="train", help="deployment name (default: train, i.e. pbg/train)")
-    serve.add_argument("--config-url", default=None, help="default `config_url` parameter: a JSON/YAML config "
-                       "(local path or s3://); runs may pass their own")
-    serve.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                       help="default `overrides` parameter entry (repeatable; credentials are refused)")
+    serve.add_argument(
+        "--config-url",
+        default=None,
+        help="default `config_url` parameter: a JSON/YAML config (local path or s3://); runs may pass their own",
+    )
+    serve.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="default `overrides` parameter entry (repeatable; credentials are refused)",
+    )
     serve.add_argument("--cron", default=None, help="retraining schedule, a cron expression in UTC (default: none)")
-    serve.add_argument("--retrain-keep-last", type=int, default=None, metavar="K",
-                       help="default `retrain` parameter: each run trains into its own directory under "
-                       "checkpoint_path, initialised from the previous run; keep the last K")
-    serve.add_argument("--limit", type=int, default=1, help="flow runs at once in this process (default 1: "
-                       "two runs must not train one checkpoint)")
+    serve.add_argument(
+        "--retrain-keep-last",
+        type=int,
+        default=None,
+        metavar="K",
+        help="default `retrain` parameter: each run trains into its own directory under "
+        "checkpoint_path, initialised from the previous run; keep the last K",
+    )
+    serve.add_argument(
+        "--limit",
+        type=int,
+        default=1,
+        help="flow runs at once in this process (default 1: two runs must not train one checkpoint)",
+    )
     return parser
 
 
@@ -177,10 +243,20 @@ def _cmd_import(args: argparse.Namespace) -> int:
     config = load_config(args.config, list(args.param))
     with import_progress(estimate_lines(args.inputs, config.storage_options_for_fs())) as progress:
         report = import_edges(
-            config, list(args.inputs), progress=progress, lhs_col=args.lhs_col, rhs_col=args.rhs_col,
-            rel_col=args.rel_col, weight_col=args.weight_col, relation_type_min_count=args.relation_type_min_count,
-            entity_min_count=args.entity_min_count, delimiter=args.delimiter, seed=config.seed,
-            skip_bad_lines=args.skip_bad_lines, force=args.force, unknown_relations=args.unknown_relations,
+            config,
+            list(args.inputs),
+            progress=progress,
+            lhs_col=args.lhs_col,
+            rhs_col=args.rhs_col,
+            rel_col=args.rel_col,
+            weight_col=args.weight_col,
+            relation_type_min_count=args.relation_type_min_count,
+            entity_min_count=args.entity_min_count,
+            delimiter=args.delimiter,
+            seed=config.seed,
+            skip_bad_lines=args.skip_bad_lines,
+            force=args.force,
+            unknown_relations=args.unknown_relations,
         )
     print(report)
     return 0
@@ -193,7 +269,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config = load_checked_config(args.config, args.param, training=True)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     interrupts.describe_checkpoint_with(
-        lambda: interrupts.committed_checkpoint(config.checkpoint_path, config.storage_options_for_fs()))
+        lambda: interrupts.committed_checkpoint(config.checkpoint_path, config.storage_options_for_fs())
+    )
     with local_api() as server:  # then at once: the server's start-up overlaps everything below
         from flows.train import pbg
         from tasks.sessions import prepare_training_session
@@ -207,8 +284,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         with _local_run_settings(server), interrupts.flow_call():
             result = pbg(config=config)
-    print(f"trained: {result['checkpoint_path']} is at version {result['version']} "
-          f"({time.perf_counter() - started:.1f} s)")
+    print(
+        f"trained: {result['checkpoint_path']} is at version {result['version']} "
+        f"({time.perf_counter() - started:.1f} s)"
+    )
     return 0
 
 
@@ -322,17 +401,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
         report = export_tsv(config, args.entities_output, args.relation_types_output, args.version)
     else:
         report = export_embeddings(config, args.output, args.format, args.entity_type or None, args.version)
-    print(f"exported version {report.version}: {report.entities_written:,} embeddings, "
-          f"{report.relation_rows_written} relation parameter rows in {time.perf_counter() - started:.1f} s "
-          f"-> {', '.join(report.outputs)}")
+    print(
+        f"exported version {report.version}: {report.entities_written:,} embeddings, "
+        f"{report.relation_rows_written} relation parameter rows in {time.perf_counter() - started:.1f} s "
+        f"-> {', '.join(report.outputs)}"
+    )
     return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     if not os.environ.get("PREFECT_API_URL"):
-        print(f"pbg serve: error: PREFECT_API_URL is not set: pbg/{args.name} must live on a Prefect server that "
-              "`prefect deployment run` can reach; start one (`prefect server start --host 127.0.0.1`, or "
-              "deployments/local-up.sh) and export PREFECT_API_URL=http://127.0.0.1:4200/api", file=sys.stderr)
+        print(
+            f"pbg serve: error: PREFECT_API_URL is not set: pbg/{args.name} must live on a Prefect server that "
+            "`prefect deployment run` can reach; start one (`prefect server start --host 127.0.0.1`, or "
+            "deployments/local-up.sh) and export PREFECT_API_URL=http://127.0.0.1:4200/api",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.limit < 1:
         print(f"pbg serve: error: --limit {args.limit} is not allowed; give 1 or more", file=sys.stderr)
@@ -348,20 +432,31 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         parameters["overrides"] = list(args.param)
     if args.retrain_keep_last is not None:
         if args.retrain_keep_last < 1:
-            print(f"pbg serve: error: --retrain-keep-last {args.retrain_keep_last} is not allowed; give 1 or more",
-                  file=sys.stderr)
+            print(
+                f"pbg serve: error: --retrain-keep-last {args.retrain_keep_last} is not allowed; give 1 or more",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         parameters["retrain"] = {"keep_last": args.retrain_keep_last, "init_from_previous": True}
     pbg.serve(
-        name=args.name, cron=args.cron, parameters=parameters, limit=args.limit,
-        entrypoint_type=EntrypointType.MODULE_PATH, pause_on_shutdown=False,
-        description="PyTorch-BigGraph training (served by `pbg serve`)", tags=["pbg"],
+        name=args.name,
+        cron=args.cron,
+        parameters=parameters,
+        limit=args.limit,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+        pause_on_shutdown=False,
+        description="PyTorch-BigGraph training (served by `pbg serve`)",
+        tags=["pbg"],
     )
     return 0
 
 
 COMMANDS = {
-    "import": _cmd_import, "train": _cmd_train, "eval": _cmd_eval, "export": _cmd_export, "serve": _cmd_serve,
+    "import": _cmd_import,
+    "train": _cmd_train,
+    "eval": _cmd_eval,
+    "export": _cmd_export,
+    "serve": _cmd_serve,
 }
 
 

@@ -58,9 +58,17 @@ def pbg_import(
     forward_engine_logs()
     resolved = resolve_config(config, config_url, overrides or [])
     options = dict(
-        lhs_col=lhs_col, rhs_col=rhs_col, rel_col=rel_col, weight_col=weight_col, delimiter=delimiter,
-        entity_min_count=entity_min_count, relation_type_min_count=relation_type_min_count,
-        skip_bad_lines=skip_bad_lines, unknown_relations=unknown_relations, seed=resolved.seed, force=force,
+        lhs_col=lhs_col,
+        rhs_col=rhs_col,
+        rel_col=rel_col,
+        weight_col=weight_col,
+        delimiter=delimiter,
+        entity_min_count=entity_min_count,
+        relation_type_min_count=relation_type_min_count,
+        skip_bad_lines=skip_bad_lines,
+        unknown_relations=unknown_relations,
+        seed=resolved.seed,
+        force=force,
     )
     report = import_edges_task(resolved, inputs, options)
     get_run_logger().info("%s", report["summary"])

@@ -146,7 +146,6 @@ def stop_signal_of(exc: BaseException) -> int | None:
     return None
 
 
-
 def _prefect_intent() -> object:
     """What a Prefect runner said its SIGTERM means (cancel, reschedule, ...), None if it said nothing.
 
@@ -181,8 +180,11 @@ def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:
 
             where = f" during {_stop.position}" if _stop.position else ""
             # What the interrupt turned into on its way out, if not itself (kept for the run's page).
-            how = "" if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal" \
+            how = (
+                ""
+                if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal"
                 else f" (while stopping: {type(exc).__name__}: {exc})"
+            )
             return Cancelled(message=f"interrupted by {signal.Signals(signum).name}{where}{how}")  # type: ignore[return-value]  # a flow may return its Cancelled state: Prefect makes it the run's final state
 
     # Resolved against fn's module: Prefect (pydantic) would resolve string annotations (a
@@ -262,7 +264,7 @@ def _hide_secret(word: str) -> str:
     prefix = ""
     for flag in ("--param=", "-p"):
         if word.startswith(flag) and word != flag:
-            prefix, word = flag, word[len(flag):]
+            prefix, word = flag, word[len(flag) :]
             break
     from pbg_core.config.storage_options import is_secret_name  # pydantic: not on the command's start-up path
 

@@ -134,8 +134,10 @@ class LocalApiServer:
 
     def _failure(self, what: str) -> str:
         tail = self.log_tail()
-        return (f"the local Prefect API server of this run ({self.api_url}) {what}; to use a running "
-                "Prefect server instead, set PREFECT_API_URL" + (f"\nits last lines:\n{tail}" if tail else ""))
+        return (
+            f"the local Prefect API server of this run ({self.api_url}) {what}; to use a running "
+            "Prefect server instead, set PREFECT_API_URL" + (f"\nits last lines:\n{tail}" if tail else "")
+        )
 
 
 def server_settings(environ: Mapping[str, str]) -> dict[str, str]:
@@ -165,8 +167,13 @@ def start_local_server(python: str = sys.executable, module: str = "flows.local_
     with listener:
         process = subprocess.Popen(
             [python, "-m", module, str(listener.fileno())],
-            pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True, preexec_fn=_die_with_parent,
+            pass_fds=(listener.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     return LocalApiServer(process=process, api_url=f"http://127.0.0.1:{port}/api", log=log)
 

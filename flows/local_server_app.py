@@ -92,10 +92,18 @@ async def _warm_up(app: ASGIApp) -> None:
 
 def _request_scope(method: str, path: str) -> Scope:
     return {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
         "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0),
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 0),
     }
 
 
@@ -116,7 +124,11 @@ def serve(fd: int) -> None:
 
     listener = socket.socket(fileno=fd)  # family, type and protocol are read from the socket
     config = uvicorn.Config(
-        create_app, factory=True, lifespan="on", log_level="error", timeout_graceful_shutdown=5,
+        create_app,
+        factory=True,
+        lifespan="on",
+        log_level="error",
+        timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     server.handle_exit = _exit_now_unless_started(server)  # type: ignore[method-assign,assignment]  # a replacement handler, by design

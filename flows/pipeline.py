@@ -112,7 +112,10 @@ class SubflowPipeline:
     """Drives subflow calls in order from the calling thread (see the module docstring)."""
 
     def run_in_order(
-        self, calls: Sequence[Callable[[], R]], names: Sequence[str], overlap_after: Callable[[int], bool],
+        self,
+        calls: Sequence[Callable[[], R]],
+        names: Sequence[str],
+        overlap_after: Callable[[int], bool],
     ) -> Iterator[R]:
         """Call every subflow of ``calls``; yields their results in order.
 

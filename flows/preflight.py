@@ -81,8 +81,9 @@ def load_checked_config(
 def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Sequence[str] = ()) -> None:
     """Raise on the first missing local input of ``config`` (see :func:`load_checked_config`)."""
     if not config.edge_paths:
-        raise ConfigError(["edge_paths: [] is empty; give at least one directory of edge files "
-                           "(written by `pbg import`)"])
+        raise ConfigError(
+            ["edge_paths: [] is empty; give at least one directory of edge files (written by `pbg import`)"]
+        )
     topology = PartitionTopology.build(
         {name: entity.num_partitions for name, entity in config.entities.items()},
         [(relation.lhs, relation.rhs) for relation in config.relations],
@@ -98,8 +99,10 @@ def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Seque
         _check_entity_dir(config.entity_path, entity_dir, topology)
     init_dir = local_path(config.init_path) if config.init_path else None
     if init_dir is not None and not os.path.isdir(init_dir):
-        raise DataNotFound(str(config.init_path), "init_path does not exist; give the checkpoint directory "
-                           "of a previous run, or unset init_path")
+        raise DataNotFound(
+            str(config.init_path),
+            "init_path does not exist; give the checkpoint directory of a previous run, or unset init_path",
+        )
     checkpoint_dir = local_path(config.checkpoint_path)
     if checkpoint_dir is None:
         return
@@ -113,28 +116,42 @@ def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, fie
     if not os.path.exists(local):
         raise DataNotFound(edge_path, f"edge path does not exist; run `pbg import` first ({field})")
     if not os.path.isdir(local):
-        raise DataNotFound(edge_path, "edge path is a file, not a directory of edges_<lhs>_<rhs>.h5 files "
-                           "(written by `pbg import`)")
-    missing = [name for name in (layout.edge_file(b.lhs, b.rhs) for b in topology.buckets())
-               if not os.path.isfile(os.path.join(local, name))]
+        raise DataNotFound(
+            edge_path, "edge path is a file, not a directory of edges_<lhs>_<rhs>.h5 files (written by `pbg import`)"
+        )
+    missing = [
+        name
+        for name in (layout.edge_file(b.lhs, b.rhs) for b in topology.buckets())
+        if not os.path.isfile(os.path.join(local, name))
+    ]
     if missing:
-        raise DataNotFound(edge_path, f"{len(missing)} edge bucket file(s) missing (expected a "
-                           f"{topology.nparts_lhs}x{topology.nparts_rhs} grid; run `pbg import` first): "
-                           + ", ".join(missing[:5]))
+        raise DataNotFound(
+            edge_path,
+            f"{len(missing)} edge bucket file(s) missing (expected a "
+            f"{topology.nparts_lhs}x{topology.nparts_rhs} grid; run `pbg import` first): " + ", ".join(missing[:5]),
+        )
 
 
 def _check_entity_dir(entity_path: str, local: str, topology: PartitionTopology) -> None:
     if not os.path.isdir(local):
         raise DataNotFound(entity_path, "entity_path is not a directory; run `pbg import` first")
-    missing = [name for entity, count in topology.num_partitions.items() for part in range(count)
-               if not os.path.isfile(os.path.join(local, name := layout.entity_count_file(entity, part)))]
+    missing = [
+        name
+        for entity, count in topology.num_partitions.items()
+        for part in range(count)
+        if not os.path.isfile(os.path.join(local, name := layout.entity_count_file(entity, part)))
+    ]
     if missing:
-        raise DataNotFound(entity_path, f"{len(missing)} entity count file(s) missing; run `pbg import` "
-                           "first: " + ", ".join(missing[:5]))
+        raise DataNotFound(
+            entity_path,
+            f"{len(missing)} entity count file(s) missing; run `pbg import` first: " + ", ".join(missing[:5]),
+        )
 
 
 def _check_writable(checkpoint_path: str, local: str) -> None:
     problem = creatable_problem(local)
     if problem is not None:
-        raise CheckpointNotWritable(checkpoint_path, f"cannot create the checkpoint directory: {problem}; "
-                                    "give a checkpoint_path you may write to")
+        raise CheckpointNotWritable(
+            checkpoint_path,
+            f"cannot create the checkpoint directory: {problem}; give a checkpoint_path you may write to",
+        )

@@ -18,13 +18,20 @@ STEPS = 1000
 def import_progress(estimated_lines: int | None) -> Iterator[ImportProgress]:
     """An :class:`ImportProgress` that draws on stderr while the block runs."""
     if not sys.stderr.isatty():
+
         def print_line(fraction: float, text: str) -> None:
             print(f"  {100 * fraction:5.1f}%  {text}", file=sys.stderr, flush=True)
 
         yield ImportProgress(estimated_lines, print_line, every_s=5.0)
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
         task = bar.add_task("reading", total=STEPS)
 

@@ -30,7 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 VERBOSE_VARIABLE = "PBG_VERBOSE"
-INTERRUPT_CRASH_PHRASES = ("Execution was aborted by an interrupt signal", "Execution was aborted by a termination signal")
+INTERRUPT_CRASH_PHRASES = (
+    "Execution was aborted by an interrupt signal",
+    "Execution was aborted by a termination signal",
+)
 DRAIN_NOTE = "Still processing items:"
 
 

@@ -88,8 +88,13 @@ def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress
     switch_version(handle, iteration)
     preserve_version(handle, iteration)
     remove_old_version(handle, iteration)
-    return {"version": iteration.version, "buckets": trained, "rows": rows, "resumed": resumed,
-            "flow_run_id": flow_run.id}  # the subflow's: its table artifact is posted there
+    return {
+        "version": iteration.version,
+        "buckets": trained,
+        "rows": rows,
+        "resumed": resumed,
+        "flow_run_id": flow_run.id,
+    }  # the subflow's: its table artifact is posted there
 
 
 def _run_name() -> str:
@@ -174,16 +179,22 @@ def _train_remaining(
     try:
         remaining = plan.remaining
         pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
-        calls = [partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config.checkpoint_path)
-                 for it in remaining]
+        calls = [
+            partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config.checkpoint_path)
+            for it in remaining
+        ]
         # Each subflow is created while the previous iteration works (never across a pause).
-        outcomes = SubflowPipeline().run_in_order(calls, [it.label for it in remaining],
-                                                  overlap_after=lambda index: not pause_after[index])
+        outcomes = SubflowPipeline().run_in_order(
+            calls, [it.label for it in remaining], overlap_after=lambda index: not pause_after[index]
+        )
         for iteration, due, result in zip(remaining, pause_after, outcomes):
             results.append(result)
             if due:
-                logger.info("paused after committing v%d (pause_every=%d): resume it from the UI",
-                            iteration.version, pause_every)
+                logger.info(
+                    "paused after committing v%d (pause_every=%d): resume it from the UI",
+                    iteration.version,
+                    pause_every,
+                )
                 pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
     finally:
         close_training_session(handle)

@@ -186,9 +186,7 @@ class EdgeList:
     ) -> None:
         n = len(lhs)
         if len(rhs) != n or rel.dim() != 1 or rel.numel() != n:
-            raise ShapeError(
-                f"EdgeList parts differ in length: lhs {n}, rhs {len(rhs)}, rel shape {tuple(rel.shape)}"
-            )
+            raise ShapeError(f"EdgeList parts differ in length: lhs {n}, rhs {len(rhs)}, rel shape {tuple(rel.shape)}")
         if weight is not None and (weight.dim() != 1 or weight.numel() != n):
             raise ShapeError(f"EdgeList weight must have shape ({n},), got {tuple(weight.shape)}")
         self.lhs = lhs

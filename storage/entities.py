@@ -99,7 +99,9 @@ class EntityStore:
         try:
             names = json.loads(text)
         except json.JSONDecodeError as err:
-            raise BadDataError(url, f"{name}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+            raise BadDataError(
+                url, f"{name}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
+            ) from None
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             shown = text if len(text) <= 80 else text[:77] + "..."
             raise BadDataError(url, f"{name}: expected a JSON list of strings, got {shown!r}")

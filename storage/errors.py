@@ -122,23 +122,59 @@ CREDENTIAL_HINT = (
 # S3 error codes by meaning (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "404", "NoSuchUpload"})
 _DENIED_CODES = frozenset(
-    {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-     "AllAccessDisabled", "AccountProblem", "403", "InvalidSecurity", "TokenRefreshRequired"}
+    {
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "AllAccessDisabled",
+        "AccountProblem",
+        "403",
+        "InvalidSecurity",
+        "TokenRefreshRequired",
+    }
 )
 _BAD_URL_CODES = frozenset({"InvalidBucketName", "KeyTooLongError"})
 _TRANSIENT_CODES = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
-     "InternalError", "ServiceUnavailable", "503", "500", "502", "504", "BadDigest",
-     "XAmzContentSHA256Mismatch", "RequestLimitExceeded", "OperationAborted"}
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "InternalError",
+        "ServiceUnavailable",
+        "503",
+        "500",
+        "502",
+        "504",
+        "BadDigest",
+        "XAmzContentSHA256Mismatch",
+        "RequestLimitExceeded",
+        "OperationAborted",
+    }
 )
 # botocore / aiohttp exception class names, matched by name so that storage does not import
 # them: they are optional backends' types (s3fs brings them), absent for local-only installs.
 _DENIED_CLASSES = frozenset({"NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"})
 _TRANSIENT_CLASSES = frozenset(
-    {"EndpointConnectionError", "ConnectionClosedError", "ConnectTimeoutError", "ReadTimeoutError",
-     "HTTPClientError", "ResponseStreamingError", "IncompleteReadError", "ClientConnectorError",
-     "ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "ServerTimeoutError",
-     "FSTimeoutError", "ResponseParserError"}
+    {
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "HTTPClientError",
+        "ResponseStreamingError",
+        "IncompleteReadError",
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+        "ClientPayloadError",
+        "ClientOSError",
+        "ServerTimeoutError",
+        "FSTimeoutError",
+        "ResponseParserError",
+    }
 )
 
 
@@ -167,7 +203,7 @@ def _class_names(err: BaseException) -> set[str]:
 
 
 def _classify(err: BaseException) -> str | None:
-    """"not_found", "denied", "bad_url", "transient" or None for one exception of the chain."""
+    """ "not_found", "denied", "bad_url", "transient" or None for one exception of the chain."""
     code, status = _s3_code(err)
     if code in _NOT_FOUND_CODES or status == 404:
         return "not_found"
@@ -215,8 +251,10 @@ def translate(err: BaseException, url: str) -> StorageError | None:
     if refused is not None:  # nothing listens there: retrying cannot help (storage.fail_fast)
         host, port = refused
         return StorageUnreachable(
-            url, f"connection refused by the S3 endpoint {host}{f':{port}' if port else ''}, a loopback address: "
-            "no server listens there; start it, or fix storage_options.endpoint_url / AWS_ENDPOINT_URL")
+            url,
+            f"connection refused by the S3 endpoint {host}{f':{port}' if port else ''}, a loopback address: "
+            "no server listens there; start it, or fix storage_options.endpoint_url / AWS_ENDPOINT_URL",
+        )
     for link in _chain(err):
         kind = _classify(link)
         if kind is None:
@@ -229,8 +267,11 @@ def translate(err: BaseException, url: str) -> StorageError | None:
             hint = CREDENTIAL_HINT if "://" in url and not url.startswith("file://") else "check file permissions"
             return AccessDenied(url, f"access denied ({reason}); {hint}")
         if kind == "bad_url":
-            return BadUrlError(url, f"rejected by the store ({reason}); expected s3://<bucket>/<key> "
-                               "with a 3-63 character bucket name of lowercase letters, digits, '.' and '-'")
+            return BadUrlError(
+                url,
+                f"rejected by the store ({reason}); expected s3://<bucket>/<key> "
+                "with a 3-63 character bucket name of lowercase letters, digits, '.' and '-'",
+            )
         return TransientStorageError(url, f"temporary storage failure, worth retrying ({reason})")
     return None
 

@@ -361,8 +361,11 @@ def same_stored_object(src_url: str, dst_url: str, storage_options: StorageOptio
     except FileNotFoundError:
         return False
     etag = str(dst_info.get("ETag") or "").strip('"')
-    return bool(etag) and etag == str(src_info.get("ETag") or "").strip('"') and \
-        dst_info.get("size") == src_info.get("size")
+    return (
+        bool(etag)
+        and etag == str(src_info.get("ETag") or "").strip('"')
+        and dst_info.get("size") == src_info.get("size")
+    )
 
 
 def move(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> None:
@@ -541,7 +544,25 @@ def _fsync_dir(directory: str) -> None:
 
 
 __all__ = [
-    "StorageOptions", "cache_dir", "copy", "create_exclusive", "exists", "is_local", "isdir", "join_url", "listdir",
-    "local_read_path", "local_write", "makedirs", "move", "read_bytes", "read_text", "remove", "remove_empty_dir",
-    "remove_tree", "resolve", "translate_errors", "write_text_atomic",
+    "StorageOptions",
+    "cache_dir",
+    "copy",
+    "create_exclusive",
+    "exists",
+    "is_local",
+    "isdir",
+    "join_url",
+    "listdir",
+    "local_read_path",
+    "local_write",
+    "makedirs",
+    "move",
+    "read_bytes",
+    "read_text",
+    "remove",
+    "remove_empty_dir",
+    "remove_tree",
+    "resolve",
+    "translate_errors",
+    "write_text_atomic",
 ]

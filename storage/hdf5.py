@@ -50,9 +50,7 @@ def open_read(url: str, storage_options: StorageOptions = None) -> Iterator[h5py
 
 
 @contextlib.contextmanager
-def open_write(
-    url: str, storage_options: StorageOptions = None, tmp_name: str | None = None
-) -> Iterator[h5py.File]:
+def open_write(url: str, storage_options: StorageOptions = None, tmp_name: str | None = None) -> Iterator[h5py.File]:
     """Create a new HDF5 file that replaces ``url`` atomically when the block exits cleanly.
 
     The file is written under a temporary name (see :func:`storage.fs.local_write`)

@@ -98,10 +98,17 @@ class CheckpointLease:
                 self.held = True
                 return
             if current.expires_at > time.time() and not current.is_dead_here():
-                raise LeaseHeldError(self.url, f"the checkpoint is being written by {current.describe()}; "
-                                               "wait for it, or delete this file if that run is known to be dead")
-            logger.warning("taking over the lease on %s from %s (%s)", self.url, current.describe(),
-                           "expired" if current.expires_at <= time.time() else "its process is gone")
+                raise LeaseHeldError(
+                    self.url,
+                    f"the checkpoint is being written by {current.describe()}; "
+                    "wait for it, or delete this file if that run is known to be dead",
+                )
+            logger.warning(
+                "taking over the lease on %s from %s (%s)",
+                self.url,
+                current.describe(),
+                "expired" if current.expires_at <= time.time() else "its process is gone",
+            )
             self._remove_if(current)
         raise LeaseHeldError(self.url, "another run keeps taking the lease; try again")
 
@@ -141,8 +148,12 @@ class CheckpointLease:
 
     def _content(self) -> str:
         holder = LeaseHolder(
-            token=self.token, run=self.run, host=socket.gethostname(), pid=os.getpid(),
-            started=_process_start(os.getpid()), expires_at=time.time() + self.ttl,
+            token=self.token,
+            run=self.run,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started=_process_start(os.getpid()),
+            expires_at=time.time() + self.ttl,
         )
         return json.dumps(asdict(holder))
 

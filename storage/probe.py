@@ -61,8 +61,9 @@ def _probe(url: str, options: dict[str, Any]) -> None:
                 pass  # the endpoint answered: the bucket or key is simply not there (yet)
     except (TransientStorageError, StorageUnreachable) as err:  # the latter: refused on a loopback address
         raise StorageUnreachable(
-            url, f"cannot reach the S3 endpoint {endpoint_of(fs)} ({_reason(err)}); check "
-            "storage_options.endpoint_url / AWS_ENDPOINT_URL and that the server is up"
+            url,
+            f"cannot reach the S3 endpoint {endpoint_of(fs)} ({_reason(err)}); check "
+            "storage_options.endpoint_url / AWS_ENDPOINT_URL and that the server is up",
         ) from err
 
 
@@ -70,8 +71,11 @@ def endpoint_of(fs: fsspec.AbstractFileSystem) -> str:
     """The endpoint an s3fs filesystem talks to, for messages."""
     kwargs = getattr(fs, "client_kwargs", None) or {}
     return str(
-        getattr(fs, "endpoint_url", None) or kwargs.get("endpoint_url")
-        or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3 (default endpoint)"
+        getattr(fs, "endpoint_url", None)
+        or kwargs.get("endpoint_url")
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or "AWS S3 (default endpoint)"
     )
 
 

@@ -95,7 +95,7 @@ class CheckpointProgress:
         """Delete the areas of ``version`` whose bucket position is not in ``keep``."""
         prefix = f"v{version}-b"
         for name in fs.listdir(self.url, self.storage_options):
-            if name.startswith(prefix) and name[len(prefix):].isdigit() and int(name[len(prefix):]) not in keep:
+            if name.startswith(prefix) and name[len(prefix) :].isdigit() and int(name[len(prefix) :]) not in keep:
                 fs.remove_tree(fs.join_url(self.url, name), self.storage_options)
 
     def close(self) -> None:
@@ -129,8 +129,10 @@ def _decode(url: str, text: str, version: int) -> PassProgress:
     try:
         data = json.loads(text)
         if data.get("format") != FORMAT or data.get("version") != version:
-            raise ValueError(f"expected format {FORMAT} and version {version}, "
-                             f"got format {data.get('format')!r}, version {data.get('version')!r}")
+            raise ValueError(
+                f"expected format {FORMAT} and version {version}, "
+                f"got format {data.get('format')!r}, version {data.get('version')!r}"
+            )
         order = [Bucket(int(lhs), int(rhs)) for lhs, rhs in data["order"]]
         progress = PassProgress(
             version=version,
@@ -142,8 +144,11 @@ def _decode(url: str, text: str, version: int) -> PassProgress:
             rows=list(data["rows"]),
         )
     except (ValueError, KeyError, TypeError) as exc:
-        raise BadDataError(url, f"not a progress record of version {version} ({exc}); delete it to "
-                                f"restart the interrupted pass from the committed version") from None
+        raise BadDataError(
+            url,
+            f"not a progress record of version {version} ({exc}); delete it to "
+            f"restart the interrupted pass from the committed version",
+        ) from None
     if not 0 <= progress.done <= len(order):
         raise BadDataError(url, f"done={progress.done} is outside [0, {len(order)}] buckets")
     return progress

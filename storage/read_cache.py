@@ -184,6 +184,13 @@ def _remove_if_exists(local_path: str) -> None:
 
 
 __all__ = [
-    "CACHE_DIR_ENV", "CACHE_MAX_BYTES_ENV", "DEFAULT_CACHE_MAX_BYTES", "adopt", "cache_dir", "endpoint_of",
-    "forget", "open_entry", "version_of",
+    "CACHE_DIR_ENV",
+    "CACHE_MAX_BYTES_ENV",
+    "DEFAULT_CACHE_MAX_BYTES",
+    "adopt",
+    "cache_dir",
+    "endpoint_of",
+    "forget",
+    "open_entry",
+    "version_of",
 ]

@@ -83,8 +83,10 @@ def check_run_dir_name(name: str) -> None:
         ValueError: naming ``name`` and the expected form.
     """
     if not is_run_dir_name(name):
-        raise ValueError(f"run key {name!r} is not a run directory name; expected run-YYYYmmddTHHMMSSZ-<8 hex>, "
-                         "e.g. 'run-20260301T103005Z-0b9e1c2d'")
+        raise ValueError(
+            f"run key {name!r} is not a run directory name; expected run-YYYYmmddTHHMMSSZ-<8 hex>, "
+            "e.g. 'run-20260301T103005Z-0b9e1c2d'"
+        )
 
 
 def run_dir_url(root: str, name: str) -> str:
@@ -183,8 +185,11 @@ def expand_edge_paths(patterns: list[str], storage_options: StorageOptions = Non
             found = filesystem.glob(path, detail=True)
         matches = sorted(p.rstrip("/") for p, info in found.items() if info.get("type") == "directory")
         if not matches:
-            raise DataNotFound(pattern, "this edge_paths pattern matches no directory; expected at least one "
-                                        "edge directory (written by `pbg import`) to match")
+            raise DataNotFound(
+                pattern,
+                "this edge_paths pattern matches no directory; expected at least one "
+                "edge directory (written by `pbg import`) to match",
+            )
         out.extend(_as_url(pattern, match) for match in matches)
     return out
 
@@ -260,8 +265,11 @@ def read_latest(root: str, storage_options: StorageOptions = None) -> dict[str, 
     except json.JSONDecodeError as err:
         raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     if not isinstance(latest, dict) or not is_run_dir_name(str(latest.get("run", ""))):
-        raise BadDataError(url, 'expected a JSON object {"run": "run-...", "checkpoint_path": ..., "version": ..., '
-                                f'"completed_at": ...}}, got {text[:200]!r}')
+        raise BadDataError(
+            url,
+            'expected a JSON object {"run": "run-...", "checkpoint_path": ..., "version": ..., '
+            f'"completed_at": ...}}, got {text[:200]!r}',
+        )
     return latest
 
 
@@ -277,21 +285,42 @@ def write_latest(
         DataNotFound: ``run`` has no committed version (nothing to point at).
     """
     if run.version <= 0:
-        raise DataNotFound(run.url, f"no committed version ({layout.VERSION_FILE} is 0 or missing); "
-                                    "expected a run that committed at least one version")
+        raise DataNotFound(
+            run.url,
+            f"no committed version ({layout.VERSION_FILE} is 0 or missing); "
+            "expected a run that committed at least one version",
+        )
     current = read_latest(root, storage_options)
     if current is not None and current["run"] > run.name:
         logger.info("%s names the newer run %s: not replaced by %s", LATEST_FILE, current["run"], run.name)
         return None
     when = (completed_at or datetime.now(UTC)).astimezone(UTC)
-    latest = {"run": run.name, "checkpoint_path": run.url, "version": run.version,
-              "completed_at": when.isoformat(timespec="seconds")}
+    latest = {
+        "run": run.name,
+        "checkpoint_path": run.url,
+        "version": run.version,
+        "completed_at": when.isoformat(timespec="seconds"),
+    }
     fs.write_text_atomic(fs.join_url(root, LATEST_FILE), json.dumps(latest, indent=2) + "\n", storage_options)
     return latest
 
 
 __all__ = [
-    "LATEST_FILE", "RunDir", "check_run_dir_name", "expand_edge_paths", "find_previous_run", "has_glob",
-    "is_run_dir_name", "list_run_dirs", "live_lease", "prune_run_dirs", "read_latest", "read_run_dir",
-    "read_saved_config", "run_dir_name", "run_dir_url", "run_name_in", "write_latest",
+    "LATEST_FILE",
+    "RunDir",
+    "check_run_dir_name",
+    "expand_edge_paths",
+    "find_previous_run",
+    "has_glob",
+    "is_run_dir_name",
+    "list_run_dirs",
+    "live_lease",
+    "prune_run_dirs",
+    "read_latest",
+    "read_run_dir",
+    "read_saved_config",
+    "run_dir_name",
+    "run_dir_url",
+    "run_name_in",
+    "write_latest",
 ]

@@ -70,8 +70,13 @@ class StagedArea:
         return store.load_embeddings(entity, part, version, out=out)
 
     def save_embeddings(
-        self, entity: EntityName, part: Partition, version: int, embeddings: torch.Tensor,
-        optim_state: bytes | None, metadata: CheckpointMetadata,
+        self,
+        entity: EntityName,
+        part: Partition,
+        version: int,
+        embeddings: torch.Tensor,
+        optim_state: bytes | None,
+        metadata: CheckpointMetadata,
     ) -> None:
         """Locally (uploaded with the next record)."""
         self.local.save_embeddings(entity, part, version, embeddings, optim_state, metadata)
@@ -85,8 +90,12 @@ class StagedArea:
         return self._reader(self.local.has_model(version)).load_model(version)
 
     def save_model(
-        self, version: int, state_dict: Mapping[str, torch.Tensor], public_names: Mapping[str, str],
-        optim_state: bytes | None, metadata: CheckpointMetadata,
+        self,
+        version: int,
+        state_dict: Mapping[str, torch.Tensor],
+        public_names: Mapping[str, str],
+        optim_state: bytes | None,
+        metadata: CheckpointMetadata,
     ) -> None:
         """Locally (uploaded with the next record)."""
         self.local.save_model(version, state_dict, public_names, optim_state, metadata)
@@ -124,8 +133,9 @@ class StagedProgress:
             logger.warning("ignoring the staged progress record: %s", exc)
             local = None
         if local is not None and (remote is None or local.done > remote.done):
-            logger.info("uploading staged progress of version %d (%d buckets) left by an interrupted run",
-                        version, local.done)
+            logger.info(
+                "uploading staged progress of version %d (%d buckets) left by an interrupted run", version, local.done
+            )
             self._upload(local)
             return local
         return remote

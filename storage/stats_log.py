@@ -59,7 +59,9 @@ class StatsLog:
             except json.JSONDecodeError as err:
                 raise BadDataError(self.url, f"line {lineno}: invalid JSON ({err.msg}): {line[:80]!r}") from None
             if not isinstance(row, dict) or not _has_int_index(row):
-                raise BadDataError(self.url, f"line {lineno}: expected a JSON object with an int 'index', got {line[:80]!r}")
+                raise BadDataError(
+                    self.url, f"line {lineno}: expected a JSON object with an int 'index', got {line[:80]!r}"
+                )
             rows.append(row)
         return rows
 

@@ -47,9 +47,17 @@ def start_progress(done: int, total: int, description: str) -> UUID | None:
         The artifact id for :func:`update_progress`, or None outside a run or on failure.
     """
     # _sync=True: Prefect's sync_compatible runs it here and returns the value, not a coroutine.
-    return _post("create the progress artifact", lambda: cast(UUID, create_progress_artifact(
-        progress=_percent(done, total), description=description, _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature
-    )))
+    return _post(
+        "create the progress artifact",
+        lambda: cast(
+            UUID,
+            create_progress_artifact(
+                progress=_percent(done, total),
+                description=description,
+                _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature
+            ),
+        ),
+    )
 
 
 PROGRESS_INTERVAL_SECONDS = 1.0
@@ -68,13 +76,21 @@ def update_progress(artifact_id: UUID | None, done: int, total: int) -> None:
     if done < total and now - _progress_posted.get(artifact_id, -math.inf) < PROGRESS_INTERVAL_SECONDS:
         return
     _progress_posted[artifact_id] = now
-    _post("update the progress artifact", lambda: update_progress_artifact(
-        artifact_id=artifact_id, progress=_percent(done, total), _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature
-    ))
+    _post(
+        "update the progress artifact",
+        lambda: update_progress_artifact(
+            artifact_id=artifact_id,
+            progress=_percent(done, total),
+            _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature
+        ),
+    )
 
 
 def publish_iteration_table(
-    iteration: Iteration, rows: Sequence[dict[str, Any] | None], resumed: int, checkpoint_path: str,
+    iteration: Iteration,
+    rows: Sequence[dict[str, Any] | None],
+    resumed: int,
+    checkpoint_path: str,
     flow_run_id: str | UUID | None = None,
 ) -> None:
     """Post the table artifact of the buckets ``iteration`` trained in this attempt.
@@ -99,8 +115,10 @@ def publish_iteration_table(
         f"{sum(r is not None for r in rows)} bucket(s) trained, {resumed} resumed from an earlier attempt"
     )
     artifact = TableArtifact(
-        table=iteration_table(rows), key=iteration_key(checkpoint_basename(checkpoint_path), iteration),
-        description=description, flow_run_id=UUID(str(flow_run_id)) if flow_run_id else None,
+        table=iteration_table(rows),
+        key=iteration_key(checkpoint_basename(checkpoint_path), iteration),
+        description=description,
+        flow_run_id=UUID(str(flow_run_id)) if flow_run_id else None,
     )
     _post(  # _sync=True: run here, the Artifact returned (not a coroutine)
         f"publish the table of {iteration.label}",
@@ -118,14 +136,18 @@ def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule.
     """
+
     def post() -> UUID:
         rows = StatsLog(config.checkpoint_path, config.storage_options_for_fs()).read()
-        return cast(UUID, create_markdown_artifact(
-            markdown=summary_markdown(config, version, total_iterations, rows),
-            key=artifact_key(checkpoint_basename(config.checkpoint_path)),
-            description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
-            _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
-        ))
+        return cast(
+            UUID,
+            create_markdown_artifact(
+                markdown=summary_markdown(config, version, total_iterations, rows),
+                key=artifact_key(checkpoint_basename(config.checkpoint_path)),
+                description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
+                _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
+            ),
+        )
 
     _post("publish the run summary", post)
 

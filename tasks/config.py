@@ -26,9 +26,7 @@ from tasks._policies import NO_CACHE
 
 
 @task(name="resolve-config", task_run_name="resolve config", cache_policy=NO_CACHE, persist_result=False)
-def resolve_config(
-    config: ConfigSchema | None, config_url: str | None, overrides: Sequence[str]
-) -> ConfigSchema:
+def resolve_config(config: ConfigSchema | None, config_url: str | None, overrides: Sequence[str]) -> ConfigSchema:
     """Exactly one of ``config`` (inline) or ``config_url`` (JSON/YAML), then the overrides.
 
     A deployment never executes Python: ``.py`` URLs are refused here.
@@ -48,8 +46,10 @@ def resolve_config(
     assert config_url is not None
     if config_url.endswith(".py"):
         raise ConfigError(
-            [f"config_url: {config_url!r} is a Python file; flow runs only read JSON or YAML configs "
-             "(convert it with `pbg config-json`, or run `pbg train` locally)"],
+            [
+                f"config_url: {config_url!r} is a Python file; flow runs only read JSON or YAML configs "
+                "(convert it with `pbg config-json`, or run `pbg train` locally)"
+            ],
         )
     return load_config(config_url, list(overrides))
 
@@ -63,7 +63,10 @@ def _refuse_credential_overrides(overrides: Sequence[str]) -> None:
     bad = [o.partition("=")[0] for o in overrides if any(is_secret_name(p) for p in o.partition("=")[0].split("."))]
     if bad:
         raise ConfigError(
-            [f"overrides: {key}=<value> would put a credential in the flow run's recorded parameters "
-             "(in clear); set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN where the flow "
-             "runs, or give storage_options in the `config` parameter" for key in bad]
+            [
+                f"overrides: {key}=<value> would put a credential in the flow run's recorded parameters "
+                "(in clear); set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN where the flow "
+                "runs, or give storage_options in the `config` parameter"
+                for key in bad
+            ]
         )

@@ -49,7 +49,10 @@ def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_o
 
 @task(name="export-embeddings", task_run_name="export embeddings as {format}", cache_policy=NO_CACHE)
 def export_embeddings_task(
-    config: ConfigSchema, output: str, format: str, entity_types: list[str] | None = None  # noqa: A002 - `format` is the task parameter the CLI and task_run_name call it
+    config: ConfigSchema,
+    output: str,
+    format: str,  # noqa: A002 - `format` is the task parameter the CLI and task_run_name call it
+    entity_types: list[str] | None = None,
 ) -> list[str]:
     """Task form of :func:`storage.exporting.exporter.export_embeddings`; returns the URLs written."""
     return list(export_embeddings(config, output, format, entity_types).outputs)  # type: ignore[arg-type]  # format is checked against the export formats by export_embeddings (which names the allowed ones)

@@ -17,8 +17,14 @@ from tasks.runs import get_run
 from tasks.sessions import get_session, register_session, session_storage_options
 
 
-@task(name="open-eval-session", task_run_name="open evaluation session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
-      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+@task(
+    name="open-eval-session",
+    task_run_name="open evaluation session",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
 def open_eval_session(run: str, filtered: bool = False) -> str:
     """Load the run's committed checkpoint read-only and start the workers; returns a handle.
 
@@ -33,8 +39,11 @@ def open_eval_session(run: str, filtered: bool = False) -> str:
         sampled = [f"relations.{i}.all_negs" for i, r in enumerate(config.relations) if not r.all_negs]
         if sampled:
             raise ConfigError(
-                [f"{key}: false, but filtered evaluation ranks against all entities; set -p {key}=true "
-                 "(and num_uniform_negs=0)" for key in sampled]
+                [
+                    f"{key}: false, but filtered evaluation ranks against all entities; set -p {key}=true "
+                    "(and num_uniform_negs=0)"
+                    for key in sampled
+                ]
             )
     version = stores.checkpoint.read_version()
     if version == 0:
@@ -47,8 +56,14 @@ def open_eval_session(run: str, filtered: bool = False) -> str:
     return handle
 
 
-@task(name="evaluate-edge-path", task_run_name="evaluate {edge_path}", cache_policy=NO_CACHE,
-      retries=STORAGE_RETRIES, retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+@task(
+    name="evaluate-edge-path",
+    task_run_name="evaluate {edge_path}",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
 def evaluate_edge_path(handle: str, edge_path: str, filter_paths: list[str] | None) -> dict[str, Any]:
     """Rank every edge of ``edge_path``, optionally filtering the edges of ``filter_paths``."""
     session = get_session(handle)

@@ -60,8 +60,14 @@ def _renew_until_stopped(held: _Held) -> None:
                 logger.warning("could not renew the lease on %s: %s", held.lease.url, exc)
 
 
-@task(name="acquire-checkpoint-lease", task_run_name="acquire checkpoint lease", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
-      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+@task(
+    name="acquire-checkpoint-lease",
+    task_run_name="acquire checkpoint lease",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
 def acquire_lease(config: ConfigSchema) -> str:
     """Take the lease of the config's checkpoint directory; returns its key (the checkpoint path).
 
@@ -84,8 +90,14 @@ def check_lease(key: str) -> None:
         raise held.lost
 
 
-@task(name="release-checkpoint-lease", task_run_name="release checkpoint lease", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
-      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+@task(
+    name="release-checkpoint-lease",
+    task_run_name="release checkpoint lease",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
 def release_lease(key: str) -> None:
     """Stop renewing and delete the lease (idempotent)."""
     held = _HELD.get(key)

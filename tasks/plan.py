@@ -29,8 +29,14 @@ class TrainingPlan(BaseModel):
     remaining: list[Iteration]
 
 
-@task(name="plan-training", task_run_name="plan training", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
-      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+@task(
+    name="plan-training",
+    task_run_name="plan training",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
 def plan_training(run: str, report: bool = True) -> TrainingPlan:
     """Check every bucket file exists, compute the edge-chunk count, skip committed iterations.
 
@@ -59,7 +65,7 @@ def plan_training(run: str, report: bool = True) -> TrainingPlan:
         raise DataNotFound(
             config.edge_paths[0] if len(config.edge_paths) == 1 else "edge_paths",
             f"{len(missing)} edge bucket file(s) missing (expected a {topology.nparts_lhs}x{topology.nparts_rhs} "
-            f"grid; run `pbg import` first): " + "; ".join(missing[:5])
+            f"grid; run `pbg import` first): " + "; ".join(missing[:5]),
         )
     _check_not_empty(stores, topology.buckets())
     chunks, iterations = run_iterations(config, stores)
@@ -73,11 +79,13 @@ def plan_training(run: str, report: bool = True) -> TrainingPlan:
     if committed > len(iterations):
         logger.warning(
             "checkpoint version %d is beyond this config's %d iterations: nothing to train",
-            committed, len(iterations),
+            committed,
+            len(iterations),
         )
     if report:
-        logger.info("%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)),
-                    len(iterations))
+        logger.info(
+            "%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)), len(iterations)
+        )
     return TrainingPlan(
         num_edge_chunks=chunks,
         committed_version=committed,
@@ -91,8 +99,11 @@ def _check_edge_paths_are_directories(stores: RunStores) -> None:
     """An edge path names a directory of bucket files; a file there is a mistake worth naming."""
     for store in stores.edges:
         if fs.exists(store.url, store.storage_options) and not fs.isdir(store.url, store.storage_options):
-            raise BadDataError(store.url, "edge path is a file, expected a directory of edges_<l>_<r>.h5 bucket "
-                               "files (`pbg import` makes one from an edge list)")
+            raise BadDataError(
+                store.url,
+                "edge path is a file, expected a directory of edges_<l>_<r>.h5 bucket "
+                "files (`pbg import` makes one from an edge list)",
+            )
 
 
 def _check_not_empty(stores: RunStores, buckets: list[Bucket]) -> None:
@@ -131,7 +142,10 @@ def _check_schedule_unchanged(stored: dict[str, int | str], planned: Iteration, 
     ]
     if changed:
         raise ConfigError(
-            changed + ["resume with the original edge_paths / num_edge_chunks, or train into a new "
-                       "checkpoint_path with init_path set to this one"],
+            changed
+            + [
+                "resume with the original edge_paths / num_edge_chunks, or train into a new "
+                "checkpoint_path with init_path set to this one"
+            ],
             source=config.checkpoint_path,
         )

@@ -35,8 +35,16 @@ _MAX_KEY_LENGTH = 100
 _MISSING = "–"  # noqa: RUF001 - an en dash on purpose: the tables' placeholder for a missing value
 
 TABLE_COLUMNS = (
-    "bucket", "loss", "mrr_before", "mrr_after", "hits10_before", "hits10_after",
-    "edges_per_s", "io_mb", "io_s", "seconds",
+    "bucket",
+    "loss",
+    "mrr_before",
+    "mrr_after",
+    "hits10_before",
+    "hits10_after",
+    "edges_per_s",
+    "io_mb",
+    "io_s",
+    "seconds",
 )
 
 
@@ -186,14 +194,16 @@ def _checkpoint_section(config: ConfigSchema, version: int, total_iterations: in
 def _metrics_section(last: EpochPoint | None) -> str:
     if last is None:
         return "## Metrics\n\nNo training stats recorded yet."
-    return "\n".join([
-        f"## Metrics (epoch {last.epoch_idx + 1}, {last.buckets} bucket row(s))",
-        "",
-        "| mean loss | mean MRR (after) | mean Hits@10 (after) | train edges/s |",
-        "|---|---|---|---|",
-        f"| {_fmt(last.loss)} | {_fmt(last.mrr_after)} | {_fmt(last.hits10_after)} "
-        f"| {_fmt_rate(last.edges_per_s)} |",
-    ])
+    return "\n".join(
+        [
+            f"## Metrics (epoch {last.epoch_idx + 1}, {last.buckets} bucket row(s))",
+            "",
+            "| mean loss | mean MRR (after) | mean Hits@10 (after) | train edges/s |",
+            "|---|---|---|---|",
+            f"| {_fmt(last.loss)} | {_fmt(last.mrr_after)} | {_fmt(last.hits10_after)} "
+            f"| {_fmt_rate(last.edges_per_s)} |",
+        ]
+    )
 
 
 def _config_section(config: ConfigSchema) -> str:
@@ -269,7 +279,7 @@ def checkpoint_basename(checkpoint_path: str) -> str:
 def checkpoint_urls(checkpoint_path: str) -> list[str]:
     """The checkpoint location as a local path and as a ``file://`` URL (one entry for remote URLs)."""
     if checkpoint_path.startswith("file://"):
-        return [unquote(checkpoint_path[len("file://"):]), checkpoint_path]
+        return [unquote(checkpoint_path[len("file://") :]), checkpoint_path]
     if "://" in checkpoint_path:
         return [checkpoint_path]
     absolute = Path(checkpoint_path).absolute()

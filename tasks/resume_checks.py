@@ -48,13 +48,18 @@ def check_init_path(store: CheckpointStore) -> None:
             version (version 0, PBG's name for "no checkpoint_version.txt", included).
     """
     if not fs.exists(store.url, store.storage_options):
-        raise DataNotFound(store.url, f"init_path does not exist; expected a checkpoint directory ({_CHECKPOINT_FILES})")
+        raise DataNotFound(
+            store.url, f"init_path does not exist; expected a checkpoint directory ({_CHECKPOINT_FILES})"
+        )
     version = store.read_version()
     versions = store.list_versions()
     if version not in versions:
         found = f"files of versions {versions}" if versions else "no checkpoint files"
-        raise DataNotFound(store.url, f"init_path holds no checkpoint of version {version} (the version its "
-                           f"checkpoint_version.txt names, 0 when missing; found {found}); expected {_CHECKPOINT_FILES}")
+        raise DataNotFound(
+            store.url,
+            f"init_path holds no checkpoint of version {version} (the version its "
+            f"checkpoint_version.txt names, 0 when missing; found {found}); expected {_CHECKPOINT_FILES}",
+        )
 
 
 def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | None:
@@ -68,8 +73,9 @@ def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | Non
         try:
             loaded = json.loads(text)
         except json.JSONDecodeError:
-            raise BadDataError(store.file_url(f"model.v{version}.h5"),
-                               "attribute config/json is not valid JSON") from None
+            raise BadDataError(
+                store.file_url(f"model.v{version}.h5"), "attribute config/json is not valid JSON"
+            ) from None
         return loaded if isinstance(loaded, dict) else None
     try:
         return store.load_config()
@@ -107,15 +113,24 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
     current = config_to_json(config)
     refused = shape_differences(stored, current)
     if refused:
-        raise ShapeError(f"{where} was trained with {'; '.join(refused)}: these define the model's parameters "
-                         f"and cannot change; {_REMEDIES[label]}")
+        raise ShapeError(
+            f"{where} was trained with {'; '.join(refused)}: these define the model's parameters "
+            f"and cannot change; {_REMEDIES[label]}"
+        )
     for name in WARNED_FIELDS:
         key = (store.url, version, name, json.dumps(stored.get(name)), json.dumps(current[name]))
         if name in stored and stored[name] != current[name] and key not in _WARNED:
             _WARNED.add(key)  # the flow plans twice (before and under the lease): say it once
-            logger.warning("%s was trained with %s=%s, this config has %s=%s: continuing with %s=%s",
-                           where, name, json.dumps(stored[name]), name, json.dumps(current[name]),
-                           name, json.dumps(current[name]))
+            logger.warning(
+                "%s was trained with %s=%s, this config has %s=%s: continuing with %s=%s",
+                where,
+                name,
+                json.dumps(stored[name]),
+                name,
+                json.dumps(current[name]),
+                name,
+                json.dumps(current[name]),
+            )
 
 
 def shape_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:

@@ -55,14 +55,15 @@ class RetrainOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     keep_last: int = Field(
-        3, ge=1,
+        3,
+        ge=1,
         description="Committed run directories to keep under checkpoint_path; older ones are deleted "
-                    "after a run completes (a run still training, or being initialised from, is kept).",
+        "after a run completes (a run still training, or being initialised from, is kept).",
     )
     init_from_previous: bool = Field(
         True,
         description="Start from the newest earlier run's committed checkpoint (embeddings, model and "
-                    "optimizer state); off, or with no earlier run: the config's init_path.",
+        "optimizer state); off, or with no earlier run: the config's init_path.",
     )
 
 
@@ -109,14 +110,19 @@ def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str)
     saved = read_saved_config(url, storage)
     if saved is not None:
         edge_paths, init_path = saved.get("edge_paths") or list(config.edge_paths), saved.get("init_path")
-        logger.info("run directory %s exists: resuming with its saved edge paths %s and init_path %s",
-                    url, edge_paths, init_path)
+        logger.info(
+            "run directory %s exists: resuming with its saved edge paths %s and init_path %s",
+            url,
+            edge_paths,
+            init_path,
+        )
     else:
         edge_paths = expand_edge_paths(list(config.edge_paths), storage)
         init_path = _choose_init(config, options, run_key, storage)
         logger.info("new run directory %s: edge paths %s, init_path %s", url, edge_paths, init_path)
-    run_config = _with_run_paths(config, f"retrain run {run_key}", checkpoint_path=url, init_path=init_path,
-                                 edge_paths=edge_paths)
+    run_config = _with_run_paths(
+        config, f"retrain run {run_key}", checkpoint_path=url, init_path=init_path, edge_paths=edge_paths
+    )
     if saved is None:
         CheckpointStore(url, storage).save_config(config_to_json(run_config))  # freezes the choice; secrets masked
     return run_config
@@ -174,8 +180,10 @@ def finish_retrain(config_root: ConfigSchema, run_config: ConfigSchema, options:
     storage = run_config.storage_options_for_fs()
     name = run_name_in(root, run_config.checkpoint_path)
     if name is None:
-        raise ValueError(f"run checkpoint_path {run_config.checkpoint_path!r} is not a run directory "
-                         f"(run-YYYYmmddTHHMMSSZ-<8 hex>) directly under the root {root!r}")
+        raise ValueError(
+            f"run checkpoint_path {run_config.checkpoint_path!r} is not a run directory "
+            f"(run-YYYYmmddTHHMMSSZ-<8 hex>) directly under the root {root!r}"
+        )
     run = read_run_dir(root, name, storage)
     if run.version > 0:
         latest = write_latest(root, run, storage)
@@ -184,8 +192,9 @@ def finish_retrain(config_root: ConfigSchema, run_config: ConfigSchema, options:
     else:
         logger.warning("run %s committed no version: latest.json unchanged", run.url)
     removed = prune_run_dirs(root, name, options.keep_last, storage)
-    logger.info("kept the newest %d committed run(s) under %s; removed %d: %s",
-                options.keep_last, root, len(removed), removed)
+    logger.info(
+        "kept the newest %d committed run(s) under %s; removed %d: %s", options.keep_last, root, len(removed), removed
+    )
     return removed
 
 

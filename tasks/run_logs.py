@@ -41,8 +41,11 @@ class InRunLogHandler(APILogHandler):
     """
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, "flow_run_id", None) is None and FlowRunContext.get() is None \
-                and TaskRunContext.get() is None:
+        if (
+            getattr(record, "flow_run_id", None) is None
+            and FlowRunContext.get() is None
+            and TaskRunContext.get() is None
+        ):
             return
         super().emit(record)
 

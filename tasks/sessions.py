@@ -119,8 +119,14 @@ def _adopt_prepared(config: ConfigSchema, stores: RunStores) -> TrainingSession 
     return session
 
 
-@task(name="open-training-session", task_run_name="open training session", cache_policy=NO_CACHE, retries=STORAGE_RETRIES,
-      retry_delay_seconds=STORAGE_RETRY_DELAYS, retry_condition_fn=retry_if_transient)
+@task(
+    name="open-training-session",
+    task_run_name="open training session",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
 def open_training_session(run: str) -> str:
     """Read counts and the committed checkpoint, start the HOGWILD workers; returns a handle.
 
@@ -134,7 +140,10 @@ def open_training_session(run: str) -> str:
     handle = register_session(session, storage_options=config.storage_options_for_fs())
     logger.info(
         "session %s: %d workers, committed version %d, seed %d",
-        handle, session.workers.num_workers, session.residency.committed_version, session.seed,
+        handle,
+        session.workers.num_workers,
+        session.residency.committed_version,
+        session.seed,
     )
     return handle
 

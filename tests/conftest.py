@@ -103,9 +103,13 @@ def _import_graph(root: Path, num_partitions: int) -> GraphData:
     train_tsv = write_tsv(root / "train.tsv", train)
     test_tsv = write_tsv(root / "test.tsv", test)
     data = GraphData(
-        root=root, entity_path=str(root / "data"), train_path=str(root / "data" / "train_partitioned"),
-        test_path=str(root / "data" / "test_partitioned"), num_partitions=num_partitions,
-        num_train_edges=len(train), num_test_edges=len(test),
+        root=root,
+        entity_path=str(root / "data"),
+        train_path=str(root / "data" / "train_partitioned"),
+        test_path=str(root / "data" / "test_partitioned"),
+        num_partitions=num_partitions,
+        num_train_edges=len(train),
+        num_test_edges=len(test),
     )
     raw = base_config(data, root / "unused-checkpoint", edge_paths=[data.train_path, data.test_path])
     import_edges(parse_config(raw), [str(train_tsv), str(test_tsv)], lhs_col=0, rel_col=1, rhs_col=2, seed=0)

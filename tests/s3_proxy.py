@@ -214,8 +214,13 @@ class S3Proxy:
         return timer
 
     def error_share(
-        self, p: float, status: int = 503, code: str = "SlowDown", *,
-        mix: Sequence[tuple[int, str]] = (), seed: int = 0,
+        self,
+        p: float,
+        status: int = 503,
+        code: str = "SlowDown",
+        *,
+        mix: Sequence[tuple[int, str]] = (),
+        seed: int = 0,
     ) -> None:
         """Answer a seeded share ``p`` of requests with an S3 error instead of forwarding them.
 
@@ -409,11 +414,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_fault(self, status: int, code: str, path: str) -> None:
         request_id = uuid.uuid4().hex[:16].upper()
-        body = b"" if self.command == "HEAD" else (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            f"<Error><Code>{escape(code)}</Code><Message>{escape(MESSAGES.get(code, code))}</Message>"
-            f"<Resource>{escape(path)}</Resource><RequestId>{request_id}</RequestId></Error>"
-        ).encode()
+        body = (
+            b""
+            if self.command == "HEAD"
+            else (
+                '<?xml version="1.0" encoding="UTF-8"?>\n'
+                f"<Error><Code>{escape(code)}</Code><Message>{escape(MESSAGES.get(code, code))}</Message>"
+                f"<Resource>{escape(path)}</Resource><RequestId>{request_id}</RequestId></Error>"
+            ).encode()
+        )
         self.send_response_only(status)
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(body)))

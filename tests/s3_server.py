@@ -92,7 +92,9 @@ class S3Server:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(self.port)],
-                stdout=output, stderr=subprocess.STDOUT, env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
             )
         finally:
             if self.log_path:

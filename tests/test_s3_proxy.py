@@ -52,7 +52,9 @@ def proxied_client(proxy: S3Proxy, attempts: int = 1) -> object:
 def fs(s3_proxy: S3Proxy) -> s3fs.S3FileSystem:
     """An s3fs filesystem through the proxy (own instance, no listings cache)."""
     return s3fs.S3FileSystem(
-        endpoint_url=s3_proxy.endpoint_url, skip_instance_cache=True, use_listings_cache=False,
+        endpoint_url=s3_proxy.endpoint_url,
+        skip_instance_cache=True,
+        use_listings_cache=False,
         config_kwargs={"retries": {"total_max_attempts": 1}},
     )
 
@@ -112,9 +114,7 @@ def test_multipart_upload_through_the_proxy(
     assert direct_client(s3_server).get_object(Bucket=s3_bucket, Key="multi.bin")["Body"].read() == data
 
 
-def test_chunked_request_body_is_forwarded(
-    s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str
-) -> None:
+def test_chunked_request_body_is_forwarded(s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str) -> None:
     data = payload(300_000, 4)
     conn = http.client.HTTPConnection(HOST, s3_proxy.port, timeout=10)
     blocks = [data[i : i + 70_000] for i in range(0, len(data), 70_000)]
@@ -126,9 +126,7 @@ def test_chunked_request_body_is_forwarded(
     assert direct_client(s3_server).get_object(Bucket=s3_bucket, Key="chunked.bin")["Body"].read() == data
 
 
-def test_boto3_put_with_checksum_and_keep_alive_reuse(
-    s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str
-) -> None:
+def test_boto3_put_with_checksum_and_keep_alive_reuse(s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str) -> None:
     client = proxied_client(s3_proxy)
     for i in range(5):  # one client: the pooled keep-alive connection is reused
         data = payload(10_000 + i, 10 + i)
@@ -158,9 +156,7 @@ def faulted_indices(proxy: S3Proxy, bucket: str, count: int) -> list[tuple[int, 
     return out
 
 
-def test_error_share_is_seeded_counted_and_well_formed(
-    s3_proxy: S3Proxy, s3_bucket: str
-) -> None:
+def test_error_share_is_seeded_counted_and_well_formed(s3_proxy: S3Proxy, s3_bucket: str) -> None:
     proxied_client(s3_proxy).put_object(Bucket=s3_bucket, Key="obj", Body=b"hello")
     s3_proxy.error_share(0.25, mix=[(500, "InternalError")], seed=7)
     faults = faulted_indices(s3_proxy, s3_bucket, 400)
@@ -247,8 +243,10 @@ def test_down_refuses_connections_and_cuts_open_ones_then_comes_back(
 
 def test_set_down_and_a_trigger_on_a_forwarded_answer(s3_proxy: S3Proxy, s3_bucket: str) -> None:
     client = proxied_client(s3_proxy)
-    s3_proxy.when(lambda method, path, status: method == "PUT" and path.endswith("/flag") and status == 200,
-                  lambda: s3_proxy.set_down(True))
+    s3_proxy.when(
+        lambda method, path, status: method == "PUT" and path.endswith("/flag") and status == 200,
+        lambda: s3_proxy.set_down(True),
+    )
     client.put_object(Bucket=s3_bucket, Key="other", Body=b"1")
     assert not s3_proxy.is_down
     client.put_object(Bucket=s3_bucket, Key="flag", Body=b"1")

@@ -16,9 +16,7 @@ def get_torchbiggraph_config():
         "edge_paths": ["edges/train", "edges/valid", "edges/test"],
         "checkpoint_path": "checkpoints",
         "entities": {"all": {"num_partitions": 1}},
-        "relations": [
-            {"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}
-        ],
+        "relations": [{"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}],
         "dynamic_relations": True,
         "dimension": 200,
         "global_emb": False,

@@ -13,9 +13,7 @@ def get_torchbiggraph_config():
         "edge_paths": ["edges"],
         "checkpoint_path": "checkpoints",
         "entities": {"all": {"num_partitions": 1}},
-        "relations": [
-            {"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}
-        ],
+        "relations": [{"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}],
         "dynamic_relations": True,
         "dimension": 400,
         "global_emb": False,

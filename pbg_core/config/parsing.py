@@ -87,9 +87,7 @@ def normalise_keys(raw: Mapping[str, Any], schemas: Schemas, problems: list[str]
     relations = data.get("relations")
     if isinstance(relations, list | tuple):
         data["relations"] = [
-            _normalise_model_dict(r, schemas.relation, f"relations[{i}].", problems)
-            if isinstance(r, Mapping)
-            else r
+            _normalise_model_dict(r, schemas.relation, f"relations[{i}].", problems) if isinstance(r, Mapping) else r
             for i, r in enumerate(relations)
         ]
     return data
@@ -172,7 +170,7 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
                 if node.get(name) is None:
                     node[name] = {}  # an unset section or free mapping: the override creates it
                 if free:
-                    return _set_free(node[name], parts[depth + 1:], value, here)
+                    return _set_free(node[name], parts[depth + 1 :], value, here)
             if name not in node:
                 return [f"{here}: not set in the config, so {key!r} does not exist"]
             node = node[name]
@@ -202,7 +200,11 @@ def _is_free_mapping(annotation: Any) -> bool:
 
 def _all_optional(schema: Any) -> bool:
     """Whether ``schema`` is a model an override may create from nothing (no required field)."""
-    return isinstance(schema, type) and issubclass(schema, BaseModel) and not any(f.is_required() for f in schema.model_fields.values())
+    return (
+        isinstance(schema, type)
+        and issubclass(schema, BaseModel)
+        and not any(f.is_required() for f in schema.model_fields.values())
+    )
 
 
 def _set_free(node: dict[str, Any], parts: Sequence[str], value: str, prefix: str) -> list[str]:

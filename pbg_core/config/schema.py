@@ -104,9 +104,7 @@ class EntitySchema(BaseModel):
     model_config = _FROZEN
     _no_bool_numbers = _NO_BOOL_NUMBERS
 
-    num_partitions: int = Field(
-        ge=1, description="Number of partitions of this entity type; 1 means unpartitioned."
-    )
+    num_partitions: int = Field(ge=1, description="Number of partitions of this entity type; 1 means unpartitioned.")
     featurized: bool = Field(
         False, description="Entities are bags of features, each embedded as the mean of its features."
     )
@@ -167,9 +165,7 @@ class ConfigSchema(BaseModel):
     regularization_coef: float = Field(0.0, ge=0, description="Weight of the regularizer; 0 disables it.")
     regularizer: Regularizer = Field("N3", description="Regularizer applied when regularization_coef > 0.")
     # Data
-    entity_path: str = Field(
-        description="Directory (or URL) of entity counts/names and dynamic relation files."
-    )
+    entity_path: str = Field(description="Directory (or URL) of entity counts/names and dynamic relation files.")
     edge_paths: list[str] = Field(
         description="Directories (or URLs) of bucketed edge files, trained in this order each epoch."
     )
@@ -190,9 +186,7 @@ class ConfigSchema(BaseModel):
     max_edges_per_chunk: int = Field(
         1_000_000_000, ge=1, description="Largest edge chunk, used only to derive num_edge_chunks."
     )
-    bucket_order: BucketOrder = Field(
-        "inside_out", description="Order in which buckets are trained in a pass."
-    )
+    bucket_order: BucketOrder = Field("inside_out", description="Order in which buckets are trained in a pass.")
     workers: int | None = Field(
         None,
         ge=1,
@@ -258,8 +252,7 @@ class ConfigSchema(BaseModel):
     seed: int | None = Field(
         None,
         ge=0,
-        description="Random seed; the same seed and workers=1 give bit-identical checkpoints. "
-        "None: unseeded.",
+        description="Random seed; the same seed and workers=1 give bit-identical checkpoints. None: unseeded.",
     )
     storage_options: StorageOptions | None = Field(
         None,
@@ -295,9 +288,7 @@ class ConfigSchema(BaseModel):
         try:
             own = self.entities[entity].dimension
         except KeyError:
-            raise UnknownNameError(
-                f"unknown entity type {entity!r}; known: {', '.join(self.entities)}"
-            ) from None
+            raise UnknownNameError(f"unknown entity type {entity!r}; known: {', '.join(self.entities)}") from None
         return own if own is not None else self.dimension
 
     def storage_options_for_fs(self) -> dict[str, Any]:
@@ -376,8 +367,7 @@ def _mode_problems(config: ConfigSchema) -> list[Problem]:
         problems.append(
             _p(
                 "relations dynamic_relations",
-                "relations: dynamic_relations=True needs exactly one relation entry, "
-                f"got {len(config.relations)}",
+                f"relations: dynamic_relations=True needs exactly one relation entry, got {len(config.relations)}",
             )
         )
     if config.dynamic_relations and config.global_emb:
@@ -391,16 +381,14 @@ def _mode_problems(config: ConfigSchema) -> list[Problem]:
         problems.append(
             _p(
                 "disable_lhs_negs disable_rhs_negs",
-                "disable_lhs_negs, disable_rhs_negs: both are True, which leaves no negatives; "
-                "at most one may be True",
+                "disable_lhs_negs, disable_rhs_negs: both are True, which leaves no negatives; at most one may be True",
             )
         )
     if config.num_batch_negs > 0 and config.batch_size % config.num_batch_negs:
         problems.append(
             _p(
                 "batch_size num_batch_negs",
-                f"batch_size: {config.batch_size} must be a multiple of "
-                f"num_batch_negs ({config.num_batch_negs})",
+                f"batch_size: {config.batch_size} must be a multiple of num_batch_negs ({config.num_batch_negs})",
             )
         )
     return problems
@@ -439,9 +427,7 @@ def _partition_problems(config: ConfigSchema) -> list[Problem]:
 def _unsupported_problems(config: ConfigSchema) -> list[Problem]:
     problems = []
     if config.num_machines > 1:
-        problems.append(
-            _p("num_machines", f"num_machines: {config.num_machines} is {_UNSUPPORTED}; allowed: 1")
-        )
+        problems.append(_p("num_machines", f"num_machines: {config.num_machines} is {_UNSUPPORTED}; allowed: 1"))
     if config.num_gpus > 0:
         problems.append(_p("num_gpus", f"num_gpus: {config.num_gpus} is {_UNSUPPORTED}; allowed: 0"))
     if config.num_partition_servers > 0:
@@ -487,9 +473,7 @@ def config_to_raw(config: ConfigSchema) -> dict[str, Any]:
     return config.model_dump(mode="python")
 
 
-def parse_config(
-    raw: Mapping[str, Any], overrides: Sequence[str] = (), source: str | None = None
-) -> ConfigSchema:
+def parse_config(raw: Mapping[str, Any], overrides: Sequence[str] = (), source: str | None = None) -> ConfigSchema:
     """Validate a PBG-style config dict, applying ``-p key=value`` overrides first.
 
     Args:

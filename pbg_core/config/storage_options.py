@@ -41,8 +41,19 @@ AWS_ENVIRONMENT = (
 )
 _SECRET_NAMES = frozenset({"key", "secret", "token", "password", "passwd", "pwd", "sas"})
 _SECRET_PARTS = (
-    "secret", "token", "password", "passwd", "credential", "access_key", "account_key",
-    "private_key", "api_key", "apikey", "connection_string", "session_key", "sas_",
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "credential",
+    "access_key",
+    "account_key",
+    "private_key",
+    "api_key",
+    "apikey",
+    "connection_string",
+    "session_key",
+    "sas_",
 )
 
 
@@ -184,7 +195,9 @@ def _reveal(value: Any, path: str) -> Any:
             logger.warning(
                 "storage_options.%s holds the mask %r (a config saved by pbg-flow or a recorded flow "
                 "parameter), not a credential: ignored, so the environment (%s) supplies it",
-                path, SECRET_MASK, ", ".join(AWS_ENVIRONMENT),
+                path,
+                SECRET_MASK,
+                ", ".join(AWS_ENVIRONMENT),
             )
             return None
         return value.get_secret_value()

@@ -233,9 +233,7 @@ class FilterIndex:
         """Number of distinct known edges."""
         return len(self._by_lhs.keys)
 
-    def known(
-        self, side: Side, anchors: LongTensorType, rels: LongTensorType
-    ) -> tuple[LongTensorType, LongTensorType]:
+    def known(self, side: Side, anchors: LongTensorType, rels: LongTensorType) -> tuple[LongTensorType, LongTensorType]:
         """Every known true offset on ``side`` for each (anchor, relation) query.
 
         Query ``i`` is (``anchors[i]`` = offset on the *other* side, ``rels[i]``). For

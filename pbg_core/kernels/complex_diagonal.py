@@ -70,8 +70,16 @@ def complex_backward_(
     """
     return float(
         _complex_backward(
-            x.numpy(), rel.numpy(), real.numpy(), imag.numpy(), dst.numpy(), grad_dst.numpy(), grad_x.numpy(),
-            grad_real.numpy(), grad_imag.numpy(), np.float32(coef),
+            x.numpy(),
+            rel.numpy(),
+            real.numpy(),
+            imag.numpy(),
+            dst.numpy(),
+            grad_dst.numpy(),
+            grad_x.numpy(),
+            grad_real.numpy(),
+            grad_imag.numpy(),
+            np.float32(coef),
         )
     )
 
@@ -81,8 +89,9 @@ def warm_up() -> None:
     rows, rel, params = np.zeros((1, 2, 4), np.float32), np.zeros((1, 1), np.int64), np.zeros((1, 2), np.float32)
     out = np.zeros((1, 1, 4), np.float32)
     _complex_forward(rows, rel, params, params, out)
-    _complex_backward(rows, rel, params, params, out, out.copy(), rows.copy(), params.copy(), params.copy(),
-                      np.float32(1e-3))
+    _complex_backward(
+        rows, rel, params, params, out, out.copy(), rows.copy(), params.copy(), params.copy(), np.float32(1e-3)
+    )
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FAST_MATH)

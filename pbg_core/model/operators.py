@@ -124,9 +124,7 @@ def _check_even(dim: int) -> None:
         )
 
 
-def complex_multiply(
-    embs: FloatTensorType, real: FloatTensorType, imag: FloatTensorType
-) -> FloatTensorType:
+def complex_multiply(embs: FloatTensorType, real: FloatTensorType, imag: FloatTensorType) -> FloatTensorType:
     """(a + ib)(c + id) with a, b the halves of ``embs`` and c, d = ``real``, ``imag``."""
     half = embs.shape[-1] // 2
     a, b = embs[..., :half], embs[..., half:]

@@ -99,4 +99,3 @@ def build_regularizer(name: str, coef: float) -> N3Regularizer | None:
     """
     cls = REGULARIZERS.get(name)
     return cls(coef) if coef != 0 else None
-

@@ -122,9 +122,7 @@ class WorkerPool(Generic[R]):
         if self._closed:
             raise RuntimeError("the worker pool is closed; create a new WorkerPool")
         if len(per_worker_args) > self.num_workers:
-            raise ValueError(
-                f"got {len(per_worker_args)} worker args but the pool has {self.num_workers} workers"
-            )
+            raise ValueError(f"got {len(per_worker_args)} worker args but the pool has {self.num_workers} workers")
         return self.run_alongside(fn, per_worker_args, None)
 
     def run_alongside(
@@ -334,7 +332,11 @@ class HogwildWorkers(Generic[R]):
     """
 
     def __init__(
-        self, num_workers: int, init_fn: Callable[[int, Any], Any], init_payload: Any, start_method: str = "spawn",
+        self,
+        num_workers: int,
+        init_fn: Callable[[int, Any], Any],
+        init_payload: Any,
+        start_method: str = "spawn",
         prestarted: PrestartedChildren | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
@@ -384,7 +386,11 @@ class HogwildWorkers(Generic[R]):
         if self._children is None:
             init_fn, init_payload = self._init
             self._children = WorkerPool(
-                self.num_workers - 1, _init_shifted, (init_fn, init_payload), self._start_method, prestarted=prestarted,
+                self.num_workers - 1,
+                _init_shifted,
+                (init_fn, init_payload),
+                self._start_method,
+                prestarted=prestarted,
             )
         return self._children
 

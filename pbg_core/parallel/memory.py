@@ -89,9 +89,7 @@ class PoolBuffers:
     embeddings: dict[EntityName, torch.Tensor]
     state: dict[EntityName, torch.Tensor]
 
-    def views(
-        self, slot_map: SlotMap
-    ) -> tuple[dict[SideKey, torch.Tensor], dict[SideKey, torch.Tensor]]:
+    def views(self, slot_map: SlotMap) -> tuple[dict[SideKey, torch.Tensor], dict[SideKey, torch.Tensor]]:
         """Rebuild a job's tables from ``{(entity, side): (slot, count)}``.
 
         Both sides naming the same slot (a diagonal bucket, or an unpartitioned type)
@@ -182,8 +180,7 @@ class EmbeddingPool:
         for entity, spec in specs.items():
             if spec.max_count < 0 or spec.dim < 1 or spec.num_slots < 1:
                 raise ShapeError(
-                    f"bad slot spec for entity type {entity!r}: {spec}; need max_count >= 0, "
-                    "dim >= 1, num_slots >= 1"
+                    f"bad slot spec for entity type {entity!r}: {spec}; need max_count >= 0, dim >= 1, num_slots >= 1"
                 )
         shared = PoolBuffers(
             embeddings={e: shared_empty((s.num_slots, s.max_count, s.dim)) for e, s in specs.items()},

@@ -48,7 +48,10 @@ _received_fds: dict[int, int] = {}
 
 
 def worker_main(
-    index: int, conn: Connection, init_fn: Callable[[int, Any], Any] | None, init_payload: Any,
+    index: int,
+    conn: Connection,
+    init_fn: Callable[[int, Any], Any] | None,
+    init_payload: Any,
     owner_pid: int | None = None,
 ) -> None:
     """Entry point of a worker process: init once, then serve jobs until told to stop.
@@ -98,6 +101,7 @@ def exit_with(owner_pid: int) -> None:
     itself waits for its children. A daemon thread blocks on a pidfd of the owner
     (Linux 5.3+), else polls it once a second.
     """
+
     def watch() -> None:
         try:
             pidfd = os.pidfd_open(owner_pid)

@@ -33,10 +33,7 @@ BUCKET_ORDERS: Registry[BucketOrderFn] = Registry("bucket order")
 
 def _check_grid(nparts_lhs: int, nparts_rhs: int) -> None:
     if nparts_lhs < 1 or nparts_rhs < 1:
-        raise ValueError(
-            f"bucket grid must be at least 1 x 1, got nparts_lhs={nparts_lhs}, "
-            f"nparts_rhs={nparts_rhs}"
-        )
+        raise ValueError(f"bucket grid must be at least 1 x 1, got nparts_lhs={nparts_lhs}, nparts_rhs={nparts_rhs}")
 
 
 def lexicographic_order(nparts_lhs: int, nparts_rhs: int) -> list[Bucket]:

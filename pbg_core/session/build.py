@@ -50,8 +50,13 @@ def worker_settings(config: ConfigSchema) -> WorkerSettings:
         max_norm=config.max_norm,
     )
     return WorkerSettings(
-        loss_fn=config.loss_fn, margin=config.margin, lr=config.lr, relation_lr=config.relation_lr, train=train,
-        holdout=train.for_holdout(config.eval_num_batch_negs, config.eval_num_uniform_negs), offline=train,
+        loss_fn=config.loss_fn,
+        margin=config.margin,
+        lr=config.lr,
+        relation_lr=config.relation_lr,
+        train=train,
+        holdout=train.for_holdout(config.eval_num_batch_negs, config.eval_num_uniform_negs),
+        offline=train,
     )
 
 
@@ -109,11 +114,14 @@ def check_checkpoint_fits(
             continue
         found = store.embeddings_shape(entity, part, version)
         if found != (count, dims[entity]):
-            problems.append(f"entity type {entity!r} partition {part}: stored shape {found}, this config "
-                            f"expects ({count}, {dims[entity]}) (entity count, dimension)")
+            problems.append(
+                f"entity type {entity!r} partition {part}: stored shape {found}, this config "
+                f"expects ({count}, {dims[entity]}) (entity count, dimension)"
+            )
     if problems:
-        raise ShapeError(f"{where} does not fit this config (another config, or entities imported again?): "
-                         + "; ".join(problems))
+        raise ShapeError(
+            f"{where} does not fit this config (another config, or entities imported again?): " + "; ".join(problems)
+        )
 
 
 def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
@@ -143,10 +151,16 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     seed = config.seed if config.seed is not None else fresh_seed()
     pool = _build_pool(config, topology, counts)
     residency = PartitionResidency(
-        pool=pool, store=stores.checkpoint, init_store=stores.init, counts=counts,
-        init_scale=config.init_scale, seed=seed, committed_version=committed,
+        pool=pool,
+        store=stores.checkpoint,
+        init_store=stores.init,
+        counts=counts,
+        init_scale=config.init_scale,
+        seed=seed,
+        committed_version=committed,
         metadata=MetadataSource(config_json_text(config_to_json(config))),
-        progress=None if read_only else getattr(stores, "progress", None), embedding_lr=config.lr,
+        progress=None if read_only else getattr(stores, "progress", None),
+        embedding_lr=config.lr,
     )
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
@@ -155,20 +169,34 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     # holds ~200 MiB; spawning costs ~1.5 s once per run instead, which `pbg train` hides
     # by starting them before the session exists (pbg_core.parallel.worker_boot).
     payload = WorkerInit(for_workers, model_state.model, model_state.optimizer, pool.buffers())
-    workers: HogwildWorkers[Any] = HogwildWorkers(num_workers, init_worker, payload, start_method="spawn",
-                             prestarted=take_prestarted(num_workers - 1))
+    workers: HogwildWorkers[Any] = HogwildWorkers(
+        num_workers, init_worker, payload, start_method="spawn", prestarted=take_prestarted(num_workers - 1)
+    )
     settings = SessionSettings(
-        topology=topology, bucket_order=config.bucket_order, eval_fraction=config.eval_fraction,
+        topology=topology,
+        bucket_order=config.bucket_order,
+        eval_fraction=config.eval_fraction,
         checkpoint_preservation_interval=config.checkpoint_preservation_interval,
         relation_sides=_relation_sides(config, num_dynamic),
         featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
         batch_size=config.batch_size,
     )
-    logger.info("model from %s; %d workers; %d partitions per side (%d x %d buckets)",
-                model_state.source, num_workers, max(topology.nparts_lhs, topology.nparts_rhs),
-                topology.nparts_lhs, topology.nparts_rhs)
+    logger.info(
+        "model from %s; %d workers; %d partitions per side (%d x %d buckets)",
+        model_state.source,
+        num_workers,
+        max(topology.nparts_lhs, topology.nparts_rhs),
+        topology.nparts_lhs,
+        topology.nparts_rhs,
+    )
     return TrainingSession(
-        settings=settings, model_state=model_state, residency=residency, workers=workers,
-        store=stores.checkpoint, edge_sources=list(stores.edges), stats_sink=stores.stats, seed=seed,
+        settings=settings,
+        model_state=model_state,
+        residency=residency,
+        workers=workers,
+        store=stores.checkpoint,
+        edge_sources=list(stores.edges),
+        stats_sink=stores.stats,
+        seed=seed,
         progress_store=residency.progress,
     )

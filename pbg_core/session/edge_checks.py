@@ -55,11 +55,14 @@ def check_edges(
         )
     for side in Side:
         entities = side.pick(edges.lhs, edges.rhs)
-        limits = torch.tensor([
-            -1 if side.pick(lhs, rhs) in featurized
-            else counts[side.pick(lhs, rhs), partition_of[side.pick(lhs, rhs), side]]
-            for lhs, rhs in relation_sides
-        ])
+        limits = torch.tensor(
+            [
+                -1
+                if side.pick(lhs, rhs) in featurized
+                else counts[side.pick(lhs, rhs), partition_of[side.pick(lhs, rhs), side]]
+                for lhs, rhs in relation_sides
+            ]
+        )
         limit = limits[edges.rel]
         offsets = entities.tensor
         bad = (limit >= 0) & ((offsets < 0) | (offsets >= limit))

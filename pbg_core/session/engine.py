@@ -104,7 +104,7 @@ class TrainingSession:
         self.records = []
         self.buckets_in_pass = len(buckets)
         self.progress = self._resume_or_start(iteration, buckets)
-        return self.progress.order[self.progress.done:]
+        return self.progress.order[self.progress.done :]
 
     def preload(self, iteration: Iteration) -> None:
         """Read ahead what ``iteration``'s first bucket needs: its partitions and its edge chunk.
@@ -140,20 +140,35 @@ class TrainingSession:
         saved = self.progress_store.read(iteration.version)
         if saved is not None and saved.iteration_index == iteration.index and sorted(saved.order) == sorted(order):
             if saved.order != order:
-                logger.info("%s: resuming the recorded bucket order %s (this session drew %s: no seed is set)",
-                            iteration.label, saved.order, order)
+                logger.info(
+                    "%s: resuming the recorded bucket order %s (this session drew %s: no seed is set)",
+                    iteration.label,
+                    saved.order,
+                    order,
+                )
             self.progress_store.clear(keep_version=iteration.version)
             self.residency.restore(saved.partitions)
             self.model_where = saved.model
             if saved.model is not None:
                 self.model_state.restore_saved(self._area(saved.model), iteration.version)
-            logger.info("%s: resuming after bucket %d of %d (recorded progress of version %d)",
-                        iteration.label, saved.done, len(order), iteration.version)
+            logger.info(
+                "%s: resuming after bucket %d of %d (recorded progress of version %d)",
+                iteration.label,
+                saved.done,
+                len(order),
+                iteration.version,
+            )
             return saved
         if saved is not None:
-            logger.warning("discarding recorded progress of version %d: it is for iteration %d over buckets %s, "
-                           "not iteration %d over buckets %s", iteration.version, saved.iteration_index,
-                           sorted(saved.order), iteration.index, sorted(order))
+            logger.warning(
+                "discarding recorded progress of version %d: it is for iteration %d over buckets %s, "
+                "not iteration %d over buckets %s",
+                iteration.version,
+                saved.iteration_index,
+                sorted(saved.order),
+                iteration.index,
+                sorted(order),
+            )
         self.progress_store.clear()
         self.model_where = None
         if self.residency.restore({}):
@@ -167,8 +182,14 @@ class TrainingSession:
         # Outside a pass (offline evaluation) buckets are just numbered in call order.
         position = self.progress.order.index(bucket) if self.progress is not None else len(self.records)
         self.current = BucketRecord(bucket=bucket, position=position)
-        logger.info("%s: bucket %s (%d of %d): swapping partitions", self._label(), tuple(bucket), position + 1,
-                    self.buckets_in_pass or 1, extra=STEP)
+        logger.info(
+            "%s: bucket %s (%d of %d): swapping partitions",
+            self._label(),
+            tuple(bucket),
+            position + 1,
+            self.buckets_in_pass or 1,
+            extra=STEP,
+        )
         self.records.append(self.current)
         self.residency.io.reset()
         needed = set(self.settings.bucket_partitions(bucket))
@@ -198,8 +219,13 @@ class TrainingSession:
     def _chunk(self, iteration: Iteration, bucket: Bucket) -> tuple[EdgeList, tuple[Any, ...]]:
         """The iteration's chunk of ``bucket`` (checked, in shared memory) and the key it was read for."""
         source = self.edge_sources[iteration.edge_path_idx]
-        key = (iteration.edge_path_idx, iteration.edge_chunk_idx, iteration.num_edge_chunks, bucket,
-               source.stamp(bucket))
+        key = (
+            iteration.edge_path_idx,
+            iteration.edge_chunk_idx,
+            iteration.num_edge_chunks,
+            bucket,
+            source.stamp(bucket),
+        )
         if self.loaded is not None and key[-1] is not None and self.loaded.key == key:
             # The chunk held already (a 1-bucket, 1-chunk run trains it every epoch), its file
             # unchanged: PBG reads it again; we keep it (checked when it was read).
@@ -221,16 +247,23 @@ class TrainingSession:
         setattr(record, f"eval_{phase}", stats)
         record.timing[f"eval_{phase}"] = time.perf_counter() - started
         # PBG's "Stats before training" / "Stats after training" of the held-out edges.
-        logger.info("%s: bucket %s: held-out stats %s training: %s", self._label(), tuple(record.bucket), phase,
-                    stats.format())
+        logger.info(
+            "%s: bucket %s: held-out stats %s training: %s", self._label(), tuple(record.bucket), phase, stats.format()
+        )
         return stats.to_dict()
 
     def train(self) -> dict[str, Any]:
         """HOGWILD training of the current bucket; raises on a NaN/infinite loss."""
         loaded = self._require_edges()
         record = self._record()
-        logger.info("%s: bucket %s: training %d edges on %d workers", self._label(), tuple(record.bucket),
-                    len(loaded.train_idx), self.workers.num_workers, extra=STEP)
+        logger.info(
+            "%s: bucket %s: training %d edges on %d workers",
+            self._label(),
+            tuple(record.bucket),
+            len(loaded.train_idx),
+            self.workers.num_workers,
+            extra=STEP,
+        )
         started = time.perf_counter()
         stats = self._run_jobs(worker_jobs.train_job, loaded.train_idx, "train", shuffle=True)
         record.timing["train"] = time.perf_counter() - started
@@ -247,8 +280,13 @@ class TrainingSession:
         self.model_state.dirty = True
         seconds = record.timing["train"]
         logger.info(
-            "%s: bucket %s: trained %d edges in %.2f s (%.0f edges/s); %s", self._label(),
-            tuple(record.bucket), stats.count, seconds, stats.count / max(seconds, 1e-9), stats.format(),
+            "%s: bucket %s: trained %d edges in %.2f s (%.0f edges/s); %s",
+            self._label(),
+            tuple(record.bucket),
+            stats.count,
+            seconds,
+            stats.count / max(seconds, 1e-9),
+            stats.format(),
         )
         return stats.to_dict()
 
@@ -266,8 +304,9 @@ class TrainingSession:
         if progress.done > record.position:
             done_row = next((r for r in progress.rows if r["index"] == self._row(record, iteration)["index"]), None)
             return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row}
-        logger.info("%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket),
-                    extra=STEP)
+        logger.info(
+            "%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket), extra=STEP
+        )
         started = time.perf_counter()
         # The last bucket of a pass saves straight to the version's own names (nothing
         # references them before the commit): no copy of its partitions at write_checkpoint.
@@ -279,7 +318,10 @@ class TrainingSession:
             self.model_where = where
         row = self._row(record, iteration)
         updated = replace(
-            progress, done=record.position + 1, partitions=dict(self.residency.locations), model=self.model_where,
+            progress,
+            done=record.position + 1,
+            partitions=dict(self.residency.locations),
+            model=self.model_where,
             rows=[r for r in progress.rows if r["index"] != row["index"]] + [row],
         )
         if self.progress_store is not None:
@@ -290,7 +332,10 @@ class TrainingSession:
         seconds = time.perf_counter() - started
         record.timing["save"] = seconds
         return {
-            "bucket": list(record.bucket), "saved": [f"{e}/{p}" for e, p in saved], "seconds": seconds, "row": row,
+            "bucket": list(record.bucket),
+            "saved": [f"{e}/{p}" for e, p in saved],
+            "seconds": seconds,
+            "row": row,
         }
 
     # ---- checkpoint steps ----------------------------------------------------------------
@@ -311,11 +356,15 @@ class TrainingSession:
             Stats.from_dict(row["eval_stats_before"]) if "eval_stats_before" in row else None for row in rows
         )
         if chunk_avg is not None and rows:
-            rows.append({
-                "epoch_idx": iteration.epoch_idx, "edge_path_idx": iteration.edge_path_idx,
-                "edge_chunk_idx": iteration.edge_chunk_idx, "index": rows[-1]["index"],
-                "eval_stats_chunk_avg": chunk_avg.to_dict(),
-            })
+            rows.append(
+                {
+                    "epoch_idx": iteration.epoch_idx,
+                    "edge_path_idx": iteration.edge_path_idx,
+                    "edge_chunk_idx": iteration.edge_chunk_idx,
+                    "index": rows[-1]["index"],
+                    "eval_stats_chunk_avg": chunk_avg.to_dict(),
+                }
+            )
         self.stats_sink.write(rows)
         return iteration.version
 
@@ -363,13 +412,19 @@ class TrainingSession:
         self._check(edges, where or "edges", bucket)
         edges.share_memory_()
         indices = torch.arange(len(edges))
-        return self._dispatch(worker_jobs.eval_job, bucket, edges, indices, ("offline", *bucket), "offline",
-                              filter_index)
+        return self._dispatch(
+            worker_jobs.eval_job, bucket, edges, indices, ("offline", *bucket), "offline", filter_index
+        )
 
     def _check(self, edges: EdgeList, where: str, bucket: Bucket) -> None:
         check_edges(
-            edges, where, bucket, self.settings.relation_sides, self.settings.partition_of(bucket),
-            self.residency.counts, self.settings.featurized,
+            edges,
+            where,
+            bucket,
+            self.settings.relation_sides,
+            self.settings.partition_of(bucket),
+            self.residency.counts,
+            self.settings.featurized,
         )
 
     def _run_jobs(self, job: Any, indices: torch.Tensor, purpose: str, shuffle: bool) -> Stats:
@@ -383,8 +438,14 @@ class TrainingSession:
         return self._dispatch(job, record.bucket, self._require_edges().edges, indices, tag, mode, None)
 
     def _dispatch(
-        self, job: Any, bucket: Bucket, edges: EdgeList, indices: torch.Tensor, tag: tuple[Any, ...],
-        mode: str, filter_index: Any,
+        self,
+        job: Any,
+        bucket: Bucket,
+        edges: EdgeList,
+        indices: torch.Tensor,
+        tag: tuple[Any, ...],
+        mode: str,
+        filter_index: Any,
     ) -> Stats:
         slots = self.settings.slot_map(bucket, self.residency)
         workers = self.workers.num_workers
@@ -394,8 +455,12 @@ class TrainingSession:
         slices = split_evenly(indices, active)
         args = [
             worker_jobs.JobArgs(
-                slots=slots, edges=edges, indices=part, seed=derive_seed(self.seed, *tag, worker),
-                mode=mode, filter_index=filter_index,
+                slots=slots,
+                edges=edges,
+                indices=part,
+                seed=derive_seed(self.seed, *tag, worker),
+                mode=mode,
+                filter_index=filter_index,
             )
             for worker, part in enumerate(slices)
         ]
@@ -447,4 +512,3 @@ class TrainingSession:
         if self.iteration is None:
             raise RuntimeError("no iteration is open: call schedule_buckets(iteration) first")
         return self.iteration
-

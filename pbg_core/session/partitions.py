@@ -126,8 +126,7 @@ class PartitionTopology:
         self._check_bucket(bucket)
         part = bucket.get_partition(side)
         return sorted(
-            (entity, part if entity in self.partitioned_types else UNPARTITIONED)
-            for entity in self.types(side)
+            (entity, part if entity in self.partitioned_types else UNPARTITIONED) for entity in self.types(side)
         )
 
     def bucket_partitions(self, bucket: Bucket) -> list[PartitionKey]:
@@ -137,10 +136,7 @@ class PartitionTopology:
         (see :meth:`unpartitioned_keys`).
         """
         needed = {
-            key
-            for side in Side
-            for key in self.side_partitions(bucket, side)
-            if key[0] in self.partitioned_types
+            key for side in Side for key in self.side_partitions(bucket, side) if key[0] in self.partitioned_types
         }
         return sorted(needed)
 
@@ -192,9 +188,7 @@ def _check_inputs(
     for index, (lhs, rhs) in enumerate(relations):
         for side, name in ((Side.LHS, lhs), (Side.RHS, rhs)):
             if name not in entities:
-                problems.append(
-                    f"relations.{index}.{side.key}: unknown entity type {name!r}; known: {known}"
-                )
+                problems.append(f"relations.{index}.{side.key}: unknown entity type {name!r}; known: {known}")
     for name, count in entities.items():
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             problems.append(f"entities.{name}.num_partitions: {count!r} is not allowed; must be an int >= 1")
@@ -209,9 +203,7 @@ def _check_inputs(
     return problems
 
 
-def _side_nparts(
-    side: Side, types: Iterable[EntityName], entities: Mapping[EntityName, int]
-) -> tuple[int, str | None]:
+def _side_nparts(side: Side, types: Iterable[EntityName], entities: Mapping[EntityName, int]) -> tuple[int, str | None]:
     """The side's partition count, or a problem naming the types whose counts differ."""
     partitioned = {t: entities[t] for t in sorted(types) if entities[t] > 1}
     counts = set(partitioned.values())

@@ -64,9 +64,7 @@ class SessionSettings:
 
     def partition_of(self, bucket: Bucket) -> dict[SideKey, Partition]:
         """Partition read for each (entity type, side) in ``bucket``."""
-        return {
-            (entity, side): part for side in Side for entity, part in self.topology.side_partitions(bucket, side)
-        }
+        return {(entity, side): part for side in Side for entity, part in self.topology.side_partitions(bucket, side)}
 
     def slot_map(self, bucket: Bucket, residency: PartitionResidency) -> SlotMap:
         """Where each (entity type, side) of ``bucket`` lives in the shared pool."""
@@ -114,8 +112,10 @@ class ModelState:
     def restore_saved(self, store: PartitionStore, version: int) -> None:
         """Load the model an interrupted pass saved (it must be there)."""
         if not store.has_model(version):
-            raise PbgError(f"the recorded progress of version {version} names a model file that is missing; "
-                           "the progress area was changed from outside")
+            raise PbgError(
+                f"the recorded progress of version {version} names a model file that is missing; "
+                "the progress area was changed from outside"
+            )
         state_dict, optim = store.load_model(version)
         self._load(state_dict, optim, f"progress of version {version}")
         self.dirty = False

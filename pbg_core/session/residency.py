@@ -130,8 +130,12 @@ class PartitionResidency:
         handle = self.resident[key]
         started = time.perf_counter()
         self._target(where).save_embeddings(
-            key[0], key[1], self.open_version, handle.embeddings,
-            state_to_bytes(RowAdagrad.state_dict(handle.state, self.embedding_lr)), self.metadata(),
+            key[0],
+            key[1],
+            self.open_version,
+            handle.embeddings,
+            state_to_bytes(RowAdagrad.state_dict(handle.state, self.embedding_lr)),
+            self.metadata(),
         )
         self.io.seconds += time.perf_counter() - started
         self.io.bytes_written += handle.embeddings.numel() * 4 + handle.state.numel() * 4

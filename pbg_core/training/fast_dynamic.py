@@ -138,8 +138,9 @@ def train_batch(trainer: Trainer, tables: BucketTables, batch: EdgeList, generat
     grad_l, grad_r = rows.grads
     d_dst_r = _backward(side_l, emb_l, src_l, dst_r, grad_l, "_l")
     d_dst_l = _backward(side_r, emb_r, src_r, dst_l, grad_r, "_r")
-    reg, param_grads = _operators_backward(model, batch.rel, rel, ((emb_r, dst_r, d_dst_r, grad_r),
-                                                                    (emb_l, dst_l, d_dst_l, grad_l)))
+    reg, param_grads = _operators_backward(
+        model, batch.rel, rel, ((emb_r, dst_r, d_dst_r, grad_r), (emb_l, dst_l, d_dst_l, grad_l))
+    )
     rows.step(trainer.row_optimizer)
     _step_model(trainer, param_grads)
     metrics = {
@@ -168,7 +169,8 @@ def _uniforms(
     """Each side's uniform negatives [C, U] (None when off), drawn LHS first as the generic path."""
     return [
         sample_uniform(num_chunks, num_uniform, tables.embeddings[key].shape[0], generator)
-        if on and num_uniform > 0 else None
+        if on and num_uniform > 0
+        else None
         for key, on in zip(keys, sides_on)
     ]
 
@@ -215,7 +217,11 @@ def _padded(
     lhs, rhs, rel = batch.lhs.tensor, batch.rhs.tensor, batch.rel
     scale: float | FloatTensorType = weight if batch.weight is None else batch.weight * weight
     if pad == 0:
-        return (lhs, rhs), rel.view(num_chunks, chunk), scale.view(num_chunks, -1) if isinstance(scale, torch.Tensor) else scale
+        return (
+            (lhs, rhs),
+            rel.view(num_chunks, chunk),
+            scale.view(num_chunks, -1) if isinstance(scale, torch.Tensor) else scale,
+        )
     lhs, rhs, rel = (torch.cat([t, t[:1].expand(pad)]) for t in (lhs, rhs, rel))
     per_edge = scale if isinstance(scale, torch.Tensor) else torch.full((len(batch),), scale)
     scale = torch.cat([per_edge, per_edge.new_zeros(pad)]).view(num_chunks, chunk)
@@ -257,7 +263,11 @@ def _score(
 
 
 def _backward(
-    side: SideGrads, rows: FloatTensorType, src: FloatTensorType, dst: FloatTensorType, grad_rows: FloatTensorType,
+    side: SideGrads,
+    rows: FloatTensorType,
+    src: FloatTensorType,
+    dst: FloatTensorType,
+    grad_rows: FloatTensorType,
     tag: str,
 ) -> FloatTensorType:
     """Write the gradient of one direction's rows into ``grad_rows``; return that of ``dst``.

@@ -166,9 +166,7 @@ class RowAdagrad:
         return True
 
 
-def fold_duplicate_rows_(
-    indices: LongTensorType, grads: FloatTensorType, slots: LongTensorType | None = None
-) -> None:
+def fold_duplicate_rows_(indices: LongTensorType, grads: FloatTensorType, slots: LongTensorType | None = None) -> None:
     """Sum the gradients of repeated ``indices`` into one copy of each row; zero the others.
 
     Afterwards every row index has at most one nonzero gradient, so per-row updates
@@ -265,11 +263,20 @@ class AsyncAdagrad:
         # RowAdagrad.state_dict); our loader reads only "sum".
         return {
             "state": {i: {"sum": s.clone(), "step": torch.tensor(0.0)} for i, s in enumerate(self.sums)},
-            "param_groups": [{
-                "lr": self.lr, "lr_decay": 0, "eps": 1e-10, "weight_decay": 0, "initial_accumulator_value": 0,
-                "foreach": None, "maximize": False, "differentiable": False, "fused": None,
-                "params": list(range(len(self.sums))),
-            }],
+            "param_groups": [
+                {
+                    "lr": self.lr,
+                    "lr_decay": 0,
+                    "eps": 1e-10,
+                    "weight_decay": 0,
+                    "initial_accumulator_value": 0,
+                    "foreach": None,
+                    "maximize": False,
+                    "differentiable": False,
+                    "fused": None,
+                    "params": list(range(len(self.sums))),
+                }
+            ],
         }
 
     def load_optimizer_state_dict(self, data: dict[str, Any]) -> None:

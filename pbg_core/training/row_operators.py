@@ -51,15 +51,25 @@ class IdentityRows:
         return rows[:, : rel.shape[1]]
 
     def backward(
-        self, op: nn.Module, rows: FloatTensorType, rel: LongTensorType, dst: FloatTensorType,
-        grad_dst: FloatTensorType, grad_rows: FloatTensorType, coef: float,
+        self,
+        op: nn.Module,
+        rows: FloatTensorType,
+        rel: LongTensorType,
+        dst: FloatTensorType,
+        grad_dst: FloatTensorType,
+        grad_rows: FloatTensorType,
+        coef: float,
     ) -> tuple[FloatTensorType, ParamGrads]:
         x, grad_x = rows[:, : rel.shape[1]], grad_rows[:, : rel.shape[1]]
         penalty = _n3(dst, coef, grad_dst) + _n3(x, coef, grad_x) if coef else grad_x.new_zeros(())
         return penalty, self.param_backward(op, x, rel, grad_dst, grad_x)
 
     def param_backward(
-        self, op: nn.Module, x: FloatTensorType, rel: LongTensorType, grad_dst: FloatTensorType,
+        self,
+        op: nn.Module,
+        x: FloatTensorType,
+        rel: LongTensorType,
+        grad_dst: FloatTensorType,
         grad_x: FloatTensorType,
     ) -> ParamGrads:
         """Add the operator's gradient w.r.t. ``x`` into ``grad_x``; the parameters' gradients."""
@@ -96,7 +106,11 @@ class TranslationRows(_VectorRows):
         return torch.add(rows[:, : rel.shape[1]], per_edge(self.param(op), rel), out=out)
 
     def param_backward(
-        self, op: nn.Module, x: FloatTensorType, rel: LongTensorType, grad_dst: FloatTensorType,
+        self,
+        op: nn.Module,
+        x: FloatTensorType,
+        rel: LongTensorType,
+        grad_dst: FloatTensorType,
         grad_x: FloatTensorType,
     ) -> ParamGrads:
         grad_x.add_(grad_dst)
@@ -114,7 +128,11 @@ class DiagonalRows(_VectorRows):
         return torch.mul(rows[:, : rel.shape[1]], per_edge(self.param(op), rel), out=out)
 
     def param_backward(
-        self, op: nn.Module, x: FloatTensorType, rel: LongTensorType, grad_dst: FloatTensorType,
+        self,
+        op: nn.Module,
+        x: FloatTensorType,
+        rel: LongTensorType,
+        grad_dst: FloatTensorType,
         grad_x: FloatTensorType,
     ) -> ParamGrads:
         param = self.param(op)
@@ -143,8 +161,14 @@ class ComplexDiagonalRows:
         return out
 
     def backward(
-        self, op: nn.Module, rows: FloatTensorType, rel: LongTensorType, dst: FloatTensorType,
-        grad_dst: FloatTensorType, grad_rows: FloatTensorType, coef: float,
+        self,
+        op: nn.Module,
+        rows: FloatTensorType,
+        rel: LongTensorType,
+        dst: FloatTensorType,
+        grad_dst: FloatTensorType,
+        grad_rows: FloatTensorType,
+        coef: float,
     ) -> tuple[FloatTensorType | float, ParamGrads]:
         op_real, op_imag = _complex_params(op)
         real, imag = op_real.detach(), op_imag.detach()

@@ -155,8 +155,11 @@ def _resolve_version(checkpoints: CheckpointStore, url: str, version: int | None
         return committed
     present = [v for v in checkpoints.list_versions() if v <= committed]
     if version not in present:
-        raise DataNotFound(url, f"no checkpoint version {version} to export; versions present: "
-                           f"{', '.join(map(str, present)) or 'none'} (latest committed: {committed})")
+        raise DataNotFound(
+            url,
+            f"no checkpoint version {version} to export; versions present: "
+            f"{', '.join(map(str, present)) or 'none'} (latest committed: {committed})",
+        )
     return version
 
 

@@ -84,8 +84,11 @@ class NameCounter:
 
     def snapshot(self) -> dict[str, Any]:
         """State to :meth:`restore` when a file must be read again on the slow path."""
-        return {"entities": {n: i.snapshot() for n, i in self.entities.items()}, "relations": self.relations.snapshot(),
-                "unknown_relations": Counter(self.unknown_relations)}
+        return {
+            "entities": {n: i.snapshot() for n, i in self.entities.items()},
+            "relations": self.relations.snapshot(),
+            "unknown_relations": Counter(self.unknown_relations),
+        }
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Forget everything counted since ``snap``."""
@@ -129,8 +132,12 @@ class NameCounter:
         return lut[indices] if len(lut) else np.zeros(0, dtype=np.int64)
 
     def _count_type(
-        self, index: NameIndex, todo: list[tuple[int, np.ndarray]], columns: tuple[pa.Array, pa.Array],
-        ids: list[np.ndarray], n: int,
+        self,
+        index: NameIndex,
+        todo: list[tuple[int, np.ndarray]],
+        columns: tuple[pa.Array, pa.Array],
+        ids: list[np.ndarray],
+        n: int,
     ) -> None:
         """Map and count the names of one entity type found on the sides/rows of ``todo``."""
         selected = []

@@ -67,8 +67,9 @@ def _string_layout(strings: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarra
     copy of the data: ``view[i]`` is the 8 bytes starting at byte ``i``.
     """
     n = len(strings)
-    offset_type = np.int64 if pa.types.is_large_string(strings.type) or pa.types.is_large_binary(strings.type) \
-        else np.int32
+    offset_type = (
+        np.int64 if pa.types.is_large_string(strings.type) or pa.types.is_large_binary(strings.type) else np.int32
+    )
     _, offsets_buf, data_buf = strings.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=offset_type)[strings.offset : strings.offset + n + 1].astype(np.int64)
     begin, end = int(offsets[0]), int(offsets[-1])

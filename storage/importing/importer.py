@@ -118,14 +118,19 @@ def import_edges(
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
         raise UsageError(
-            f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}")
+            f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}"
+        )
     strict = unknown_relations == "error" and rel_col is not None and not config.dynamic_relations
     relations = frozenset(r.name for r in config.relations) if strict else None
     spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines, relations)
     options = {
-        "columns": [lhs_col, rhs_col, rel_col, weight_col], "delimiter": delimiter, "skip_bad_lines": skip_bad_lines,
-        "unknown_relations": unknown_relations, "relation_type_min_count": relation_type_min_count,
-        "entity_min_count": entity_min_count, "seed": seed,
+        "columns": [lhs_col, rhs_col, rel_col, weight_col],
+        "delimiter": delimiter,
+        "skip_bad_lines": skip_bad_lines,
+        "unknown_relations": unknown_relations,
+        "relation_type_min_count": relation_type_min_count,
+        "entity_min_count": entity_min_count,
+        "seed": seed,
     }
     so = config.storage_options_for_fs()
     check_outputs(config)  # before the manifest is looked for inside them
@@ -145,8 +150,13 @@ def import_edges(
         if previous is None:
             later = hasher.submit(_fingerprint, config, inputs, options)
         report = run_import(
-            config, inputs, spec, relation_type_min_count=relation_type_min_count,
-            entity_min_count=entity_min_count, seed=seed, progress=progress,
+            config,
+            inputs,
+            spec,
+            relation_type_min_count=relation_type_min_count,
+            entity_min_count=entity_min_count,
+            seed=seed,
+            progress=progress,
             # Only now, when the first file is about to replace the last import's output: an
             # interrupted commit must not leave a manifest that matches, but an import that
             # fails before (a bad line, every edge skipped) leaves that output and its manifest.
@@ -163,7 +173,8 @@ def _fingerprint(config: Any, inputs: list[str], options: dict[str, Any]) -> str
     """The import's fingerprint; None when the inputs cannot be read (the import then says why)."""
     try:
         shaping = {
-            "edge_paths": list(config.edge_paths), "dynamic_relations": config.dynamic_relations,
+            "edge_paths": list(config.edge_paths),
+            "dynamic_relations": config.dynamic_relations,
             "entities": {name: e.num_partitions for name, e in config.entities.items()},
             "relations": [[r.name, r.lhs, r.rhs] for r in config.relations],
         }
@@ -187,12 +198,16 @@ def _outputs_complete(config: Any) -> bool:
     """Every entity count file and every bucket file of every edge path is there."""
     so = config.storage_options_for_fs()
     entities = EntityStore(config.entity_path, so)
-    if not all(entities.has_count(name, part) for name, e in config.entities.items()
-               for part in range(e.num_partitions)):
+    if not all(
+        entities.has_count(name, part) for name, e in config.entities.items() for part in range(e.num_partitions)
+    ):
         return False
     topology = PartitionTopology.build(
         {name: e.num_partitions for name, e in config.entities.items()},
         [(r.lhs, r.rhs) for r in config.relations],
     )
-    return all(fs.exists(EdgeTarget(path, so).bucket_url(bucket), so)
-               for path in config.edge_paths for bucket in topology.buckets())
+    return all(
+        fs.exists(EdgeTarget(path, so).bucket_url(bucket), so)
+        for path in config.edge_paths
+        for bucket in topology.buckets()
+    )

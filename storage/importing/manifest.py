@@ -66,6 +66,5 @@ def remove_manifest(entity_path: str, storage_options: Any = None) -> None:
 
 def write_manifest(entity_path: str, print_: str, report: dict[str, Any], storage_options: Any = None) -> None:
     """Record a complete import (written atomically, after every output is in place)."""
-    body = {"fingerprint": print_, "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "report": report}
+    body = {"fingerprint": print_, "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "report": report}
     fs.write_text_atomic(fs.join_url(entity_path, MANIFEST), json.dumps(body, indent=2), storage_options)

@@ -151,8 +151,9 @@ class NameIndex:
         ids[taken] = -1
         return key, check, ids, taken
 
-    def _find_alternates(self, keys: np.ndarray, checks: np.ndarray, rows: np.ndarray,
-                         names: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    def _find_alternates(
+        self, keys: np.ndarray, checks: np.ndarray, rows: np.ndarray, names: pa.ChunkedArray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(id or -1, table key) of names whose key another name holds: they live at their alternate."""
         alternates = alternate_key(keys, checks)
         ids, stored_check = self._table.find(alternates)
@@ -161,8 +162,15 @@ class NameIndex:
             _collision(names[int(rows[clash[0]])].as_py(), self.names()[int(ids[clash[0]])].as_py())
         return ids, alternates
 
-    def _add(self, keys: np.ndarray, slots: np.ndarray, checks: np.ndarray, positions: np.ndarray,
-             rows: np.ndarray, names: pa.ChunkedArray) -> np.ndarray:
+    def _add(
+        self,
+        keys: np.ndarray,
+        slots: np.ndarray,
+        checks: np.ndarray,
+        positions: np.ndarray,
+        rows: np.ndarray,
+        names: pa.ChunkedArray,
+    ) -> np.ndarray:
         """Give new ids to unseen names (possibly repeated); their ids. ``rows`` index ``names``."""
         order = np.lexsort((positions, checks, keys))  # by name, then position: a group's first is its earliest
         first = np.ones(len(order), dtype=bool)
@@ -186,8 +194,9 @@ class NameIndex:
         out[order] = id_of_group[group]
         return out
 
-    def _settle(self, keys: np.ndarray, slots: np.ndarray, checks: np.ndarray, rows: np.ndarray,
-                names: pa.ChunkedArray) -> np.ndarray:
+    def _settle(
+        self, keys: np.ndarray, slots: np.ndarray, checks: np.ndarray, rows: np.ndarray, names: pa.ChunkedArray
+    ) -> np.ndarray:
         """Table keys of new names (in id order): of two new names on one key, the later takes its alternate."""
         _, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
         later = np.ones(len(slots), dtype=bool)
@@ -199,13 +208,18 @@ class NameIndex:
         alternates = alternate_key(keys[moved], checks[moved])
         repeated = np.ones(len(moved), dtype=bool)
         repeated[np.unique(alternates, return_index=True)[1]] = False
-        in_use = ((slots[moved] != keys[moved])  # already on its alternate: both hashes collided
-                  | (self._table.find(alternates)[0] >= 0) | np.isin(alternates, slots) | repeated)
+        in_use = (
+            (slots[moved] != keys[moved])  # already on its alternate: both hashes collided
+            | (self._table.find(alternates)[0] >= 0)
+            | np.isin(alternates, slots)
+            | repeated
+        )
         if in_use.any():
             bad = int(np.flatnonzero(in_use)[0])
             row, alternate = int(rows[moved[bad]]), alternates[bad]
             candidates = np.concatenate(
-                [rows[slots == alternate], rows[moved[alternates == alternate]], rows[holder[bad : bad + 1]]])
+                [rows[slots == alternate], rows[moved[alternates == alternate]], rows[holder[bad : bad + 1]]]
+            )
             _collision(names[row].as_py(), self._holder_name(alternate, candidates[candidates != row], names))
         slots = slots.copy()
         slots[moved] = alternates

@@ -25,8 +25,11 @@ def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1
     """
     parquet = pq.ParquetFile(path)
     available = parquet.schema_arrow.names
-    wanted = {name: _parquet_column(col, available, url) for name, col in zip(spec.columns._fields, spec.columns)
-              if col is not None}
+    wanted = {
+        name: _parquet_column(col, available, url)
+        for name, col in zip(spec.columns._fields, spec.columns)
+        if col is not None
+    }
     if parquet.metadata.num_rows == 0:
         raise BadDataError(url, "row 1: expected an edge per row, the file has no rows")
     base = 0
@@ -38,8 +41,9 @@ def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1
 def _parquet_column(col: Column, available: list[str], url: str) -> str:
     if isinstance(col, int):
         if col >= len(available):
-            raise BadDataError(url, f"column index {col} is out of range: the file has {len(available)} "
-                               f"columns {available}")
+            raise BadDataError(
+                url, f"column index {col} is out of range: the file has {len(available)} columns {available}"
+            )
         return available[col]
     if col not in available:
         raise BadDataError(url, f"column {col!r} not found; the file's columns are {available}")
@@ -64,14 +68,26 @@ def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url
     problems: list[str] = []
     if bad.any() or unknown.any():
         rows = np.flatnonzero(bad | unknown)
-        problems = [f"row {base + int(i) + 1}: " + (
-            f"relation {ids['rel'][int(i)].as_py()!r} is not in the config ({expected})"
-            if unknown[i] else "expected non-empty ids and a finite weight") for i in rows]
+        problems = [
+            f"row {base + int(i) + 1}: "
+            + (
+                f"relation {ids['rel'][int(i)].as_py()!r} is not in the config ({expected})"
+                if unknown[i]
+                else "expected non-empty ids and a finite weight"
+            )
+            for i in rows
+        ]
         if not spec.skip_bad_lines:
             raise BadDataError(url, problems[0] + f" in columns {wanted}")
         bad |= unknown
         keep = pa.array(~bad)
         ids = {name: a.filter(keep) for name, a in ids.items()}
         weight = None if weight is None else weight[~bad]
-    return RawBatch(ids["lhs"], ids["rhs"], ids.get("rel"), None if weight is None else weight.astype(np.float32),
-                    lines=len(batch), bad=problems)
+    return RawBatch(
+        ids["lhs"],
+        ids["rhs"],
+        ids.get("rel"),
+        None if weight is None else weight.astype(np.float32),
+        lines=len(batch),
+        bad=problems,
+    )

@@ -135,13 +135,17 @@ def decoding_errors(url: str) -> Iterator[None]:
     try:
         yield
     except (EOFError, zlib.error, gzip.BadGzipFile) as err:
-        raise BadDataError(url, f"truncated or corrupt compressed file ({_first_line(err)}); "
-                           "download or write it again") from err
+        raise BadDataError(
+            url, f"truncated or corrupt compressed file ({_first_line(err)}); download or write it again"
+        ) from err
     except OSError as err:
         if err.errno is not None or not lower.endswith(COMPRESSED_SUFFIXES + PARQUET_SUFFIXES):
             raise
-        raise BadDataError(url, f"truncated or corrupt {'Parquet' if is_parquet(url) else 'compressed'} file "
-                           f"({_first_line(err)}); download or write it again") from err
+        raise BadDataError(
+            url,
+            f"truncated or corrupt {'Parquet' if is_parquet(url) else 'compressed'} file "
+            f"({_first_line(err)}); download or write it again",
+        ) from err
     except pa.ArrowInvalid as err:
         if not is_parquet(url):
             raise

@@ -67,8 +67,10 @@ class ImportReport:
 
     def __str__(self) -> str:
         if self.unchanged_since is not None:
-            return (f"inputs and options unchanged since the import of {self.unchanged_since}: nothing to do "
-                    f"({sum(self.edges_written):,} edges in place; --force imports again)")
+            return (
+                f"inputs and options unchanged since the import of {self.unchanged_since}: nothing to do "
+                f"({sum(self.edges_written):,} edges in place; --force imports again)"
+            )
         written = sum(self.edges_written)
         rate = self.edges_read / self.seconds if self.seconds > 0 else 0.0
         skipped = ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in self.skipped.items() if n)
@@ -82,10 +84,11 @@ class ImportReport:
             shown = ", ".join(f"{name!r} ({n:,})" for name, n in self.unknown_relations.items())
             text += f"\nrelation names not in the config (edges skipped): {shown}"
         if self.shared_names:
-            pairs = "; ".join(f"{pair}: {n:,} (e.g. {', '.join(map(repr, self.shared_examples.get(pair, [])))})"
-                              for pair, n in self.shared_names.items())
-            text += (f"\nnames under several entity types, kept as separate entities of each type (as PBG "
-                     f"does): {pairs}")
+            pairs = "; ".join(
+                f"{pair}: {n:,} (e.g. {', '.join(map(repr, self.shared_examples.get(pair, [])))})"
+                for pair, n in self.shared_names.items()
+            )
+            text += f"\nnames under several entity types, kept as separate entities of each type (as PBG does): {pairs}"
         if self.bad_lines:
             text += "\nmalformed lines skipped:\n  " + "\n  ".join(self.bad_lines)
         return text

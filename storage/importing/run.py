@@ -72,17 +72,22 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         if isinstance(col, int) and col < 0:
             raise UsageError(f"{name}_col must be a 0-based column index >= 0, got {col}")
         if isinstance(col, str) and not all(is_parquet(url) for url in inputs):
-            raise UsageError(f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
-                             f"got {list(inputs)}; use 0-based indices for text files")
+            raise UsageError(
+                f"{name}_col={col!r} is a column name: names need Parquet inputs (.parquet/.pq), "
+                f"got {list(inputs)}; use 0-based indices for text files"
+            )
     if spec.delimiter == "" or (spec.delimiter is not None and spec.delimiter.strip("\r\n") != spec.delimiter):
-        raise UsageError(f"delimiter must be None (tab or space, detected) or a string without newlines, "
-                         f"got {spec.delimiter!r}")
+        raise UsageError(
+            f"delimiter must be None (tab or space, detected) or a string without newlines, got {spec.delimiter!r}"
+        )
     dynamic = bool(config.dynamic_relations)
     if dynamic and len(config.relations) != 1:
         raise ConfigError([f"relations: dynamic_relations needs exactly 1 relation, got {len(config.relations)}"])
     if dynamic and columns.rel is None:
-        raise UsageError("rel_col (--rel-col) is required with dynamic_relations=True: relation names "
-                         "come from the data; give the 0-based column of the relation name")
+        raise UsageError(
+            "rel_col (--rel-col) is required with dynamic_relations=True: relation names "
+            "come from the data; give the 0-based column of the relation name"
+        )
     sides = [(rel.lhs, rel.rhs) for rel in config.relations]
     unknown = sorted({t for pair in sides for t in pair} - set(config.entities))
     if unknown:
@@ -92,8 +97,9 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         if not fs.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")
         if fs.isdir(url, options):
-            raise DataNotFound(url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 "
-                               "or .parquet/.pq)")
+            raise DataNotFound(
+                url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 or .parquet/.pq)"
+            )
     check_outputs(config)
     parts = {name: entity.num_partitions for name, entity in config.entities.items()}
     return ImportPlan(
@@ -121,8 +127,14 @@ def check_outputs(config: Any) -> None:
             raise OutputNotWritable(url, f"cannot create the {field} directory: {problem}")
 
 
-def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, url: str,
-             report: ImportReport, progress: PhaseProgress) -> None:
+def _consume(
+    batches: Iterator[RawBatch],
+    counter: NameCounter,
+    spill: Spill,
+    url: str,
+    report: ImportReport,
+    progress: PhaseProgress,
+) -> None:
     for batch in batches:
         spill.append(counter.consume(batch))
         report.edges_read += len(batch) + len(batch.bad)
@@ -131,8 +143,9 @@ def _consume(batches: Iterator[RawBatch], counter: NameCounter, spill: Spill, ur
         progress.advance(batch.lines)
 
 
-def count_input(url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport,
-                progress: PhaseProgress) -> None:
+def count_input(
+    url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport, progress: PhaseProgress
+) -> None:
     """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
     with fs.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
         if is_parquet(url):
@@ -169,8 +182,9 @@ def names_json(names: pa.Array) -> str:
     return '[\n    "' + '",\n    "'.join(names.to_pylist()) + '"\n]'
 
 
-def _write_entity_files(store: EntityStore, counter: NameCounter, entities: dict[str, Assignment],
-                        relation_names: list[str], dynamic: bool) -> None:
+def _write_entity_files(
+    store: EntityStore, counter: NameCounter, entities: dict[str, Assignment], relation_names: list[str], dynamic: bool
+) -> None:
     for name, assignment in entities.items():
         names = counter.entities[name].names()
         for part in range(assignment.num_partitions):
@@ -179,8 +193,9 @@ def _write_entity_files(store: EntityStore, counter: NameCounter, entities: dict
             # Written directly (not EntityStore.save_names): same bytes, a fraction of the time.
             part_names = names.take(pa.array(ids, type=pa.int64()))
             text = names_json(part_names.combine_chunks() if isinstance(part_names, pa.ChunkedArray) else part_names)
-            fs.write_text_atomic(fs.join_url(store.url, layout.entity_names_file(name, part)), text,
-                                 store.storage_options)
+            fs.write_text_atomic(
+                fs.join_url(store.url, layout.entity_names_file(name, part)), text, store.storage_options
+            )
     if dynamic:
         store.save_dynamic_relation_count(len(relation_names))
     # Always written, also in standard mode (PBG fix #212): export checks names against it.
@@ -201,22 +216,36 @@ def _report_shared_names(counter: NameCounter, report: ImportReport) -> None:
 def nothing_imported(report: ImportReport, relation_names: Sequence[str], entity_min_count: int) -> str:
     """Why an import whose every edge was skipped wrote nothing: one line, every reason counted."""
     why = {
-        "unknown_relation": "relation name not in the config" + (
+        "unknown_relation": "relation name not in the config"
+        + (
             f" (seen: {', '.join(f'{n!r} ({c:,})' for n, c in report.unknown_relations.items())}; the config "
-            f"has {', '.join(map(repr, relation_names))})" if report.unknown_relations else ""),
+            f"has {', '.join(map(repr, relation_names))})"
+            if report.unknown_relations
+            else ""
+        ),
         "unknown_entity": f"entity seen fewer than entity_min_count={entity_min_count} times",
         "blank_line": "blank line",
         "malformed_line": "malformed line" + (f" (first: {report.bad_lines[0]})" if report.bad_lines else ""),
     }
     groups = "; ".join(f"{count:,} skipped: {why[reason]}" for reason, count in report.skipped.items() if count)
-    return (f"read {report.edges_read:,} edges and every one was skipped ({groups or 'no edges'}); "
-            "nothing was written (the output of an earlier import, if any, is kept)")
+    return (
+        f"read {report.edges_read:,} edges and every one was skipped ({groups or 'no edges'}); "
+        "nothing was written (the output of an earlier import, if any, is kept)"
+    )
 
 
 def run_import(
-    config: Any, inputs: Sequence[str], spec: ReadSpec, *, relation_type_min_count: int = 1,
-    entity_min_count: int = 1, seed: int | None = None, progress: ProgressFn | None = None,
-    spill_dir: str | None = None, chunk_edges: int | None = None, before_commit: Callable[[], None] | None = None,
+    config: Any,
+    inputs: Sequence[str],
+    spec: ReadSpec,
+    *,
+    relation_type_min_count: int = 1,
+    entity_min_count: int = 1,
+    seed: int | None = None,
+    progress: ProgressFn | None = None,
+    spill_dir: str | None = None,
+    chunk_edges: int | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> ImportReport:
     """Import ``inputs`` into ``config.entity_path`` and ``config.edge_paths`` (see the module docstring).
 
@@ -245,8 +274,10 @@ def run_import(
     plan = make_plan(config, inputs, spec)
     report = ImportReport()
     weighted = spec.columns.weight is not None
-    with tempfile.TemporaryDirectory(prefix="pbg-import-spill-", dir=spill_dir) as tmp, \
-            ThreadPoolExecutor(max_workers=2, thread_name_prefix="pbg-import") as threads:
+    with (
+        tempfile.TemporaryDirectory(prefix="pbg-import-spill-", dir=spill_dir) as tmp,
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="pbg-import") as threads,
+    ):
         counter = NameCounter(plan, threads)
         counting = PhaseProgress(progress, "counting")
         spills = []
@@ -260,8 +291,10 @@ def run_import(
             relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
         else:
             relation_names = [rel.name for rel in config.relations]
-        entities = {name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
-                    for name in plan.entity_types}
+        entities = {
+            name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
+            for name in plan.entity_types
+        }
         report.entity_counts = {name: len(a.order) for name, a in entities.items()}
         _report_shared_names(counter, report)
         report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))

@@ -82,7 +82,9 @@ class Spill:
         handles = {name: open(self._path(name), "rb") for name in self.fields}  # noqa: SIM115 - the spill files stay open across calls; close() closes them
         try:
             for _ in range(0, self.num_edges, chunk_edges):
-                cols = {name: np.fromfile(handles[name], dtype=_FIELDS[name], count=chunk_edges) for name in self.fields}
+                cols = {
+                    name: np.fromfile(handles[name], dtype=_FIELDS[name], count=chunk_edges) for name in self.fields
+                }
                 yield SpillChunk(cols["lhs"], cols["rhs"], cols["rel"], cols.get("weight"))
         finally:
             for handle in handles.values():

@@ -132,12 +132,21 @@ def _parse_block(block: bytes, spec: ReadSpec, delimiter: str) -> tuple[pa.Recor
             pa.BufferReader(pa.py_buffer(block)[start:]),
             read_options=pa_csv.ReadOptions(autogenerate_column_names=True, block_size=_PARSE_CHUNK, use_threads=True),
             parse_options=pa_csv.ParseOptions(
-                delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
-                newlines_in_values=False, ignore_empty_lines=False, invalid_row_handler=on_invalid,
+                delimiter=delimiter,
+                quote_char=False,
+                double_quote=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=on_invalid,
             ),
             convert_options=pa_csv.ConvertOptions(
-                include_columns=sorted(types), column_types=types, strings_can_be_null=False,
-                null_values=[], quoted_strings_can_be_null=False, check_utf8=True,
+                include_columns=sorted(types),
+                column_types=types,
+                strings_can_be_null=False,
+                null_values=[],
+                quoted_strings_can_be_null=False,
+                check_utf8=True,
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as err:

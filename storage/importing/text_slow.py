@@ -37,10 +37,13 @@ class _SlowBuffers:
 
     def take(self) -> RawBatch:
         batch = RawBatch(
-            pa.array(self.lhs, pa.string()), pa.array(self.rhs, pa.string()),
+            pa.array(self.lhs, pa.string()),
+            pa.array(self.rhs, pa.string()),
             pa.array(self.rel, pa.string()) if self.with_rel else None,
             np.array(self.weight, dtype=np.float32) if self.with_weight else None,
-            lines=self.lines, blank=self.blank, bad=self.bad,
+            lines=self.lines,
+            blank=self.blank,
+            bad=self.bad,
         )
         self.reset()
         return batch
@@ -67,8 +70,9 @@ def slow_block(block: bytes, first_line: int, url: str, spec: ReadSpec, delimite
     yield from _slow_lines(io.BytesIO(block), first_line, url, spec, delimiter)
 
 
-def _slow_lines(lines: Iterable[bytes], first_line: int, url: str, spec: ReadSpec,
-                delimiter: str) -> Generator[RawBatch, None, int]:
+def _slow_lines(
+    lines: Iterable[bytes], first_line: int, url: str, spec: ReadSpec, delimiter: str
+) -> Generator[RawBatch, None, int]:
     """Batches of ``lines`` (numbered from ``first_line``); returns the number of edges."""
     columns = spec.columns
     sep = delimiter.encode("utf-8")
@@ -109,14 +113,16 @@ def _slow_lines(lines: Iterable[bytes], first_line: int, url: str, spec: ReadSpe
 
 
 def _parse_line(
-    words: list[bytes], columns: Columns, first: bool, relations: frozenset[str] | None = None,
+    words: list[bytes],
+    columns: Columns,
+    first: bool,
+    relations: frozenset[str] | None = None,
 ) -> tuple[tuple[str, str, str | None, float | None] | None, str | None]:
     """(fields, None) for an edge, (None, None) for a blank line, (None, problem) if malformed."""
     if len(words) < columns.needed:
         hint = " (is a column index or the delimiter wrong?)" if first else ""
         return None, (
-            f"expected at least {columns.needed} columns ({columns.describe()}, 0-based) "
-            f"but found {len(words)}{hint}"
+            f"expected at least {columns.needed} columns ({columns.describe()}, 0-based) but found {len(words)}{hint}"
         )
     values: dict[str, str] = {}
     for name, col in columns.ids():

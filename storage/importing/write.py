@@ -116,8 +116,9 @@ class ChunkMapper:
         # Bucket keys as small as they fit: numpy's stable argsort is a radix sort for 16 bits.
         return np.uint16 if self.num_buckets <= 2**16 else np.int64
 
-    def _locate(self, side: int, ids: np.ndarray, rel: np.ndarray, known: np.ndarray,
-                offsets: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def _locate(
+        self, side: int, ids: np.ndarray, rel: np.ndarray, known: np.ndarray, offsets: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """(partition or -1, offset) of every row's entity on ``side``."""
         types = row_types(self.plan, side, rel, known)
         if len(types) == 1 and bool(types[0][1].all()):  # one type, every relation known
@@ -166,8 +167,9 @@ def _grouped(mapped: Mapped, num_buckets: int, num_edges: int) -> _Grouped:
 class _BucketFiles:
     """The open, pre-sized files of every bucket of one edge path, with a write cursor each."""
 
-    def __init__(self, target: EdgeTarget, plan: ImportPlan, sizes: np.ndarray, weighted: bool,
-                 stack: ExitStack) -> None:
+    def __init__(
+        self, target: EdgeTarget, plan: ImportPlan, sizes: np.ndarray, weighted: bool, stack: ExitStack
+    ) -> None:
         self.datasets: list[dict[str, h5py.Dataset]] = []
         self.cursor = np.zeros(len(sizes), dtype=np.int64)
         for key, size in enumerate(sizes.tolist()):
@@ -191,8 +193,13 @@ class _BucketFiles:
 
 
 def write_buckets(
-    spill: Spill, mapper: ChunkMapper, target: EdgeTarget, sizes: np.ndarray, weighted: bool,
-    on_chunk: Callable[[int], None], chunk_edges: int = CHUNK_EDGES,
+    spill: Spill,
+    mapper: ChunkMapper,
+    target: EdgeTarget,
+    sizes: np.ndarray,
+    weighted: bool,
+    on_chunk: Callable[[int], None],
+    chunk_edges: int = CHUNK_EDGES,
 ) -> int:
     """Write every bucket file of one edge path (all of the grid, empty ones too); edges written.
 

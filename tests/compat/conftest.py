@@ -19,8 +19,10 @@ def pbg_tools() -> PbgTools:
     """PBG's console scripts; skips the test when the PBG virtualenv is absent."""
     bin_dir = venv_dir() / "bin"
     if not (bin_dir / "torchbiggraph_train").is_file():
-        pytest.skip(f"PyPI torchbiggraph==1.0.0 not found: {bin_dir / 'torchbiggraph_train'} is missing "
-                    f"(run `make pbg-venv`, or set {VENV_ENV} to a virtualenv that has it)")
+        pytest.skip(
+            f"PyPI torchbiggraph==1.0.0 not found: {bin_dir / 'torchbiggraph_train'} is missing "
+            f"(run `make pbg-venv`, or set {VENV_ENV} to a virtualenv that has it)"
+        )
     return PbgTools(bin_dir)
 
 
@@ -29,9 +31,11 @@ def pbg_main_src(pbg_tools: PbgTools) -> Path:
     """PBG's main-branch source (run with the 1.0.0 virtualenv's Python); skips when absent."""
     src = main_src_dir()
     if src is None:
-        pytest.skip(f"PBG main-branch source not found: set {MAIN_SRC_ENV} to a checkout of "
-                    "github.com/facebookresearch/PyTorch-BigGraph (main) kept outside this repo, the directory "
-                    "holding torchbiggraph/regularizers.py (PyPI 1.0.0 has no N3 regularizer and no eval loss)")
+        pytest.skip(
+            f"PBG main-branch source not found: set {MAIN_SRC_ENV} to a checkout of "
+            "github.com/facebookresearch/PyTorch-BigGraph (main) kept outside this repo, the directory "
+            "holding torchbiggraph/regularizers.py (PyPI 1.0.0 has no N3 regularizer and no eval loss)"
+        )
     return src
 
 

@@ -54,8 +54,9 @@ class PbgTools:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PYTHON"))}
         env["OMP_NUM_THREADS"] = "1"  # two cores shared with other test processes
         argv = [str(self.bin_dir / f"torchbiggraph_{tool}"), *args]
-        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=PBG_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=PBG_TIMEOUT_S, check=False
+        )
         if check and done.returncode != 0:
             pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         return done
@@ -97,8 +98,9 @@ def main_src_dir() -> Path | None:
     return Path(value)
 
 
-def run_driver(tools: PbgTools, request: Mapping[str, Any] | list[Mapping[str, Any]], work: Path,
-               main_src: Path | None = None) -> Any:
+def run_driver(
+    tools: PbgTools, request: Mapping[str, Any] | list[Mapping[str, Any]], work: Path, main_src: Path | None = None
+) -> Any:
     """Run ``pbg_driver.py`` on ``request`` (or a list of requests, in one process) with PBG's Python
     (main-branch source first on the path when ``main_src`` is given); returns its result(s)."""
     import torch

@@ -104,15 +104,23 @@ def _train_step(request: dict[str, Any]) -> dict[str, Any]:
     scores, reg = _scores_and_reg(model, edges)
     loss_fn = _make_loss(config.loss_fn, config.margin)
     weight = request["edges"].get("weight")
-    sides = [loss_fn(p, n, weight) if weight is not None else loss_fn(p, n)
-             for p, n in ((scores.lhs_pos, scores.lhs_neg), (scores.rhs_pos, scores.rhs_neg))]
+    sides = [
+        loss_fn(p, n, weight) if weight is not None else loss_fn(p, n)
+        for p, n in ((scores.lhs_pos, scores.lhs_neg), (scores.rhs_pos, scores.rhs_neg))
+    ]
     rel = 0 if config.dynamic_relations else int(request["edges"]["rel"].reshape(-1)[0])
     loss = config.relations[rel].weight * (sides[0] + sides[1])
     (loss + reg if reg is not None else loss).backward()
-    grads = {f"table.{name}": t.grad.to_dense() if t.grad is not None else torch.zeros_like(t)
-             for name, t in tables.items()}
-    grads.update({name: p.grad for name, p in model.named_parameters()
-                  if p.grad is not None and not name.startswith(("lhs_embs.", "rhs_embs."))})  # tables: above
+    grads = {
+        f"table.{name}": t.grad.to_dense() if t.grad is not None else torch.zeros_like(t) for name, t in tables.items()
+    }
+    grads.update(
+        {
+            name: p.grad
+            for name, p in model.named_parameters()
+            if p.grad is not None and not name.startswith(("lhs_embs.", "rhs_embs."))
+        }
+    )  # tables: above
     return {
         "scores": {k: getattr(scores, k).detach() for k in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg")},
         "loss": loss.detach(),

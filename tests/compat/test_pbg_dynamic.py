@@ -92,9 +92,14 @@ def imports(pbg_tools: PbgTools, tmp_path_factory: pytest.TempPathFactory) -> tu
         if side == "pbg":
             pbg_tools.run("import_from_tsv", *columns, str(config), str(tsv), cwd=root)
         else:
-            done = subprocess.run([PBG_CLI, "import", str(config), str(tsv), *columns, "--weight-col", "3",
-                                   "-p", "seed=0"], cwd=root,
-                                  capture_output=True, text=True, timeout=300, check=False)
+            done = subprocess.run(
+                [PBG_CLI, "import", str(config), str(tsv), *columns, "--weight-col", "3", "-p", "seed=0"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
             assert done.returncode == 0, done.stderr[-3000:]
         roots.append(root)
     return roots[0], roots[1], tsv
@@ -126,8 +131,9 @@ def test_we_train_on_pbg_dynamic_import(imports: tuple[Path, Path, Path], prefec
     assert sum(b["train"]["count"] for b in iteration["buckets"]) == 3000
 
 
-def test_torchbiggraph_trains_on_our_weighted_dynamic_import(imports: tuple[Path, Path, Path],
-                                                            pbg_tools: PbgTools) -> None:
+def test_torchbiggraph_trains_on_our_weighted_dynamic_import(
+    imports: tuple[Path, Path, Path], pbg_tools: PbgTools
+) -> None:
     _, our_root, _ = imports
     pbg_tools.run("train", str(our_root / "config.py"), "-p", f"checkpoint_path={our_root / 'pbg_ckpt'}", cwd=our_root)
     assert (our_root / "pbg_ckpt" / "checkpoint_version.txt").read_text().strip() == "1"

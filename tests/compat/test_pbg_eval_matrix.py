@@ -48,8 +48,10 @@ _METRIC = re.compile(r"(\w+):\s+([-+0-9.eE]+|nan|inf)")
 def write_graph(root: Path) -> list[Path]:
     """train.tsv (every relation) and one test TSV per operator's relation."""
     rng = random.Random(7)
+
     def triples(rel: str, count: int) -> str:
         return "".join(f"n{rng.randrange(NODES)}\t{rel}\tn{rng.randrange(NODES)}\n" for _ in range(count))
+
     files = [root / "train.tsv"]
     files[0].write_text("".join(triples(f"r_{op}", 150) for op in OPERATORS))
     for op in OPERATORS:
@@ -65,8 +67,9 @@ def config_dict(root: Path, comparator: str) -> dict[str, Any]:
         "edge_paths": [str(data / "train"), *(str(data / f"test_{op}") for op in OPERATORS)],
         "checkpoint_path": str(root / f"ckpt_{comparator}"),
         "entities": {"node": {"num_partitions": 1}},
-        "relations": [{"name": f"r_{op}", "lhs": "node", "rhs": "node", "operator": op, "all_negs": True}
-                      for op in OPERATORS],
+        "relations": [
+            {"name": f"r_{op}", "lhs": "node", "rhs": "node", "operator": op, "all_negs": True} for op in OPERATORS
+        ],
         "dimension": 8,
         "global_emb": True,
         "comparator": comparator,
@@ -94,9 +97,27 @@ def workspace(pbg_tools: PbgTools, prefect_api: None, tmp_path_factory: pytest.T
     root = tmp_path_factory.mktemp("eval_matrix")
     files = write_graph(root)
     config = write_pbg_config(root / "matrix_dot.py", config_dict(root, "dot"))
-    done = subprocess.run([PBG_CLI, "import", str(config), *map(str, files), "--lhs-col", "0", "--rel-col", "1",
-                           "--rhs-col", "2", "-p", "seed=0"], cwd=root, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [
+            PBG_CLI,
+            "import",
+            str(config),
+            *map(str, files),
+            "--lhs-col",
+            "0",
+            "--rel-col",
+            "1",
+            "--rhs-col",
+            "2",
+            "-p",
+            "seed=0",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return root
 
@@ -129,8 +150,9 @@ def assert_same(ours: dict[str, float], theirs: dict[str, float], label: Any) ->
 
 
 @pytest.mark.parametrize("comparator", COMPARATORS)
-def test_pbg_eval_and_torchbiggraph_eval_agree_per_operator(comparator: str, workspace: Path,
-                                                            pbg_tools: PbgTools) -> None:
+def test_pbg_eval_and_torchbiggraph_eval_agree_per_operator(
+    comparator: str, workspace: Path, pbg_tools: PbgTools
+) -> None:
     from flows.evaluate import pbg_eval
     from flows.train import pbg
 
@@ -147,5 +169,8 @@ def test_pbg_eval_and_torchbiggraph_eval_agree_per_operator(comparator: str, wor
             assert ours["count"] == TEST_EDGES
             assert_same(ours, theirs[index], (comparator, OPERATORS[index], extra))
         # The flow itself, over all six paths, against PBG's overall "Stats:" line.
-        assert_same(pbg_eval(config=load_config(str(config_file), [*overrides, "seed=0"])),
-                    parse_pbg_stats(output), (comparator, "all", extra))
+        assert_same(
+            pbg_eval(config=load_config(str(config_file), [*overrides, "seed=0"])),
+            parse_pbg_stats(output),
+            (comparator, "all", extra),
+        )

@@ -77,8 +77,7 @@ class Workspace:
         self.pbg_data = root / "pbg_data"
         # The planted graph imported by *our* importer (tests/conftest.py graph_2x2).
         self.our_data = our_entity_path
-        config = base_config(self.pbg_data, [self.pbg_data / "train", self.pbg_data / "test"],
-                             root / "unused")
+        config = base_config(self.pbg_data, [self.pbg_data / "train", self.pbg_data / "test"], root / "unused")
         self.config = write_pbg_config(root / "compat_config.py", config)
 
     def overrides(self, data: Path, split: str, checkpoint: Path, **extra: Any) -> list[str]:
@@ -86,11 +85,13 @@ class Workspace:
         pairs = {"entity_path": data, "edge_paths": data / split, "checkpoint_path": checkpoint, **extra}
         return [f"{key}={value}" for key, value in pairs.items()]
 
-    def pbg(self, tools: PbgTools, tool: str, overrides: list[str], *args: str,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+    def pbg(
+        self, tools: PbgTools, tool: str, overrides: list[str], *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run a PBG tool on the config with ``overrides``."""
-        return tools.run(tool, str(self.config), *[a for o in overrides for a in ("-p", o)], *args,
-                         cwd=self.root, check=check)
+        return tools.run(
+            tool, str(self.config), *[a for o in overrides for a in ("-p", o)], *args, cwd=self.root, check=check
+        )
 
     def our_train(self, overrides: list[str]) -> dict[str, Any]:
         """Our ``pbg`` flow (as ``pbg train CONFIG -p ... -p seed=0``)."""
@@ -106,8 +107,7 @@ class Workspace:
 
     def our_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The ``pbg`` console script (import/export: no flow, no Prefect server)."""
-        done = subprocess.run([PBG_CLI, *args], cwd=self.root, capture_output=True, text=True,
-                              timeout=300, check=False)
+        done = subprocess.run([PBG_CLI, *args], cwd=self.root, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, f"pbg {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
         return done
 
@@ -116,8 +116,19 @@ class Workspace:
 def ws(pbg_tools: PbgTools, prefect_api: None, graph_2x2: Any, tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     """The workspace, with the planted graph imported by PBG's ``torchbiggraph_import_from_tsv``."""
     ws = Workspace(tmp_path_factory.mktemp("compat"), graph_2x2.root, Path(graph_2x2.entity_path))
-    pbg_tools.run("import_from_tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2",
-                  str(ws.config), str(ws.train_tsv), str(ws.test_tsv), cwd=ws.root)
+    pbg_tools.run(
+        "import_from_tsv",
+        "--lhs-col",
+        "0",
+        "--rel-col",
+        "1",
+        "--rhs-col",
+        "2",
+        str(ws.config),
+        str(ws.train_tsv),
+        str(ws.test_tsv),
+        cwd=ws.root,
+    )
     return ws
 
 
@@ -252,10 +263,24 @@ def test_torchbiggraph_export_of_our_checkpoint_matches_pbg_export(
     overrides = ws.overrides(ws.our_data, "train_partitioned", ours_on_our_import)
     theirs = (ws.root / "pbg_entities.tsv", ws.root / "pbg_relations.tsv")
     ours = (ws.root / "our_entities.tsv", ws.root / "our_relations.tsv")
-    ws.pbg(pbg_tools, "export_to_tsv", overrides,
-           "--entities-output", str(theirs[0]), "--relation-types-output", str(theirs[1]))
-    ws.our_cli("export", str(ws.config), *[a for o in overrides for a in ("-p", o)],
-               "--entities-output", str(ours[0]), "--relation-types-output", str(ours[1]))
+    ws.pbg(
+        pbg_tools,
+        "export_to_tsv",
+        overrides,
+        "--entities-output",
+        str(theirs[0]),
+        "--relation-types-output",
+        str(theirs[1]),
+    )
+    ws.our_cli(
+        "export",
+        str(ws.config),
+        *[a for o in overrides for a in ("-p", o)],
+        "--entities-output",
+        str(ours[0]),
+        "--relation-types-output",
+        str(ours[1]),
+    )
     pbg_entities, our_entities = read_tsv_rows(theirs[0], 1), read_tsv_rows(ours[0], 1)
     assert len(pbg_entities) == 200 and list(our_entities) == list(pbg_entities)
     for name, values in pbg_entities.items():
@@ -287,9 +312,24 @@ def test_skips_cleanly_without_pbg_venv(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env[VENV_ENV] = str(tmp_path / "missing-venv")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", __file__,
-         "-k", "not test_skips_cleanly_without_pbg_venv"],
-        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            __file__,
+            "-k",
+            "not test_skips_cleanly_without_pbg_venv",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "7 skipped" in done.stdout and "passed" not in done.stdout and "failed" not in done.stdout, done.stdout

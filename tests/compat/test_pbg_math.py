@@ -78,8 +78,10 @@ def random_case(count: int, num_edges: int, seed: int) -> tuple[torch.Tensor, to
 def random_params(model: MultiRelationEmbedder, seed: int) -> dict[str, torch.Tensor]:
     """Random operator parameters (PBG's state-dict keys are ours)."""
     gen = torch.Generator().manual_seed(seed)
-    return {name: torch.randn(p.shape, generator=gen) * 0.7 + (1.0 if "diagonal" in name or "real" in name else 0.0)
-            for name, p in model.state_dict().items()}
+    return {
+        name: torch.randn(p.shape, generator=gen) * 0.7 + (1.0 if "diagonal" in name or "real" in name else 0.0)
+        for name, p in model.state_dict().items()
+    }
 
 
 # ---- comparators and losses (1.0.0) --------------------------------------------------------------
@@ -94,8 +96,14 @@ def comparator_request(name: str) -> dict[str, Any]:
     # rounding leaves tiny negative squared distances that PBG keeps.
     lhs_neg = torch.cat([lhs_pos, torch.randn(3, 5, 8, generator=gen)], dim=1)
     rhs_neg = torch.cat([rhs_pos, torch.randn(3, 5, 8, generator=gen)], dim=1)
-    return {"case": "comparator", "name": name, "lhs_pos": lhs_pos, "rhs_pos": rhs_pos, "lhs_neg": lhs_neg,
-            "rhs_neg": rhs_neg}
+    return {
+        "case": "comparator",
+        "name": name,
+        "lhs_pos": lhs_pos,
+        "rhs_pos": rhs_pos,
+        "lhs_neg": lhs_neg,
+        "rhs_neg": rhs_neg,
+    }
 
 
 def loss_request(name: str) -> dict[str, Any]:
@@ -148,8 +156,13 @@ def test_losses_and_their_closed_forms_match_pbg(name: str, pbg_scores_and_losse
 
 
 # ---- one training step with N3 (main) ------------------------------------------------------------
-def our_train_step(cfg: dict[str, Any], table: torch.Tensor, params: dict[str, torch.Tensor],
-                   edges: dict[str, torch.Tensor], num_dynamic: int) -> dict[str, Any]:
+def our_train_step(
+    cfg: dict[str, Any],
+    table: torch.Tensor,
+    params: dict[str, torch.Tensor],
+    edges: dict[str, torch.Tensor],
+    num_dynamic: int,
+) -> dict[str, Any]:
     """What the generic training path computes for one batch (scores, loss, reg, gradients)."""
     config = parse_config(cfg)
     model = build_model(config, num_dynamic)
@@ -162,7 +175,9 @@ def our_train_step(cfg: dict[str, Any], table: torch.Tensor, params: dict[str, t
     sides = [SideBatch("e", leaf[edges[s]], mode) for s in ("lhs", "rhs")]
     scores = model.score(rel, layout, *sides)
     loss_fn, weight = build_loss(config.loss_fn, margin=config.margin), edges.get("weight")
-    loss = spec.weight * (loss_fn(scores.lhs_pos, scores.lhs_neg, weight) + loss_fn(scores.rhs_pos, scores.rhs_neg, weight))
+    loss = spec.weight * (
+        loss_fn(scores.lhs_pos, scores.lhs_neg, weight) + loss_fn(scores.rhs_pos, scores.rhs_neg, weight)
+    )
     (loss + scores.reg).backward()
     grads = {"table.e": leaf.grad, **{n: p.grad for n, p in model.named_parameters() if p.grad is not None}}
     return {"scores": scores, "loss": loss.detach(), "reg": scores.reg.detach(), "grads": grads}
@@ -176,8 +191,9 @@ NUM_DYNAMIC = 3
 def train_request(root: Path, operator: str, dynamic: bool) -> dict[str, Any]:
     cfg = config_dict(root, operator=operator, weight=1.5)
     # Global embeddings (standard mode only, in PBG as here) get random values and gradients too.
-    cfg.update(regularization_coef=0.02, dynamic_relations=dynamic, global_emb=not dynamic, loss_fn="ranking",
-               margin=0.3)
+    cfg.update(
+        regularization_coef=0.02, dynamic_relations=dynamic, global_emb=not dynamic, loss_fn="ranking", margin=0.3
+    )
     table, lhs, rhs = random_case(20, 10, seed=3)  # 10 positives in chunks of 4: 3 chunks, one padded
     gen = torch.Generator().manual_seed(4)
     rel = torch.randint(NUM_DYNAMIC, (10,), generator=gen) if dynamic else torch.tensor(0)
@@ -202,13 +218,20 @@ def pbg_train_steps(pbg_tools: PbgTools, pbg_main_src: Path, train_root: Path) -
     return dict(zip(TRAIN_CASES, run_driver(pbg_tools, requests, train_root / "pbg", pbg_main_src)))
 
 
-@pytest.mark.parametrize(("operator", "dynamic"), TRAIN_CASES,
-                         ids=[f"{'dynamic' if d else 'standard'}-{op}" for op, d in TRAIN_CASES])
-def test_training_step_with_n3_matches_pbg_main(operator: str, dynamic: bool, train_root: Path,
-                                                pbg_train_steps: dict[tuple[str, bool], Any]) -> None:
+@pytest.mark.parametrize(
+    ("operator", "dynamic"), TRAIN_CASES, ids=[f"{'dynamic' if d else 'standard'}-{op}" for op, d in TRAIN_CASES]
+)
+def test_training_step_with_n3_matches_pbg_main(
+    operator: str, dynamic: bool, train_root: Path, pbg_train_steps: dict[tuple[str, bool], Any]
+) -> None:
     request, theirs = train_request(train_root, operator, dynamic), pbg_train_steps[operator, dynamic]
-    ours = our_train_step(request["config"], request["tables"]["e"], request["model_state"], request["edges"],
-                          NUM_DYNAMIC if dynamic else 0)
+    ours = our_train_step(
+        request["config"],
+        request["tables"]["e"],
+        request["model_state"],
+        request["edges"],
+        NUM_DYNAMIC if dynamic else 0,
+    )
     for key in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg"):
         assert torch.allclose(getattr(ours["scores"], key).detach(), theirs["scores"][key], rtol=1e-5, atol=1e-5), key
     assert ours["reg"].item() == pytest.approx(theirs["reg"].item(), rel=1e-5)
@@ -219,9 +242,14 @@ def test_training_step_with_n3_matches_pbg_main(operator: str, dynamic: bool, tr
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
-def our_eval(cfg: dict[str, Any], table: torch.Tensor, params: dict[str, torch.Tensor],
-             edges: dict[str, torch.Tensor], num_dynamic: int = 0,
-             known: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+def our_eval(
+    cfg: dict[str, Any],
+    table: torch.Tensor,
+    params: dict[str, torch.Tensor],
+    edges: dict[str, torch.Tensor],
+    num_dynamic: int = 0,
+    known: dict[str, torch.Tensor] | None = None,
+) -> dict[str, float]:
     """Our evaluation of ``edges`` (one batch): summed metrics and the count."""
     config = parse_config(cfg)
     model = build_model(config, num_dynamic)
@@ -249,8 +277,13 @@ def all_negs_request(root: Path, comparator: str) -> dict[str, Any]:
     # out of the positives (whose lookup renorms their rows anyway).
     table, lhs, rhs = random_case(100, 30, seed=6)
     params = random_params(build_model(parse_config(cfg), 0), seed=7)
-    return {"case": "eval", "config": cfg, "tables": {"e": table}, "model_state": params,
-            "edges": {"lhs": lhs, "rhs": rhs, "rel": torch.tensor(0)}}
+    return {
+        "case": "eval",
+        "config": cfg,
+        "tables": {"e": table},
+        "model_state": params,
+        "edges": {"lhs": lhs, "rhs": rhs, "rel": torch.tensor(0)},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -270,15 +303,20 @@ def test_all_negs_eval_with_max_norm_ranks_as_pbg(comparator: str, pbg_all_negs_
     assert abs(ours["auc"] - theirs["auc"]) / 30 < 0.35  # only 30 draws per side each: a sanity bound
 
 
-def test_eval_loss_carries_the_relation_weight_as_pbg_main(pbg_tools: PbgTools, pbg_main_src: Path,
-                                                           tmp_path: Path) -> None:
+def test_eval_loss_carries_the_relation_weight_as_pbg_main(
+    pbg_tools: PbgTools, pbg_main_src: Path, tmp_path: Path
+) -> None:
     cfg = config_dict(tmp_path, weight=2.5)
     cfg.update(loss_fn="logistic", num_batch_negs=50, batch_size=200)
     table, lhs, rhs = random_case(60, 200, seed=8)
     edges = {"lhs": lhs, "rhs": rhs, "rel": torch.tensor(0)}
     params = random_params(build_model(parse_config(cfg), 0), seed=12)
-    theirs = run_driver(pbg_tools, {"case": "eval", "config": cfg, "tables": {"e": table}, "model_state": params,
-                                    "edges": edges}, tmp_path / "pbg", pbg_main_src)
+    theirs = run_driver(
+        pbg_tools,
+        {"case": "eval", "config": cfg, "tables": {"e": table}, "model_state": params, "edges": edges},
+        tmp_path / "pbg",
+        pbg_main_src,
+    )
     ours = our_eval(cfg, table, params, edges)
     assert_ranks_equal(ours, theirs)
     assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)  # 2.5x what an unweighted loss gives
@@ -299,8 +337,15 @@ def test_filtered_eval_matches_pbg_main(pbg_tools: PbgTools, pbg_main_src: Path,
     pick = torch.randperm(600, generator=gen)
     edges = {"lhs": anchors[pick], "rhs": targets[pick], "rel": rels[pick]}  # every known edge once
     params = random_params(build_model(parse_config(cfg), 2), seed=11)
-    request = {"case": "eval", "config": cfg, "tables": {"e": table}, "model_state": params, "edges": edges,
-               "filter_edges": known, "filter_path": str(tmp_path / "filter")}
+    request = {
+        "case": "eval",
+        "config": cfg,
+        "tables": {"e": table},
+        "model_state": params,
+        "edges": edges,
+        "filter_edges": known,
+        "filter_path": str(tmp_path / "filter"),
+    }
     theirs = run_driver(pbg_tools, request, tmp_path / "pbg", pbg_main_src)
     ours = our_eval(cfg, table, params, edges, num_dynamic=2, known=known)
     assert_ranks_equal(ours, theirs)

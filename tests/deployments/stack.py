@@ -73,7 +73,7 @@ def _process_table() -> dict[int, tuple[int, int]]:
         except OSError:
             continue  # exited meanwhile
         # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         table[int(entry.name)] = (int(fields[1]), int(fields[2]))
     return table
 
@@ -172,11 +172,15 @@ class Stack:
             if state in wanted:
                 return run
             if state in TERMINAL:
-                raise AssertionError(f"flow run {flow_run_id} ended {state} ({run['state'].get('message')}), "
-                                     f"expected {sorted(wanted)}; worker log:\n{self.worker_log_tail()}")
+                raise AssertionError(
+                    f"flow run {flow_run_id} ended {state} ({run['state'].get('message')}), "
+                    f"expected {sorted(wanted)}; worker log:\n{self.worker_log_tail()}"
+                )
             if time.monotonic() > deadline:
-                raise AssertionError(f"flow run {flow_run_id} still {state} after {timeout} s, "
-                                     f"expected {sorted(wanted)}; worker log:\n{self.worker_log_tail()}")
+                raise AssertionError(
+                    f"flow run {flow_run_id} still {state} after {timeout} s, "
+                    f"expected {sorted(wanted)}; worker log:\n{self.worker_log_tail()}"
+                )
             time.sleep(1)
 
     def set_state(self, flow_run_id: str, state_type: str, message: str) -> dict[str, Any]:

@@ -86,8 +86,12 @@ def test_invalid_parameters_are_rejected_before_a_run_exists(stack: Stack) -> No
     }
     for field, args in cases.items():
         done = subprocess.run(
-            [str(PREFECT), "deployment", "run", "pbg/train", *args], env=stack.env, cwd=REPO_ROOT,
-            capture_output=True, text=True, timeout=120,
+            [str(PREFECT), "deployment", "run", "pbg/train", *args],
+            env=stack.env,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         output = done.stdout + done.stderr
         assert done.returncode != 0, f"{args} was accepted:\n{output}"
@@ -117,7 +121,8 @@ def test_an_unreachable_s3_endpoint_fails_fast_naming_the_url_never_the_secret(
     endpoint = f"http://127.0.0.1:{_closed_port()}"
     config = config_for(graph_2x2, "s3://pbg-unreachable/model")
     config.update(
-        entity_path="s3://pbg-unreachable/data", edge_paths=["s3://pbg-unreachable/data/train_partitioned"],
+        entity_path="s3://pbg-unreachable/data",
+        edge_paths=["s3://pbg-unreachable/data/train_partitioned"],
         storage_options={"endpoint_url": endpoint, "key": "AKIAPBGTEST", "secret": SECRET},
     )
     started = time.monotonic()
@@ -141,8 +146,11 @@ def test_pbg_serve_runs_deployment_runs_without_a_worker(
     log = (tmp_path / "serve.log").open("w")
     serve = subprocess.Popen(
         [str(REPO_ROOT / ".venv" / "bin" / "pbg"), "serve", "--name", "served", "--config-url", str(config_url)],
-        env={**stack.env, "PREFECT_RUNNER_POLL_FREQUENCY": "2"}, cwd=REPO_ROOT, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        env={**stack.env, "PREFECT_RUNNER_POLL_FREQUENCY": "2"},
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 180

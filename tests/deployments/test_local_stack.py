@@ -86,7 +86,8 @@ def training_logs(stack: Stack, flow_run_id: str, at_least: int, since: float = 
     deadline = time.monotonic() + 60
     while True:
         records = [
-            record for record in stack.logs(stack.run_and_subflow_ids(flow_run_id))
+            record
+            for record in stack.logs(stack.run_and_subflow_ids(flow_run_id))
             if TRAINING_LINE.search(record["message"]) and timestamp(record["timestamp"]) >= since
         ]
         if len(records) >= at_least or time.monotonic() > deadline:
@@ -138,7 +139,11 @@ def uninterrupted(
     flow_run_id = stack.run_deployment({"config_url": str(config_url), "overrides": []})
     run = stack.wait_for_state(flow_run_id, {"COMPLETED"}, RUN_TIMEOUT_S)
     return SimpleNamespace(
-        id=flow_run_id, run=run, checkpoint=Path(config["checkpoint_path"]), config=config, started=started,
+        id=flow_run_id,
+        run=run,
+        checkpoint=Path(config["checkpoint_path"]),
+        config=config,
+        started=started,
         finished=time.time(),
     )
 
@@ -174,9 +179,12 @@ def test_deployment_run_trains_the_checkpoint_and_reports_in_the_ui(
     subflow_of = {run["id"]: run["name"] for run in subflows}
     assert {table["key"]: subflow_of.get(table["flow_run_id"]) for table in tables} == {
         key: f"epoch {epoch}/{NUM_EPOCHS} · path 1/1 · chunk 1/1"
-        for epoch, key in enumerate(table_keys(checkpoint.name), start=1)}
+        for epoch, key in enumerate(table_keys(checkpoint.name), start=1)
+    }
     assert {artifact["type"] for artifact in artifacts if artifact["flow_run_id"] == uninterrupted.id} == {
-        "progress", "markdown"}
+        "progress",
+        "markdown",
+    }
     for table in tables:
         rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
         assert len(rows) == BUCKETS_PER_PASS and all("bucket" in row for row in rows), table
@@ -186,12 +194,24 @@ def test_deployment_run_trains_the_checkpoint_and_reports_in_the_ui(
 
     # Task runs are named as the README lists them.
     names = set(task_run_names(stack, uninterrupted.id, NUM_EPOCHS * (BUCKETS_PER_PASS * 6 + 5)))
-    expected = {"evaluate before", "evaluate after", "train bucket (HOGWILD)", "save bucket progress",
-                *(f"{step} ({lhs}, {rhs})" for step in ("swap partitions", "load edges") for lhs in (0, 1)
-                  for rhs in (0, 1)),
-                *(f"{step}{version}{end}" for version in range(1, NUM_EPOCHS + 1) for step, end in (
-                    ("write checkpoint v", ""), ("switch to v", ""), ("preserve v", " if due"),
-                    ("remove versions before v", ""), ("schedule buckets of v", "")))}
+    expected = {
+        "evaluate before",
+        "evaluate after",
+        "train bucket (HOGWILD)",
+        "save bucket progress",
+        *(f"{step} ({lhs}, {rhs})" for step in ("swap partitions", "load edges") for lhs in (0, 1) for rhs in (0, 1)),
+        *(
+            f"{step}{version}{end}"
+            for version in range(1, NUM_EPOCHS + 1)
+            for step, end in (
+                ("write checkpoint v", ""),
+                ("switch to v", ""),
+                ("preserve v", " if due"),
+                ("remove versions before v", ""),
+                ("schedule buckets of v", ""),
+            )
+        ),
+    }
     assert expected <= names, sorted(expected - names)
 
     # Engine lines of pbg_core reach the run's logs: one "training N edges" per bucket.
@@ -202,9 +222,11 @@ def test_deployment_run_trains_the_checkpoint_and_reports_in_the_ui(
     # bench/deploy_latency.py measures it against the 30 s bar).
     first_training = min(timestamp(record["timestamp"]) for record in trained)
     with capsys.disabled():
-        print(f"\nlatency `prefect deployment run` -> first training batch: "
-              f"{first_training - uninterrupted.started:.1f} s; whole run "
-              f"{uninterrupted.finished - uninterrupted.started:.1f} s")
+        print(
+            f"\nlatency `prefect deployment run` -> first training batch: "
+            f"{first_training - uninterrupted.started:.1f} s; whole run "
+            f"{uninterrupted.finished - uninterrupted.started:.1f} s"
+        )
 
 
 def test_the_ui_shows_the_run_its_subflows_and_artifacts(
@@ -217,18 +239,29 @@ def test_the_ui_shows_the_run_its_subflows_and_artifacts(
         pytest.skip("no chromium on PATH (install it with .ci/install-chromium.sh, or set PBG_CHROMIUM)")
     run = stack.flow_run(uninterrupted.id)
     subflows = [f"epoch {epoch}/{NUM_EPOCHS} · path 1/1 · chunk 1/1" for epoch in range(1, NUM_EPOCHS + 1)]
-    summary_key = next(a["key"] for a in wait_for_artifacts(stack, uninterrupted.id, NUM_EPOCHS + 2)
-                       if a["type"] == "markdown")
+    summary_key = next(
+        a["key"] for a in wait_for_artifacts(stack, uninterrupted.id, NUM_EPOCHS + 2) if a["type"] == "markdown"
+    )
     out = Path(os.environ.get("PBG_TEST_OUTPUT") or tmp_path) / "ui-deployment"
     found = check_flow_run_page(
-        stack.api_url, uninterrupted.id,
-        {"SubflowRuns": [run["name"], *subflows], "Artifacts": [run["name"], summary_key]}, out,
+        stack.api_url,
+        uninterrupted.id,
+        {"SubflowRuns": [run["name"], *subflows], "Artifacts": [run["name"], summary_key]},
+        out,
     )
     # An iteration's page: its own table, titled by its key.
     last = next(sub for sub in stack.subflow_runs(uninterrupted.id) if sub["name"] == subflows[-1])
-    found.update({f"{tab} of {last['name']}": result for tab, result in check_flow_run_page(
-        stack.api_url, last["id"], {"Artifacts": [last["name"], table_keys(uninterrupted.checkpoint.name)[-1]]},
-        out / "iteration").items()})
+    found.update(
+        {
+            f"{tab} of {last['name']}": result
+            for tab, result in check_flow_run_page(
+                stack.api_url,
+                last["id"],
+                {"Artifacts": [last["name"], table_keys(uninterrupted.checkpoint.name)[-1]]},
+                out / "iteration",
+            ).items()
+        }
+    )
     with capsys.disabled():
         for tab, result in found.items():
             print(f"\nUI {tab}: found {sorted(result.found)}; screenshot {result.screenshot}")
@@ -281,8 +314,12 @@ def long_run(stack: Stack, graph: Any, config_for: Any, tmp_path_factory: pytest
     started = time.monotonic()
     flow_run_id = stack.run_deployment({"config_url": str(write_json(root / "config.json", config))})
     stack.wait_for_state(flow_run_id, {"COMPLETED"}, RUN_TIMEOUT_S)
-    return SimpleNamespace(id=flow_run_id, checkpoint=Path(config["checkpoint_path"]), seconds=time.monotonic() - started,
-                           ended=time.monotonic())
+    return SimpleNamespace(
+        id=flow_run_id,
+        checkpoint=Path(config["checkpoint_path"]),
+        seconds=time.monotonic() - started,
+        ended=time.monotonic(),
+    )
 
 
 def test_a_long_deployed_run_drops_no_event_and_records_every_run(
@@ -297,8 +334,10 @@ def test_a_long_deployed_run_drops_no_event_and_records_every_run(
     assert all(recorded.count(f"switch to v{version}") == 1 for version in range(1, LONG_RUN_ITERATIONS + 1))
     assert server_log_problems(stack) == []
     with capsys.disabled():
-        print(f"\n{LONG_RUN_ITERATIONS}-iteration deployed run: {long_run.seconds:.1f} s; no dead-lettered event, "
-              "misfired action nor 'database is locked' in the server log")
+        print(
+            f"\n{LONG_RUN_ITERATIONS}-iteration deployed run: {long_run.seconds:.1f} s; no dead-lettered event, "
+            "misfired action nor 'database is locked' in the server log"
+        )
 
 
 def progress_record(checkpoint: Path) -> dict[str, Any] | None:
@@ -312,13 +351,18 @@ def wait_for_first_saved_bucket(stack: Stack, flow_run_id: str, checkpoint: Path
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not list((checkpoint / "progress").glob("v*.json")):
         if time.monotonic() > deadline or stack.state_of(flow_run_id) in {"COMPLETED", "FAILED", "CRASHED"}:
-            raise AssertionError(f"no bucket progress in {checkpoint}; run {stack.state_of(flow_run_id)}; "
-                                 f"worker log:\n{stack.worker_log_tail()}")
+            raise AssertionError(
+                f"no bucket progress in {checkpoint}; run {stack.state_of(flow_run_id)}; "
+                f"worker log:\n{stack.worker_log_tail()}"
+            )
         time.sleep(0.05)
 
 
 def test_killed_worker_then_retry_resumes_and_matches_the_uninterrupted_run(
-    stack: Stack, uninterrupted: SimpleNamespace, tmp_path: Path, h5_datasets: Any,
+    stack: Stack,
+    uninterrupted: SimpleNamespace,
+    tmp_path: Path,
+    h5_datasets: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = {**uninterrupted.config, "checkpoint_path": str(tmp_path / "ckpt")}
@@ -348,8 +392,10 @@ def test_killed_worker_then_retry_resumes_and_matches_the_uninterrupted_run(
     # The subflow in flight at the kill is taken up again by the retry: none is left RUNNING.
     assert {run["state"]["type"] for run in stack.subflow_runs(flow_run_id)} <= {"COMPLETED", "CRASHED"}
     with capsys.disabled():
-        print(f"\nkilled after {done_at_kill} of {NEEDED_BUCKETS} buckets; marked CRASHED "
-              f"{crash_detected:.0f} s after the kill; retry took {time.time() - retried:.1f} s")
+        print(
+            f"\nkilled after {done_at_kill} of {NEEDED_BUCKETS} buckets; marked CRASHED "
+            f"{crash_detected:.0f} s after the kill; retry took {time.time() - retried:.1f} s"
+        )
 
     # The retry trains exactly the buckets not saved before the kill; both attempts together
     # trained at most one bucket twice (the one in flight). Log lines of the killed attempt that
@@ -391,9 +437,7 @@ def test_bad_parameters_are_rejected_naming_the_field_before_any_work(
     assert stack.subflow_runs(flow_run_id) == []
 
 
-def test_the_crash_automation_acted_on_no_run_that_ended(
-    stack: Stack, long_run: SimpleNamespace
-) -> None:
+def test_the_crash_automation_acted_on_no_run_that_ended(stack: Stack, long_run: SimpleNamespace) -> None:
     """Only the killed run was marked CRASHED: no action on a completed run or subflow ("Action failed")."""
     # A misfire would come CRASH_AFTER_S after a run's last heartbeat, plus the triggers' periodic evaluation.
     time.sleep(max(0.0, long_run.ended + CRASH_AFTER_S + 15 - time.monotonic()))

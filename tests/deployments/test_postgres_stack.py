@@ -23,8 +23,10 @@ from stack import Stack, start_stack, version_of, write_json
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(os.environ.get("PBG_TEST_POSTGRES") != "1",
-                       reason="opt-in: PBG_TEST_POSTGRES=1 (about 3 min; Debian's postgresql package)"),
+    pytest.mark.skipif(
+        os.environ.get("PBG_TEST_POSTGRES") != "1",
+        reason="opt-in: PBG_TEST_POSTGRES=1 (about 3 min; Debian's postgresql package)",
+    ),
 ]
 
 ITERATIONS = 40

@@ -27,7 +27,7 @@ from ui_check import FLOW_RUN_TABS, check_flow_run_page, find_chromium, flow_run
 SERVER_START_TIMEOUT_S = 180  # ~35 s on a new DB here; more when the 2 cores are busy
 FLOW_TIMEOUT_S = 180
 
-FLOW_SOURCE = '''
+FLOW_SOURCE = """
 import json
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -49,7 +49,7 @@ def parent() -> dict:
 
 if __name__ == "__main__":
     print(json.dumps(parent()))
-'''
+"""
 
 
 def free_port() -> int:
@@ -119,7 +119,10 @@ def ui_server(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         started = time.monotonic()
@@ -153,7 +156,10 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 def test_flow_run_page_shows_run_subflows_and_artifacts(
-    chromium: str, ui_server: tuple[str, Path], finished_run: dict, tmp_path: Path,
+    chromium: str,
+    ui_server: tuple[str, Path],
+    finished_run: dict,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     url, _ = ui_server
@@ -187,8 +193,12 @@ def test_missing_text_fails_with_what_is_missing_and_page_excerpt(
     url, _ = ui_server
     with pytest.raises(AssertionError) as failure:
         check_flow_run_page(
-            url, finished_run["parent"], {"Artifacts": ["ui-metrics", "no-such-artifact"]},
-            tmp_path, attempts=1, chromium=chromium,
+            url,
+            finished_run["parent"],
+            {"Artifacts": ["ui-metrics", "no-such-artifact"]},
+            tmp_path,
+            attempts=1,
+            chromium=chromium,
         )
     message = str(failure.value)
     assert "tab Artifacts: missing ['no-such-artifact'] (found ['ui-metrics'])" in message

@@ -107,9 +107,7 @@ def flow_run_url(ui_base: str, flow_run_id: str, tab: str) -> str:
     return f"{base}/v2/runs/flow-run/{quote(flow_run_id)}?tab={tab}"
 
 
-def render(
-    url: str, screenshot: Path, *, chromium: str, budget_ms: int = 15000, timeout_s: float = 90.0
-) -> str:
+def render(url: str, screenshot: Path, *, chromium: str, budget_ms: int = 15000, timeout_s: float = 90.0) -> str:
     """Render ``url`` in headless Chromium; save a PNG and return the DOM after the budget.
 
     Args:
@@ -149,9 +147,7 @@ def render(
 def _run_in_own_group(args: list[str], timeout_s: float) -> tuple[str, str, int]:
     """Run a command in its own process group; kill that group if it outlives ``timeout_s``."""
     # Chromium forks renderer/GPU processes: killing only the browser pid could leave them.
-    proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

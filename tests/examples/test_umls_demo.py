@@ -46,7 +46,11 @@ def test_seeded_demo_prints_the_readme_figures(tmp_path: Path) -> None:
     # The script cds to its checkout's root: through the links, that is tmp_path.
     done = subprocess.run(
         ["bash", str(tmp_path / "examples" / "umls" / "run_demo.sh")],
-        env=env, capture_output=True, text=True, timeout=500, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        check=False,
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]

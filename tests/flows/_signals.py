@@ -73,13 +73,19 @@ def alive(pid: int, started: str) -> bool:
 
 
 def signal_when(
-    args: list[str], when: str | Callable[[int], bool], signum: int, env: dict[str, str], cwd: Path,
-    group: bool = True, timeout: float = 300.0,
+    args: list[str],
+    when: str | Callable[[int], bool],
+    signum: int,
+    env: dict[str, str],
+    cwd: Path,
+    group: bool = True,
+    timeout: float = 300.0,
 ) -> Signalled:
     """Run ``pbg ARGS``; send ``signum`` once an output line matches ``when`` (a regex), or once
     ``when(pid)`` (polled every 5 ms with the command's pid) is true; wait for the exit."""
-    process = subprocess.Popen([PBG, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [PBG, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     lines: list[str] = []
     sent: list[float] = []
     below: dict[int, str] = {}

@@ -39,9 +39,7 @@ class TrainedRun:
 
 
 @pytest.fixture(scope="session")
-def trained(
-    prefect_harness: None, graph: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactory
-) -> TrainedRun:
+def trained(prefect_harness: None, graph: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactory) -> TrainedRun:
     """The unpartitioned planted graph trained for 3 epochs (seed 0, 1 worker)."""
     config = config_for(graph, tmp_path_factory.mktemp("trained") / "ckpt", num_epochs=3)
     return TrainedRun(config=config, result=pbg(config=parse_config(config)))

@@ -53,8 +53,20 @@ def imported(cli_env: dict[str, str], graph: Any, tmp_path_factory: pytest.TempP
     root = tmp_path_factory.mktemp("cli")
     config = cli_config()
     (root / "config.json").write_text(json.dumps(config))
-    done = run_pbg(cli_env, root, "import", "config.json", str(graph.root / "train.tsv"),
-                   str(graph.root / "test.tsv"), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2")
+    done = run_pbg(
+        cli_env,
+        root,
+        "import",
+        "config.json",
+        str(graph.root / "train.tsv"),
+        str(graph.root / "test.tsv"),
+        "--lhs-col",
+        "0",
+        "--rel-col",
+        "1",
+        "--rhs-col",
+        "2",
+    )
     assert done.returncode == 0, done.stderr
     return SimpleNamespace(root=root, config=config, stdout=done.stdout, stderr=done.stderr)
 
@@ -62,9 +74,7 @@ def imported(cli_env: dict[str, str], graph: Any, tmp_path_factory: pytest.TempP
 def test_import_writes_the_pbg_layout(imported: SimpleNamespace) -> None:
     data = imported.root / "data"
     assert (data / "entity_count_node_0.txt").read_text().strip() == "200"
-    assert sorted(json.loads((data / "entity_names_node_0.json").read_text())) == sorted(
-        f"n{i}" for i in range(200)
-    )
+    assert sorted(json.loads((data / "entity_names_node_0.json").read_text())) == sorted(f"n{i}" for i in range(200))
     assert (data / "train" / "edges_0_0.h5").is_file() and (data / "test" / "edges_0_0.h5").is_file()
     assert "imported 2,000 of 2,000 edges" in imported.stdout
 
@@ -77,8 +87,20 @@ def test_import_is_reproducible_with_the_configs_seed(
     imported: SimpleNamespace, cli_env: dict[str, str], graph: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "config.json").write_text(json.dumps(imported.config))
-    done = run_pbg(cli_env, tmp_path, "import", "config.json", str(graph.root / "train.tsv"),
-                   str(graph.root / "test.tsv"), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2")
+    done = run_pbg(
+        cli_env,
+        tmp_path,
+        "import",
+        "config.json",
+        str(graph.root / "train.tsv"),
+        str(graph.root / "test.tsv"),
+        "--lhs-col",
+        "0",
+        "--rel-col",
+        "1",
+        "--rhs-col",
+        "2",
+    )
     assert done.returncode == 0, done.stderr
     names = "entity_names_node_0.json"
     assert (tmp_path / "data" / names).read_text() == (imported.root / "data" / names).read_text()
@@ -101,8 +123,18 @@ def test_config_errors_name_the_field_and_the_allowed_values(
 @pytest.fixture(scope="module")
 def trained_cli(imported: SimpleNamespace, cli_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # Credentials as -p overrides (fsspec's local filesystem ignores them): none may leak.
-    return run_pbg(cli_env, imported.root, "train", "config.json", "-p", "edge_paths=data/train",
-                   "-p", f"storage_options.key={PLANTED_KEY}", "-p", f"storage_options.secret={PLANTED_SECRET}")
+    return run_pbg(
+        cli_env,
+        imported.root,
+        "train",
+        "config.json",
+        "-p",
+        "edge_paths=data/train",
+        "-p",
+        f"storage_options.key={PLANTED_KEY}",
+        "-p",
+        f"storage_options.secret={PLANTED_SECRET}",
+    )
 
 
 PLANTED_KEY, PLANTED_SECRET = "AKIAPLANTEDCLIKEY", "planted-cli-s3cr3t-0b7d"
@@ -132,8 +164,18 @@ def test_eval_of_the_saved_config_json_ignores_its_masked_credentials(
 
 
 def test_config_errors_never_echo_a_credential(imported: SimpleNamespace, cli_env: dict[str, str]) -> None:
-    done = run_pbg(cli_env, imported.root, "train", "config.json", "-p", f"storage_options.key={PLANTED_KEY}",
-                   "-p", f"storage_options.anon={PLANTED_SECRET}", "-p", f"={PLANTED_SECRET}")
+    done = run_pbg(
+        cli_env,
+        imported.root,
+        "train",
+        "config.json",
+        "-p",
+        f"storage_options.key={PLANTED_KEY}",
+        "-p",
+        f"storage_options.anon={PLANTED_SECRET}",
+        "-p",
+        f"={PLANTED_SECRET}",
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "storage_options.anon: input should be a valid boolean" in done.stderr
     assert "override '=<value>': expected key=value" in done.stderr
@@ -159,12 +201,17 @@ def test_every_run_and_task_of_a_cli_training_reaches_the_database(
     with sqlite3.connect(Path(cli_env["PREFECT_HOME"]) / "prefect.db") as db:
         (parent_id,) = db.execute(
             "SELECT fr.id FROM flow_run fr JOIN flow f ON f.id = fr.flow_id WHERE f.name = 'pbg' "
-            "AND fr.state_type = 'COMPLETED' ORDER BY fr.created DESC LIMIT 1").fetchone()
+            "AND fr.state_type = 'COMPLETED' ORDER BY fr.created DESC LIMIT 1"
+        ).fetchone()
         subflows = db.execute(
             "SELECT fr.id, fr.name, fr.state_type FROM flow_run fr JOIN task_run tr ON tr.id = fr.parent_task_run_id "
-            "WHERE tr.flow_run_id = ? ORDER BY fr.name", (parent_id,)).fetchall()
+            "WHERE tr.flow_run_id = ? ORDER BY fr.name",
+            (parent_id,),
+        ).fetchall()
         assert [(name, state) for _, name, state in subflows] == [
-            ("epoch 1/2 · path 1/1 · chunk 1/1", "COMPLETED"), ("epoch 2/2 · path 1/1 · chunk 1/1", "COMPLETED")]
+            ("epoch 1/2 · path 1/1 · chunk 1/1", "COMPLETED"),
+            ("epoch 2/2 · path 1/1 · chunk 1/1", "COMPLETED"),
+        ]
         for version, (subflow_id, name, _) in enumerate(subflows, start=1):
             tasks = db.execute("SELECT name, state_type FROM task_run WHERE flow_run_id = ?", (subflow_id,)).fetchall()
             # schedule, swap, load, train, save progress, write, switch, preserve, remove
@@ -173,7 +220,8 @@ def test_every_run_and_task_of_a_cli_training_reaches_the_database(
         # Events are not stored by default (PBG_KEEP_EVENTS=1 stores them): tests/flows/test_local_server.py
         (events,) = db.execute(
             "SELECT count(*) FROM events WHERE event LIKE 'prefect.task-run.%' AND resource_id = ?",
-            (f"prefect.flow-run.{subflows[0][0]}",)).fetchone()
+            (f"prefect.flow-run.{subflows[0][0]}",),
+        ).fetchone()
         assert events == 0
 
 
@@ -189,8 +237,14 @@ def test_eval_json_is_the_last_stdout_line(
     assert 0 < metrics["mrr"] <= 1 and 0 <= metrics["r1"] <= metrics["r10"] <= metrics["r50"] <= 1
 
 
-EXPORT_ARGS = ("export", "config.json", "--entities-output", "out/entities.tsv",
-               "--relation-types-output", "out/relation_types.tsv")
+EXPORT_ARGS = (
+    "export",
+    "config.json",
+    "--entities-output",
+    "out/entities.tsv",
+    "--relation-types-output",
+    "out/relation_types.tsv",
+)
 
 
 @pytest.fixture(scope="module")
@@ -264,8 +318,9 @@ def test_export_npy_per_entity_type_matches_the_tsv(
     assert "exported version 2" in done.stdout
     vectors = np.load(imported.root / "out-npy" / "node.npy")
     names = json.loads((imported.root / "out-npy" / "node.names.json").read_text())
-    rows = {line.split("\t")[0]: [float(v) for v in line.split("\t")[1:]]
-            for line in exported.written.decode().splitlines()}
+    rows = {
+        line.split("\t")[0]: [float(v) for v in line.split("\t")[1:]] for line in exported.written.decode().splitlines()
+    }
     assert names == list(rows)
     np.testing.assert_allclose(vectors, np.array([rows[name] for name in names]), rtol=0, atol=1e-8)
 
@@ -286,15 +341,15 @@ def test_export_usage_errors_say_what_to_give(
     assert done.returncode == 2 and expected in done.stderr, done.stderr
 
 
-def test_import_unknown_relations_error_is_a_clean_message(
-        cli_env: dict[str, str], tmp_path: Path) -> None:
+def test_import_unknown_relations_error_is_a_clean_message(cli_env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**cli_config(), "edge_paths": ["data/train"]}))
     (tmp_path / "typo.tsv").write_text("n1\tlinked\tn2\nn3\tlinkde\tn4\n")
     args = ["import", "config.json", "typo.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
     done = run_pbg(cli_env, tmp_path, *args, "--unknown-relations", "error")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "typo.tsv: line 2: relation 'linkde' in column 1 is not in the config (expected one of 'linked')" \
-        in done.stderr
+    assert (
+        "typo.tsv: line 2: relation 'linkde' in column 1 is not in the config (expected one of 'linked')" in done.stderr
+    )
     assert not (tmp_path / "data").exists()
     done = run_pbg(cli_env, tmp_path, *args)  # the default: skipped, counted and named
     assert done.returncode == 0, done.stderr

@@ -81,36 +81,67 @@ def _cases() -> list[Case]:
         Case("missing entities", (*ok, "-p", "entity_path=nowhere"), ("nowhere", "entity_path")),
         Case("missing init_path", (*ok, "-p", "init_path=gone"), ("gone", "init_path does not exist")),
         Case("checkpoint under a file", (*ok, "-p", "checkpoint_path=train.tsv/ckpt"), ("train.tsv", "is a file")),
-        Case("checkpoint not writable", (*ok, "-p", "checkpoint_path=/proc/pbg-ckpt"),
-             ("/proc/pbg-ckpt", "cannot create")),
+        Case(
+            "checkpoint not writable",
+            (*ok, "-p", "checkpoint_path=/proc/pbg-ckpt"),
+            ("/proc/pbg-ckpt", "cannot create"),
+        ),
         Case("eval before train", ("eval", "config.json"), ("ckpt", "no committed checkpoint", "train first")),
-        Case("missing filter path", ("eval", "config.json", "--filtered", "--filter-path", "data/gone"),
-             ("data/gone", "edge path does not exist", "--filter-path")),
-        Case("no server at PREFECT_API_URL", ok, ("PREFECT_API_URL=http://127.0.0.1:9/api", "no Prefect API answers"),
-             env={"PREFECT_API_URL": "http://127.0.0.1:9/api"}),
+        Case(
+            "missing filter path",
+            ("eval", "config.json", "--filtered", "--filter-path", "data/gone"),
+            ("data/gone", "edge path does not exist", "--filter-path"),
+        ),
+        Case(
+            "no server at PREFECT_API_URL",
+            ok,
+            ("PREFECT_API_URL=http://127.0.0.1:9/api", "no Prefect API answers"),
+            env={"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+        ),
         # -- pbg import -------------------------------------------------------------------------
         Case("truncated .gz", (*imp, "cut.tsv.gz", *cols), ("cut.tsv.gz", "truncated or corrupt")),
         Case("truncated .bz2", (*imp, "cut.tsv.bz2", *cols), ("cut.tsv.bz2", "truncated or corrupt")),
-        Case("dynamic without --rel-col", ("import", "dynamic.json", "train.tsv", "-l", "0", "-r", "2"),
-             ("--rel-col", "dynamic_relations")),
+        Case(
+            "dynamic without --rel-col",
+            ("import", "dynamic.json", "train.tsv", "-l", "0", "-r", "2"),
+            ("--rel-col", "dynamic_relations"),
+        ),
         Case("two inputs, one edge path", (*imp, "train.tsv", "train.tsv", *cols), ("2 input(s)", "edge_paths has 1")),
-        Case("negative column", (*imp, "train.tsv", "--lhs-col", "-1", "-r", "2"), ("--lhs-col", "-1", "0-based"),
-             status=2),
+        Case(
+            "negative column",
+            (*imp, "train.tsv", "--lhs-col", "-1", "-r", "2"),
+            ("--lhs-col", "-1", "0-based"),
+            status=2,
+        ),
         Case("column name for text", (*imp, "train.tsv", "-l", "src", "-r", "2"), ("lhs_col='src'", "Parquet")),
         Case("short line", (*imp, "short.tsv", *cols), ("short.tsv", "line 2", "found 2")),
         Case("bad weight", (*imp, "weight.tsv", *cols, "--weight-col", "3"), ("weight.tsv", "line 1", "'heavy'")),
         Case("missing input", (*imp, "nothere.tsv", *cols), ("nothere.tsv", "does not exist")),
-        Case("output below a file", ("import", "outside.json", "train.tsv", *cols),
-             ("train.tsv/data", "entity_path", "is a file")),
-        Case("zero min count", (*imp, "train.tsv", *cols, "--entity-min-count", "0"), ("--entity-min-count", "'0'"),
-             status=2),
+        Case(
+            "output below a file",
+            ("import", "outside.json", "train.tsv", *cols),
+            ("train.tsv/data", "entity_path", "is a file"),
+        ),
+        Case(
+            "zero min count",
+            (*imp, "train.tsv", *cols, "--entity-min-count", "0"),
+            ("--entity-min-count", "'0'"),
+            status=2,
+        ),
         # -- errors raised inside a flow run ----------------------------------------------------
-        Case("bad entity count", ("train", "bad_count.json"), ("entity_count_node_0.txt", "'xyz", "integer"),
-             flow=True),
+        Case(
+            "bad entity count", ("train", "bad_count.json"), ("entity_count_node_0.txt", "'xyz", "integer"), flow=True
+        ),
         # -- tracebacks on request --------------------------------------------------------------
         Case("--debug", ("train", "nope.json", "--debug"), ("nope.json",), debug=True),
-        Case("PBG_DEBUG in a flow", ("train", "bad_count_debug.json"), ("entity_count_node_0.txt",), flow=True,
-             env={"PBG_DEBUG": "1"}, debug=True),
+        Case(
+            "PBG_DEBUG in a flow",
+            ("train", "bad_count_debug.json"),
+            ("entity_count_node_0.txt",),
+            flow=True,
+            env={"PBG_DEBUG": "1"},
+            debug=True,
+        ),
     ]
 
 
@@ -134,8 +165,9 @@ def _write_inputs(root: Path, graph: Any, config_for: Callable[..., dict[str, An
     save("config.json")
     save("unknown.json", num_epoch=3)
     save("outside.json", entity_path="train.tsv/data", edge_paths=["train.tsv/data/edges"])
-    save("dynamic.json", dynamic_relations=True, global_emb=False,
-         relations=[{**config["relations"][0], "name": "all"}])
+    save(
+        "dynamic.json", dynamic_relations=True, global_emb=False, relations=[{**config["relations"][0], "name": "all"}]
+    )
     (root / "folder.json").mkdir()
     (root / "config.txt").write_text("{}")
     (root / "bad.json").write_text('{"a": 1,')
@@ -170,14 +202,17 @@ def _run(case: Case, root: Path, base_env: dict[str, str], api_url: str) -> Outc
     env = {**base_env, **case.env, "PBG_SERVER_LOG": str(server_log)}
     if case.flow:
         env["PREFECT_API_URL"] = api_url
-    done = subprocess.run([PBG, *case.args], cwd=root, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [PBG, *case.args], cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     return Outcome(done=done, server_started=server_log.exists())
 
 
 @pytest.fixture(scope="module")
 def outcomes(
-    prefect_harness: None, graph: Any, config_for: Callable[..., dict[str, Any]],
+    prefect_harness: None,
+    graph: Any,
+    config_for: Callable[..., dict[str, Any]],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Outcome]:
     """Every case's outcome (three commands at a time)."""
@@ -191,8 +226,9 @@ def outcomes(
     api_url = str(PREFECT_API_URL.value())
     with ThreadPoolExecutor(max_workers=3) as pool:
         # The flow cases first: each takes seconds, the others overlap them.
-        futures = {case.name: pool.submit(_run, case, root, env, api_url)
-                   for case in sorted(CASES, key=lambda c: not c.flow)}
+        futures = {
+            case.name: pool.submit(_run, case, root, env, api_url) for case in sorted(CASES, key=lambda c: not c.flow)
+        }
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -224,6 +260,9 @@ def test_flow_errors_keep_their_traceback_in_the_runs_logs(outcomes: dict[str, O
     assert outcomes["bad entity count"].done.returncode == 1
     with get_client(sync_client=True) as client:
         logs = client.read_logs(log_filter=LogFilter(level=LogFilterLevel(ge_=40)), limit=200)
-    failures = [log.message for log in logs if "Encountered exception during execution" in log.message
-                and "entity_count_node_0.txt" in log.message]
+    failures = [
+        log.message
+        for log in logs
+        if "Encountered exception during execution" in log.message and "entity_count_node_0.txt" in log.message
+    ]
     assert failures and all("Traceback (most recent call last)" in message for message in failures)

@@ -41,10 +41,15 @@ def config_file(root: Path, config: dict[str, Any], name: str = "config.json") -
 
 def small_config(**overrides: Any) -> dict[str, Any]:
     config = {
-        "entity_path": "data", "edge_paths": ["data/train"], "checkpoint_path": "model",
+        "entity_path": "data",
+        "edge_paths": ["data/train"],
+        "checkpoint_path": "model",
         "entities": {"node": {"num_partitions": 1}},
         "relations": [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "diagonal"}],
-        "dimension": 8, "num_epochs": 1, "workers": 1, "seed": 0,
+        "dimension": 8,
+        "num_epochs": 1,
+        "workers": 1,
+        "seed": 0,
     }
     return {**config, **overrides}
 
@@ -56,8 +61,9 @@ def test_import_of_a_directory_says_it_is_a_directory(cli_env: dict[str, str], t
     (tmp_path / "edges").mkdir()
     (tmp_path / "edges" / "part-0.tsv").write_text("a\tlinked\tb\n")
     done = run_pbg(cli_env, tmp_path, "import", config_file(tmp_path, small_config()), "edges", *IMPORT_COLUMNS)
-    assert error_line(done, "import") == ("edges: input edge list is a directory, expected a file (delimited text, "
-                                          ".gz, .bz2 or .parquet/.pq)")
+    assert error_line(done, "import") == (
+        "edges: input edge list is a directory, expected a file (delimited text, .gz, .bz2 or .parquet/.pq)"
+    )
 
 
 def test_import_whose_every_edge_is_skipped_fails_and_keeps_the_previous_import(
@@ -79,9 +85,7 @@ def test_import_whose_every_edge_is_skipped_fails_and_keeps_the_previous_import(
     assert again.returncode == 0 and "nothing to do" in again.stdout  # the manifest survived the failure
 
 
-def test_import_from_a_stopped_s3_server_is_one_line(
-    cli_env: dict[str, str], tmp_path: Path, s3_server: Any
-) -> None:
+def test_import_from_a_stopped_s3_server_is_one_line(cli_env: dict[str, str], tmp_path: Path, s3_server: Any) -> None:
     env = {**cli_env, **s3_server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing there
     config = config_file(tmp_path, small_config(entity_path="s3://pbg-down/data", edge_paths=["s3://pbg-down/train"]))
     (tmp_path / "good.tsv").write_text("a\tlinked\tb\n")
@@ -102,24 +106,29 @@ def exportable(trained: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_export_of_a_missing_version_names_the_versions_and_creates_nothing(
     cli_env: dict[str, str], exportable: Path, trained: Any
 ) -> None:
-    done = run_pbg(cli_env, exportable, "export", "config.json", "--format", "tsv", "--output", "out7",
-                   "--version", "7")
-    assert error_line(done, "export") == (f"{trained.config['checkpoint_path']}: no checkpoint version 7 to "
-                                          "export; versions present: 3 (latest committed: 3)")
+    done = run_pbg(
+        cli_env, exportable, "export", "config.json", "--format", "tsv", "--output", "out7", "--version", "7"
+    )
+    assert error_line(done, "export") == (
+        f"{trained.config['checkpoint_path']}: no checkpoint version 7 to "
+        "export; versions present: 3 (latest committed: 3)"
+    )
     assert not (exportable / "out7").exists()
 
 
 def test_export_of_an_unknown_entity_type_lists_the_known_ones(cli_env: dict[str, str], exportable: Path) -> None:
-    done = run_pbg(cli_env, exportable, "export", "config.json", "--format", "npy", "--output", "out",
-                   "--entity-type", "nodes")
+    done = run_pbg(
+        cli_env, exportable, "export", "config.json", "--format", "npy", "--output", "out", "--entity-type", "nodes"
+    )
     assert error_line(done, "export") == "entity types to export must be some of ['node'], got ['nodes']"
     assert not (exportable / "out").exists()
 
 
 def test_export_into_a_folder_that_cannot_be_made_names_it(cli_env: dict[str, str], exportable: Path) -> None:
     done = run_pbg(cli_env, exportable, "export", "config.json", "--format", "tsv", "--output", "config.json/out")
-    assert error_line(done, "export").endswith(f"cannot create directory {exportable}/config.json/out: part of "
-                                               "that path is a file")
+    assert error_line(done, "export").endswith(
+        f"cannot create directory {exportable}/config.json/out: part of that path is a file"
+    )
 
 
 def test_train_with_a_missing_init_path_names_it(cli_env: dict[str, str], graph: Any, tmp_path: Path) -> None:
@@ -131,8 +140,16 @@ def test_train_with_a_missing_init_path_names_it(cli_env: dict[str, str], graph:
 
 
 def test_a_boolean_for_a_number_is_refused(cli_env: dict[str, str], tmp_path: Path) -> None:
-    done = run_pbg(cli_env, tmp_path, "export", config_file(tmp_path, small_config(dimension=True)),
-                   "--format", "tsv", "--output", "out")
+    done = run_pbg(
+        cli_env,
+        tmp_path,
+        "export",
+        config_file(tmp_path, small_config(dimension=True)),
+        "--format",
+        "tsv",
+        "--output",
+        "out",
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "dimension: True: expected an integer, got a boolean" in done.stderr
 
@@ -142,8 +159,9 @@ def test_eval_with_nothing_listening_on_the_s3_endpoint_fails_without_retries(
 ) -> None:
     """It used to fail after ~48 s: botocore's 5 attempts per request, then 3 task retries."""
     env = {**cli_env, **s3_server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing there
-    config = small_config(entity_path="s3://pbg-down/data", edge_paths=["s3://pbg-down/test"],
-                          checkpoint_path="s3://pbg-down/model")
+    config = small_config(
+        entity_path="s3://pbg-down/data", edge_paths=["s3://pbg-down/test"], checkpoint_path="s3://pbg-down/model"
+    )
     done = run_pbg(env, tmp_path, "eval", config_file(tmp_path, config))
     line = error_line(done, "eval", flow=True)
     assert line.startswith("s3://pbg-down/") and "connection refused by the S3 endpoint 127.0.0.1:" in line

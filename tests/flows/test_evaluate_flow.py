@@ -68,9 +68,7 @@ def test_raw_all_negs_eval_ranks_every_test_edge_well_above_chance(
     assert raw["pos_rank"] < NUM_NODES / 4  # chance: about NUM_NODES / 2
 
 
-def test_filtered_eval_is_at_least_raw(
-    raw_and_filtered: tuple[dict[str, float], dict[str, float]], graph: Any
-) -> None:
+def test_filtered_eval_is_at_least_raw(raw_and_filtered: tuple[dict[str, float], dict[str, float]], graph: Any) -> None:
     raw, filtered = raw_and_filtered
     check_metrics(filtered, graph.num_test_edges)
     assert filtered["mrr"] >= raw["mrr"]

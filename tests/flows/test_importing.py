@@ -24,7 +24,12 @@ def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: A
     tsv.write_text("\n".join(lines[:100] + ["n1\tlinked"] + lines[100:]) + "\n")  # one malformed line
 
     state = pbg_import(
-        inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config), skip_bad_lines=True,
+        inputs=[str(tsv)],
+        lhs_col=0,
+        rhs_col=2,
+        rel_col=1,
+        config=parse_config(config),
+        skip_bad_lines=True,
         return_state=True,
     )
     assert state.is_completed()
@@ -36,9 +41,9 @@ def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: A
     assert (data / "entity_count_node_0.txt").read_text().strip() == "200"
 
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
-        ))
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]))
+        )
     assert [a.data for a in artifacts if a.type == "progress"] == [100.0]
 
 
@@ -49,8 +54,9 @@ def failed_import(graph: Any, config_for: Any, tmp_path: Path, text: str, **opti
     config.update(entity_path=str(data), edge_paths=[str(data / "train_partitioned")])
     tsv = tmp_path / "input.tsv"
     tsv.write_text(text)
-    state = pbg_import(inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config),
-                       return_state=True, **options)
+    state = pbg_import(
+        inputs=[str(tsv)], lhs_col=0, rhs_col=2, rel_col=1, config=parse_config(config), return_state=True, **options
+    )
     return state, tsv, data
 
 
@@ -62,8 +68,9 @@ def test_a_malformed_line_fails_the_flow_naming_file_and_line(graph: Any, config
 
 
 def test_unknown_relations_error_fails_the_flow_naming_the_line(graph: Any, config_for: Any, tmp_path: Path) -> None:
-    state, tsv, data = failed_import(graph, config_for, tmp_path, "n1\tlinked\tn2\nn3\tlinkde\tn4\n",
-                                     unknown_relations="error")
+    state, tsv, data = failed_import(
+        graph, config_for, tmp_path, "n1\tlinked\tn2\nn3\tlinkde\tn4\n", unknown_relations="error"
+    )
     assert state.is_failed()
     assert f"{tsv}: line 2: relation 'linkde' in column 1 is not in the config" in str(state.message), state.message
     assert not data.exists() or not any(data.rglob("*.h5"))

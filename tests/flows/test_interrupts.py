@@ -47,8 +47,14 @@ def env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture()
 def workdir(tmp_path: Path, graph: Any, config_for: Any) -> Path:
     """A directory holding config.json: the planted graph, 2 HOGWILD workers, :data:`EPOCHS` epochs."""
-    config = config_for(graph, tmp_path / "model", num_epochs=EPOCHS, workers=2, eval_fraction=0.0,
-                        checkpoint_preservation_interval=None)
+    config = config_for(
+        graph,
+        tmp_path / "model",
+        num_epochs=EPOCHS,
+        workers=2,
+        eval_fraction=0.0,
+        checkpoint_preservation_interval=None,
+    )
     (tmp_path / "config.json").write_text(json.dumps(config))
     return tmp_path
 
@@ -85,7 +91,9 @@ def flow_runs(env: dict[str, str], flow: str) -> list[tuple[str, str, str | None
     with sqlite3.connect(Path(env["PREFECT_HOME"]) / "prefect.db") as db:
         return db.execute(
             "SELECT fr.name, fr.state_type, fr.state_name FROM flow_run fr JOIN flow f ON f.id = fr.flow_id "
-            "WHERE f.name = ? OR f.name = ? ORDER BY fr.created", (flow, f"{flow}-iteration")).fetchall()
+            "WHERE f.name = ? OR f.name = ? ORDER BY fr.created",
+            (flow, f"{flow}-iteration"),
+        ).fetchall()
 
 
 def run_pbg(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -97,8 +105,16 @@ def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_h
     env: dict[str, str], workdir: Path
 ) -> None:
     # Credentials as overrides (the local filesystem ignores them): the hint must not print them.
-    args = ["train", "config.json", "-p", "batch_size=100", "-p", "storage_options.key=AKIAPLANTED",
-            "-p", "storage_options.secret=s3cr3t-planted"]
+    args = [
+        "train",
+        "config.json",
+        "-p",
+        "batch_size=100",
+        "-p",
+        "storage_options.key=AKIAPLANTED",
+        "-p",
+        "storage_options.secret=s3cr3t-planted",
+    ]
     result = signal_when(args, r"epoch 3/\d+ .*trained", signal.SIGINT, env, workdir)
     assert_stopped(result, signal.SIGINT)
     version, resume_args = hint(result, "train")
@@ -112,8 +128,10 @@ def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_h
     assert "Traceback" not in result.output
 
     # The printed command (its hidden credential given again) carries on from the committed version.
-    given = {"storage_options.key=<hidden>": "storage_options.key=AKIAPLANTED",
-             "storage_options.secret=<hidden>": "storage_options.secret=s3cr3t-planted"}
+    given = {
+        "storage_options.key=<hidden>": "storage_options.key=AKIAPLANTED",
+        "storage_options.secret=<hidden>": "storage_options.secret=s3cr3t-planted",
+    }
     done = run_pbg([given.get(arg, arg) for arg in resume_args], env, workdir)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{version} of {EPOCHS} iterations done" in done.stderr
@@ -132,10 +150,16 @@ def random_edges(path: Path, num_edges: int, num_nodes: int, seed: int = 0) -> P
 def random_graph_config(root: Path, dimension: int) -> Path:
     """config.json for :func:`random_edges` under ``root`` (relative paths)."""
     config = {
-        "entity_path": "data", "edge_paths": ["data/edges"], "checkpoint_path": "model",
+        "entity_path": "data",
+        "edge_paths": ["data/edges"],
+        "checkpoint_path": "model",
         "entities": {"node": {"num_partitions": 2}},
         "relations": [{"name": "r", "lhs": "node", "rhs": "node", "operator": "none"}],
-        "dimension": dimension, "num_epochs": 1, "workers": 1, "eval_fraction": 0.0, "seed": 0,
+        "dimension": dimension,
+        "num_epochs": 1,
+        "workers": 1,
+        "eval_fraction": 0.0,
+        "seed": 0,
     }
     path = root / "config.json"
     path.write_text(json.dumps(config))
@@ -233,7 +257,9 @@ def test_sigterm_to_the_command_alone_while_it_commits_cancels_the_run_and_the_r
     env: dict[str, str], workdir: Path
 ) -> None:
     """As a supervisor stops a service: SIGTERM to the main process only, here right as it commits v3."""
-    result = signal_when(["train", "config.json", "--verbose"], r"committing version 3", signal.SIGTERM, env, workdir, group=False)
+    result = signal_when(
+        ["train", "config.json", "--verbose"], r"committing version 3", signal.SIGTERM, env, workdir, group=False
+    )
     assert_stopped(result, signal.SIGTERM)
     version, resume_args = hint(result, "train")
     assert version in (2, 3), result.output  # the pointer is written whole or not at all
@@ -272,8 +298,7 @@ def test_ctrl_c_while_the_server_starts_on_a_new_prefect_home_ends_at_once(
 
 @slow
 def test_kill_9_of_the_command_leaves_no_process_and_the_checkpoint_loads(env: dict[str, str], workdir: Path) -> None:
-    result = signal_when(["train", "config.json"], r"epoch 3/\d+ .*trained", signal.SIGKILL, env, workdir,
-                         group=False)
+    result = signal_when(["train", "config.json"], r"epoch 3/\d+ .*trained", signal.SIGKILL, env, workdir, group=False)
     assert result.signalled and result.returncode == -signal.SIGKILL, result.output
     assert result.descendants and leftovers(result.descendants, grace=10.0) == set(), result.output
     store = CheckpointStore(str(workdir / "model"))
@@ -282,9 +307,7 @@ def test_kill_9_of_the_command_leaves_no_process_and_the_checkpoint_loads(env: d
 
 
 @slow
-def test_ctrl_c_during_eval_cancels_the_eval_run(
-    env: dict[str, str], tmp_path: Path
-) -> None:
+def test_ctrl_c_during_eval_cancels_the_eval_run(env: dict[str, str], tmp_path: Path) -> None:
     from flows.train import pbg
     from pbg_core.config import parse_config
     from storage.config_loader import load_config
@@ -296,8 +319,13 @@ def test_ctrl_c_during_eval_cancels_the_eval_run(
     import_edges(load_config(str(config_path), []), [str(edges)], lhs_col=0, rhs_col=1, seed=0)
     pbg(config=parse_config(json.loads(config_path.read_text())))
     # --verbose: the swap line of bucket (0, 1) marks the moment (step lines show only with it).
-    result = signal_when(["eval", "config.json", "-p", "workers=2", "--verbose"], r"evaluation: bucket \(0, 1\)",
-                         signal.SIGINT, env, tmp_path)
+    result = signal_when(
+        ["eval", "config.json", "-p", "workers=2", "--verbose"],
+        r"evaluation: bucket \(0, 1\)",
+        signal.SIGINT,
+        env,
+        tmp_path,
+    )
     assert_stopped(result, signal.SIGINT)
     assert "pbg eval: interrupted by SIGINT" in result.output and "Traceback" not in result.output
     assert [state for _, state, _ in flow_runs(env, "pbg-eval")] == ["CANCELLED"]
@@ -306,13 +334,30 @@ def test_ctrl_c_during_eval_cancels_the_eval_run(
 def test_the_resume_command_line_is_the_users_own_quoted_with_credentials_hidden() -> None:
     from flows.interrupts import command_line
 
-    argv = ["train", "my config.py", "-p", "storage_options.secret=abc", "-pstorage_options.key=AK",
-            "--param=storage_options.client_kwargs.aws_session_token=t", "-p", "num_epochs=3",
-            "-p", "storage_options.endpoint_url=http://x"]
+    argv = [
+        "train",
+        "my config.py",
+        "-p",
+        "storage_options.secret=abc",
+        "-pstorage_options.key=AK",
+        "--param=storage_options.client_kwargs.aws_session_token=t",
+        "-p",
+        "num_epochs=3",
+        "-p",
+        "storage_options.endpoint_url=http://x",
+    ]
     assert shlex.split(command_line(argv)) == [
-        "pbg", "train", "my config.py", "-p", "storage_options.secret=<hidden>", "-pstorage_options.key=<hidden>",
-        "--param=storage_options.client_kwargs.aws_session_token=<hidden>", "-p", "num_epochs=3",
-        "-p", "storage_options.endpoint_url=http://x",
+        "pbg",
+        "train",
+        "my config.py",
+        "-p",
+        "storage_options.secret=<hidden>",
+        "-pstorage_options.key=<hidden>",
+        "--param=storage_options.client_kwargs.aws_session_token=<hidden>",
+        "-p",
+        "num_epochs=3",
+        "-p",
+        "storage_options.endpoint_url=http://x",
     ]
 
 

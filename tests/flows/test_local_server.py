@@ -140,13 +140,16 @@ def test_events_are_stored_only_when_asked(value: str, kept: bool) -> None:
 
 
 def _post_event_and_stop(event_id: str) -> None:
-    body = ('[{"occurred": "2026-12-04T00:00:00Z", "event": "pbg.test.kept", "id": "%s", '
-            '"resource": {"prefect.resource.id": "pbg.test"}}]' % event_id).encode()
+    body = (
+        '[{"occurred": "2026-12-04T00:00:00Z", "event": "pbg.test.kept", "id": "%s", '
+        '"resource": {"prefect.resource.id": "pbg.test"}}]' % event_id
+    ).encode()
     server = start_local_server()
     try:
         server.wait_ready()
-        request = urllib.request.Request(f"{server.api_url}/events", data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{server.api_url}/events", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as answer:
             assert answer.status == 204
     finally:

@@ -93,6 +93,7 @@ def test_a_failing_body_propagates_and_the_call_created_ahead_is_cancelled() -> 
         def wrapped() -> Any:
             outcomes[index] = call()
             return outcomes[index]
+
         return wrapped
 
     wrapped = [keep(i, call) for i, call in enumerate(calls)]
@@ -107,8 +108,7 @@ def test_a_failing_body_propagates_and_the_call_created_ahead_is_cancelled() -> 
 
 
 def test_run_body_outside_a_pipeline_runs_right_here() -> None:
-    assert run_body(lambda a, b: (a + b, threading.current_thread().name), 2, 3) == (
-        5, threading.current_thread().name)
+    assert run_body(lambda a, b: (a + b, threading.current_thread().name), 2, 3) == (5, threading.current_thread().name)
 
 
 def test_a_slow_subflow_ending_does_not_hold_back_the_next_body() -> None:

@@ -64,8 +64,11 @@ def run_python(tmp_path: Path, args: list[str], **settings: str) -> str:
 
 def collide(tmp_path: Path, mode: str) -> dict[str, object]:
     """Run the two colliding writes with ``mode`` ("prefect" or "immediate"); what happened."""
-    out = run_python(tmp_path, ["-c", COLLISION, mode],
-                     PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path / 'collide.db'}")
+    out = run_python(
+        tmp_path,
+        ["-c", COLLISION, mode],
+        PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path / 'collide.db'}",
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -86,11 +89,16 @@ def test_immediate_writes_make_the_second_writer_wait_and_both_land(tmp_path: Pa
 
 
 def test_another_database_is_left_to_prefect(tmp_path: Path) -> None:
-    script = ("from flows.prefect_server import install_immediate_writes\n"
-              "from prefect.server.database.dependencies import MODELS_DEPENDENCIES\n"
-              "print(install_immediate_writes(), MODELS_DEPENDENCIES['database_config'])")
-    out = run_python(tmp_path, ["-c", script],
-                     PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://prefect:secret@127.0.0.1:1/prefect")
+    script = (
+        "from flows.prefect_server import install_immediate_writes\n"
+        "from prefect.server.database.dependencies import MODELS_DEPENDENCIES\n"
+        "print(install_immediate_writes(), MODELS_DEPENDENCIES['database_config'])"
+    )
+    out = run_python(
+        tmp_path,
+        ["-c", script],
+        PREFECT_SERVER_DATABASE_CONNECTION_URL="postgresql+asyncpg://prefect:secret@127.0.0.1:1/prefect",
+    )
     assert out.split() == ["False", "None"]
 
 
@@ -101,8 +109,10 @@ def test_main_runs_prefects_own_command(argv: list[str], tmp_path: Path) -> None
 
 
 def test_the_embedded_servers_app_installs_it(tmp_path: Path) -> None:
-    script = ("from flows.local_server_app import create_app\n"
-              "from prefect.server.database.dependencies import MODELS_DEPENDENCIES\n"
-              "create_app()\n"
-              "print(type(MODELS_DEPENDENCIES['database_config']).__name__)")
+    script = (
+        "from flows.local_server_app import create_app\n"
+        "from prefect.server.database.dependencies import MODELS_DEPENDENCIES\n"
+        "create_app()\n"
+        "print(type(MODELS_DEPENDENCIES['database_config']).__name__)"
+    )
     assert run_python(tmp_path, ["-c", script]).split()[-1] == "ImmediateWritesSqlite"

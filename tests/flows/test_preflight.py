@@ -67,8 +67,12 @@ def test_eval_needs_a_committed_checkpoint_but_no_writable_one(config: dict[str,
 
 
 def test_remote_inputs_are_left_to_the_flow(config: dict[str, Any]) -> None:
-    remote = {**config, "edge_paths": ["s3://bucket/none"], "entity_path": "s3://bucket/none",
-              "checkpoint_path": "s3://bucket/ckpt"}
+    remote = {
+        **config,
+        "edge_paths": ["s3://bucket/none"],
+        "entity_path": "s3://bucket/none",
+        "checkpoint_path": "s3://bucket/ckpt",
+    }
     check_local_inputs(parse_config(remote), training=True)  # no network: nothing is probed
 
 
@@ -76,9 +80,11 @@ def test_loading_imports_neither_fsspec_nor_prefect_nor_torch(config: dict[str, 
     # Whatever the check imports delays the server's start: run it in a fresh interpreter.
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    code = ("import sys; from flows.preflight import load_checked_config; "
-            f"load_checked_config({str(path)!r}, [], training=True); "
-            "print(sorted(m for m in ('fsspec', 'prefect', 'torch', 'yaml') if m in sys.modules))")
+    code = (
+        "import sys; from flows.preflight import load_checked_config; "
+        f"load_checked_config({str(path)!r}, [], training=True); "
+        "print(sorted(m for m in ('fsspec', 'prefect', 'torch', 'yaml') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"
     assert load_checked_config(str(path), ["num_epochs=7"], training=True).num_epochs == 7

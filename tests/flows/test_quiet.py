@@ -36,8 +36,15 @@ def runs(graph: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactory) 
     (root / "config.json").write_text(json.dumps(config))
     out = {}
     for name, extra in (("first", []), ("verbose", ["--verbose", "-p", "num_epochs=3"])):
-        done = subprocess.run([PBG, "train", "config.json", *extra], cwd=root, env=env, capture_output=True,
-                              text=True, timeout=400, check=False)
+        done = subprocess.run(
+            [PBG, "train", "config.json", *extra],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         out[name] = done.stdout + done.stderr
     return out
@@ -51,7 +58,9 @@ def test_a_first_run_on_a_new_prefect_home_prints_no_errors_and_no_prefect_chatt
     # Ours stay: a summary line per bucket and epoch, and the result.
     assert re.search(r"epoch 1/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): trained \d+ edges .* loss", output), output
     assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): trained \d+ edges .* loss", output), output
-    assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): held-out stats before training: .*mrr", output)
+    assert re.search(
+        r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): held-out stats before training: .*mrr", output
+    )
     assert re.search(r"epoch 2/2 · path 1/1 · chunk 1/1: bucket \(0, 0\): held-out stats after training: .*mrr", output)
     assert "model is at version 2" in output
     # The engine's steps (several per iteration) stay in the run's logs, off the terminal.
@@ -80,8 +89,14 @@ def test_the_filter_keeps_our_lines_logged_through_prefects_run_loggers() -> Non
     assert not chatter.filter(_record("prefect.flow_runs", logging.INFO, prefect_file, "Beginning flow run 'x'"))
     assert chatter.filter(_record("prefect.flow_runs", logging.INFO, __file__, "checkpoint m is at version 2"))
     assert chatter.filter(_record("prefect.flow_runs", logging.WARNING, prefect_file, "a real warning"))
-    assert not chatter.filter(_record(
-        "prefect.task_runs", logging.ERROR, prefect_file, "Crash detected! Execution was aborted by an interrupt signal."))
+    assert not chatter.filter(
+        _record(
+            "prefect.task_runs",
+            logging.ERROR,
+            prefect_file,
+            "Crash detected! Execution was aborted by an interrupt signal.",
+        )
+    )
     assert chatter.filter(_record("pbg_core.session.engine", logging.INFO, __file__, "bucket (0, 0): trained"))
     step = _record("pbg_core.session.engine", logging.INFO, __file__, "committing version 3")
     step.pbg_step = True

@@ -109,7 +109,10 @@ def train_on_s3(
     upload_tree(server, Path(graph_2x2.entity_path), bucket, "data")
     train = Path(graph_2x2.train_path).relative_to(graph_2x2.entity_path).as_posix()
     config = run_config(
-        config_for, graph_2x2, entity_path=f"s3://{bucket}/data", edge_paths=[f"s3://{bucket}/data/{train}"],
+        config_for,
+        graph_2x2,
+        entity_path=f"s3://{bucket}/data",
+        edge_paths=[f"s3://{bucket}/data/{train}"],
         checkpoint_path=f"s3://{bucket}/ckpt",
     )
     started = time.monotonic()
@@ -118,8 +121,11 @@ def train_on_s3(
     result = state.result()
     checkpoint = download_checkpoint(server, bucket, "ckpt", tmp_path / "downloaded")
     return SimpleNamespace(
-        result=result, checkpoint=checkpoint, retries=retried_tasks(state.state_details.flow_run_id),
-        counters=proxy.counters(), seconds=seconds,
+        result=result,
+        checkpoint=checkpoint,
+        retries=retried_tasks(state.state_details.flow_run_id),
+        counters=proxy.counters(),
+        seconds=seconds,
     )
 
 
@@ -128,7 +134,8 @@ def bucket_rows(checkpoint: Path) -> list[tuple[int, int, int, int]]:
     rows = [json.loads(line) for line in (checkpoint / "training_stats.json").read_text().splitlines()]
     return [
         (row["index"], row["epoch_idx"], row["lhs_partition"], row["rhs_partition"])
-        for row in rows if "eval_stats_chunk_avg" not in row
+        for row in rows
+        if "eval_stats_chunk_avg" not in row
     ]
 
 
@@ -156,13 +163,22 @@ def one_botocore_retry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def report(case: str, run: SimpleNamespace) -> str:
     """One line of figures for the test log (``pytest -s``)."""
-    return (f"\n{case}: {run.seconds:.1f} s, proxy {dict(run.counters)}, "
-            f"task retries {sum(run.retries.values())} {dict(run.retries)}")
+    return (
+        f"\n{case}: {run.seconds:.1f} s, proxy {dict(run.counters)}, "
+        f"task retries {sum(run.retries.values())} {dict(run.retries)}"
+    )
 
 
 def test_run_completes_with_a_fifth_of_requests_failing(
-    one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,
-    graph_2x2: Any, config_for: Any, reference: Path, tmp_path: Path, h5_datasets: Any,
+    one_botocore_retry: None,
+    s3_proxy: S3Proxy,
+    s3_server: S3Server,
+    s3_bucket: str,
+    graph_2x2: Any,
+    config_for: Any,
+    reference: Path,
+    tmp_path: Path,
+    h5_datasets: Any,
 ) -> None:
     """Throttling and 5xx answers on 20 % of all requests, from start to end of the run.
 
@@ -182,8 +198,15 @@ def test_run_completes_with_a_fifth_of_requests_failing(
 
 
 def test_run_completes_across_a_3_s_outage(
-    one_botocore_retry: None, s3_proxy: S3Proxy, s3_server: S3Server, s3_bucket: str,
-    graph_2x2: Any, config_for: Any, reference: Path, tmp_path: Path, h5_datasets: Any,
+    one_botocore_retry: None,
+    s3_proxy: S3Proxy,
+    s3_server: S3Server,
+    s3_bucket: str,
+    graph_2x2: Any,
+    config_for: Any,
+    reference: Path,
+    tmp_path: Path,
+    h5_datasets: Any,
 ) -> None:
     """The S3 endpoint resets every connection for 3 s right after the first version is committed.
 
@@ -195,8 +218,9 @@ def test_run_completes_across_a_3_s_outage(
     see tests/storage/test_fail_fast.py.)
     """
     s3_proxy.when(
-        lambda method, path, status: method == "PUT" and path.endswith("/ckpt/checkpoint_version.txt")
-        and status == 200,
+        lambda method, path, status: (
+            method == "PUT" and path.endswith("/ckpt/checkpoint_version.txt") and status == 200
+        ),
         lambda: s3_proxy.down(OUTAGE_S, mode="reset"),
     )
     run = train_on_s3(s3_proxy, s3_server, s3_bucket, graph_2x2, config_for, tmp_path)

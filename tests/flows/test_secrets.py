@@ -63,8 +63,12 @@ def test_no_sink_of_a_flow_run_holds_the_secret(
     for path, content in files.items():
         assert not leaks(content.decode("latin-1")), path
     saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
-    assert saved["storage_options"] == {**saved["storage_options"], "key": "**********", "secret": "**********",
-                                        "client_kwargs": {"aws_session_token": "**********"}}
+    assert saved["storage_options"] == {
+        **saved["storage_options"],
+        "key": "**********",
+        "secret": "**********",
+        "client_kwargs": {"aws_session_token": "**********"},
+    }
     assert not leaks(caplog.text) and not leaks(capsys.readouterr().out)
     api_text = recorded(state.state_details.flow_run_id)
     assert not leaks(api_text)

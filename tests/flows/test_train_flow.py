@@ -87,8 +87,12 @@ def resumed(graph: Any, config_for: Any, tmp_path_factory: pytest.TempPathFactor
     second_result = pbg(config=parse_config(second))
     mrr_after = pbg_eval(config=eval_config(second, graph.test_path))["mrr"]
     return SimpleNamespace(
-        checkpoint=checkpoint, first=first_result, second=second_result, rows_after_first=rows_after_first,
-        mrr_before=mrr_before, mrr_after=mrr_after,
+        checkpoint=checkpoint,
+        first=first_result,
+        second=second_result,
+        rows_after_first=rows_after_first,
+        mrr_before=mrr_before,
+        mrr_after=mrr_after,
     )
 
 
@@ -194,7 +198,8 @@ def subflow_states(parent_id: Any) -> dict[str, str]:
 
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id])))
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id]))
+        )
     return {run.name: run.state.type.value for run in runs}
 
 
@@ -208,9 +213,7 @@ def copy_data(graph: Any, root: Path) -> SimpleNamespace:
     return SimpleNamespace(entity_path=str(root / "data"), train_path=str(train))
 
 
-def test_missing_bucket_file_fails_before_anything_is_written(
-    graph: Any, make_config: Any, tmp_path: Path
-) -> None:
+def test_missing_bucket_file_fails_before_anything_is_written(graph: Any, make_config: Any, tmp_path: Path) -> None:
     data = copy_data(graph, tmp_path)
     (Path(data.train_path) / "edges_0_0.h5").unlink()
     config = make_config(entity_path=data.entity_path, edge_paths=[data.train_path])
@@ -226,9 +229,7 @@ def test_missing_bucket_file_fails_before_anything_is_written(
 # ---- init_path ---------------------------------------------------------------------------------
 
 
-def test_init_path_starts_from_the_other_checkpoint(
-    trained: Any, make_config: Any, h5_datasets: Any
-) -> None:
+def test_init_path_starts_from_the_other_checkpoint(trained: Any, make_config: Any, h5_datasets: Any) -> None:
     # lr=0: the one epoch of run B leaves what it loaded unchanged, so B's v1 is what B loaded.
     config = make_config("from_init", init_path=str(trained.checkpoint), lr=0.0, num_epochs=1)
     assert pbg(config=parse_config(config))["version"] == 1
@@ -242,7 +243,8 @@ def test_init_path_starts_from_the_other_checkpoint(
     assert model.tobytes() == source_model["model/entities/node/global_embedding"].tobytes()
     # The source checkpoint is only read.
     assert checkpoint_files(trained.checkpoint) == {
-        f"embeddings_node_0.v{source_version}.h5", f"model.v{source_version}.h5"
+        f"embeddings_node_0.v{source_version}.h5",
+        f"model.v{source_version}.h5",
     }
 
 
@@ -283,9 +285,7 @@ def test_2x2_trains_every_bucket_once_per_epoch(run_2x2: SimpleNamespace) -> Non
 def test_2x2_keeps_only_the_last_version(run_2x2: SimpleNamespace) -> None:
     assert run_2x2.result["version"] == 2
     assert version_of(run_2x2.checkpoint) == 2
-    assert checkpoint_files(run_2x2.checkpoint) == {
-        "embeddings_node_0.v2.h5", "embeddings_node_1.v2.h5", "model.v2.h5"
-    }
+    assert checkpoint_files(run_2x2.checkpoint) == {"embeddings_node_0.v2.h5", "embeddings_node_1.v2.h5", "model.v2.h5"}
 
 
 def test_preservation_interval_keeps_real_epoch_snapshots(run_2x2: SimpleNamespace, h5_datasets: Any) -> None:

@@ -65,7 +65,8 @@ def test_a_run_posts_progress_a_table_per_iteration_and_a_summary(
     assert [a.data for a in by_type["progress"]] == [100.0]
     with get_client(sync_client=True) as client:
         subflows = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id])))
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id]))
+        )
     tables = [artifact for sub in sorted(subflows, key=lambda run: run.name) for artifact in artifacts_of(sub.id)]
     assert [table.type for table in tables] == ["table", "table"]  # one per iteration (2 epochs x 1 path x 1 chunk)
     for epoch, table in enumerate(tables, start=1):
@@ -125,9 +126,11 @@ def test_retraining_runs_each_get_a_directory_initialised_from_the_previous_one(
 def _paused_run_id(deadline: float) -> UUID | None:
     with get_client(sync_client=True) as client:
         while time.monotonic() < deadline:
-            runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
-            ))
+            runs = client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
+                )
+            )
             if runs:
                 return runs[0].id
             time.sleep(0.5)

@@ -80,8 +80,12 @@ def test_the_filter_sits_on_the_console_handler_only() -> None:
     quiet_run_failures()  # idempotent
     consoles = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
     assert consoles and all(sum(isinstance(f, RunFailureFilter) for f in h.filters) == 1 for h in consoles)
-    api = [h for name in ("prefect.flow_runs", "prefect.task_runs") for h in logging.getLogger(name).handlers
-           if isinstance(h, APILogHandler)]
+    api = [
+        h
+        for name in ("prefect.flow_runs", "prefect.task_runs")
+        for h in logging.getLogger(name).handlers
+        if isinstance(h, APILogHandler)
+    ]
     assert api and not any(isinstance(f, RunFailureFilter) for h in api for f in h.filters)
     for handler in consoles:
         handler.filters = [f for f in handler.filters if not isinstance(f, RunFailureFilter)]

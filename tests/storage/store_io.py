@@ -109,7 +109,9 @@ def read_h5_datasets(url: str) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     with read_h5(url) as hf:
-        hf.visititems(lambda name, obj: out.__setitem__(name, np.array(obj[()])) if isinstance(obj, h5py.Dataset) else None)
+        hf.visititems(
+            lambda name, obj: out.__setitem__(name, np.array(obj[()])) if isinstance(obj, h5py.Dataset) else None
+        )
     return out
 
 

@@ -78,7 +78,9 @@ def test_load_embeddings_into_preallocated_buffer(store: CheckpointStore) -> Non
 
 def test_load_embeddings_shape_mismatch(store: CheckpointStore) -> None:
     store.save_embeddings("e", 0, 1, _embs(1), None, META)
-    with pytest.raises(ShapeError, match=r"embeddings_e_0.v1.h5: stored embeddings have shape \(5, 4\), buffer has \(6, 4\)"):
+    with pytest.raises(
+        ShapeError, match=r"embeddings_e_0.v1.h5: stored embeddings have shape \(5, 4\), buffer has \(6, 4\)"
+    ):
         store.load_embeddings("e", 0, 1, out=torch.zeros(6, 4))
     with pytest.raises(ValueError, match="float32"):
         store.load_embeddings("e", 0, 1, out=torch.zeros(5, 4, dtype=torch.float64))
@@ -149,7 +151,13 @@ def test_config_round_trip(root: StorePath, store: CheckpointStore) -> None:
 def _write_version(store: CheckpointStore, v: int) -> None:
     for part in (0, 1):
         store.save_embeddings("user", part, v, _embs(v + part), _optim_bytes(v), META)
-    store.save_model(v, {"rhs_operators.0.diagonal": torch.full((2,), float(v))}, {"rhs_operators.0.diagonal": "relations/0/operator/rhs/diagonal"}, None, META)
+    store.save_model(
+        v,
+        {"rhs_operators.0.diagonal": torch.full((2,), float(v))},
+        {"rhs_operators.0.diagonal": "relations/0/operator/rhs/diagonal"},
+        None,
+        META,
+    )
 
 
 def test_list_and_remove_versions(root: StorePath, store: CheckpointStore) -> None:
@@ -172,7 +180,10 @@ def test_preserve_makes_real_copies_with_version_file(root: StorePath, store: Ch
     store.preserve_version(5, epoch=3)  # idempotent
     snap_dir = root / "epoch_3"
     assert sorted(p.name for p in snap_dir.iterdir()) == [
-        "checkpoint_version.txt", "embeddings_user_0.v5.h5", "embeddings_user_1.v5.h5", "model.v5.h5"
+        "checkpoint_version.txt",
+        "embeddings_user_0.v5.h5",
+        "embeddings_user_1.v5.h5",
+        "model.v5.h5",
     ]
     assert not any(p.is_symlink() for p in snap_dir.iterdir())
     assert store.list_snapshots() == [3]

@@ -18,7 +18,7 @@ from storage.errors import DataNotFound
 KEY, SECRET = "AKIAPLANTEDLOADER", "planted-loader-s3cr3t"
 
 # Shaped like PBG's torchbiggraph/examples/configs/fb15k_config_cpu.py (its explicit keys).
-PBG_CONFIG = '''
+PBG_CONFIG = """
 def get_torchbiggraph_config():
     config = dict(
         entity_path="data/FB15k",
@@ -40,7 +40,7 @@ def get_torchbiggraph_config():
         eval_fraction=0,
     )
     return config
-'''
+"""
 
 RAW = {
     "entity_path": "data/ents",

@@ -22,7 +22,10 @@ def _edges(n: int, seed: int = 0, weight: bool = False) -> EdgeList:
     g = torch.Generator().manual_seed(seed)
     w = torch.rand(n, generator=g) * 3 if weight else None
     return EdgeList.from_tensors(
-        torch.randint(100, (n,), generator=g), torch.randint(100, (n,), generator=g), torch.randint(5, (n,), generator=g), w
+        torch.randint(100, (n,), generator=g),
+        torch.randint(100, (n,), generator=g),
+        torch.randint(5, (n,), generator=g),
+        w,
     )
 
 
@@ -79,9 +82,7 @@ def test_save_load_round_trip_with_float_weights(root: StorePath) -> None:
     assert loaded.weight is not None and loaded.weight.dtype == torch.float32
     with read_h5(str(root / "edges_0_1.h5")) as hf:
         assert hf.attrs["format_version"] == 1
-        assert {k: hf[k].dtype for k in hf} == {
-            "lhs": np.int64, "rhs": np.int64, "rel": np.int64, "weight": np.float32
-        }
+        assert {k: hf[k].dtype for k in hf} == {"lhs": np.int64, "rhs": np.int64, "rel": np.int64, "weight": np.float32}
         assert hf["rel"].maxshape == (None,)
 
 
@@ -186,7 +187,10 @@ def test_list_buckets(root: StorePath) -> None:
 def test_reads_pbg_file_with_int64_weights(root: StorePath) -> None:
     _pbg_file(
         root / "edges_0_1.h5",
-        lhs=np.array([1, 2, 3]), rhs=np.array([4, 5, 6]), rel=np.array([0, 0, 1]), weight=np.array([2, 1, 7]),
+        lhs=np.array([1, 2, 3]),
+        rhs=np.array([4, 5, 6]),
+        rel=np.array([0, 0, 1]),
+        weight=np.array([2, 1, 7]),
     )
     loaded = EdgeStore(str(root)).load(B)
     assert loaded.lhs.tensor.tolist() == [1, 2, 3]
@@ -229,8 +233,11 @@ def test_unequal_lengths_are_bad_data(root: StorePath) -> None:
 def test_bad_feature_offsets(root: StorePath, offsets: np.ndarray, message: str) -> None:
     _pbg_file(
         root / "edges_0_1.h5",
-        lhs=np.zeros(2, dtype=np.int64), rhs=np.arange(2), rel=np.zeros(2, dtype=np.int64),
-        lhsd_offsets=offsets, lhsd_data=np.arange(2),
+        lhs=np.zeros(2, dtype=np.int64),
+        rhs=np.arange(2),
+        rel=np.zeros(2, dtype=np.int64),
+        lhsd_offsets=offsets,
+        lhsd_data=np.arange(2),
     )
     with pytest.raises(BadDataError, match=message):
         EdgeStore(str(root)).load(B)

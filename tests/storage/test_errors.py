@@ -39,9 +39,7 @@ def test_format_version_message_names_found_and_expected() -> None:
     assert "no format_version attribute" in str(FormatVersionError("/e.h5", None, 1))
 
 
-@pytest.mark.parametrize(
-    "err", [DataNotFound("/a", "gone"), BadDataError("/b", "bad"), FormatVersionError("/c", 3, 1)]
-)
+@pytest.mark.parametrize("err", [DataNotFound("/a", "gone"), BadDataError("/b", "bad"), FormatVersionError("/c", 3, 1)])
 def test_errors_survive_pickling(err: StorageError) -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is type(err)
@@ -54,7 +52,9 @@ def test_errors_survive_pickling(err: StorageError) -> None:
 def _client_error(code: str, status: int) -> Exception:
     from botocore.exceptions import ClientError
 
-    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+    return ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject"
+    )
 
 
 def _wrapped(inner: Exception, outer: Exception) -> Exception:
@@ -89,7 +89,9 @@ def test_translate_maps_backend_errors(err: Exception, expected: type) -> None:
 def test_translate_botocore_connection_and_credential_errors() -> None:
     from botocore.exceptions import EndpointConnectionError, NoCredentialsError, ReadTimeoutError
 
-    assert isinstance(translate(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "s3://b/k"), TransientStorageError)
+    assert isinstance(
+        translate(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "s3://b/k"), TransientStorageError
+    )
     assert isinstance(translate(ReadTimeoutError(endpoint_url="http://127.0.0.1:1"), "s3://b/k"), TransientStorageError)
     denied = translate(NoCredentialsError(), "s3://b/k")
     assert isinstance(denied, AccessDenied) and isinstance(denied, PermissionError)

@@ -71,8 +71,11 @@ def test_a_closed_loopback_port_fails_at_the_first_attempt(s3_server: S3Server, 
     options = {"endpoint_url": f"http://127.0.0.1:{free_port()}"}  # a new port: a new cached filesystem
     url = "s3://bkt/ckpt/checkpoint_version.txt"
     sent = attempts(url, options)
-    for call in (lambda: fs.read_text(url, options), lambda: fs.write_text_atomic(url, "1\n", options),
-                 lambda: fs.exists(url, options)):
+    for call in (
+        lambda: fs.read_text(url, options),
+        lambda: fs.write_text_atomic(url, "1\n", options),
+        lambda: fs.exists(url, options),
+    ):
         before = sent.count
         with pytest.raises(StorageUnreachable) as info:
             call()
@@ -104,8 +107,12 @@ def test_a_missing_bucket_fails_at_the_first_attempt(s3_server: S3Server, attemp
     assert sent.count == 2 and sent.repeated == 0
 
 
-def test_a_5xx_answer_still_retries(two_attempts: None, s3_proxy: S3Proxy, s3_bucket: str,  # noqa: F811 - pytest fixtures imported from tests/ and used as parameters
-                                    attempts: Any) -> None:
+def test_a_5xx_answer_still_retries(
+    two_attempts: None,
+    s3_proxy: S3Proxy,  # noqa: F811 - pytest fixtures imported from tests/ and used as parameters
+    s3_bucket: str,
+    attempts: Any,
+) -> None:
     url = f"s3://{s3_bucket}/data/x.txt"
     sent = attempts(url, None)
     s3_proxy.error_share(1.0, status=500, code="InternalError")
@@ -115,7 +122,10 @@ def test_a_5xx_answer_still_retries(two_attempts: None, s3_proxy: S3Proxy, s3_bu
 
 
 def test_connection_resets_on_a_loopback_endpoint_still_retry(
-    two_attempts: None, s3_proxy: S3Proxy, s3_bucket: str, attempts: Any,  # noqa: F811 - pytest fixtures imported from tests/ and used as parameters
+    two_attempts: None,
+    s3_proxy: S3Proxy,  # noqa: F811 - pytest fixtures imported from tests/ and used as parameters
+    s3_bucket: str,
+    attempts: Any,
 ) -> None:
     """A reset is what a restarting server gives: worth retrying, even on this machine."""
     url = f"s3://{s3_bucket}/data/x.txt"

@@ -212,7 +212,10 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 def test_invalid_credentials_are_access_denied_without_secrets(auth_server: S3Server) -> None:
     options = {"endpoint_url": auth_server.endpoint_url, "key": "AKIAEXAMPLEKEYID", "secret": "s3cr3t-value"}
-    for call in (lambda: fs.read_text("s3://bkt/a.txt", options), lambda: fs.write_text_atomic("s3://bkt/a.txt", "x", options)):
+    for call in (
+        lambda: fs.read_text("s3://bkt/a.txt", options),
+        lambda: fs.write_text_atomic("s3://bkt/a.txt", "x", options),
+    ):
         with pytest.raises(AccessDenied) as info:
             call()
         message = str(info.value)
@@ -236,7 +239,9 @@ def test_invalid_credentials_fail_at_the_first_attempt(auth_server: S3Server) ->
     assert len(sent) == 1  # a 403 is never retried (botocore, s3fs and the task policy alike)
 
 
-def test_missing_credentials_are_access_denied(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_credentials_are_access_denied(
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))

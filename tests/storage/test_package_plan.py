@@ -79,22 +79,24 @@ def statement_edges(importer: str, source: str, filename: str, modules: dict[str
             targets = {name for name in names[1:] if name in modules}
             if names[0] in modules and len(targets) < len(names) - 1:
                 targets.add(names[0])  # some names are attributes of the module itself
-        edges.extend(Edge(importer, target, f"{filename}:{node.lineno}")
-                     for target in sorted(targets) if target != importer)
+        edges.extend(
+            Edge(importer, target, f"{filename}:{node.lineno}") for target in sorted(targets) if target != importer
+        )
     return edges
 
 
 def import_edges(modules: dict[str, Path]) -> list[Edge]:
     """Every import statement between two storage modules, over the whole package."""
-    return [edge for importer, path in modules.items()
-            for edge in statement_edges(importer, path.read_text(), str(path.relative_to(PACKAGE_DIR.parent)),
-                                        modules)]
+    return [
+        edge
+        for importer, path in modules.items()
+        for edge in statement_edges(importer, path.read_text(), str(path.relative_to(PACKAGE_DIR.parent)), modules)
+    ]
 
 
 def part_of(module: str) -> str:
     """The top-level part a module belongs to: its subpackage, or the store module itself."""
-    return next((package for package in SUBPACKAGES if module == package or module.startswith(package + ".")),
-                module)
+    return next((package for package in SUBPACKAGES if module == package or module.startswith(package + ".")), module)
 
 
 def find_cycle(edges: list[tuple[str, str]]) -> list[str] | None:
@@ -110,7 +112,7 @@ def find_cycle(edges: list[tuple[str, str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         path.pop()
@@ -134,9 +136,13 @@ def plan_violations(edges: list[Edge]) -> list[str]:
             problems.append(f"{edge.where}: the store {edge.importer} imports {edge.imported}")
         elif source in SUBPACKAGES and target in SUBPACKAGES:
             problems.append(f"{edge.where}: {source} imports {edge.imported} ({source} and {target} are independent)")
-    for level, pairs in (("modules", [(e.importer, e.imported) for e in edges]),
-                         ("parts", [(part_of(e.importer), part_of(e.imported)) for e in edges
-                                    if part_of(e.importer) != part_of(e.imported)])):
+    for level, pairs in (
+        ("modules", [(e.importer, e.imported) for e in edges]),
+        (
+            "parts",
+            [(part_of(e.importer), part_of(e.imported)) for e in edges if part_of(e.importer) != part_of(e.imported)],
+        ),
+    ):
         cycle = find_cycle(pairs)
         if cycle:
             problems.append(f"import cycle between {level}: {' -> '.join(cycle)}")
@@ -178,9 +184,11 @@ def test_storage_has_no_cycle_and_keeps_its_plan() -> None:
 
 def test_the_rules_catch_a_violating_import() -> None:
     edges = import_edges(storage_modules())
-    bad = [Edge("storage.entities", "storage.importing.report", "storage/entities.py:99"),
-           Edge("storage.exporting.text", "storage.importing.parse", "storage/exporting/text.py:99"),
-           Edge("storage.layout", "storage.fs", "storage/layout.py:99")]
+    bad = [
+        Edge("storage.entities", "storage.importing.report", "storage/entities.py:99"),
+        Edge("storage.exporting.text", "storage.importing.parse", "storage/exporting/text.py:99"),
+        Edge("storage.layout", "storage.fs", "storage/layout.py:99"),
+    ]
     problems = plan_violations(edges + bad)
     assert problems[0] == "storage/entities.py:99: the store storage.entities imports storage.importing.report"
     assert problems[1].startswith("storage/exporting/text.py:99: storage.exporting imports storage.importing.parse")
@@ -190,8 +198,10 @@ def test_the_rules_catch_a_violating_import() -> None:
 
 def loaded_in_fresh_interpreter(modules: list[str]) -> list[str]:
     """Which of torch and Prefect a fresh interpreter has loaded after importing ``modules``."""
-    code = (f"import importlib, json, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-            "print(json.dumps(sorted(m for m in ('torch', 'prefect') if m in sys.modules)))")
+    code = (
+        f"import importlib, json, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'prefect') if m in sys.modules)))"
+    )
     run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120)
     return json.loads(run.stdout)
 

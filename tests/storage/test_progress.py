@@ -25,17 +25,29 @@ def test_record_round_trip(tmp_path: Path) -> None:
     _, progress = make(tmp_path)
     assert progress.read(3) is None
     record = PassProgress(
-        version=3, iteration_index=7, order=[Bucket(1, 0), Bucket(0, 0)], done=1,
-        partitions={("node", 1): 0, ("user.v2", 0): FINAL}, model=0, rows=[{"index": 14, "stats": {"count": 5}}],
+        version=3,
+        iteration_index=7,
+        order=[Bucket(1, 0), Bucket(0, 0)],
+        done=1,
+        partitions={("node", 1): 0, ("user.v2", 0): FINAL},
+        model=0,
+        rows=[{"index": 14, "stats": {"count": 5}}],
     )
     progress.write(record)
     assert progress.read(3) == record
     assert progress.read(4) is None
 
 
-@pytest.mark.parametrize("text", ["{", '{"format": 1, "version": 2}', '{"format": 9, "version": 3}',
-                                  '{"format": 1, "version": 3, "iteration_index": 0, "order": [[0, 0]], '
-                                  '"done": 5, "partitions": [], "model": null, "rows": []}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{",
+        '{"format": 1, "version": 2}',
+        '{"format": 9, "version": 3}',
+        '{"format": 1, "version": 3, "iteration_index": 0, "order": [[0, 0]], '
+        '"done": 5, "partitions": [], "model": null, "rows": []}',
+    ],
+)
 def test_a_bad_record_names_the_file_and_the_way_out(tmp_path: Path, text: str) -> None:
     _, progress = make(tmp_path)
     path = tmp_path / "ckpt" / "progress" / "v3.json"

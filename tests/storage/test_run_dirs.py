@@ -40,8 +40,14 @@ def plant_run(root: StorePath, day: int, version: int, init_path: str | None = N
 
 def plant_lease(run: StorePath, expires_in: float) -> None:
     """A lease.json of a holder on another host (so only its expiry tells whether it is live)."""
-    holder = {"token": "t", "run": "other", "host": "elsewhere", "pid": 1, "started": "",
-              "expires_at": time.time() + expires_in}
+    holder = {
+        "token": "t",
+        "run": "other",
+        "host": "elsewhere",
+        "pid": 1,
+        "started": "",
+        "expires_at": time.time() + expires_in,
+    }
     (run / "lease.json").write_text(json.dumps(holder))
 
 
@@ -91,8 +97,12 @@ def test_edge_path_patterns_expand_to_sorted_directories(root: StorePath) -> Non
     (root / "edges" / "part-00x").write_text("a file, not an edge directory")
     plain = str(root / "fixed")  # not a pattern: kept as given, even if absent
     expanded = expand_edge_paths([str(root / "edges" / "part-00?"), plain, str(root / "edges" / "*-0[1]0")])
-    assert expanded == [str(root / "edges" / "part-000"), str(root / "edges" / "part-001"), plain,
-                        str(root / "edges" / "part-010")]
+    assert expanded == [
+        str(root / "edges" / "part-000"),
+        str(root / "edges" / "part-001"),
+        plain,
+        str(root / "edges" / "part-010"),
+    ]
     pattern = str(root / "edges" / "new-*")
     with pytest.raises(DataNotFound, match="matches no directory") as err:
         expand_edge_paths([pattern])
@@ -128,8 +138,12 @@ def test_latest_json_names_the_newest_completed_run(root: StorePath) -> None:
     done = datetime(2026, 3, 6, 1, 2, 3, tzinfo=UTC)
     newer = RunDir(run_name(6), str(root / run_name(6)), 4)
     written = write_latest(str(root), newer, completed_at=done)
-    expected = {"run": run_name(6), "checkpoint_path": str(root / run_name(6)), "version": 4,
-                "completed_at": "2026-03-06T01:02:03+00:00"}
+    expected = {
+        "run": run_name(6),
+        "checkpoint_path": str(root / run_name(6)),
+        "version": 4,
+        "completed_at": "2026-03-06T01:02:03+00:00",
+    }
     assert written == expected
     assert json.loads((root / "latest.json").read_text()) == expected
     assert read_latest(str(root)) == expected

@@ -18,16 +18,18 @@ KEY, SECRET = "AKIAPLANTEDRUN", "planted-run-s3cr3t"
 
 
 def config_at(root: str, **fields: Any) -> ConfigSchema:
-    return parse_config({
-        "entities": {"node": {"num_partitions": 1}},
-        "relations": [{"name": "r", "lhs": "node", "rhs": "node"}],
-        "dimension": 4,
-        "entity_path": fs.join_url(root, "data"),
-        "edge_paths": [fs.join_url(root, "edges1"), fs.join_url(root, "edges2")],
-        "checkpoint_path": fs.join_url(root, "ckpt"),
-        "init_path": fs.join_url(root, "init"),
-        **fields,
-    })
+    return parse_config(
+        {
+            "entities": {"node": {"num_partitions": 1}},
+            "relations": [{"name": "r", "lhs": "node", "rhs": "node"}],
+            "dimension": 4,
+            "entity_path": fs.join_url(root, "data"),
+            "edge_paths": [fs.join_url(root, "edges1"), fs.join_url(root, "edges2")],
+            "checkpoint_path": fs.join_url(root, "ckpt"),
+            "init_path": fs.join_url(root, "init"),
+            **fields,
+        }
+    )
 
 
 def test_every_store_gets_the_revealed_options(tmp_path: Path) -> None:
@@ -56,8 +58,15 @@ def test_no_storage_options_means_empty_options(tmp_path: Path) -> None:
 @pytest.fixture
 def no_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No endpoint, credentials or profile from the environment: only the config can reach the server."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
@@ -67,10 +76,16 @@ def no_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_s3_endpoint_and_credentials_from_storage_options(
     s3_server: Any, s3_bucket: str, no_aws_environment: None
 ) -> None:
-    config = config_at(f"s3://{s3_bucket}/run", storage_options={
-        "endpoint_url": s3_server.endpoint_url, "key": "config-key", "secret": "config-secret",
-        "region": "us-east-1", "config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 1}},
-    })
+    config = config_at(
+        f"s3://{s3_bucket}/run",
+        storage_options={
+            "endpoint_url": s3_server.endpoint_url,
+            "key": "config-key",
+            "secret": "config-secret",
+            "region": "us-east-1",
+            "config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 1}},
+        },
+    )
     stores = open_run_stores(config)
     stores.entities.save_count("node", 0, 7)
     stores.checkpoint.save_embeddings("node", 0, 1, torch.ones(7, 4), b"state", CheckpointMetadata(config_json="{}"))

@@ -18,8 +18,15 @@ META = CheckpointMetadata(config_json="{}")
 
 
 def record(done: int, where: int) -> PassProgress:
-    return PassProgress(version=2, iteration_index=1, order=[Bucket(0, 0), Bucket(0, 1), Bucket(1, 1)], done=done,
-                        partitions={("node", 0): where}, model=where, rows=[{"index": 3 + done}])
+    return PassProgress(
+        version=2,
+        iteration_index=1,
+        order=[Bucket(0, 0), Bucket(0, 1), Bucket(1, 1)],
+        done=done,
+        partitions={("node", 0): where},
+        model=where,
+        rows=[{"index": 3 + done}],
+    )
 
 
 def save_area(staged: StagedProgress, position: int, value: float) -> None:

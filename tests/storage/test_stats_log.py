@@ -12,7 +12,12 @@ from storage.stats_log import StatsLog
 
 
 def _row(index: int, loss: float) -> dict:
-    return {"lhs_partition": 0, "rhs_partition": index, "index": index, "stats": {"count": 10, "metrics": {"loss": loss}}}
+    return {
+        "lhs_partition": 0,
+        "rhs_partition": index,
+        "index": index,
+        "stats": {"count": 10, "metrics": {"loss": loss}},
+    }
 
 
 def test_missing_file_reads_empty(root: StorePath) -> None:

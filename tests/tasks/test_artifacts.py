@@ -26,8 +26,14 @@ from storage.stats_log import StatsLog
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 
 ITERATION = Iteration(
-    index=1, epoch_idx=0, num_epochs=2, edge_path_idx=1, num_edge_paths=2, edge_path="/data/edges_b",
-    edge_chunk_idx=0, num_edge_chunks=1,
+    index=1,
+    epoch_idx=0,
+    num_epochs=2,
+    edge_path_idx=1,
+    num_edge_paths=2,
+    edge_path="/data/edges_b",
+    edge_chunk_idx=0,
+    num_edge_chunks=1,
 )
 
 
@@ -42,9 +48,13 @@ def harness() -> Iterator[None]:
 
 def stats_row(lhs: int, rhs: int, index: int, epoch: int, loss: float, mrr: float) -> dict[str, Any]:
     return {
-        "lhs_partition": lhs, "rhs_partition": rhs, "index": index,
+        "lhs_partition": lhs,
+        "rhs_partition": rhs,
+        "index": index,
         "stats": {"count": 400, "metrics": {"loss": loss}},
-        "epoch_idx": epoch, "edge_path_idx": 0, "edge_chunk_idx": 0,
+        "epoch_idx": epoch,
+        "edge_path_idx": 0,
+        "edge_chunk_idx": 0,
         "timing": {"train": 2.0, "save": 0.5},
         "io": {"bytes_read": 1_000_000, "bytes_written": 250_000, "seconds": 0.25},
         "eval_stats_after": {"count": 40, "metrics": {"mrr": mrr, "r10": 0.75}},
@@ -52,15 +62,20 @@ def stats_row(lhs: int, rhs: int, index: int, epoch: int, loss: float, mrr: floa
 
 
 def make_config(tmp_path: Path, name: str) -> ConfigSchema:
-    return parse_config({
-        "entity_path": str(tmp_path / "entities"),
-        "edge_paths": [str(tmp_path / "edges")],
-        "checkpoint_path": str(tmp_path / name),
-        "entities": {"node": {"num_partitions": 2}},
-        "relations": [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"}],
-        "dimension": 8, "num_epochs": 2, "workers": 1, "seed": 0,
-        "storage_options": {"key": "AKIAEXAMPLE", "secret": "s3cr3t-never-shown"},
-    })
+    return parse_config(
+        {
+            "entity_path": str(tmp_path / "entities"),
+            "edge_paths": [str(tmp_path / "edges")],
+            "checkpoint_path": str(tmp_path / name),
+            "entities": {"node": {"num_partitions": 2}},
+            "relations": [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"}],
+            "dimension": 8,
+            "num_epochs": 2,
+            "workers": 1,
+            "seed": 0,
+            "storage_options": {"key": "AKIAEXAMPLE", "secret": "s3cr3t-never-shown"},
+        }
+    )
 
 
 def read_artifacts(flow_run_id: UUID) -> list[Any]:
@@ -96,12 +111,24 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     assert progress.description == "buckets trained"
 
     assert (table.type, table.key) == ("table", "pbg-my-model-v2-epoch-001-path-2-chunk-1")
-    assert table.description == "epoch 1/2 · path 2/2 · chunk 1/1 · version 2 · 1 bucket(s) trained, " \
+    assert (
+        table.description == "epoch 1/2 · path 2/2 · chunk 1/1 · version 2 · 1 bucket(s) trained, "
         "1 resumed from an earlier attempt"
-    assert json.loads(table.data) == [{
-        "bucket": "(0, 1)", "loss": 1.0, "mrr_before": None, "mrr_after": 0.5, "hits10_before": None,
-        "hits10_after": 0.75, "edges_per_s": 200.0, "io_mb": 1.25, "io_s": 0.25, "seconds": 2.5,
-    }]
+    )
+    assert json.loads(table.data) == [
+        {
+            "bucket": "(0, 1)",
+            "loss": 1.0,
+            "mrr_before": None,
+            "mrr_after": 0.5,
+            "hits10_before": None,
+            "hits10_after": 0.75,
+            "edges_per_s": 200.0,
+            "io_mb": 1.25,
+            "io_s": 0.25,
+            "seconds": 2.5,
+        }
+    ]
 
     assert (summary.type, summary.key) == ("markdown", "pbg-summary-my-model-v2")
     assert summary.description == "pbg training summary, checkpoint version 2 of 2"
@@ -120,8 +147,13 @@ def test_an_iteration_table_goes_on_the_run_it_names(tmp_path: Path) -> None:
     @flow(name="artifacts-placement-test")
     def parent() -> tuple[UUID, UUID]:
         child = iteration()
-        publish_iteration_table(ITERATION, [stats_row(0, 0, 4, 0, 2.0, 0.25)], resumed=0,
-                                checkpoint_path=config.checkpoint_path, flow_run_id=str(child))
+        publish_iteration_table(
+            ITERATION,
+            [stats_row(0, 0, 4, 0, 2.0, 0.25)],
+            resumed=0,
+            checkpoint_path=config.checkpoint_path,
+            flow_run_id=str(child),
+        )
         return current_flow_run_id(), child
 
     parent_id, child_id = parent()
@@ -156,13 +188,18 @@ def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
     StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
     assert start_progress(1, 2, "outside") is None
     assert update_progress(uuid4(), 1, 2) is None
-    assert publish_iteration_table(
-        ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, checkpoint_path=config.checkpoint_path
-    ) is None
+    assert (
+        publish_iteration_table(
+            ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, checkpoint_path=config.checkpoint_path
+        )
+        is None
+    )
     assert publish_summary(config, version=1, total_iterations=2) is None
     with get_client(sync_client=True) as client:
         created = client.read_artifacts()
-    assert [a for a in created if a.flow_run_id is None or a.key in {"pbg-summary-outside", ITERATION_OUTSIDE_KEY}] == []
+    assert [
+        a for a in created if a.flow_run_id is None or a.key in {"pbg-summary-outside", ITERATION_OUTSIDE_KEY}
+    ] == []
     assert [a.description for a in created if a.description == "outside"] == []
 
 

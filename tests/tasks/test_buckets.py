@@ -70,6 +70,7 @@ def config_2x2(make_config: Any, graph_2x2: Any) -> Any:
         if checkpoint_root is not None:
             config["checkpoint_path"] = f"{checkpoint_root}/{name}"
         return parse_config(config)
+
     return make
 
 
@@ -93,8 +94,10 @@ def train_uninterrupted(config: Any) -> None:
         close_training_session.fn(handle)
 
 
-@pytest.mark.parametrize(("stop_after", "in_flight", "where"),
-                         [(1, False, "local"), (2, True, "local"), (3, True, "s3"), (4, False, "local")])
+@pytest.mark.parametrize(
+    ("stop_after", "in_flight", "where"),
+    [(1, False, "local"), (2, True, "local"), (3, True, "s3"), (4, False, "local")],
+)
 def test_resume_inside_a_pass_is_bit_identical(
     config_2x2: Any, h5_datasets: Any, stop_after: int, in_flight: bool, where: str, request: pytest.FixtureRequest
 ) -> None:

@@ -61,8 +61,7 @@ def test_commit_protocol_over_two_iterations(session: Any, train_buckets: Any, h
 
     train_buckets(handle, second)
     assert write_checkpoint.fn(handle, second) == 2
-    assert versioned(checkpoint) == {"embeddings_node_0.v1.h5", "model.v1.h5", "embeddings_node_0.v2.h5",
-                                     "model.v2.h5"}
+    assert versioned(checkpoint) == {"embeddings_node_0.v1.h5", "model.v1.h5", "embeddings_node_0.v2.h5", "model.v2.h5"}
     # Training v2 never touches the committed v1 files.
     assert h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"].tobytes() == v1.tobytes()
     assert switch_version.fn(handle, second) == 2
@@ -101,8 +100,9 @@ def test_crash_before_switch_leaves_the_committed_version(
     assert pointer(checkpoint) == 1
 
     written = h5_datasets(checkpoint / "embeddings_node_0.v2.h5")["embeddings"]
-    assert torch.equal(torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"]),
-                       torch.from_numpy(committed))  # v1 untouched
+    assert torch.equal(
+        torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v1.h5")["embeddings"]), torch.from_numpy(committed)
+    )  # v1 untouched
 
     reopened = open_training_session.fn(open_run(config))
     try:
@@ -115,16 +115,16 @@ def test_crash_before_switch_leaves_the_committed_version(
         write_checkpoint.fn(reopened, resumed)
         switch_version.fn(reopened, resumed)
         assert pointer(checkpoint) == 2
-        assert torch.equal(torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v2.h5")["embeddings"]),
-                           torch.from_numpy(written))
+        assert torch.equal(
+            torch.from_numpy(h5_datasets(checkpoint / "embeddings_node_0.v2.h5")["embeddings"]),
+            torch.from_numpy(written),
+        )
         assert not (checkpoint / "progress").exists()
     finally:
         close_training_session.fn(reopened)
 
 
-def test_remove_old_version_also_removes_leftovers_of_an_interrupted_removal(
-    session: Any, train_buckets: Any
-) -> None:
+def test_remove_old_version_also_removes_leftovers_of_an_interrupted_removal(session: Any, train_buckets: Any) -> None:
     handle, _, iterations, checkpoint = session
     first, second = iterations[:2]
     for iteration in (first, second):

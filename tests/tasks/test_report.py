@@ -31,16 +31,30 @@ ACCESS_KEY = "AKIAEXAMPLEKEY0000"
 
 
 def bucket_row(
-    lhs: int, rhs: int, index: int, count: int, loss: float, *, epoch: int = 0, path: int = 0,
-    timing: dict[str, float] | None = None, io: dict[str, float] | None = None,
-    before: dict[str, Any] | None = None, after: dict[str, Any] | None = None,
+    lhs: int,
+    rhs: int,
+    index: int,
+    count: int,
+    loss: float,
+    *,
+    epoch: int = 0,
+    path: int = 0,
+    timing: dict[str, float] | None = None,
+    io: dict[str, float] | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A stats row shaped like the engine's (``finish_bucket(...)["row"]``)."""
     row: dict[str, Any] = {
-        "lhs_partition": lhs, "rhs_partition": rhs, "index": index,
+        "lhs_partition": lhs,
+        "rhs_partition": rhs,
+        "index": index,
         "stats": {"count": count, "metrics": {"loss": loss, "reg": 0.0}},
-        "epoch_idx": epoch, "edge_path_idx": path, "edge_chunk_idx": 0,
-        "timing": timing or {}, "io": io or {},
+        "epoch_idx": epoch,
+        "edge_path_idx": path,
+        "edge_chunk_idx": 0,
+        "timing": timing or {},
+        "io": io or {},
     }
     if before is not None:
         row["eval_stats_before"] = before
@@ -54,10 +68,15 @@ def eval_stats(count: int, mrr: float, r10: float) -> dict[str, Any]:
 
 
 FULL = bucket_row(
-    0, 1, 7, 1000, 0.123456,
+    0,
+    1,
+    7,
+    1000,
+    0.123456,
     timing={"load_edges": 0.5, "eval_before": 0.25, "train": 2.0, "eval_after": 0.25, "save": 1.0},
     io={"bytes_read": 3_000_000, "bytes_written": 1_500_000, "seconds": 0.75},
-    before=eval_stats(50, 0.25, 0.5), after=eval_stats(50, 0.123456, 0.6),
+    before=eval_stats(50, 0.25, 0.5),
+    after=eval_stats(50, 0.123456, 0.6),
 )
 
 
@@ -67,8 +86,10 @@ def test_table_row_with_every_value() -> None:
     assert row == {
         "bucket": "(0, 1)",
         "loss": 0.1235,  # 4 significant digits
-        "mrr_before": 0.25, "mrr_after": 0.1235,
-        "hits10_before": 0.5, "hits10_after": 0.6,
+        "mrr_before": 0.25,
+        "mrr_after": 0.1235,
+        "hits10_before": 0.5,
+        "hits10_after": 0.6,
         "edges_per_s": 500.0,  # 1000 edges / 2.0 s of training
         "io_mb": 4.5,  # (3e6 + 1.5e6) bytes / 1e6
         "io_s": 0.75,
@@ -146,19 +167,26 @@ def test_sparkline(values: list[float | None], expected: str) -> None:
 
 
 def config_with_secret(checkpoint: str) -> Any:
-    return parse_config({
-        "entity_path": "/data/entities",
-        "edge_paths": ["/data/edges"],
-        "checkpoint_path": checkpoint,
-        "entities": {"node": {"num_partitions": 2}, "tag": {"num_partitions": 1}},
-        "relations": [
-            {"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"},
-            {"name": "tagged", "lhs": "node", "rhs": "tag", "operator": "diagonal"},
-        ],
-        "dimension": 16, "comparator": "dot", "loss_fn": "softmax", "lr": 0.05, "num_epochs": 2,
-        "workers": 3, "bucket_order": "affinity",
-        "storage_options": {"key": ACCESS_KEY, "secret": SECRET, "client_kwargs": {"aws_session_token": SECRET}},
-    })
+    return parse_config(
+        {
+            "entity_path": "/data/entities",
+            "edge_paths": ["/data/edges"],
+            "checkpoint_path": checkpoint,
+            "entities": {"node": {"num_partitions": 2}, "tag": {"num_partitions": 1}},
+            "relations": [
+                {"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"},
+                {"name": "tagged", "lhs": "node", "rhs": "tag", "operator": "diagonal"},
+            ],
+            "dimension": 16,
+            "comparator": "dot",
+            "loss_fn": "softmax",
+            "lr": 0.05,
+            "num_epochs": 2,
+            "workers": 3,
+            "bucket_order": "affinity",
+            "storage_options": {"key": ACCESS_KEY, "secret": SECRET, "client_kwargs": {"aws_session_token": SECRET}},
+        }
+    )
 
 
 def test_summary_markdown_content(tmp_path: Path) -> None:
@@ -216,8 +244,16 @@ def test_artifact_key_is_always_valid_and_bounded() -> None:
 
 def iteration(epoch: int, epochs: int, path: int = 0, paths: int = 1, chunk: int = 0, chunks: int = 1) -> Iteration:
     index = (epoch * paths + path) * chunks + chunk
-    return Iteration(index=index, epoch_idx=epoch, num_epochs=epochs, edge_path_idx=path, num_edge_paths=paths,
-                     edge_path=f"/data/p{path}", edge_chunk_idx=chunk, num_edge_chunks=chunks)
+    return Iteration(
+        index=index,
+        epoch_idx=epoch,
+        num_epochs=epochs,
+        edge_path_idx=path,
+        num_edge_paths=paths,
+        edge_path=f"/data/p{path}",
+        edge_chunk_idx=chunk,
+        num_edge_chunks=chunks,
+    )
 
 
 def test_iteration_key_names_the_checkpoint_and_the_iteration_one_based() -> None:
@@ -228,8 +264,12 @@ def test_iteration_key_names_the_checkpoint_and_the_iteration_one_based() -> Non
 
 def test_iteration_keys_sort_in_training_order() -> None:
     for epochs, paths, chunks in [(12, 3, 11), (1500, 2, 1), (3, 12, 2)]:
-        its = [iteration(e, epochs, p, paths, c, chunks)
-               for e in range(epochs) for p in range(paths) for c in range(chunks)]
+        its = [
+            iteration(e, epochs, p, paths, c, chunks)
+            for e in range(epochs)
+            for p in range(paths)
+            for c in range(chunks)
+        ]
         keys = [iteration_key("ckpt", it) for it in its]
         assert sorted(keys) == keys and len(set(keys)) == len(keys), (epochs, paths, chunks)
 

@@ -33,8 +33,13 @@ def commit_trained(url: str, raw_config: dict[str, Any], version: int = 1) -> Ch
     store = CheckpointStore(url)
     text = config_json_text(config_to_json(parse_config(raw_config)))
     state = {"rhs_operators.0.diagonal": torch.ones(4)}
-    store.save_model(version, state, {"rhs_operators.0.diagonal": "relations/0/operator/rhs/diagonal"}, None,
-                     CheckpointMetadata(config_json=text, iteration={"num_edge_chunks": 1, "num_edge_paths": 1}))
+    store.save_model(
+        version,
+        state,
+        {"rhs_operators.0.diagonal": "relations/0/operator/rhs/diagonal"},
+        None,
+        CheckpointMetadata(config_json=text, iteration={"num_edge_chunks": 1, "num_edge_paths": 1}),
+    )
     store.write_version(version)
     return store
 
@@ -63,8 +68,10 @@ def test_resume_with_another_operator_is_refused_before_training(make_config: An
     commit_trained(config["checkpoint_path"], with_operator(config, "diagonal"))
     with pytest.raises(ShapeError) as raised:
         plan_training.fn(open_run(parse_config(with_operator(config, "translation"))))
-    assert str(raised.value).startswith(f"checkpoint_path {config['checkpoint_path']} version 1 was trained with "
-                                        'relations[0].operator "diagonal" (this config: "translation")')
+    assert str(raised.value).startswith(
+        f"checkpoint_path {config['checkpoint_path']} version 1 was trained with "
+        'relations[0].operator "diagonal" (this config: "translation")'
+    )
     assert "\n" not in str(raised.value)
     assert CheckpointStore(config["checkpoint_path"]).read_version() == 1
 
@@ -73,14 +80,20 @@ def test_init_path_of_another_operator_is_refused(make_config: Any, tmp_path: Pa
     config = make_config(num_epochs=1)
     commit_trained(str(tmp_path / "old"), with_operator(config, "diagonal"), version=3)
     raw = {**with_operator(config, "linear"), "init_path": str(tmp_path / "old")}
-    with pytest.raises(ShapeError, match=r'init_path .*old version 3 was trained with relations\[0\].operator '
-                                         r'"diagonal" \(this config: "linear"\).*use an init_path'):
+    with pytest.raises(
+        ShapeError,
+        match=r"init_path .*old version 3 was trained with relations\[0\].operator "
+        r'"diagonal" \(this config: "linear"\).*use an init_path',
+    ):
         plan_training.fn(open_run(parse_config(raw)))
 
 
 def test_changed_loss_fn_warns_with_old_and_new_value(make_config: Any, caplog: pytest.LogCaptureFixture) -> None:
-    config = make_config(num_epochs=2, loss_fn="softmax", relations=[
-        {"name": "linked", "lhs": "node", "rhs": "node", "operator": "diagonal"}])
+    config = make_config(
+        num_epochs=2,
+        loss_fn="softmax",
+        relations=[{"name": "linked", "lhs": "node", "rhs": "node", "operator": "diagonal"}],
+    )
     commit_trained(config["checkpoint_path"], config)
     with caplog.at_level(logging.WARNING, logger="tasks"):
         plan = plan_training.fn(open_run(parse_config({**config, "loss_fn": "ranking"})))
@@ -89,32 +102,50 @@ def test_changed_loss_fn_warns_with_old_and_new_value(make_config: Any, caplog: 
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert [w for w in warnings if 'loss_fn="softmax", this config has loss_fn="ranking"' in w] == [
         f'checkpoint_path {config["checkpoint_path"]} version 1 was trained with loss_fn="softmax", this config '
-        'has loss_fn="ranking": continuing with loss_fn="ranking"'], warnings
+        'has loss_fn="ranking": continuing with loss_fn="ranking"'
+    ], warnings
 
 
 def test_unchanged_config_neither_warns_nor_refuses(make_config: Any, caplog: pytest.LogCaptureFixture) -> None:
     config = make_config(num_epochs=2)
     store = commit_trained(config["checkpoint_path"], config)
     with caplog.at_level(logging.WARNING):
-        check_fits(store, 1, parse_config({**config, "lr": 0.5, "num_epochs": 9}), logging.getLogger("tasks"),
-                   "checkpoint_path")
+        check_fits(
+            store,
+            1,
+            parse_config({**config, "lr": 0.5, "num_epochs": 9}),
+            logging.getLogger("tasks"),
+            "checkpoint_path",
+        )
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_shape_differences_name_every_shape_defining_field() -> None:
-    stored = {"dimension": 8, "global_emb": False, "dynamic_relations": False,
-              "entities": {"a": {"num_partitions": 1, "dimension": None, "featurized": False}},
-              "relations": [{"name": "r", "lhs": "a", "rhs": "a", "operator": "DIAGONAL"}]}
+    stored = {
+        "dimension": 8,
+        "global_emb": False,
+        "dynamic_relations": False,
+        "entities": {"a": {"num_partitions": 1, "dimension": None, "featurized": False}},
+        "relations": [{"name": "r", "lhs": "a", "rhs": "a", "operator": "DIAGONAL"}],
+    }
     same = json.loads(json.dumps(stored))
     same["relations"][0]["operator"] = "diagonal"  # PBG matches choices in any case
     assert shape_differences(stored, same) == []
-    changed = {"dimension": 16, "global_emb": True, "dynamic_relations": False,
-               "entities": {"a": {"num_partitions": 2, "dimension": None, "featurized": False}},
-               "relations": [{"name": "r", "lhs": "a", "rhs": "a", "operator": "linear"},
-                             {"name": "s", "lhs": "a", "rhs": "a", "operator": "none"}]}
+    changed = {
+        "dimension": 16,
+        "global_emb": True,
+        "dynamic_relations": False,
+        "entities": {"a": {"num_partitions": 2, "dimension": None, "featurized": False}},
+        "relations": [
+            {"name": "r", "lhs": "a", "rhs": "a", "operator": "linear"},
+            {"name": "s", "lhs": "a", "rhs": "a", "operator": "none"},
+        ],
+    }
     assert shape_differences(stored, changed) == [
-        "dimension 8 (this config: 16)", "global_emb false (this config: true)",
-        "entities.a.num_partitions 1 (this config: 2)", "number of relations 1 (this config: 2)",
+        "dimension 8 (this config: 16)",
+        "global_emb false (this config: true)",
+        "entities.a.num_partitions 1 (this config: 2)",
+        "number of relations 1 (this config: 2)",
         'relations[0].operator "diagonal" (this config: "linear")',
     ]
 
@@ -142,8 +173,11 @@ def test_evaluating_a_checkpoint_of_another_operator_is_refused(make_config: Any
 
     config = make_config()
     commit_trained(config["checkpoint_path"], with_operator(config, "translation"))
-    with pytest.raises(ShapeError, match=r'evaluated checkpoint .* version 1 was trained with relations\[0\]'
-                                         r'.operator "translation" \(this config: "none"\).*evaluate with the config'):
+    with pytest.raises(
+        ShapeError,
+        match=r"evaluated checkpoint .* version 1 was trained with relations\[0\]"
+        r'.operator "translation" \(this config: "none"\).*evaluate with the config',
+    ):
         open_eval_session.fn(open_run(parse_config(config)))
 
 

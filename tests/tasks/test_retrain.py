@@ -47,8 +47,12 @@ def commit(run_dir: Path, version: int) -> None:
 def root_config(make_config: Any, tmp_path: Path) -> ConfigSchema:
     """A config whose checkpoint_path is a root and whose edge path is a glob; with credentials."""
     plant_edge_dir(tmp_path / "edges" / "part-000")
-    raw = make_config("root", edge_paths=[str(tmp_path / "edges" / "part-*")], init_path=str(tmp_path / "seed"),
-                      storage_options={"key": KEY, "secret": SECRET})
+    raw = make_config(
+        "root",
+        edge_paths=[str(tmp_path / "edges" / "part-*")],
+        init_path=str(tmp_path / "seed"),
+        storage_options={"key": KEY, "secret": SECRET},
+    )
     return parse_config(raw)
 
 
@@ -90,20 +94,21 @@ def test_first_start_expands_globs_and_a_retry_reuses_its_choice(root_config: Co
     assert later.edge_paths == [str(tmp_path / "edges" / "part-000"), str(tmp_path / "edges" / "part-001")]
     assert later.init_path == str(tmp_path / "root" / "run-20260201T000000Z-00000001")
     commit(tmp_path / "root" / FIRST, 1)
-    own_init = prepare_retrain.fn(root_config, RetrainOptions(init_from_previous=False),
-                                  "run-20260303T000000Z-0000000c")
+    own_init = prepare_retrain.fn(
+        root_config, RetrainOptions(init_from_previous=False), "run-20260303T000000Z-0000000c"
+    )
     assert own_init.init_path == str(tmp_path / "seed")
     with pytest.raises(ValueError, match="'run-today' is not a run directory name"):
         prepare_retrain.fn(root_config, options, "run-today")
 
 
-def test_the_run_config_is_the_resolved_one_with_its_paths_replaced(root_config: ConfigSchema,
-                                                                  tmp_path: Path) -> None:
+def test_the_run_config_is_the_resolved_one_with_its_paths_replaced(root_config: ConfigSchema, tmp_path: Path) -> None:
     """No second parse: every other field is the resolved config's own (credentials as SecretStr)."""
     run_config = prepare_retrain.fn(root_config, RetrainOptions(), FIRST)
     changed = {"checkpoint_path", "edge_paths"}
     assert {k: v for k, v in vars(run_config).items() if k not in changed} == {
-        k: v for k, v in vars(root_config).items() if k not in changed}
+        k: v for k, v in vars(root_config).items() if k not in changed
+    }
     assert run_config.storage_options is root_config.storage_options
 
 
@@ -114,8 +119,10 @@ def test_a_saved_run_config_of_the_wrong_type_is_named(root_config: ConfigSchema
     (run_dir / "config.json").write_text(json.dumps({"edge_paths": "edges/part-000", "init_path": 7}))
     with pytest.raises(ConfigError) as raised:
         prepare_retrain.fn(root_config, RetrainOptions(), FIRST)
-    assert raised.value.problems == ["init_path: 7 is not a str | None",
-                                     "edge_paths: 'edges/part-000' is not a list[str]"]
+    assert raised.value.problems == [
+        "init_path: 7 is not a str | None",
+        "edge_paths: 'edges/part-000' is not a list[str]",
+    ]
     assert FIRST in str(raised.value)
 
 
@@ -152,8 +159,12 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
 ) -> None:
     edges = tmp_path / "edges"
     shutil.copytree(graph.train_path, edges / "part-000")
-    raw = make_config("root", edge_paths=[str(edges / "part-*")], num_epochs=1,
-                      relations=[{"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"}])
+    raw = make_config(
+        "root",
+        edge_paths=[str(edges / "part-*")],
+        num_epochs=1,
+        relations=[{"name": "linked", "lhs": "node", "rhs": "node", "operator": "translation"}],
+    )
     config, options = parse_config(raw), RetrainOptions(keep_last=1)
     root = tmp_path / "root"
 
@@ -195,4 +206,7 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
     assert sorted(p.name for p in root.iterdir()) == ["latest.json", SECOND]
     latest = json.loads((root / "latest.json").read_text())
     assert {k: latest[k] for k in ("run", "checkpoint_path", "version")} == {
-        "run": SECOND, "checkpoint_path": str(root / SECOND), "version": 2}
+        "run": SECOND,
+        "checkpoint_path": str(root / SECOND),
+        "version": 2,
+    }

@@ -18,7 +18,9 @@ def test_inline_config_keeps_its_credentials_through_overrides(make_config: Any)
     resolved = resolve_config.fn(config, None, ["num_epochs=5", "storage_options.region=eu-west-3"])
     assert resolved.num_epochs == 5
     assert resolved.storage_options_for_fs() == {
-        "key": KEY, "secret": SECRET, "client_kwargs": {"region_name": "eu-west-3"},
+        "key": KEY,
+        "secret": SECRET,
+        "client_kwargs": {"region_name": "eu-west-3"},
     }
     assert resolve_config.fn(config, None, []) == config
 
@@ -32,8 +34,15 @@ def test_an_inline_config_without_overrides_passes_through_unparsed(make_config:
 def test_credentials_in_the_overrides_parameter_are_refused(make_config: Any, write_config: Any) -> None:
     path = write_config(make_config())
     with pytest.raises(ConfigError) as info:
-        resolve_config.fn(None, str(path), ["num_epochs=2", f"storage_options.secret={SECRET}",
-                                            f"storage_options.client_kwargs.aws_session_token={SECRET}"])
+        resolve_config.fn(
+            None,
+            str(path),
+            [
+                "num_epochs=2",
+                f"storage_options.secret={SECRET}",
+                f"storage_options.client_kwargs.aws_session_token={SECRET}",
+            ],
+        )
     assert [p.split(" would")[0] for p in info.value.problems] == [
         "overrides: storage_options.secret=<value>",
         "overrides: storage_options.client_kwargs.aws_session_token=<value>",

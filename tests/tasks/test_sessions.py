@@ -86,9 +86,7 @@ def test_reopening_resumes_from_the_committed_version(one_epoch: dict[str, Any],
         close_training_session.fn(handle)
 
 
-def test_init_path_loads_the_other_checkpoint(
-    one_epoch: dict[str, Any], make_config: Any, h5_datasets: Any
-) -> None:
+def test_init_path_loads_the_other_checkpoint(one_epoch: dict[str, Any], make_config: Any, h5_datasets: Any) -> None:
     config = make_config("with_init", init_path=one_epoch["checkpoint_path"])
     handle = open_training_session.fn(open_run(parse_config(config)))
     try:
@@ -110,9 +108,7 @@ def test_init_path_loads_the_other_checkpoint(
 KEY, SECRET = "AKIAPLANTEDSESSION", "planted-session-s3cr3t"
 
 
-def test_config_json_masks_credentials_and_resume_never_uses_the_mask(
-    make_config: Any, train_buckets: Any
-) -> None:
+def test_config_json_masks_credentials_and_resume_never_uses_the_mask(make_config: Any, train_buckets: Any) -> None:
     raw = make_config("secret_run", num_epochs=1, storage_options={"key": KEY, "secret": SECRET})
     config = parse_config(raw)
     (iteration,) = plan_training.fn(open_run(config)).remaining

@@ -356,14 +356,12 @@ def two_relations(**fields: Any) -> dict[str, Any]:
         ),
         (
             minimal(disable_lhs_negs=True, disable_rhs_negs=True),
-            "disable_lhs_negs, disable_rhs_negs: both are True, which leaves no negatives; "
-            "at most one may be True",
+            "disable_lhs_negs, disable_rhs_negs: both are True, which leaves no negatives; at most one may be True",
         ),
         (minimal(batch_size=1001), "batch_size: 1001 must be a multiple of num_batch_negs (50)"),
         (
             minimal(dimension=7, relations=[{"name": "r", "lhs": "user", "rhs": "user", "operator": CD}]),
-            "relations[0].operator: 'complex_diagonal' needs an even dimension, "
-            "but entity type 'user' has dimension 7",
+            "relations[0].operator: 'complex_diagonal' needs an even dimension, but entity type 'user' has dimension 7",
         ),
         (
             minimal(dynamic_relations=True),
@@ -395,8 +393,7 @@ def test_complex_diagonal_checks_per_entity_dimension() -> None:
     raw = minimal(relations=[{"name": "r", "lhs": "user", "rhs": "item", "operator": "complex_diagonal"}])
     raw["entities"]["item"]["dimension"] = 5
     assert problems_of(raw) == [
-        "relations[0].operator: 'complex_diagonal' needs an even dimension, "
-        "but entity type 'item' has dimension 5"
+        "relations[0].operator: 'complex_diagonal' needs an even dimension, but entity type 'item' has dimension 5"
     ]
     raw["entities"]["item"]["dimension"] = 6
     assert parse_config(raw).entity_dimension("item") == 6
@@ -469,15 +466,23 @@ def test_storage_options_default_to_none_and_to_the_environment() -> None:
     assert config.storage_options is None
     assert config.storage_options_for_fs() == {}
     description = ConfigSchema.model_fields["storage_options"].description or ""
-    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
-                     "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+    for variable in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_PROFILE",
+    ):
         assert variable in description
 
 
 def test_storage_options_are_masked_in_json_and_real_for_fsspec() -> None:
     config = parse_config(with_credentials(endpoint_url="http://127.0.0.1:9000"))
     assert config.storage_options_for_fs() == {
-        "key": PLANTED_KEY, "secret": PLANTED_SECRET, "endpoint_url": "http://127.0.0.1:9000",
+        "key": PLANTED_KEY,
+        "secret": PLANTED_SECRET,
+        "endpoint_url": "http://127.0.0.1:9000",
     }
     for text in (json.dumps(config_to_json(config)), config.model_dump_json(), repr(config), str(config)):
         assert PLANTED_SECRET not in text and PLANTED_KEY not in text
@@ -496,15 +501,26 @@ def test_raw_round_trip_keeps_credentials_json_round_trip_drops_them() -> None:
 def test_overrides_set_credentials_free_keys_and_nested_keys() -> None:
     config = parse_config(
         minimal(storage_options=None),
-        [f"storage_options.key={PLANTED_KEY}", f"storage_options.secret={PLANTED_SECRET}",
-         "storage_options.anon=false", "storage_options.client_kwargs.region_name=eu-west-3",
-         "storage_options.config_kwargs.s3.addressing_style=path", "storage_options.use_ssl=False",
-         "storage_options.max_concurrency=4", "storage_options.password=000123"],
+        [
+            f"storage_options.key={PLANTED_KEY}",
+            f"storage_options.secret={PLANTED_SECRET}",
+            "storage_options.anon=false",
+            "storage_options.client_kwargs.region_name=eu-west-3",
+            "storage_options.config_kwargs.s3.addressing_style=path",
+            "storage_options.use_ssl=False",
+            "storage_options.max_concurrency=4",
+            "storage_options.password=000123",
+        ],
     )
     assert config.storage_options_for_fs() == {
-        "key": PLANTED_KEY, "secret": PLANTED_SECRET, "anon": False,
-        "client_kwargs": {"region_name": "eu-west-3"}, "config_kwargs": {"s3": {"addressing_style": "path"}},
-        "use_ssl": False, "max_concurrency": 4, "password": "000123",
+        "key": PLANTED_KEY,
+        "secret": PLANTED_SECRET,
+        "anon": False,
+        "client_kwargs": {"region_name": "eu-west-3"},
+        "config_kwargs": {"s3": {"addressing_style": "path"}},
+        "use_ssl": False,
+        "max_concurrency": 4,
+        "password": "000123",
     }
     assert "000123" not in json.dumps(config_to_json(config))
 
@@ -518,19 +534,34 @@ def test_an_override_replaces_a_masked_secret() -> None:
 @pytest.mark.parametrize(
     ("storage_options", "overrides", "line"),
     [
-        ({"key": PLANTED_KEY, "secret": 20240607}, (),
-         "storage_options.secret: input should be a valid string; got an int (value hidden)"),
-        ({"key": PLANTED_KEY, "secret": PLANTED_SECRET}, ("storage_options.anon=" + PLANTED_SECRET,),
-         "storage_options.anon: input should be a valid boolean, unable to interpret input; "
-         "got a str (value hidden)"),
-        ({"key": PLANTED_KEY}, (),
-         "storage_options: key is set but secret is not: give both, or neither to use "
-         "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or the instance role"),
+        (
+            {"key": PLANTED_KEY, "secret": 20240607},
+            (),
+            "storage_options.secret: input should be a valid string; got an int (value hidden)",
+        ),
+        (
+            {"key": PLANTED_KEY, "secret": PLANTED_SECRET},
+            ("storage_options.anon=" + PLANTED_SECRET,),
+            "storage_options.anon: input should be a valid boolean, unable to interpret input; "
+            "got a str (value hidden)",
+        ),
+        (
+            {"key": PLANTED_KEY},
+            (),
+            "storage_options: key is set but secret is not: give both, or neither to use "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or the instance role",
+        ),
         (None, ("=" + PLANTED_SECRET,), "override '=<value>': expected key=value, e.g. num_epochs=10"),
-        (None, ("storage_option.secret=" + PLANTED_SECRET,),
-         "storage_option: unknown key (did you mean 'storage_options'?)"),
-        ({"endpoint_url": PLANTED_SECRET}, ("storage_options.endpoint_url.x=1",),
-         "storage_options.endpoint_url.x: storage_options.endpoint_url has no entry 'x'"),
+        (
+            None,
+            ("storage_option.secret=" + PLANTED_SECRET,),
+            "storage_option: unknown key (did you mean 'storage_options'?)",
+        ),
+        (
+            {"endpoint_url": PLANTED_SECRET},
+            ("storage_options.endpoint_url.x=1",),
+            "storage_options.endpoint_url.x: storage_options.endpoint_url has no entry 'x'",
+        ),
     ],
 )
 def test_storage_options_errors_never_quote_a_value(

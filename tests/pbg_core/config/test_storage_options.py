@@ -15,21 +15,42 @@ KEY, SECRET, TOKEN = "AKIAPLANTEDKEY", "planted-s3cr3t-1", "planted-t0ken-2"
 
 
 def full() -> StorageOptions:
-    return StorageOptions.model_validate({
-        "key": KEY, "secret": SECRET, "token": TOKEN, "region": "eu-west-3", "anon": False,
-        "client_kwargs": {"aws_session_token": TOKEN, "verify": False},
-        "config_kwargs": {"connect_timeout": 5},
-        "password": "pw-planted-3", "sas_token": "sas-planted-4", "use_ssl": False,
-        "credentials": {"type": "service_account", "client_email": "mail-planted-5"},
-    })
+    return StorageOptions.model_validate(
+        {
+            "key": KEY,
+            "secret": SECRET,
+            "token": TOKEN,
+            "region": "eu-west-3",
+            "anon": False,
+            "client_kwargs": {"aws_session_token": TOKEN, "verify": False},
+            "config_kwargs": {"connect_timeout": 5},
+            "password": "pw-planted-3",
+            "sas_token": "sas-planted-4",
+            "use_ssl": False,
+            "credentials": {"type": "service_account", "client_email": "mail-planted-5"},
+        }
+    )
 
 
 PLANTED = (KEY, SECRET, TOKEN, "pw-planted-3", "sas-planted-4", "mail-planted-5")
 
 
 @pytest.mark.parametrize(
-    "name", ["key", "secret", "token", "password", "Password", "aws_secret_access_key", "aws_session_token",
-             "aws_access_key_id", "account_key", "client_credentials", "sas_token", "api_key"],
+    "name",
+    [
+        "key",
+        "secret",
+        "token",
+        "password",
+        "Password",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "aws_access_key_id",
+        "account_key",
+        "client_credentials",
+        "sas_token",
+        "api_key",
+    ],
 )
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
@@ -43,8 +64,12 @@ def test_plain_names(name: str) -> None:
 def test_every_serialization_masks_every_secret() -> None:
     options = full()
     renderings = [
-        repr(options), str(options), json.dumps(options.model_dump(mode="json")), options.model_dump_json(),
-        str(options.model_dump()), json.dumps(jsonable_encoder({"options": options})),
+        repr(options),
+        str(options),
+        json.dumps(options.model_dump(mode="json")),
+        options.model_dump_json(),
+        str(options.model_dump()),
+        json.dumps(jsonable_encoder({"options": options})),
     ]
     for text in renderings:
         assert not [p for p in PLANTED if p in text], text
@@ -58,10 +83,16 @@ def test_every_serialization_masks_every_secret() -> None:
 
 def test_to_fsspec_reveals_and_leaves_unset_values_to_the_environment() -> None:
     assert full().to_fsspec() == {
-        "key": KEY, "secret": SECRET, "token": TOKEN, "anon": False,
+        "key": KEY,
+        "secret": SECRET,
+        "token": TOKEN,
+        "anon": False,
         "client_kwargs": {"region_name": "eu-west-3", "aws_session_token": TOKEN, "verify": False},
-        "config_kwargs": {"connect_timeout": 5}, "password": "pw-planted-3", "sas_token": "sas-planted-4",
-        "use_ssl": False, "credentials": {"type": "service_account", "client_email": "mail-planted-5"},
+        "config_kwargs": {"connect_timeout": 5},
+        "password": "pw-planted-3",
+        "sas_token": "sas-planted-4",
+        "use_ssl": False,
+        "credentials": {"type": "service_account", "client_email": "mail-planted-5"},
     }
     assert StorageOptions().to_fsspec() == {}
     explicit = StorageOptions(region="a", client_kwargs={"region_name": "b"})

@@ -82,7 +82,11 @@ def test_rank_metric_sums_are_additive_over_batches() -> None:
 
 def test_rank_metric_sums_empty() -> None:
     assert rank_metric_sums(torch.empty(0, dtype=torch.int64)) == {
-        "pos_rank": 0.0, "mrr": 0.0, "r1": 0.0, "r10": 0.0, "r50": 0.0
+        "pos_rank": 0.0,
+        "mrr": 0.0,
+        "r1": 0.0,
+        "r10": 0.0,
+        "r50": 0.0,
     }
 
 
@@ -210,8 +214,9 @@ def test_filter_index_empty() -> None:
 
 def test_filter_index_rejects_bad_shapes() -> None:
     with pytest.raises(ShapeError, match="lhs, rel, rhs"):
-        FilterIndex.from_tensors(torch.zeros(3, dtype=torch.long), torch.zeros(2, dtype=torch.long),
-                                 torch.zeros(3, dtype=torch.long))
+        FilterIndex.from_tensors(
+            torch.zeros(3, dtype=torch.long), torch.zeros(2, dtype=torch.long), torch.zeros(3, dtype=torch.long)
+        )
     with pytest.raises(ValueError, match="rhs >= 0, got minimum -1"):
         FilterIndex.from_tensors(torch.tensor([0, 1]), torch.tensor([0, 0]), torch.tensor([2, -1]))
     index = FilterIndex.from_tensors(torch.tensor([0]), torch.tensor([0]), torch.tensor([0]))

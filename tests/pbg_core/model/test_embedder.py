@@ -20,12 +20,21 @@ from pbg_core.model.negatives import NegativeMode, chunk_layout
 def make_config(**overrides: object) -> SimpleNamespace:
     """A ConfigSchema look-alike (attribute access only), two entity types."""
     cfg = SimpleNamespace(
-        entities={"a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-                  "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
-        relations=[SimpleNamespace(name="r0", lhs="a", rhs="b", weight=1.0, operator="translation", all_negs=False),
-                   SimpleNamespace(name="r1", lhs="b", rhs="b", weight=2.0, operator="diagonal", all_negs=False)],
-        dimension=4, comparator="dot", bias=False, global_emb=True, regularizer="N3",
-        regularization_coef=0.0, dynamic_relations=False,
+        entities={
+            "a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
+            "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
+        },
+        relations=[
+            SimpleNamespace(name="r0", lhs="a", rhs="b", weight=1.0, operator="translation", all_negs=False),
+            SimpleNamespace(name="r1", lhs="b", rhs="b", weight=2.0, operator="diagonal", all_negs=False),
+        ],
+        dimension=4,
+        comparator="dot",
+        bias=False,
+        global_emb=True,
+        regularizer="N3",
+        regularization_coef=0.0,
+        dynamic_relations=False,
     )
     cfg.__dict__.update(overrides)
     cfg.entity_dimension = lambda name: cfg.dimension
@@ -40,8 +49,7 @@ def test_state_dict_keys_and_public_names_roundtrip() -> None:
     assert public["rhs_operators.1.diagonal"] == "relations/1/operator/rhs/diagonal"
     assert public["global_embs.emb_a"] == "entities/a/global_embedding"
     assert model_private_names(list(public.values())) == {v: k for k, v in public.items()}
-    dyn = build_model(make_config(relations=make_config().relations[:1], global_emb=False,
-                                  dynamic_relations=True), 3)
+    dyn = build_model(make_config(relations=make_config().relations[:1], global_emb=False, dynamic_relations=True), 3)
     assert set(dyn.state_dict()) == {"lhs_operators.0.translations", "rhs_operators.0.translations"}
     assert dyn.state_dict()["lhs_operators.0.translations"].shape == (3, 4)
 
@@ -59,10 +67,20 @@ def test_standard_batch_uniform_scores_match_brute_force(grad: bool) -> None:
     ul, ur = torch.randn(3, U, 4), torch.randn(3, U, 4)
     layout = chunk_layout(NegativeMode.BATCH_UNIFORM, P, chunk, U)
     with torch.enable_grad() if grad else torch.no_grad():
-        scores = model.score(0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM, ul),
-                             SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM, ur))
-    scores = dataclasses.replace(scores, **{f: getattr(scores, f).detach() for f in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg")})
-    ga, gb, t = model.global_embs["emb_a"].detach(), model.global_embs["emb_b"].detach(), model.rhs_operators[0].translation.detach()
+        scores = model.score(
+            0,
+            layout,
+            SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM, ul),
+            SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM, ur),
+        )
+    scores = dataclasses.replace(
+        scores, **{f: getattr(scores, f).detach() for f in ("lhs_pos", "rhs_pos", "lhs_neg", "rhs_neg")}
+    )
+    ga, gb, t = (
+        model.global_embs["emb_a"].detach(),
+        model.global_embs["emb_b"].detach(),
+        model.rhs_operators[0].translation.detach(),
+    )
     L = lambda x: x + ga  # noqa: E731 - named lambdas read as the formulas they check
     R = lambda x: x + gb + t  # noqa: E731 - named lambdas read as the formulas they check
     for i in range(P):
@@ -83,16 +101,21 @@ def test_standard_batch_uniform_scores_match_brute_force(grad: bool) -> None:
 
 
 def test_dynamic_scores_forward_and_reverse() -> None:
-    cfg = make_config(relations=[SimpleNamespace(name="t", lhs="a", rhs="a", weight=1.0, operator="diagonal",
-                                                 all_negs=False)], global_emb=False, dynamic_relations=True,
-                      regularization_coef=0.1)
+    cfg = make_config(
+        relations=[SimpleNamespace(name="t", lhs="a", rhs="a", weight=1.0, operator="diagonal", all_negs=False)],
+        global_emb=False,
+        dynamic_relations=True,
+        regularization_coef=0.1,
+    )
     model = build_model(cfg, 2)
     with torch.no_grad():
         model.rhs_operators[0].diagonals.copy_(torch.tensor([[1.0, 2, 3, 4], [2.0, 2, 2, 2]]))
         model.lhs_operators[0].diagonals.copy_(torch.tensor([[-1.0, 1, -1, 1], [0.5, 0.5, 0.5, 0.5]]))
     u, v, rel = torch.eye(4)[:2], torch.ones(2, 4), torch.tensor([0, 1])
     layout = chunk_layout(NegativeMode.BATCH_UNIFORM, 2, 2, 0)
-    s = model.score(rel, layout, SideBatch("a", u, NegativeMode.BATCH_UNIFORM), SideBatch("a", v, NegativeMode.BATCH_UNIFORM))
+    s = model.score(
+        rel, layout, SideBatch("a", u, NegativeMode.BATCH_UNIFORM), SideBatch("a", v, NegativeMode.BATCH_UNIFORM)
+    )
     h = model.rhs_operators[0].diagonals.detach()[rel] * v  # h_r(v)
     g = model.lhs_operators[0].diagonals.detach()[rel] * u  # g_r(u)
     assert s.lhs_pos.tolist() == pytest.approx((u * h).sum(1).tolist())  # c(u, h_r(v)) = [1, 0]
@@ -101,8 +124,14 @@ def test_dynamic_scores_forward_and_reverse() -> None:
     assert s.lhs_neg[0].tolist() == pytest.approx([MASKED, float(u[1] @ h[0])])
     assert s.rhs_neg[1].tolist() == pytest.approx([float(v[0] @ g[1]), MASKED])
     # N3 per direction: |u|^3 + |h|^3 + |d_r|^3 per edge, both directions, times 0.1
-    want = (u.abs().pow(3).sum() + h.abs().pow(3).sum() + model.rhs_operators[0].diagonals.detach()[rel].abs().pow(3).sum()
-            + v.abs().pow(3).sum() + g.abs().pow(3).sum() + model.lhs_operators[0].diagonals.detach()[rel].abs().pow(3).sum())
+    want = (
+        u.abs().pow(3).sum()
+        + h.abs().pow(3).sum()
+        + model.rhs_operators[0].diagonals.detach()[rel].abs().pow(3).sum()
+        + v.abs().pow(3).sum()
+        + g.abs().pow(3).sum()
+        + model.lhs_operators[0].diagonals.detach()[rel].abs().pow(3).sum()
+    )
     assert s.reg.item() == pytest.approx(0.1 * float(want), rel=1e-5)
 
 
@@ -117,8 +146,9 @@ def test_standard_n3_counts_the_operator_term_once_per_chunk(operator: str) -> N
             param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(3)))
     lhs, rhs = torch.randn(5, 4), torch.randn(5, 4)
     layout = chunk_layout(NegativeMode.BATCH_UNIFORM, 5, 2, 0)  # chunks of 2: 3 chunks for 5 positives
-    s = model.score(0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM),
-                    SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM))
+    s = model.score(
+        0, layout, SideBatch("a", lhs, NegativeMode.BATCH_UNIFORM), SideBatch("b", rhs, NegativeMode.BATCH_UNIFORM)
+    )
     dst = op(rhs).detach()
     embs = op.prepare_for_reg(lhs).abs().pow(3).sum() + op.prepare_for_reg(dst).abs().pow(3).sum()
     op_term = op.reg_params().detach().abs().pow(3).sum()
@@ -131,8 +161,12 @@ def test_all_mode_masks_own_entity_and_none_mode_is_empty() -> None:
     table_a = torch.eye(4)
     pos = table_a[torch.tensor([2, 0])]
     layout = chunk_layout(NegativeMode.ALL, 2, 50, 0)
-    s = model.score(0, layout, SideBatch("a", pos, NegativeMode.ALL, all_embs=table_a, pos_offsets=torch.tensor([2, 0])),
-                    SideBatch("b", torch.ones(2, 4), NegativeMode.NONE))
+    s = model.score(
+        0,
+        layout,
+        SideBatch("a", pos, NegativeMode.ALL, all_embs=table_a, pos_offsets=torch.tensor([2, 0])),
+        SideBatch("b", torch.ones(2, 4), NegativeMode.NONE),
+    )
     assert s.lhs_neg.tolist() == [[1.0, 1.0, MASKED, 1.0], [MASKED, 1.0, 1.0, 1.0]]
     assert s.rhs_neg.shape == (2, 0)
 

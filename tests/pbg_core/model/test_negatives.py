@@ -22,7 +22,9 @@ def test_mode_selection_order() -> None:
 
 
 def test_chunk_sizes() -> None:
-    assert chunk_layout(NegativeMode.BATCH_UNIFORM, 120, 50, 10) == chunk_layout(NegativeMode.BATCH_UNIFORM, 120, 50, 99)
+    assert chunk_layout(NegativeMode.BATCH_UNIFORM, 120, 50, 10) == chunk_layout(
+        NegativeMode.BATCH_UNIFORM, 120, 50, 99
+    )
     lay = chunk_layout(NegativeMode.BATCH_UNIFORM, 120, 50, 10)
     assert (lay.chunk_size, lay.num_chunks, lay.last_chunk_size, lay.padded) == (50, 3, 20, 150)
     assert chunk_layout(NegativeMode.BATCH_UNIFORM, 7, 50, 10).chunk_size == 7

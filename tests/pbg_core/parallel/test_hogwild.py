@@ -397,7 +397,9 @@ with WorkerPool(2, slow_jobs.init, None, start_method=sys.argv[1]) as pool:
     print(" ".join(map(str, pool.pids)), flush=True)
     pool.run(slow_jobs.sleep, [120.0, 120.0])
 """
-_SLOW_JOBS = "import time\n\ndef init(index, payload):\n    return None\n\ndef sleep(state, seconds):\n    time.sleep(seconds)\n"
+_SLOW_JOBS = (
+    "import time\n\ndef init(index, payload):\n    return None\n\ndef sleep(state, seconds):\n    time.sleep(seconds)\n"
+)
 
 
 def _gone_or_zombie(pid: int) -> bool:

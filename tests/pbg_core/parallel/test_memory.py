@@ -72,7 +72,9 @@ def test_double_acquire_is_refused(pool: EmbeddingPool) -> None:
 
 def test_no_free_slot_names_the_holders(pool: EmbeddingPool) -> None:
     pool.acquire("item", 0, count=4)
-    with pytest.raises(SlotError, match=r"no free slot for entity type 'item' partition 1: all 1 slots hold partitions \[0\]"):
+    with pytest.raises(
+        SlotError, match=r"no free slot for entity type 'item' partition 1: all 1 slots hold partitions \[0\]"
+    ):
         pool.acquire("item", 1, count=1)
 
 

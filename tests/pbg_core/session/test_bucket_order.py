@@ -30,7 +30,12 @@ def test_registry_has_pbg_names_and_rejects_unknown() -> None:
 
 def test_lexicographic_order() -> None:
     assert lexicographic_order(2, 3) == [
-        Bucket(0, 0), Bucket(0, 1), Bucket(0, 2), Bucket(1, 0), Bucket(1, 1), Bucket(1, 2)
+        Bucket(0, 0),
+        Bucket(0, 1),
+        Bucket(0, 2),
+        Bucket(1, 0),
+        Bucket(1, 1),
+        Bucket(1, 2),
     ]
 
 

@@ -31,8 +31,9 @@ def committed(path: Path, shape: tuple[int, int], version: int = 1) -> None:
 
 
 @pytest.mark.parametrize("shape", [(200, 8), (150, 16)])
-def test_a_committed_checkpoint_of_another_shape_is_refused(make_config: Any, tmp_path: Path,
-                                                           shape: tuple[int, int]) -> None:
+def test_a_committed_checkpoint_of_another_shape_is_refused(
+    make_config: Any, tmp_path: Path, shape: tuple[int, int]
+) -> None:
     config = parse_config(make_config("ckpt"))
     committed(Path(config.checkpoint_path), shape)
     with pytest.raises(ShapeError) as raised:
@@ -59,14 +60,17 @@ def test_an_init_path_of_another_dimension_is_refused(make_config: Any, tmp_path
         build_session(config, open_run_stores(config))
 
 
-@pytest.mark.parametrize(("edges", "workers", "expected"), [
-    (1_592, 2, 1),       # Nations: two batches of 1000 -> one worker
-    (15_999, 2, 1),      # just under 8 batches per worker for two
-    (16_000, 2, 2),
-    (2_000_000, 2, 2),
-    (2_000_000, 64, 64),
-    (0, 4, 1),
-])
+@pytest.mark.parametrize(
+    ("edges", "workers", "expected"),
+    [
+        (1_592, 2, 1),  # Nations: two batches of 1000 -> one worker
+        (15_999, 2, 1),  # just under 8 batches per worker for two
+        (16_000, 2, 2),
+        (2_000_000, 2, 2),
+        (2_000_000, 64, 64),
+        (0, 4, 1),
+    ],
+)
 def test_small_buckets_train_on_fewer_workers(edges: int, workers: int, expected: int) -> None:
     from pbg_core.parallel.worker_boot import active_workers
 
@@ -75,16 +79,39 @@ def test_small_buckets_train_on_fewer_workers(edges: int, workers: int, expected
 
 def test_worker_settings_carry_every_field_a_worker_reads(make_config: Any) -> None:
     """Each field of the config a worker uses lands in its WorkerSettings, with a distinct value."""
-    config = parse_config(make_config(
-        "ckpt", batch_size=100, num_batch_negs=20, num_uniform_negs=7, disable_lhs_negs=True, max_norm=2.5,
-        loss_fn="softmax", margin=0.3, lr=0.04, relation_lr=0.002, eval_num_batch_negs=40, eval_num_uniform_negs=11,
-    ))
+    config = parse_config(
+        make_config(
+            "ckpt",
+            batch_size=100,
+            num_batch_negs=20,
+            num_uniform_negs=7,
+            disable_lhs_negs=True,
+            max_norm=2.5,
+            loss_fn="softmax",
+            margin=0.3,
+            lr=0.04,
+            relation_lr=0.002,
+            eval_num_batch_negs=40,
+            eval_num_uniform_negs=11,
+        )
+    )
     settings = worker_settings(config)
-    train = BatchSettings(batch_size=100, num_batch_negs=20, num_uniform_negs=7, disable_lhs_negs=True,
-                          disable_rhs_negs=False, max_norm=2.5)
+    train = BatchSettings(
+        batch_size=100,
+        num_batch_negs=20,
+        num_uniform_negs=7,
+        disable_lhs_negs=True,
+        disable_rhs_negs=False,
+        max_norm=2.5,
+    )
     assert settings == WorkerSettings(
-        loss_fn="softmax", margin=0.3, lr=0.04, relation_lr=0.002, train=train,
-        holdout=replace(train, batch_size=120, num_batch_negs=40, num_uniform_negs=11), offline=train,
+        loss_fn="softmax",
+        margin=0.3,
+        lr=0.04,
+        relation_lr=0.002,
+        train=train,
+        holdout=replace(train, batch_size=120, num_batch_negs=40, num_uniform_negs=11),
+        offline=train,
     )
     assert settings.model_lr == 0.002
     assert worker_settings(config.model_copy(update={"relation_lr": None})).model_lr == 0.04

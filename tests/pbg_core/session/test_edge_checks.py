@@ -23,8 +23,11 @@ def test_in_range_edges_pass() -> None:
 
 
 def test_offset_beyond_the_partition_count_names_edge_type_and_range() -> None:
-    with pytest.raises(BadEdgesError, match=r"p bucket \( 1 , 0 \): edge 1 has rhs offset 4, but entity type "
-                       r"'item' has 4 entities in partition 0 \(allowed 0..3\)"):
+    with pytest.raises(
+        BadEdgesError,
+        match=r"p bucket \( 1 , 0 \): edge 1 has rhs offset 4, but entity type "
+        r"'item' has 4 entities in partition 0 \(allowed 0..3\)",
+    ):
         check_edges(edges([0, 1], [1, 0], [4, 4]), "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
 
 
@@ -55,8 +58,11 @@ def _reference_ok(e: EdgeList) -> bool:
 def test_fast_path_and_per_edge_check_agree(seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     n = 6
-    e = edges(torch.randint(-1, 4, (n,), generator=gen).tolist(), torch.randint(0, 3, (n,), generator=gen).tolist(),
-              torch.randint(-1, 6, (n,), generator=gen).tolist())
+    e = edges(
+        torch.randint(-1, 4, (n,), generator=gen).tolist(),
+        torch.randint(0, 3, (n,), generator=gen).tolist(),
+        torch.randint(-1, 6, (n,), generator=gen).tolist(),
+    )
     if _reference_ok(e):
         check_edges(e, "p", Bucket(1, 0), SIDES, PARTS, COUNTS, frozenset())
     else:

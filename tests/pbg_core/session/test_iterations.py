@@ -12,7 +12,10 @@ def test_iterations_nest_epochs_paths_chunks_and_commit_consecutive_versions() -
     assert len(its) == 12
     assert [it.version for it in its] == list(range(1, 13))
     assert [(it.epoch_idx, it.edge_path_idx, it.edge_chunk_idx) for it in its[:4]] == [
-        (0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 0)
+        (0, 0, 0),
+        (0, 0, 1),
+        (0, 0, 2),
+        (0, 1, 0),
     ]
     assert its[-1].edge_path == "b"
     assert its[7].label == "epoch 2/2 · path 1/2 · chunk 2/3"
@@ -21,8 +24,13 @@ def test_iterations_nest_epochs_paths_chunks_and_commit_consecutive_versions() -
 def test_metadata_has_pbg_iteration_attributes() -> None:
     it = build_iterations(3, ["p"], 2)[3]
     assert it.metadata() == {
-        "num_epochs": 3, "epoch_idx": 1, "num_edge_paths": 1, "edge_path_idx": 0,
-        "edge_path": "p", "num_edge_chunks": 2, "edge_chunk_idx": 1,
+        "num_epochs": 3,
+        "epoch_idx": 1,
+        "num_edge_paths": 1,
+        "edge_path_idx": 0,
+        "edge_path": "p",
+        "num_edge_chunks": 2,
+        "edge_chunk_idx": 1,
     }
 
 

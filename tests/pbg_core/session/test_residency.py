@@ -31,8 +31,15 @@ def residency(
     store = CheckpointStore(str(tmp_path / "ckpt"))
     pool = EmbeddingPool.allocate({"node": SlotSpec(max_count=3, dim=DIM, num_slots=slots)})
     return PartitionResidency(
-        pool=pool, store=store, init_store=init, counts=dict(COUNTS), init_scale=0.001, seed=seed,
-        committed_version=committed, metadata=MetadataSource("{}"), progress=CheckpointProgress(store),
+        pool=pool,
+        store=store,
+        init_store=init,
+        counts=dict(COUNTS),
+        init_scale=0.001,
+        seed=seed,
+        committed_version=committed,
+        metadata=MetadataSource("{}"),
+        progress=CheckpointProgress(store),
     )
 
 

@@ -24,10 +24,25 @@ def fake_config(**overrides: object) -> SimpleNamespace:
             "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
         },
         relations=[make_relation()],
-        dimension=6, comparator="dot", bias=False, global_emb=False, regularizer="N3", regularization_coef=0.0,
-        dynamic_relations=False, loss_fn="ranking", margin=0.1, max_norm=None, batch_size=12, num_batch_negs=4,
-        num_uniform_negs=3, disable_lhs_negs=False, disable_rhs_negs=False, lr=0.1, relation_lr=None,
-        eval_num_batch_negs=None, eval_num_uniform_negs=None,
+        dimension=6,
+        comparator="dot",
+        bias=False,
+        global_emb=False,
+        regularizer="N3",
+        regularization_coef=0.0,
+        dynamic_relations=False,
+        loss_fn="ranking",
+        margin=0.1,
+        max_norm=None,
+        batch_size=12,
+        num_batch_negs=4,
+        num_uniform_negs=3,
+        disable_lhs_negs=False,
+        disable_rhs_negs=False,
+        lr=0.1,
+        relation_lr=None,
+        eval_num_batch_negs=None,
+        eval_num_uniform_negs=None,
     )
     cfg.__dict__.update(overrides)
     cfg.entity_dimension = lambda name: cfg.dimension
@@ -54,8 +69,9 @@ def clone_tables(tables: BucketTables) -> BucketTables:
             copies[id(t)] = t.clone()
         return copies[id(t)]
 
-    return BucketTables({k: dup(v) for k, v in tables.embeddings.items()},
-                        {k: dup(v) for k, v in tables.optim_state.items()})
+    return BucketTables(
+        {k: dup(v) for k, v in tables.embeddings.items()}, {k: dup(v) for k, v in tables.optim_state.items()}
+    )
 
 
 def random_edges(num: int, seed: int, weights: bool = False, num_rels: int = 1) -> EdgeList:

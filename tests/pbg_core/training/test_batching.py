@@ -20,10 +20,25 @@ def make_config(**overrides: object) -> SimpleNamespace:
     cfg = SimpleNamespace(
         entities={"e": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
         relations=[SimpleNamespace(name="r", lhs="e", rhs="e", weight=1.0, operator="none", all_negs=False)],
-        dimension=3, comparator="dot", bias=False, global_emb=False, regularizer="N3", regularization_coef=0.0,
-        dynamic_relations=False, loss_fn="ranking", margin=0.1, max_norm=None, batch_size=4, num_batch_negs=2,
-        num_uniform_negs=0, disable_lhs_negs=False, disable_rhs_negs=False, lr=0.1, relation_lr=None,
-        eval_num_batch_negs=None, eval_num_uniform_negs=None,
+        dimension=3,
+        comparator="dot",
+        bias=False,
+        global_emb=False,
+        regularizer="N3",
+        regularization_coef=0.0,
+        dynamic_relations=False,
+        loss_fn="ranking",
+        margin=0.1,
+        max_norm=None,
+        batch_size=4,
+        num_batch_negs=2,
+        num_uniform_negs=0,
+        disable_lhs_negs=False,
+        disable_rhs_negs=False,
+        lr=0.1,
+        relation_lr=None,
+        eval_num_batch_negs=None,
+        eval_num_uniform_negs=None,
     )
     cfg.__dict__.update(overrides)
     cfg.entity_dimension = lambda name: cfg.dimension
@@ -32,7 +47,9 @@ def make_config(**overrides: object) -> SimpleNamespace:
 
 def one_table(table: torch.Tensor) -> BucketTables:
     state = torch.zeros(table.shape[0])
-    return BucketTables({("e", Side.LHS): table, ("e", Side.RHS): table}, {("e", Side.LHS): state, ("e", Side.RHS): state})
+    return BucketTables(
+        {("e", Side.LHS): table, ("e", Side.RHS): table}, {("e", Side.LHS): state, ("e", Side.RHS): state}
+    )
 
 
 def test_iter_batches_groups_by_relation_in_order() -> None:
@@ -99,8 +116,17 @@ def test_weights_multiply_loss_and_stats_shape() -> None:
 def test_training_is_deterministic_and_learns() -> None:
     def run(seed: int) -> tuple[torch.Tensor, list[float]]:
         torch.manual_seed(1)
-        cfg = make_config(dimension=8, num_batch_negs=10, num_uniform_negs=5, batch_size=40, lr=0.3,
-                          loss_fn="softmax", global_emb=True, comparator="dot", relation_lr=0.05)
+        cfg = make_config(
+            dimension=8,
+            num_batch_negs=10,
+            num_uniform_negs=5,
+            batch_size=40,
+            lr=0.3,
+            loss_fn="softmax",
+            global_emb=True,
+            comparator="dot",
+            relation_lr=0.05,
+        )
         model = build_model(cfg, 0)
         table = torch.randn(50, 8) * 0.1
         lhs = torch.arange(50).repeat(4)
@@ -108,8 +134,10 @@ def test_training_is_deterministic_and_learns() -> None:
         gen = torch.Generator().manual_seed(seed)
         trainer = build_trainer(worker_settings(cfg), model)
         tables = one_table(table)
-        losses = [train_edges(trainer, tables, edges, torch.randperm(200, generator=gen), gen).metrics["loss"]
-                  for _ in range(15)]
+        losses = [
+            train_edges(trainer, tables, edges, torch.randperm(200, generator=gen), gen).metrics["loss"]
+            for _ in range(15)
+        ]
         return table, losses
 
     t1, l1 = run(5)
@@ -146,11 +174,15 @@ def test_filtered_negatives_score_masked_and_stay_in_the_auc_pool() -> None:
     table[0] = torch.tensor([0.1, 0.0, 0.0])  # e0 . x is small: every unfiltered negative beats the positive
     edges = EdgeList.from_tensors(torch.zeros(100, dtype=torch.long), torch.zeros(100, dtype=torch.long), 0)
     others = torch.arange(5)
-    known = FilterIndex.build(EdgeList.from_tensors(torch.cat([torch.zeros(5, dtype=torch.long), others]),
-                                                    torch.cat([others, torch.zeros(5, dtype=torch.long)]), 0))
+    known = FilterIndex.build(
+        EdgeList.from_tensors(
+            torch.cat([torch.zeros(5, dtype=torch.long), others]),
+            torch.cat([others, torch.zeros(5, dtype=torch.long)]),
+            0,
+        )
+    )
     evaluator = build_evaluator(worker_settings(cfg), build_model(cfg, 0), during_training=False)
-    stats = eval_edges(evaluator, one_table(table), edges, torch.arange(100), torch.Generator().manual_seed(0),
-                       known)
+    stats = eval_edges(evaluator, one_table(table), edges, torch.arange(100), torch.Generator().manual_seed(0), known)
     # Per side 6 negatives: own (masked), 4 filtered (-1e9), e5 beats the positive: rank 2.
     assert stats.metrics["pos_rank"] == pytest.approx(2.0 * 100)
     # PBG's pool holds all 6 scores of each row, 5/6 of them beaten: AUC about 0.83 (200 draws).
@@ -166,8 +198,9 @@ def test_eval_loss_carries_the_relation_weight() -> None:
         cfg = make_config(margin=10.0)
         cfg.relations[0].weight = weight
         evaluator = build_evaluator(worker_settings(cfg), build_model(cfg, 0), during_training=False)
-        losses.append(eval_edges(evaluator, one_table(table.clone()), edges, torch.arange(4),
-                                 torch.Generator()).metrics["loss"])
+        losses.append(
+            eval_edges(evaluator, one_table(table.clone()), edges, torch.arange(4), torch.Generator()).metrics["loss"]
+        )
     assert losses[0] > 0 and losses[1] == pytest.approx(3 * losses[0])
 
 

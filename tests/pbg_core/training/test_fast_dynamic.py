@@ -23,8 +23,14 @@ def make_config(
     operator: str = "complex_diagonal", lhs: str = "a", rhs: str = "a", **overrides: object
 ) -> SimpleNamespace:
     """A dynamic-relation softmax config with one ``operator`` relation from ``lhs`` to ``rhs``."""
-    return fake_config(**{"relations": [make_relation(operator, lhs, rhs)], "dynamic_relations": True,
-                          "loss_fn": "softmax", **overrides})
+    return fake_config(
+        **{
+            "relations": [make_relation(operator, lhs, rhs)],
+            "dynamic_relations": True,
+            "loss_fn": "softmax",
+            **overrides,
+        }
+    )
 
 
 def randomize_operators(model: torch.nn.Module, seed: int) -> None:

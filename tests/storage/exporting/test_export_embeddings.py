@@ -47,7 +47,11 @@ def test_npy_files_hold_all_partitions_in_row_order(root: StorePath) -> None:
     assert (out / "relation_types.tsv").read_text() == RELATIONS_TSV
     assert report.entity_counts == {"user": 3, "item": 1} and report.relation_rows_written == 2
     assert sorted(p.name for p in out.iterdir()) == [
-        "item.names.json", "item.npy", "relation_types.tsv", "user.names.json", "user.npy",
+        "item.names.json",
+        "item.npy",
+        "relation_types.tsv",
+        "user.names.json",
+        "user.npy",
     ]
 
 
@@ -78,14 +82,14 @@ def test_tsv_per_entity_type_is_pbgs_layout(root: StorePath) -> None:
 def test_unicode_names_in_every_format(tmp_path: Path) -> None:
     config = make_config(StorePath(str(tmp_path)), global_emb=False)
     write_standard_checkpoint(config)
-    EntityStore(config.entity_path).save_names("user", 1, ["caf\u00e9 \"\u6771\""])
+    EntityStore(config.entity_path).save_names("user", 1, ['caf\u00e9 "\u6771"'])
     for fmt in ("tsv", "npy", "h5"):
         export_embeddings(config, str(tmp_path / fmt), fmt, entity_types=["user"])
     tsv_lines = (tmp_path / "tsv" / "user.tsv").read_text(encoding="utf-8").splitlines()
-    assert tsv_lines[2].startswith("caf\u00e9 \"\u6771\"\t")
-    assert json.loads((tmp_path / "npy" / "user.names.json").read_text(encoding="utf-8"))[2] == "caf\u00e9 \"\u6771\""
+    assert tsv_lines[2].startswith('caf\u00e9 "\u6771"\t')
+    assert json.loads((tmp_path / "npy" / "user.names.json").read_text(encoding="utf-8"))[2] == 'caf\u00e9 "\u6771"'
     names = read_h5_datasets(str(tmp_path / "h5" / "user.h5"))["names"]
-    assert names[2].decode("utf-8") == "caf\u00e9 \"\u6771\""
+    assert names[2].decode("utf-8") == 'caf\u00e9 "\u6771"'
 
 
 def test_refuses_existing_outputs_naming_all_and_writes_nothing(root: StorePath) -> None:
@@ -153,8 +157,11 @@ def test_a_version_without_files_names_the_versions_present_and_creates_nothing(
     config = make_config(root)
     write_standard_checkpoint(config, version=2)
     out = root / "export"
-    with pytest.raises(DataNotFound, match=r"ckpt: no checkpoint version 7 to export; versions present: 2 "
-                                           r"\(latest committed: 2\)"):
+    with pytest.raises(
+        DataNotFound,
+        match=r"ckpt: no checkpoint version 7 to export; versions present: 2 "
+        r"\(latest committed: 2\)",
+    ):
         export_embeddings(config, str(out), "npy", version=7)
     with pytest.raises(DataNotFound, match=r"no checkpoint version 0 to export"):
         export_tsv(config, str(out / "e.tsv"), str(out / "r.tsv"), version=0)

@@ -411,11 +411,14 @@ def test_unknown_relations_error_names_file_line_and_the_expected_names(root: St
     for fragment in (src, "line 51", "relation 'lkes' in column 1 is not in the config", "'knows', 'likes'"):
         assert fragment in message
     assert all_files(root) == before
-    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="error",
-                          skip_bad_lines=True)
+    report = import_edges(
+        config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="error", skip_bad_lines=True
+    )
     assert report.skipped["malformed_line"] == 1 and report.skipped["unknown_relation"] == 0
-    assert report.bad_lines == [f"{src}: line 51: relation 'lkes' in column 1 is not in the config "
-                                f"(expected one of 'knows', 'likes'): 'a1\\tlkes\\tb2'"]
+    assert report.bad_lines == [
+        f"{src}: line 51: relation 'lkes' in column 1 is not in the config "
+        f"(expected one of 'knows', 'likes'): 'a1\\tlkes\\tb2'"
+    ]
     assert sum(report.edges_written) == 100
 
 
@@ -447,8 +450,11 @@ def test_every_edge_skipped_is_an_error_that_writes_nothing(root: StorePath) -> 
 def test_every_edge_filtered_by_entity_min_count_is_an_error(root: StorePath) -> None:
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     src = write_tsv(root / "g.tsv", ["a b", "c d"])
-    with pytest.raises(BadDataError, match=r"read 2 edges and every one was skipped \(2 skipped: entity seen "
-                                           r"fewer than entity_min_count=2 times\)"):
+    with pytest.raises(
+        BadDataError,
+        match=r"read 2 edges and every one was skipped \(2 skipped: entity seen "
+        r"fewer than entity_min_count=2 times\)",
+    ):
         import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, entity_min_count=2)
     assert all_files(root) == ["g.tsv"]
 

@@ -15,11 +15,16 @@ LINES = "".join(f"n{i}\tr\tn{(i * 7) % 50}\n" for i in range(200))
 
 
 def make_config(root: Path, partitions: int = 2):
-    return parse_config({
-        "entity_path": str(root / "data"), "edge_paths": [str(root / "data" / "edges")],
-        "checkpoint_path": str(root / "model"), "entities": {"n": {"num_partitions": partitions}},
-        "relations": [{"name": "r", "lhs": "n", "rhs": "n"}], "dimension": 4,
-    })
+    return parse_config(
+        {
+            "entity_path": str(root / "data"),
+            "edge_paths": [str(root / "data" / "edges")],
+            "checkpoint_path": str(root / "model"),
+            "entities": {"n": {"num_partitions": partitions}},
+            "relations": [{"name": "r", "lhs": "n", "rhs": "n"}],
+            "dimension": 4,
+        }
+    )
 
 
 def run(config, tsv: Path, **options):
@@ -95,8 +100,7 @@ def test_the_manifest_goes_right_before_the_first_output_file_is_replaced(import
         seen.append(((Path(config.entity_path) / MANIFEST).exists(), bucket.stat().st_mtime_ns))
         (Path(config.entity_path) / MANIFEST).unlink()
 
-    run_import(config, [str(tsv)], ReadSpec(Columns(0, 2, 1, None), None, False, None), seed=0,
-               before_commit=forget)
+    run_import(config, [str(tsv)], ReadSpec(Columns(0, 2, 1, None), None, False, None), seed=0, before_commit=forget)
     assert seen == [(True, before)]  # called once, with the old output still in place
     assert bucket.stat().st_mtime_ns != before and not (Path(config.entity_path) / MANIFEST).exists()
 

@@ -76,8 +76,9 @@ def test_names_sharing_a_key_stay_apart_across_batches_and_restores(monkeypatch:
     (ids,) = index.lookup_or_add([(pa.array(["carol", "bob", "carol"]), np.array([5, 3, 7]))])
     assert ids.tolist() == [2, 1, 2] and index.names().to_pylist() == ["alice", "bob", "carol"]
     snap = index.snapshot()
-    lhs, rhs = index.lookup_or_add([(pa.array(["bob", "dave"]), np.array([0, 2])),
-                                    (pa.array(["alice", "carol"]), np.array([1, 3]))])
+    lhs, rhs = index.lookup_or_add(
+        [(pa.array(["bob", "dave"]), np.array([0, 2])), (pa.array(["alice", "carol"]), np.array([1, 3]))]
+    )
     assert lhs.tolist() == [1, 3] and rhs.tolist() == [0, 2]
     index.restore(snap)  # dave forgotten, the table rebuilt from the kept names' table keys
     (ids,) = index.lookup_or_add([(pa.array(["carol", "erin", "alice", "bob"]), np.arange(4))])
@@ -100,7 +101,6 @@ def test_a_collision_of_both_hashes_is_reported_with_both_names(monkeypatch: pyt
     fresh = NameIndex()
     with pytest.raises(HashCollisionError, match="'carol' and 'bob'|'bob' and 'carol'"):  # inside one batch
         fresh.lookup_or_add([(pa.array(["alice", "bob", "carol"]), np.array([0, 1, 2]))])
-
 
 
 def test_first_positions_picks_the_earliest_row() -> None:

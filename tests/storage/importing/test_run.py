@@ -23,12 +23,16 @@ from storage.importing.run import run_import
 
 
 def config_for(root: Path, parts: int = 2, relations: int = 3) -> ConfigSchema:
-    return parse_config({
-        "entities": {"n": {"num_partitions": parts}},
-        "relations": [{"name": f"r{i}", "lhs": "n", "rhs": "n"} for i in range(relations)],
-        "dimension": 4, "entity_path": str(root / "ent"), "edge_paths": [str(root / "edges")],
-        "checkpoint_path": str(root / "ckpt"),
-    })
+    return parse_config(
+        {
+            "entities": {"n": {"num_partitions": parts}},
+            "relations": [{"name": f"r{i}", "lhs": "n", "rhs": "n"} for i in range(relations)],
+            "dimension": 4,
+            "entity_path": str(root / "ent"),
+            "edge_paths": [str(root / "edges")],
+            "checkpoint_path": str(root / "ckpt"),
+        }
+    )
 
 
 def graph_lines(num: int, seed: int = 0) -> list[str]:
@@ -65,8 +69,7 @@ def test_same_output_across_batch_sizes_and_paths(tmp_path: Path) -> None:
     results = []
     for i, (path, block) in enumerate([(src, 1 << 20), (src, 1 << 10), (ragged, 1 << 20)]):  # last: slow path
         config = config_for(tmp_path / f"run{i}")
-        run_import(config, [path], ReadSpec(Columns(0, 2, 1, None), None, block_bytes=block), seed=4,
-                   chunk_edges=500)
+        run_import(config, [path], ReadSpec(Columns(0, 2, 1, None), None, block_bytes=block), seed=4, chunk_edges=500)
         results.append(snapshot(config))
     assert results[0] == results[1] == results[2]
     want = Counter((a, int(r[1:]), b) for a, r, b in (line.split("\t") for line in lines))
@@ -75,7 +78,8 @@ def test_same_output_across_batch_sizes_and_paths(tmp_path: Path) -> None:
 
 
 def test_blocks_cut_mid_line_with_blank_runs_and_crlf_stay_on_the_fast_path(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     lines = graph_lines(2000)
     # Runs of blank lines (longer than a block) land at block starts; CRLF endings; no final newline.
     text = "".join(line + ("\r\n" + "  \r\n" * 200 if i % 333 == 0 else "\r\n") for i, line in enumerate(lines))
@@ -120,8 +124,11 @@ def test_non_utf8_and_wrong_column_index(tmp_path: Path) -> None:
     with pytest.raises(BadDataError, match=r"latin\.tsv: line 2: expected UTF-8 text in column 2"):
         import_edges(config, [str(src)], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
     good = write(tmp_path / "good.tsv", ["a\tr0\tb"])
-    with pytest.raises(BadDataError, match=r"line 1: expected at least 6 columns \(lhs=0, rhs=2, rel=5.*found 3 "
-                       r"\(is a column index"):
+    with pytest.raises(
+        BadDataError,
+        match=r"line 1: expected at least 6 columns \(lhs=0, rhs=2, rel=5.*found 3 "
+        r"\(is a column index",
+    ):
         import_edges(config, [good], lhs_col=0, rel_col=5, rhs_col=2, seed=0)
 
 
@@ -132,8 +139,9 @@ def test_skip_bad_lines_counts_and_lists_them(tmp_path: Path) -> None:
     src = write(tmp_path / "g.tsv", lines + [""], suffix="\r\n")
     report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, skip_bad_lines=True)
     assert report.skipped["malformed_line"] == 1 and report.skipped["blank_line"] == 1
-    assert report.bad_lines == [f"{src}: line 10: expected at least 3 columns (lhs=0, rhs=2, rel=1, 0-based) "
-                                "but found 1: 'oops'"]
+    assert report.bad_lines == [
+        f"{src}: line 10: expected at least 3 columns (lhs=0, rhs=2, rel=1, 0-based) but found 1: 'oops'"
+    ]
     assert sum(report.edges_written) == 99 and report.edges_read == 100
 
 
@@ -148,14 +156,22 @@ def test_gzip_and_parquet_inputs_give_the_same_graph(tmp_path: Path) -> None:
     assert snapshot(zipped) == snapshot(plain)
     # Parquet by column name, with integer ids: names become their decimal strings.
     cols = [line.split("\t") for line in lines]
-    table = pa.table({"src": [int(a[1:]) for a, _, _ in cols], "rel": [r for _, r, _ in cols],
-                      "dst": [int(b[1:]) for _, _, b in cols], "w": np.linspace(0.5, 2, len(cols))})
+    table = pa.table(
+        {
+            "src": [int(a[1:]) for a, _, _ in cols],
+            "rel": [r for _, r, _ in cols],
+            "dst": [int(b[1:]) for _, _, b in cols],
+            "w": np.linspace(0.5, 2, len(cols)),
+        }
+    )
     pq.write_table(table, tmp_path / "g.parquet")
     par = config_for(tmp_path / "pq")
-    import_edges(par, [str(tmp_path / "g.parquet")], lhs_col="src", rel_col="rel", rhs_col="dst", weight_col="w",
-                 seed=9)
-    assert named_edges(par) == Counter({(f"{a[1:]}", int(r[1:]), f"{b[1:]}"): n
-                                        for (a, r, b), n in Counter(map(tuple, cols)).items()})
+    import_edges(
+        par, [str(tmp_path / "g.parquet")], lhs_col="src", rel_col="rel", rhs_col="dst", weight_col="w", seed=9
+    )
+    assert named_edges(par) == Counter(
+        {(f"{a[1:]}", int(r[1:]), f"{b[1:]}"): n for (a, r, b), n in Counter(map(tuple, cols)).items()}
+    )
     store = EdgeStore(par.edge_paths[0])
     weights = np.concatenate([store.load(b).weight.numpy() for b in store.list_buckets()])
     assert weights.dtype == np.float32 and sorted(weights.tolist()) == pytest.approx(sorted(table["w"].to_pylist()))
@@ -163,20 +179,25 @@ def test_gzip_and_parquet_inputs_give_the_same_graph(tmp_path: Path) -> None:
 
 def test_near_empty_bucket_files_are_small(tmp_path: Path) -> None:
     config = config_for(tmp_path, parts=2, relations=1)
-    import_edges(config, [write(tmp_path / "g.tsv", ["a\tr0\tb", "b\tr0\tc"])], lhs_col=0, rel_col=1, rhs_col=2,
-                 seed=0)
+    import_edges(config, [write(tmp_path / "g.tsv", ["a\tr0\tb", "b\tr0\tc"])], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
     sizes = [os.path.getsize(tmp_path / "edges" / name) for name in os.listdir(tmp_path / "edges")]
     assert len(sizes) == 4 and max(sizes) < 20_000
 
 
 def test_a_name_under_two_entity_types_is_two_entities_and_is_reported(tmp_path: Path) -> None:
-    config = parse_config({
-        "entities": {"user": {"num_partitions": 1}, "item": {"num_partitions": 1}},
-        "relations": [{"name": "bought", "lhs": "user", "rhs": "item"},
-                      {"name": "follows", "lhs": "user", "rhs": "user"}],
-        "dimension": 4, "entity_path": str(tmp_path / "ent"), "edge_paths": [str(tmp_path / "edges")],
-        "checkpoint_path": str(tmp_path / "ckpt"),
-    })
+    config = parse_config(
+        {
+            "entities": {"user": {"num_partitions": 1}, "item": {"num_partitions": 1}},
+            "relations": [
+                {"name": "bought", "lhs": "user", "rhs": "item"},
+                {"name": "follows", "lhs": "user", "rhs": "user"},
+            ],
+            "dimension": 4,
+            "entity_path": str(tmp_path / "ent"),
+            "edge_paths": [str(tmp_path / "edges")],
+            "checkpoint_path": str(tmp_path / "ckpt"),
+        }
+    )
     # Integer ids per type, the usual case: "1" and "2" are both a user and an item.
     src = write(tmp_path / "g.tsv", ["1\tbought\t1", "2\tbought\t1", "2\tfollows\t1", "3\tbought\t2"])
     report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t"), seed=0)
@@ -212,14 +233,16 @@ def test_unknown_relation_names_are_counted_once_also_after_a_slow_path_reread(t
 
 
 def test_a_bad_line_sends_only_its_block_through_the_slow_path(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     lines = graph_lines(5000)
     lines[3210] = "n1\tr0"  # too few columns, deep in the file
     src = write(tmp_path / "g.tsv", lines)
     config = config_for(tmp_path / "run")
     with caplog.at_level("INFO"):
-        report = run_import(config, [src], ReadSpec(Columns(0, 2, 1, None), "\t", skip_bad_lines=True,
-                                                   block_bytes=1 << 12), seed=0)
+        report = run_import(
+            config, [src], ReadSpec(Columns(0, 2, 1, None), "\t", skip_bad_lines=True, block_bytes=1 << 12), seed=0
+        )
     blocks = [r.getMessage() for r in caplog.records if "blocks read line by line" in r.getMessage()]
     assert len(blocks) == 1 and f"{src}: 1 of " in blocks[0], blocks
     assert report.skipped["malformed_line"] == 1
@@ -241,12 +264,14 @@ def test_unknown_relations_error_also_checks_parquet_rows(tmp_path: Path) -> Non
 
 
 def test_an_unknown_relation_in_error_mode_sends_only_its_block_slow(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     lines = graph_lines(5000)
     lines[2500] = "n1\tr9\tn2"  # r9 is not a config relation
     src = write(tmp_path / "g.tsv", lines)
-    spec = ReadSpec(Columns(0, 2, 1, None), "\t", skip_bad_lines=True, relations=frozenset({"r0", "r1", "r2"}),
-                    block_bytes=1 << 12)
+    spec = ReadSpec(
+        Columns(0, 2, 1, None), "\t", skip_bad_lines=True, relations=frozenset({"r0", "r1", "r2"}), block_bytes=1 << 12
+    )
     with caplog.at_level("INFO"):
         report = run_import(config_for(tmp_path / "run"), [src], spec, seed=0)
     slow = [r.getMessage() for r in caplog.records if "line by line" in r.getMessage()]
