@@ -3,20 +3,18 @@
 Imports only the foundations (``pbg_core.errors``). The public names are re-exported
 here: ``from pbg_core.config import ConfigSchema, parse_config``.
 
-- :mod:`.schema`: the frozen pydantic models, cross-field checks and :func:`parse_config`;
+- :mod:`.validation`: :func:`parse_config` for untrusted input, and the config back to data;
+- :mod:`.schema`: the frozen :class:`ConfigSchema` and its cross-field rules;
+- :mod:`.sections`: the entity and relation type sections;
+- :mod:`.validators`: the choice types and field validators the models share;
 - :mod:`.parsing`: raw-dict helpers (legacy keys, ``-p`` overrides, error lines);
 - :mod:`.storage_options`: filesystem options, with secrets hidden.
 """
 
-from pbg_core.config.schema import (
-    ConfigSchema,
-    EntitySchema,
-    RelationSchema,
-    config_to_json,
-    config_to_raw,
-    parse_config,
-)
+from pbg_core.config.schema import ConfigSchema
+from pbg_core.config.sections import EntitySchema, RelationSchema
 from pbg_core.config.storage_options import StorageOptions
+from pbg_core.config.validation import config_to_json, config_to_raw, parse_config
 
 __all__ = [
     "ConfigSchema",

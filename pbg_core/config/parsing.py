@@ -151,45 +151,69 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
     node: Any = data
     schema: Any = root
     for depth, part in enumerate(parts):
-        here, last = ".".join(parts[: depth + 1]), depth == len(parts) - 1
+        step: _Step
         if isinstance(schema, type) and issubclass(schema, BaseModel) and isinstance(node, dict):
-            name = _field_name(part, schema)
-            if name not in schema.model_fields:
-                if schema.model_config.get("extra") == "allow":
-                    return _set_free(node, parts[depth:], value, ".".join(parts[:depth]))
-                return [f"{here}: unknown key{_suggest(part, schema.model_fields)}"]
-            annotation = schema.model_fields[name].annotation
-            if last:
-                node[name] = _override_value(value, annotation)
-                return []
-            schema = _element_schema(annotation)
-            if schema is None:
-                return [f"{'.'.join(parts[: depth + 2])}: {here} has no entry {parts[depth + 1]!r}"]
-            free = _is_free_mapping(annotation)
-            if free or _all_optional(schema):
-                if node.get(name) is None:
-                    node[name] = {}  # an unset section or free mapping: the override creates it
-                if free:
-                    return _set_free(node[name], parts[depth + 1 :], value, here)
-            if name not in node:
-                return [f"{here}: not set in the config, so {key!r} does not exist"]
-            node = node[name]
+            step = _model_step(node, schema, parts, depth, value)
         elif isinstance(schema, tuple) and isinstance(node, dict | list):
-            if isinstance(node, list):
-                if not (part.isdigit() and int(part) < len(node)):
-                    return [f"{here}: no entry {part!r}; allowed indexes: 0..{len(node) - 1}"]
-                index: Any = int(part)
-            elif part not in node:
-                return [f"{here}: no such entry{_suggest(part, node)}"]
-            else:
-                index = part
-            if last:
-                node[index] = value
-                return []
-            node, schema = node[index], schema[1]
+            step = _container_step(node, schema, parts, depth, value)
         else:
+            here = ".".join(parts[: depth + 1])
             return [f"{here}: {'.'.join(parts[:depth]) or 'config'} has no entry {part!r}"]
+        if isinstance(step, list):
+            return step
+        node, schema = step
     return []  # unreachable: the loop returns at the last part
+
+
+# One step of an override's walk: its problems (or [] once applied), or the node and schema
+# the next part of the key applies to.
+_Step = list[str] | tuple[Any, Any]
+
+
+def _model_step(node: dict[str, Any], schema: type[BaseModel], parts: list[str], depth: int, value: str) -> _Step:
+    """Walk ``parts[depth]``, a field of the model ``schema`` whose data is ``node``."""
+    part, here, last = parts[depth], ".".join(parts[: depth + 1]), depth == len(parts) - 1
+    name = _field_name(part, schema)
+    if name not in schema.model_fields:
+        if schema.model_config.get("extra") == "allow":
+            return _set_free(node, parts[depth:], value, ".".join(parts[:depth]))
+        return [f"{here}: unknown key{_suggest(part, schema.model_fields)}"]
+    annotation = schema.model_fields[name].annotation
+    if last:
+        node[name] = _override_value(value, annotation)
+        return []
+    element = _element_schema(annotation)
+    if element is None:
+        return [f"{'.'.join(parts[: depth + 2])}: {here} has no entry {parts[depth + 1]!r}"]
+    free = _is_free_mapping(annotation)
+    if free or _all_optional(element):
+        if node.get(name) is None:
+            node[name] = {}  # an unset section or free mapping: the override creates it
+        if free:
+            return _set_free(node[name], parts[depth + 1 :], value, here)
+    if name not in node:
+        return [f"{here}: not set in the config, so {'.'.join(parts)!r} does not exist"]
+    return node[name], element
+
+
+def _container_step(
+    node: dict[str, Any] | list[Any], schema: tuple[Any, Any], parts: list[str], depth: int, value: str
+) -> _Step:
+    """Walk ``parts[depth]``, an index of the list or a key of the mapping ``node``."""
+    part, here, last = parts[depth], ".".join(parts[: depth + 1]), depth == len(parts) - 1
+    index: Any
+    if isinstance(node, list):
+        if not (part.isdigit() and int(part) < len(node)):
+            return [f"{here}: no entry {part!r}; allowed indexes: 0..{len(node) - 1}"]
+        index = int(part)
+    elif part not in node:
+        return [f"{here}: no such entry{_suggest(part, node)}"]
+    else:
+        index = part
+    if last:
+        node[index] = value
+        return []
+    return node[index], schema[1]
 
 
 def _is_free_mapping(annotation: Any) -> bool:

@@ -1,146 +1,50 @@
-"""The typed training config: PBG's ``ConfigSchema`` as frozen pydantic models.
+"""The typed training config: PBG's ``ConfigSchema`` as a frozen pydantic model, and its cross-field rules.
 
-Field names and defaults are PBG's (its ``ConfigSchema``, ``EntitySchema`` and
-``RelationSchema``; docs/formats.md, "Config files"), so PBG config files load
-unchanged, plus ``seed``. Every field carries its help text as a description:
-Prefect renders it in the deployment's parameter form, and ``model_json_schema()``
-exposes it to any other tool. Choice fields are ``Literal`` strings so the JSON
-schema lists the allowed values; any case is accepted on input (PBG matches enums
-through ``.upper()``) and normalised to the canonical spelling.
+Field names and defaults are PBG's (its ``ConfigSchema``; docs/formats.md, "Config
+files"), so PBG config files load unchanged, plus ``seed``. Every field carries its help
+text as a description: Prefect renders it in the deployment's parameter form, and
+``model_json_schema()`` exposes it to any other tool. The sections (entity and relation
+types) are in :mod:`pbg_core.config.sections`, the shared field validators in
+:mod:`pbg_core.config.validators`.
 
-:func:`parse_config` is the entry point for untrusted input (files, CLI): legacy
-mixedCase keys, PBG's ``-p key=value`` overrides, and one :class:`ConfigError`
-listing every problem with its dotted field path. Constructing :class:`ConfigSchema`
-directly (e.g. Prefect validating a flow parameter) runs the same checks but
-reports them as a pydantic ``ValidationError``. The raw-dict helpers (legacy keys,
-overrides, error lines) live in :mod:`pbg_core.config.parsing`.
+:func:`pbg_core.config.validation.parse_config` is the entry point for untrusted input
+(files, CLI) and reports every problem at once in a :class:`ConfigError`. Constructing
+:class:`ConfigSchema` directly (e.g. Prefect validating a flow parameter) runs the same
+checks but reports them as a pydantic ``ValidationError``.
 """
 
 from __future__ import annotations
 
-import difflib
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, NamedTuple
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from pbg_core.config.parsing import Schemas, apply_override, error_lines, normalise_keys
+from pbg_core.config.sections import EntitySchema, RelationSchema
 from pbg_core.config.storage_options import StorageOptions
-from pbg_core.errors import ConfigError, UnknownNameError
-
-Operator = Literal["none", "translation", "diagonal", "linear", "affine", "complex_diagonal"]
-Comparator = Literal["dot", "cos", "l2", "squared_l2"]
-LossFn = Literal["ranking", "logistic", "softmax"]
-Regularizer = Literal["N3"]
-BucketOrder = Literal["random", "affinity", "inside_out", "outside_in"]
+from pbg_core.config.validators import (
+    FROZEN,
+    NO_BOOL_NUMBERS,
+    BucketOrder,
+    Comparator,
+    LossFn,
+    Regularizer,
+    choice_validator,
+)
+from pbg_core.errors import UnknownNameError
 
 _UNSUPPORTED = "not supported by pbg-flow (single machine, CPU)"
 # Validation context key: parse_config runs cross-field checks itself so it can
 # merge them with field errors; direct construction leaves it unset.
-_DEFER_CROSS_FIELD = "pbg_defer_cross_field"
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-def _canonical_choice(value: object, choices: tuple[str, ...]) -> object:
-    """Map ``value`` to the canonical spelling of a choice, ignoring case."""
-    if not isinstance(value, str):
-        return value  # pydantic reports the wrong type
-    for choice in choices:
-        if choice.lower() == value.strip().lower():
-            return choice
-    lowered = {c.lower(): c for c in choices}
-    close = difflib.get_close_matches(value.lower(), list(lowered), n=1)
-    hint = f" (did you mean {lowered[close[0]]!r}?)" if close else ""
-    detail = f"{value!r} is not one of {', '.join(choices)}{hint}"
-    raise PydanticCustomError("not_a_choice", "{detail}", {"detail": detail})
-
-
-def _choice_validator(*fields: str) -> Any:
-    """A before-validator making the Literal ``fields`` case-insensitive."""
-
-    def canonical(cls: type[BaseModel], value: object, info: ValidationInfo) -> object:
-        assert info.field_name is not None  # a field validator always knows its field
-        return _canonical_choice(value, get_args(cls.model_fields[info.field_name].annotation))
-
-    return field_validator(*fields, mode="before")(canonical)
-
-
-def _is_number_field(annotation: object) -> bool:
-    """Whether a field annotation (``int``, ``float | None``, ...) is numeric and not ``bool``."""
-    options = set(get_args(annotation)) or {annotation}
-    return bool(options & {int, float}) and bool not in options
-
-
-def _refuse_bools(cls: type[BaseModel], value: object, info: ValidationInfo) -> object:
-    """Refuse ``true``/``false`` for a numeric field: pydantic would take them as 1 and 0.
-
-    ``"dimension": true`` is a mistake, not a dimension of 1 (a JSON or YAML boolean never
-    stands for a number in a PBG config).
-    """
-    field = cls.model_fields.get(info.field_name or "")
-    if isinstance(value, bool) and field is not None and _is_number_field(field.annotation):
-        kind = "an integer" if int in (set(get_args(field.annotation)) or {field.annotation}) else "a number"
-        raise PydanticCustomError("bool_not_number", "expected {kind}, got a boolean", {"kind": kind})
-    return value
-
-
-_NO_BOOL_NUMBERS = field_validator("*", mode="before")(_refuse_bools)
-
-
-class EntitySchema(BaseModel):
-    """One entity type: how it is partitioned and embedded."""
-
-    model_config = _FROZEN
-    _no_bool_numbers = _NO_BOOL_NUMBERS
-
-    num_partitions: int = Field(ge=1, description="Number of partitions of this entity type; 1 means unpartitioned.")
-    featurized: bool = Field(
-        False, description="Entities are bags of features, each embedded as the mean of its features."
-    )
-    dimension: int | None = Field(
-        None, gt=0, description="Embedding dimension of this type; None uses the global dimension."
-    )
-
-
-class RelationSchema(BaseModel):
-    """One relation type: which entity types it links and how it is scored."""
-
-    model_config = _FROZEN
-    _no_bool_numbers = _NO_BOOL_NUMBERS
-
-    name: str = Field(min_length=1, description="Label of the relation type, used in logs and exports.")
-    lhs: str = Field(description="Entity type of the left-hand side (a key of entities).")
-    rhs: str = Field(description="Entity type of the right-hand side (a key of entities).")
-    weight: float = Field(
-        1.0, gt=0, description="Multiplier of this relation's loss (dynamic mode uses relations[0] only)."
-    )
-    operator: Operator = Field(
-        "none", description="Transformation applied to the right-hand side embedding before comparing."
-    )
-    all_negs: bool = Field(
-        False,
-        description="Use every entity of the partition as a negative (overrides other negative modes).",
-    )
-
-    _choices = _choice_validator("operator")
+DEFER_CROSS_FIELD = "pbg_defer_cross_field"
 
 
 class ConfigSchema(BaseModel):
     """A whole PBG training config (field names and defaults as in PBG)."""
 
-    model_config = _FROZEN
-    _no_bool_numbers = _NO_BOOL_NUMBERS
+    model_config = FROZEN
+    _no_bool_numbers = NO_BOOL_NUMBERS
 
     # Model
     entities: dict[str, EntitySchema] = Field(
@@ -265,18 +169,18 @@ class ConfigSchema(BaseModel):
         "read back is ignored, never used as a credential.",
     )
 
-    _choices = _choice_validator("comparator", "loss_fn", "regularizer", "bucket_order")
+    _choices = choice_validator("comparator", "loss_fn", "regularizer", "bucket_order")
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> ConfigSchema:
-        if info.context and info.context.get(_DEFER_CROSS_FIELD):
+        if info.context and info.context.get(DEFER_CROSS_FIELD):
             return self
         problems = [p.message for p in cross_field_problems(self)]
         if problems:
             raise PydanticCustomError(
                 "cross_field", "{summary}", {"summary": "; ".join(problems), "problems": problems}
             )
-        _warn_about(self)
+        warn_about(self)
         return self
 
     def entity_dimension(self, entity: str) -> int:
@@ -299,9 +203,6 @@ class ConfigSchema(BaseModel):
         from a saved config) are left out, so the ``AWS_*`` environment supplies them.
         """
         return self.storage_options.to_fsspec() if self.storage_options is not None else {}
-
-
-_SCHEMAS = Schemas(ConfigSchema, EntitySchema, RelationSchema)
 
 
 class Problem(NamedTuple):
@@ -440,7 +341,7 @@ def _unsupported_problems(config: ConfigSchema) -> list[Problem]:
     return problems
 
 
-def _warn_about(config: ConfigSchema) -> None:
+def warn_about(config: ConfigSchema) -> None:
     """Warnings PBG gives for legal but dubious settings."""
     if config.loss_fn == "logistic" and config.comparator == "cos":
         warnings.warn(
@@ -452,77 +353,3 @@ def _warn_about(config: ConfigSchema) -> None:
     if config.background_io:
         # FutureWarning, not DeprecationWarning: it is meant for end users and shown by default.
         warnings.warn("background_io is deprecated and ignored", FutureWarning, stacklevel=3)
-
-
-def config_to_json(config: ConfigSchema) -> dict[str, Any]:
-    """The config as JSON-safe data with every field; ``parse_config`` turns it back into ``config``.
-
-    Secrets of ``storage_options`` come out as ``"**********"`` (this is what config.json,
-    checkpoint attributes and logs hold), so they alone do not round-trip; use
-    :func:`config_to_raw` to re-parse a config with its credentials.
-    """
-    return config.model_dump(mode="json")
-
-
-def config_to_raw(config: ConfigSchema) -> dict[str, Any]:
-    """The config as a dict for :func:`parse_config` that keeps its secrets (as ``SecretStr``).
-
-    Not JSON-safe on purpose: use it to re-validate a config in memory (e.g. with
-    overrides), never to write or log one.
-    """
-    return config.model_dump(mode="python")
-
-
-def parse_config(raw: Mapping[str, Any], overrides: Sequence[str] = (), source: str | None = None) -> ConfigSchema:
-    """Validate a PBG-style config dict, applying ``-p key=value`` overrides first.
-
-    Args:
-        raw: The config as returned by ``get_torchbiggraph_config()`` or read from
-            JSON/YAML. Legacy mixedCase keys are accepted. Not modified.
-        overrides: PBG ``-p`` overrides such as ``"num_epochs=10"``,
-            ``"relations.0.all_negs=true"``, ``"entities.all.num_partitions=4"``
-            or ``"edge_paths=a,b"``.
-        source: Where ``raw`` came from, quoted in the error.
-
-    Returns:
-        The validated config.
-
-    Raises:
-        ConfigError: listing every problem, one line each with its dotted path.
-    """
-    if not isinstance(raw, Mapping):
-        raise ConfigError([f"config: expected a mapping of field names, got {type(raw).__name__}"], source)
-    problems: list[str] = []
-    data = normalise_keys(raw, _SCHEMAS, problems)
-    for override in overrides:
-        problems.extend(apply_override(data, override, ConfigSchema))
-    config, dropped = _validate_fields(data, problems)
-    if config is not None:
-        problems.extend(p.message for p in cross_field_problems(config) if not p.fields & dropped)
-    if problems:
-        raise ConfigError(problems, source)
-    assert config is not None
-    _warn_about(config)
-    return config
-
-
-def _validate_fields(data: dict[str, Any], problems: list[str]) -> tuple[ConfigSchema | None, frozenset[str]]:
-    """Field-level validation; on errors, retry without the bad optional fields.
-
-    The retry lets cross-field rules still be reported together with the field
-    errors; rules touching a dropped field are skipped (its default would mislead).
-    """
-    context = {_DEFER_CROSS_FIELD: True}
-    try:
-        return ConfigSchema.model_validate(data, context=context), frozenset()
-    except ValidationError as exc:
-        problems.extend(error_lines(exc, _SCHEMAS))
-        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
-    fields = ConfigSchema.model_fields
-    if any(k in fields and fields[k].is_required() for k in bad) or not bad:
-        return None, frozenset(bad)
-    trimmed = {k: v for k, v in data.items() if k not in bad}
-    try:
-        return ConfigSchema.model_validate(trimmed, context=context), frozenset(bad)
-    except ValidationError:
-        return None, frozenset(bad)

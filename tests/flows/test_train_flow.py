@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import pbg_core.config.schema
+import pbg_core.config.validation
 import tasks.config
 import tasks.runs
 from flows.evaluate import pbg_eval
@@ -63,13 +64,15 @@ def test_a_run_parses_its_config_once_and_opens_its_stores_once(
     config = parse_config(config_for(graph, tmp_path / "ckpt", num_epochs=2))
     opens = calls_of(tasks.runs, "open_run_stores")
     parses = calls_of(tasks.config, "parse_config")
-    validations = calls_of(pbg_core.config.schema, "cross_field_problems")  # run by every parse and validation
+    # The cross-field rules run in every validation (schema) and every parse (validation).
+    validations = calls_of(pbg_core.config.schema, "cross_field_problems")
+    validations_in_parses = calls_of(pbg_core.config.validation, "cross_field_problems")
     assert pbg(config=config)["version"] == 2
     assert len(opens) == 1 and opens[0][0] is config  # the caller's object, not a copy parsed again
     assert parses == []
     # Prefect's validation of the flow's parameters runs the model's cross-field rules on the
     # instance (the object itself passes through): the check a deployed run's dict parameter gets.
-    assert len(validations) == 1
+    assert len(validations) == 1 and validations_in_parses == []
 
 
 # ---- a finished run resumed with more epochs; MRR before vs after training -------------
