@@ -8,6 +8,7 @@ imports nothing: :mod:`.worker_boot` must load without torch.
 - :mod:`.memory`: shared-memory embedding slots and their pool;
 - :mod:`.worker`: the child's loop and the wire protocol;
 - :mod:`.worker_boot`: workers started before their session (no torch import);
-- :mod:`.hogwild`: the pool of workers the session drives;
+- :mod:`.pool`: the pool of child processes (start, jobs, failures, closing);
+- :mod:`.hogwild`: the HOGWILD workers the session drives (this process and the pool);
 - :mod:`.worker_jobs`: what runs in a worker (set-up, train and eval jobs).
 """

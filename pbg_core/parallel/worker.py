@@ -1,6 +1,6 @@
-"""Child side of :class:`pbg_core.parallel.hogwild.WorkerPool`: the worker loop and the wire protocol.
+"""Child side of :class:`pbg_core.parallel.pool.WorkerPool`: the worker loop and the wire protocol.
 
-Kept apart from :mod:`pbg_core.parallel.hogwild` so the forkserver can preload it (with
+Kept apart from :mod:`pbg_core.parallel.pool` so the forkserver can preload it (with
 torch) and every child starts by forking an already-warm process.
 
 Protocol over one duplex Unix-socket pipe per worker:
