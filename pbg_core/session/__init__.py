@@ -9,5 +9,7 @@ protocols of :mod:`pbg_core.ports`.
 - :mod:`.parts`, :mod:`.build`: the session's settings and model state, and building it;
 - :mod:`.engine`: :class:`~pbg_core.session.engine.TrainingSession`, the one owner of
   training state;
+- :mod:`.dispatch`, :mod:`.records`, :mod:`.resume`: how the engine divides a bucket's
+  edges among the workers, what it records per bucket, how it starts or resumes a pass;
 - :mod:`.offline_eval`: evaluating an edge source with a session.
 """

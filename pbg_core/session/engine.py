@@ -29,18 +29,19 @@ import torch
 
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import TrainingDivergedError
-from pbg_core.evaluation.metrics import chunk_eval_average
 from pbg_core.parallel import worker_jobs
 from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import release_free_memory
-from pbg_core.parallel.worker_boot import active_workers
 from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
-from pbg_core.seeding import derive_seed, python_rng, torch_generator
+from pbg_core.seeding import python_rng
 from pbg_core.session.bucket_order import BUCKET_ORDERS
+from pbg_core.session.dispatch import dispatch, holdout_split, shuffled
 from pbg_core.session.edge_checks import check_edges
 from pbg_core.session.iterations import Iteration, should_preserve
-from pbg_core.session.parts import ModelState, SessionSettings, split_evenly
+from pbg_core.session.parts import ModelState, SessionSettings
+from pbg_core.session.records import BucketRecord, LoadedEdges, bucket_row, chunk_average_row
 from pbg_core.session.residency import PartitionResidency
+from pbg_core.session.resume import resume_or_start
 from pbg_core.stats import Stats
 from pbg_core.types import Bucket
 
@@ -49,29 +50,6 @@ logger = logging.getLogger(__name__)
 # run's logs keep them; a terminal shows them only with --verbose (flows/quiet.py). The
 # per-bucket results (trained, held-out stats) are plain lines: they always show.
 STEP = {"pbg_step": True}
-
-
-@dataclass
-class BucketRecord:
-    """What happened to one bucket in the open iteration (becomes a stats row)."""
-
-    bucket: Bucket
-    position: int
-    train: Stats | None = None
-    eval_before: Stats | None = None
-    eval_after: Stats | None = None
-    timing: dict[str, float] = field(default_factory=dict)
-    io: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class LoadedEdges:
-    """The current bucket chunk in shared memory, split into train and eval indices."""
-
-    edges: EdgeList
-    train_idx: torch.Tensor
-    eval_idx: torch.Tensor
-    key: tuple[Any, ...] = ()  # (edge path, chunk, chunks, bucket, file stamp) it was read for
 
 
 @dataclass
@@ -103,7 +81,9 @@ class TrainingSession:
         self.residency.metadata.iteration = iteration.metadata()
         self.records = []
         self.buckets_in_pass = len(buckets)
-        self.progress = self._resume_or_start(iteration, buckets)
+        self.progress, self.model_where = resume_or_start(
+            iteration, buckets, self.progress_store, self.residency, self.model_state, self.store
+        )
         return self.progress.order[self.progress.done :]
 
     def preload(self, iteration: Iteration) -> None:
@@ -124,57 +104,6 @@ class TrainingSession:
         order = BUCKET_ORDERS.get(self.settings.bucket_order)
         rng = python_rng(self.seed, "bucket_order", iteration.index)
         return list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
-
-    def _resume_or_start(self, iteration: Iteration, order: list[Bucket]) -> PassProgress:
-        """The recorded progress of this pass if it matches, else a fresh one (stale records deleted).
-
-        A record of the same pass over the same buckets is resumed in its own order, even when this
-        session drew another one: without a configured ``seed`` every session draws a new seed, and
-        so a new order, and starting the pass over would lose every bucket the crash spared. Any
-        order of the pass's buckets is a valid pass; the record's is the one its saves belong to.
-        """
-        fresh = PassProgress(version=iteration.version, iteration_index=iteration.index, order=order)
-        if self.progress_store is None:
-            self.model_where = None
-            return fresh
-        saved = self.progress_store.read(iteration.version)
-        if saved is not None and saved.iteration_index == iteration.index and sorted(saved.order) == sorted(order):
-            if saved.order != order:
-                logger.info(
-                    "%s: resuming the recorded bucket order %s (this session drew %s: no seed is set)",
-                    iteration.label,
-                    saved.order,
-                    order,
-                )
-            self.progress_store.clear(keep_version=iteration.version)
-            self.residency.restore(saved.partitions)
-            self.model_where = saved.model
-            if saved.model is not None:
-                self.model_state.restore_saved(self._area(saved.model), iteration.version)
-            logger.info(
-                "%s: resuming after bucket %d of %d (recorded progress of version %d)",
-                iteration.label,
-                saved.done,
-                len(order),
-                iteration.version,
-            )
-            return saved
-        if saved is not None:
-            logger.warning(
-                "discarding recorded progress of version %d: it is for iteration %d over buckets %s, "
-                "not iteration %d over buckets %s",
-                iteration.version,
-                saved.iteration_index,
-                sorted(saved.order),
-                iteration.index,
-                sorted(order),
-            )
-        self.progress_store.clear()
-        self.model_where = None
-        if self.residency.restore({}):
-            # A pass abandoned in this process changed the model too: back to the committed one.
-            self.model_state.restore(self.store, self.residency.committed_version, self.residency.init_store)
-        return fresh
 
     # ---- per bucket ----------------------------------------------------------------------
     def swap_partitions(self, bucket: Bucket) -> dict[str, float]:
@@ -203,15 +132,9 @@ class TrainingSession:
         iteration = self._require_iteration()
         started = time.perf_counter()
         edges, key = self._chunk(iteration, bucket)
-        num_eval = int(len(edges) * self.settings.eval_fraction)
-        if num_eval:
-            # Fixed across epochs (the same edges are held out every time) and drawn
-            # without replacement: PBG samples with replacement, so it trained on some.
-            gen = torch_generator(self.seed, "holdout", iteration.edge_path_idx, iteration.edge_chunk_idx, *bucket)
-            perm = torch.randperm(len(edges), generator=gen)
-        else:  # nothing held out: training shuffles its indices anyway
-            perm = torch.arange(len(edges))
-        self.loaded = LoadedEdges(edges=edges, train_idx=perm[num_eval:], eval_idx=perm[:num_eval], key=key)
+        train_idx, eval_idx = holdout_split(len(edges), self.settings.eval_fraction, self.seed, iteration, bucket)
+        self.loaded = LoadedEdges(edges=edges, train_idx=train_idx, eval_idx=eval_idx, key=key)
+        num_eval = len(eval_idx)
         release_free_memory()
         self._record().timing["load_edges"] = time.perf_counter() - started
         return {"edges": len(edges), "train": len(edges) - num_eval, "eval": num_eval}
@@ -352,20 +275,8 @@ class TrainingSession:
         elif progress.model != FINAL and self.progress_store is not None:
             self.progress_store.promote(iteration.version, progress.model, None, 0)
         rows = list(progress.rows)
-        chunk_avg = chunk_eval_average(
-            Stats.from_dict(row["eval_stats_before"]) if "eval_stats_before" in row else None for row in rows
-        )
-        if chunk_avg is not None and rows:
-            rows.append(
-                {
-                    "epoch_idx": iteration.epoch_idx,
-                    "edge_path_idx": iteration.edge_path_idx,
-                    "edge_chunk_idx": iteration.edge_chunk_idx,
-                    "index": rows[-1]["index"],
-                    "eval_stats_chunk_avg": chunk_avg.to_dict(),
-                }
-            )
-        self.stats_sink.write(rows)
+        average = chunk_average_row(rows, iteration)
+        self.stats_sink.write(rows if average is None else [*rows, average])
         return iteration.version
 
     def switch_version(self, iteration: Iteration) -> int:
@@ -412,8 +323,20 @@ class TrainingSession:
         self._check(edges, where or "edges", bucket)
         edges.share_memory_()
         indices = torch.arange(len(edges))
-        return self._dispatch(
-            worker_jobs.eval_job, bucket, edges, indices, ("offline", *bucket), "offline", filter_index
+        tag = ("offline", *bucket)
+        job = worker_jobs.eval_job
+        return dispatch(
+            self.workers,
+            self.settings,
+            self.residency,
+            self.seed,
+            job,
+            bucket,
+            edges,
+            indices,
+            tag,
+            "offline",
+            filter_index,
         )
 
     def _check(self, edges: EdgeList, where: str, bucket: Bucket) -> None:
@@ -428,61 +351,18 @@ class TrainingSession:
         )
 
     def _run_jobs(self, job: Any, indices: torch.Tensor, purpose: str, shuffle: bool) -> Stats:
-        record = self._record()
-        iteration = self._require_iteration()
+        record, iteration = self._record(), self._require_iteration()
         if shuffle:
-            gen = torch_generator(self.seed, "shuffle", iteration.index, *record.bucket)
-            indices = indices[torch.randperm(len(indices), generator=gen)]
+            indices = shuffled(indices, self.seed, iteration, record.bucket)
         mode = "train" if purpose == "train" else "holdout"
         tag = (purpose, iteration.index, *record.bucket)
-        return self._dispatch(job, record.bucket, self._require_edges().edges, indices, tag, mode, None)
-
-    def _dispatch(
-        self,
-        job: Any,
-        bucket: Bucket,
-        edges: EdgeList,
-        indices: torch.Tensor,
-        tag: tuple[Any, ...],
-        mode: str,
-        filter_index: Any,
-    ) -> Stats:
-        slots = self.settings.slot_map(bucket, self.residency)
-        workers = self.workers.num_workers
-        # Training a small bucket on fewer workers avoids stale HOGWILD steps (worker_boot).
-        active = active_workers(len(indices), self.settings.batch_size, workers) if mode == "train" else workers
-        # Only active workers get a job: the children are started on the first job that needs them.
-        slices = split_evenly(indices, active)
-        args = [
-            worker_jobs.JobArgs(
-                slots=slots,
-                edges=edges,
-                indices=part,
-                seed=derive_seed(self.seed, *tag, worker),
-                mode=mode,
-                filter_index=filter_index,
-            )
-            for worker, part in enumerate(slices)
-        ]
-        return Stats.sum(self.workers.run(job, args))
+        edges = self._require_edges().edges
+        return dispatch(
+            self.workers, self.settings, self.residency, self.seed, job, record.bucket, edges, indices, tag, mode
+        )
 
     def _row(self, record: BucketRecord, iteration: Iteration) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "lhs_partition": record.bucket.lhs,
-            "rhs_partition": record.bucket.rhs,
-            "index": iteration.index * self.buckets_in_pass + record.position,
-            "stats": (record.train or Stats()).to_dict(),
-            "epoch_idx": iteration.epoch_idx,
-            "edge_path_idx": iteration.edge_path_idx,
-            "edge_chunk_idx": iteration.edge_chunk_idx,
-            "timing": record.timing,
-            "io": record.io,
-        }
-        if record.eval_before is not None:
-            row["eval_stats_before"] = record.eval_before.to_dict()
-        if record.eval_after is not None:
-            row["eval_stats_after"] = record.eval_after.to_dict()
-        return row
+        return bucket_row(record, iteration, self.buckets_in_pass)
 
     def _label(self) -> str:
         return self.iteration.label if self.iteration is not None else "evaluation"
