@@ -1,7 +1,7 @@
 """The typed training config: PBG's ``ConfigSchema`` as a frozen pydantic model, and its cross-field rules.
 
-Field names and defaults are PBG's (its ``ConfigSchema``; docs/formats.md, "Config
-files"), so PBG config files load unchanged, plus ``seed``. Every field carries its help
+Field names and defaults are PBG's (its ``ConfigSchema``;
+docs/formats.md, "Config files"), so PBG config files load unchanged, plus ``seed``. Every field carries its help
 text as a description: Prefect renders it in the deployment's parameter form, and
 ``model_json_schema()`` exposes it to any other tool. The sections (entity and relation
 types) are in :mod:`pbg_core.config.sections`, the shared field validators in
