@@ -124,6 +124,43 @@ def check_checkpoint_fits(
         )
 
 
+def _build_residency(
+    config: ConfigSchema,
+    stores: Any,
+    pool: EmbeddingPool,
+    counts: dict[PartitionKey, int],
+    seed: int,
+    committed: int,
+    read_only: bool,
+) -> PartitionResidency:
+    """The owner of the resident partitions, saving to the checkpoint (and progress areas unless read-only)."""
+    return PartitionResidency(
+        pool=pool,
+        store=stores.checkpoint,
+        init_store=stores.init,
+        counts=counts,
+        init_scale=config.init_scale,
+        seed=seed,
+        committed_version=committed,
+        metadata=MetadataSource(config_json_text(config_to_json(config))),
+        progress=None if read_only else getattr(stores, "progress", None),
+        embedding_lr=config.lr,
+    )
+
+
+def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dynamic: int) -> SessionSettings:
+    """The flat settings the session reads from the config."""
+    return SessionSettings(
+        topology=topology,
+        bucket_order=config.bucket_order,
+        eval_fraction=config.eval_fraction,
+        checkpoint_preservation_interval=config.checkpoint_preservation_interval,
+        relation_sides=_relation_sides(config, num_dynamic),
+        featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
+        batch_size=config.batch_size,
+    )
+
+
 def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
@@ -150,18 +187,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
     pool = _build_pool(config, topology, counts)
-    residency = PartitionResidency(
-        pool=pool,
-        store=stores.checkpoint,
-        init_store=stores.init,
-        counts=counts,
-        init_scale=config.init_scale,
-        seed=seed,
-        committed_version=committed,
-        metadata=MetadataSource(config_json_text(config_to_json(config))),
-        progress=None if read_only else getattr(stores, "progress", None),
-        embedding_lr=config.lr,
-    )
+    residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
     # This process is worker 0 (see HogwildWorkers). Children are spawned, not forked
@@ -172,15 +198,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     workers: HogwildWorkers[Any] = HogwildWorkers(
         num_workers, init_worker, payload, start_method="spawn", prestarted=take_prestarted(num_workers - 1)
     )
-    settings = SessionSettings(
-        topology=topology,
-        bucket_order=config.bucket_order,
-        eval_fraction=config.eval_fraction,
-        checkpoint_preservation_interval=config.checkpoint_preservation_interval,
-        relation_sides=_relation_sides(config, num_dynamic),
-        featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
-        batch_size=config.batch_size,
-    )
+    settings = _session_settings(config, topology, num_dynamic)
     logger.info(
         "model from %s; %d workers; %d partitions per side (%d x %d buckets)",
         model_state.source,
