@@ -1,10 +1,15 @@
 """The run's config and stores, opened once per run and looked up by handle.
 
 A flow opens its run once (:func:`opened_run`, right after resolving the config) and hands
-the short handle to every task that reads or writes the run's data: planning, the leftovers'
-clean-up, the training or evaluation session. Tasks resolve it here (:func:`get_run`), so the
-stores (:class:`storage.run_stores.RunStores`) have one owner per run and the config is never
-a task parameter (recorded, masked, in every task run).
+the short handle to every task that reads or writes the run's data: the input checks and the
+plan, the lease, the leftovers' clean-up, the training or evaluation session, the retraining
+bookkeeping (and the summary artifact). Tasks resolve it here (:func:`get_run`), so the stores
+(:class:`storage.run_stores.RunStores`) have one owner per run and the config is never a task
+parameter: Prefect 3.9 records a task run's inputs only as links to the runs that produced
+them, but a cache policy keyed on inputs would pickle and hash the whole config, credentials
+included, on every call. A handle names state of this process only, so the tasks taking one
+keep ``NO_CACHE`` (:mod:`tasks._policies`); a retry of such a task runs in the same flow run,
+where its handle is still open, and a rerun of the flow run opens its run again.
 
 ``pbg train`` opens the stores ahead of its flow (:func:`open_stores_ahead`, with the session it
 prepares); the flow's :func:`opened_run` adopts them when the config is the same, so they are
