@@ -28,43 +28,16 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-async def _answer(app: ASGIApp, scope: Scope, body: bytes) -> list[Message]:
-    """Run ``app`` on a request whose body is ``body``; returns the response messages it sent.
-
-    Raises:
-        Exception: what the app raised before answering anything.
-    """
-    sent: list[Message] = []
-    delivered = False
-
-    async def receive() -> Message:
-        nonlocal delivered
-        if delivered:  # the app waits for a disconnect only after its response: never comes
-            await asyncio.Event().wait()
-        delivered = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    try:
-        await app(scope, receive, send)
-    except Exception:
-        # Starlette re-raises an error after its handler has answered (and logged it): keep that answer.
-        if not sent:
-            raise
-    return sent
-
-
 WARM_UP_REQUESTS = (("GET", "/api/admin/version", b""), ("POST", "/api/flow_runs/filter", b'{"limit": 1}'))
 
 
 def warm_up_after_startup(app: ASGIApp) -> ASGIApp:
     """Wrap ``app`` so that, once it has started, a few read-only requests run in the background.
 
-    The first request to any API route builds every route's dependencies (~0.25 s here) and
-    the first queries compile their SQL: without this, the run's first requests paid for it
-    while the command waited.
+    The first request to any API route builds every route's dependencies and the first
+    queries compile their SQL: without this, the run's first requests paid for it while the
+    command waited (measured 2026-12-04: the first three requests 240-290 ms without, 25-50 ms
+    with). The requests go through httpx's ASGI transport, in this process, not over a socket.
     """
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
@@ -83,28 +56,18 @@ def warm_up_after_startup(app: ASGIApp) -> ASGIApp:
 
 
 async def _warm_up(app: ASGIApp) -> None:
-    for method, path, body in WARM_UP_REQUESTS:
-        try:
-            await _answer(app, _request_scope(method, path), body)
-        except Exception:  # noqa: BLE001 - an optimisation only: the real requests will say what is wrong
-            return
+    """Send :data:`WARM_UP_REQUESTS` to ``app`` in this process (httpx's ASGI transport: no socket)."""
+    import httpx  # already loaded by Prefect's server modules
 
-
-def _request_scope(method: str, path: str) -> Scope:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 0),
-        "server": ("127.0.0.1", 0),
-    }
+    # raise_app_exceptions=False: Starlette re-raises an error after its handler has answered
+    # (and logged it); the answer is all a warm-up needs.
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for method, path, body in WARM_UP_REQUESTS:
+            try:
+                await client.request(method, path, content=body, headers={"content-type": "application/json"})
+            except Exception:  # noqa: BLE001 - an optimisation only: the real requests will say what is wrong
+                return
 
 
 def create_app() -> ASGIApp:

@@ -41,7 +41,7 @@ from tasks.checkpoint import (
 )
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
-from tasks.plan import TrainingPlan, plan_training
+from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
 from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
@@ -148,19 +148,19 @@ def pbg(
         run_config = prepare_retrain(resolved, retrain, run_key)
     results: list[dict[str, Any]] = []
     with opened_run(run_config) as run:  # the run's stores, opened once: the tasks below take this handle
-        plan_training(run, report=False)  # checks the inputs before anything is written
-        lease = acquire_lease(run_config)  # a second run on this checkpoint stops here, naming the holder
+        chunks = check_inputs(run)  # before anything is written: nothing here depends on the checkpoint
+        lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
-            plan = plan_training(run)  # again under the lease: another run may have committed meanwhile
+            plan = plan_training(run, chunks)  # under the lease: what is committed now
             remove_leftovers(run, plan.committed_version)  # of a run killed while removing or committing
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
         finally:
             release_lease(lease)
-    final = plan.committed_version + len(results)
-    if retrain is not None:
-        finish_retrain(resolved, run_config, retrain)
-    publish_summary(run_config, final, plan.total_iterations)
+        final = plan.committed_version + len(results)
+        if retrain is not None:
+            finish_retrain(run, resolved.checkpoint_path, retrain)
+        publish_summary(run, final, plan.total_iterations)
     logger.info("checkpoint %s is at version %d of %d", run_config.checkpoint_path, final, plan.total_iterations)
     return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results}
 

@@ -4,7 +4,9 @@ Only *transient* storage faults are retried (connection resets, timeouts,
 throttling, 5xx): retrying a format error or a missing file would only hide it.
 Tasks that touch the live training state never hash their inputs
 (``NO_CACHE``): Prefect's default policy pickles and hashes every argument on
-every call.
+every call. Tasks that take a run or session handle (:mod:`tasks.runs`) keep
+``NO_CACHE`` too: the handle names state of this process, so a result cached on
+it would be meaningless in any other run.
 """
 
 from __future__ import annotations

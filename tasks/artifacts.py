@@ -26,11 +26,10 @@ from prefect.client.schemas.objects import Artifact as ArtifactResponse
 from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
-from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
-from storage.stats_log import StatsLog
 from tasks._policies import run_logger
 from tasks.report import artifact_key, checkpoint_basename, iteration_key, iteration_table, summary_markdown
+from tasks.runs import get_run
 
 T = TypeVar("T")
 
@@ -126,23 +125,23 @@ def publish_iteration_table(
     )
 
 
-def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -> None:
+def publish_summary(run: str, version: int, total_iterations: int) -> None:
     """Post the run's markdown summary, keyed ``pbg-summary-<checkpoint name>``.
 
     Reads every row of the checkpoint's ``training_stats.json`` (earlier runs included).
 
     Args:
-        config: The run's config.
+        run: The run's handle (:mod:`tasks.runs`): its config and stats log.
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule.
     """
 
     def post() -> UUID:
-        rows = StatsLog(config.checkpoint_path, config.storage_options_for_fs()).read()
+        config, stats = get_run(run).config, get_run(run).stores.stats
         return cast(
             UUID,
             create_markdown_artifact(
-                markdown=summary_markdown(config, version, total_iterations, rows),
+                markdown=summary_markdown(config, version, total_iterations, stats.read()),
                 key=artifact_key(checkpoint_basename(config.checkpoint_path)),
                 description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
                 _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id

@@ -14,7 +14,7 @@ from storage.errors import DataNotFound
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.resume_checks import check_fits
 from tasks.runs import get_run
-from tasks.sessions import get_session, register_session, session_storage_options
+from tasks.sessions import get_session, register_session, session_run
 
 
 @task(
@@ -51,7 +51,7 @@ def open_eval_session(run: str, filtered: bool = False) -> str:
     # Another operator's parameters would be skipped and the metrics silently wrong.
     check_fits(stores.checkpoint, version, config, run_logger(), "evaluated checkpoint")
     session = build_session(config, stores, read_only=True)
-    handle = register_session(session, prefix="eval", storage_options=config.storage_options_for_fs())
+    handle = register_session(session, run, prefix="eval")
     run_logger().info("evaluating checkpoint version %d of %s", version, config.checkpoint_path)
     return handle
 
@@ -67,7 +67,7 @@ def open_eval_session(run: str, filtered: bool = False) -> str:
 def evaluate_edge_path(handle: str, edge_path: str, filter_paths: list[str] | None) -> dict[str, Any]:
     """Rank every edge of ``edge_path``, optionally filtering the edges of ``filter_paths``."""
     session = get_session(handle)
-    options = session_storage_options(handle)  # the config's credentials, not a task parameter
+    options = session_run(handle).config.storage_options_for_fs()  # the run's credentials, not a task parameter
     filters = [EdgeStore(path, options) for path in filter_paths] if filter_paths is not None else None
     stats = evaluate_edge_source(session, EdgeStore(edge_path, options), filters)
     run_logger().info("%s: %s", edge_path, stats.format())

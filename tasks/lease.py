@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from prefect import task
 
-from pbg_core.config import ConfigSchema
 from storage.lease import CheckpointLease, LeaseLostError
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, is_transient, retry_if_transient
+from tasks.runs import get_run
 
 logger = logging.getLogger(__name__)
 
@@ -68,19 +68,23 @@ def _renew_until_stopped(held: _Held) -> None:
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-def acquire_lease(config: ConfigSchema) -> str:
-    """Take the lease of the config's checkpoint directory; returns its key (the checkpoint path).
+def acquire_lease(run: str) -> str:
+    """Take the lease of the run's checkpoint directory; returns its key (the checkpoint path).
+
+    ``run``: the run's handle (:mod:`tasks.runs`); the lease is written with its checkpoint
+    store's filesystem options.
 
     Raises:
         storage.lease.LeaseHeldError: another live run holds it (named in the message).
     """
-    lease = CheckpointLease(config.checkpoint_path, _run_label(), storage_options=config.storage_options_for_fs())
+    checkpoint = get_run(run).stores.checkpoint
+    lease = CheckpointLease(checkpoint.url, _run_label(), storage_options=checkpoint.storage_options)
     lease.acquire()
     held = _Held(lease=lease)
     held.thread = threading.Thread(target=_renew_until_stopped, args=(held,), name="pbg-lease", daemon=True)
     held.thread.start()
-    _HELD[config.checkpoint_path] = held
-    return config.checkpoint_path
+    _HELD[checkpoint.url] = held
+    return checkpoint.url
 
 
 def check_lease(key: str) -> None:

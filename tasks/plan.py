@@ -1,4 +1,5 @@
-"""Plan a training run: validate the inputs, count edge chunks, find where to resume."""
+"""Plan a training run: check its inputs and count edge chunks (:func:`check_inputs`, before the
+checkpoint's lease), then find where to resume (:func:`plan_training`, under the lease)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,28 @@ class TrainingPlan(BaseModel):
 
 
 @task(
+    name="check-inputs",
+    task_run_name="check inputs",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
+def check_inputs(run: str) -> int:
+    """Check what the run reads (stores reachable, every bucket file there and not all empty,
+    ``init_path`` a checkpoint that fits the config); returns the edge-chunk count.
+
+    Nothing here depends on the checkpoint being trained into, so the flow calls it before it
+    takes the checkpoint's lease (a bad input fails before anything is written) and plans
+    under the lease (:func:`plan_training`) with the count it returns.
+
+    Args:
+        run: The run's handle (:mod:`tasks.runs`): its config and stores.
+    """
+    return _check_inputs(run)
+
+
+@task(
     name="plan-training",
     task_run_name="plan training",
     cache_policy=NO_CACHE,
@@ -37,15 +60,40 @@ class TrainingPlan(BaseModel):
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-def plan_training(run: str, report: bool = True) -> TrainingPlan:
-    """Check every bucket file exists, compute the edge-chunk count, skip committed iterations.
+def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
+    """Read the committed version, check the checkpoint fits the config, skip committed iterations.
 
     Args:
         run: The run's handle (:mod:`tasks.runs`): its config and stores.
-        report: Log the count of iterations done (off for the flow's check before the lease,
-            which plans again under it).
+        num_edge_chunks: What :func:`check_inputs` returned for this run; None checks the
+            inputs first (what the flow does in two steps, around taking the lease).
     """
     logger = run_logger()
+    config, stores = get_run(run).config, get_run(run).stores
+    chunks = _check_inputs(run) if num_edge_chunks is None else num_edge_chunks
+    iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
+    committed = stores.checkpoint.read_version()
+    if committed > 0 and stores.checkpoint.has_model(committed):
+        _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
+    check_fits(stores.checkpoint, committed, config, logger, "checkpoint_path")
+    if committed > len(iterations):
+        logger.warning(
+            "checkpoint version %d is beyond this config's %d iterations: nothing to train",
+            committed,
+            len(iterations),
+        )
+    logger.info("%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)), len(iterations))
+    return TrainingPlan(
+        num_edge_chunks=chunks,
+        committed_version=committed,
+        total_iterations=len(iterations),
+        buckets_per_iteration=len(build_topology(config).buckets()),
+        remaining=iterations[committed:],
+    )
+
+
+def _check_inputs(run: str) -> int:
+    """:func:`check_inputs`' body (also run by :func:`plan_training` when given no count)."""
     config, stores = get_run(run).config, get_run(run).stores
     # A wrong endpoint or a store that is down fails here in about a second, not after
     # a minute of retries (every later step retries such faults).
@@ -68,31 +116,10 @@ def plan_training(run: str, report: bool = True) -> TrainingPlan:
             f"grid; run `pbg import` first): " + "; ".join(missing[:5]),
         )
     _check_not_empty(stores, topology.buckets())
-    chunks, iterations = run_iterations(config, stores)
-    committed = stores.checkpoint.read_version()
-    if committed > 0 and stores.checkpoint.has_model(committed):
-        _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
-    check_fits(stores.checkpoint, committed, config, logger, "checkpoint_path")
     if stores.init is not None:
         check_init_path(stores.init)
-        check_fits(stores.init, stores.init.read_version(), config, logger, "init_path")
-    if committed > len(iterations):
-        logger.warning(
-            "checkpoint version %d is beyond this config's %d iterations: nothing to train",
-            committed,
-            len(iterations),
-        )
-    if report:
-        logger.info(
-            "%d edge chunk(s); %d of %d iterations done", chunks, min(committed, len(iterations)), len(iterations)
-        )
-    return TrainingPlan(
-        num_edge_chunks=chunks,
-        committed_version=committed,
-        total_iterations=len(iterations),
-        buckets_per_iteration=len(topology.buckets()),
-        remaining=iterations[committed:],
-    )
+        check_fits(stores.init, stores.init.read_version(), config, run_logger(), "init_path")
+    return run_iterations(config, stores)[0]
 
 
 def _check_edge_paths_are_directories(stores: RunStores) -> None:

@@ -35,8 +35,6 @@ from storage.errors import BadDataError, DataNotFound
 
 # Changing these changes the loss, not the parameters: warned about on resume.
 WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
-# (checkpoint url, version, field, old, new) already warned about in this process.
-_WARNED: set[tuple[str, int, str, str, str]] = set()
 _CHECKPOINT_FILES = "checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5"
 
 
@@ -118,9 +116,7 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
             f"and cannot change; {_REMEDIES[label]}"
         )
     for name in WARNED_FIELDS:
-        key = (store.url, version, name, json.dumps(stored.get(name)), json.dumps(current[name]))
-        if name in stored and stored[name] != current[name] and key not in _WARNED:
-            _WARNED.add(key)  # the flow plans twice (before and under the lease): say it once
+        if name in stored and stored[name] != current[name]:
             logger.warning(
                 "%s was trained with %s=%s, this config has %s=%s: continuing with %s=%s",
                 where,

@@ -40,6 +40,7 @@ from storage.run_dirs import (
     write_latest,
 )
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.runs import get_run
 
 _STORAGE: dict[str, Any] = dict(
     cache_policy=NO_CACHE,
@@ -159,38 +160,38 @@ def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, st
 
 
 @task(name="finish-retrain", task_run_name="keep the last runs, point latest.json here", **_STORAGE)
-def finish_retrain(config_root: ConfigSchema, run_config: ConfigSchema, options: RetrainOptions) -> list[str]:
+def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
     """Point ``{root}/latest.json`` at the completed run, then delete runs beyond ``keep_last``.
 
     A run that committed nothing (``num_epochs=0``) leaves ``latest.json`` as it was.
 
     Args:
-        config_root: The resolved config (``checkpoint_path`` = the root).
-        run_config: The run's config from :func:`prepare_retrain`.
+        run: The run's handle (:mod:`tasks.runs`); its config is :func:`prepare_retrain`'s.
+        root: The resolved config's ``checkpoint_path``: the root of the run directories.
         options: Retraining options.
 
     Returns:
         URLs of the run directories deleted.
 
     Raises:
-        ValueError: ``run_config``'s checkpoint is not a run directory directly under the root.
+        ValueError: the run's checkpoint is not a run directory directly under the root.
     """
     logger = run_logger()
-    root = config_root.checkpoint_path
-    storage = run_config.storage_options_for_fs()
-    name = run_name_in(root, run_config.checkpoint_path)
+    checkpoint = get_run(run).stores.checkpoint
+    storage = checkpoint.storage_options
+    name = run_name_in(root, checkpoint.url)
     if name is None:
         raise ValueError(
-            f"run checkpoint_path {run_config.checkpoint_path!r} is not a run directory "
+            f"run checkpoint_path {checkpoint.url!r} is not a run directory "
             f"(run-YYYYmmddTHHMMSSZ-<8 hex>) directly under the root {root!r}"
         )
-    run = read_run_dir(root, name, storage)
-    if run.version > 0:
-        latest = write_latest(root, run, storage)
+    run_dir = read_run_dir(root, name, storage)
+    if run_dir.version > 0:
+        latest = write_latest(root, run_dir, storage)
         if latest is not None:
-            logger.info("latest.json now names %s (version %d)", run.url, run.version)
+            logger.info("latest.json now names %s (version %d)", run_dir.url, run_dir.version)
     else:
-        logger.warning("run %s committed no version: latest.json unchanged", run.url)
+        logger.warning("run %s committed no version: latest.json unchanged", run_dir.url)
     removed = prune_run_dirs(root, name, options.keep_last, storage)
     logger.info(
         "kept the newest %d committed run(s) under %s; removed %d: %s", options.keep_last, root, len(removed), removed

@@ -2,9 +2,10 @@
 
 Tasks never receive big tensors: the flow holds a short string handle and each
 task resolves it here to the live :class:`pbg_core.session.engine.TrainingSession`
-owned by this process. The handle also resolves to the run's real filesystem options
-(:func:`session_storage_options`), so tasks that open more stores (evaluation's edge
-paths) use the same credentials without them ever being a task parameter.
+owned by this process, kept in a :class:`tasks.runs.Registry` with the handle of the run it
+was built for. The handle also resolves to that run (:func:`session_run`), so tasks that open
+more stores (evaluation's edge paths) use its credentials without them ever being a task
+parameter, and without a second copy of them here.
 
 The checkpoint's ``config.json`` is written with credentials masked (``config_to_json``);
 a resumed run takes them from its own config or the environment, never from that file.
@@ -23,8 +24,7 @@ fresh one, as a deployed run always does.
 from __future__ import annotations
 
 import logging
-import uuid
-from typing import Any
+from dataclasses import dataclass
 
 from prefect import task
 
@@ -34,10 +34,18 @@ from pbg_core.session.engine import TrainingSession
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.plan import run_iterations
-from tasks.runs import fingerprint, get_run, open_stores_ahead
+from tasks.runs import Registry, Run, fingerprint, get_run, open_stores_ahead
 
-_SESSIONS: dict[str, TrainingSession] = {}
-_STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
+
+@dataclass(frozen=True)
+class _Live:
+    """A live session and the handle of the run (:mod:`tasks.runs`) it was built on."""
+
+    session: TrainingSession
+    run: str
+
+
+_SESSIONS: Registry[_Live] = Registry("training session")
 _PREPARED: dict[str, TrainingSession] = {}  # config fingerprint -> a session opened ahead of its flow
 
 
@@ -47,33 +55,21 @@ def get_session(handle: str) -> TrainingSession:
     Raises:
         LookupError: when the handle belongs to no open session of this process.
     """
-    try:
-        return _SESSIONS[handle]
-    except KeyError:
-        raise LookupError(
-            f"training session {handle!r} is not open in this process (open: {sorted(_SESSIONS) or 'none'}); "
-            "sessions live only inside the flow run that opened them"
-        ) from None
+    return _SESSIONS.get(handle).session
 
 
-def session_storage_options(handle: str) -> dict[str, Any]:
-    """The fsspec options of the session's stores (secrets in clear: never log or return them).
+def session_run(handle: str) -> Run:
+    """The run (config and stores) the session of ``handle`` was built on.
 
     Raises:
-        LookupError: when the handle belongs to no open session of this process.
+        LookupError: when the handle belongs to no open session, or its run was closed.
     """
-    get_session(handle)
-    return _STORAGE_OPTIONS.get(handle, {})
+    return get_run(_SESSIONS.get(handle).run)
 
 
-def register_session(
-    session: TrainingSession, prefix: str = "train", storage_options: dict[str, Any] | None = None
-) -> str:
-    """Keep ``session`` (and the fsspec options of its stores) alive in this process; returns its handle."""
-    handle = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    _SESSIONS[handle] = session
-    _STORAGE_OPTIONS[handle] = dict(storage_options or {})
-    return handle
+def register_session(session: TrainingSession, run: str, prefix: str = "train") -> str:
+    """Keep ``session``, built on the run of handle ``run``, alive in this process; returns its handle."""
+    return _SESSIONS.add(prefix, _Live(session, run))
 
 
 def prepare_training_session(config: ConfigSchema) -> bool:
@@ -137,7 +133,7 @@ def open_training_session(run: str) -> str:
     config, stores = get_run(run).config, get_run(run).stores
     session = _adopt_prepared(config, stores) or build_session(config, stores)
     stores.checkpoint.save_config(config_to_json(config))  # secrets masked
-    handle = register_session(session, storage_options=config.storage_options_for_fs())
+    handle = register_session(session, run)
     logger.info(
         "session %s: %d workers, committed version %d, seed %d",
         handle,
@@ -151,7 +147,6 @@ def open_training_session(run: str) -> str:
 @task(name="close-training-session", task_run_name="close training session", cache_policy=NO_CACHE)
 def close_training_session(handle: str) -> None:
     """Stop the workers and free shared memory (idempotent)."""
-    session = _SESSIONS.pop(handle, None)
-    _STORAGE_OPTIONS.pop(handle, None)
-    if session is not None:
-        session.close()
+    live = _SESSIONS.pop(handle)
+    if live is not None:
+        live.session.close()

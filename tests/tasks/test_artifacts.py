@@ -24,6 +24,7 @@ from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.session.iterations import Iteration
 from storage.stats_log import StatsLog
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
+from tasks.runs import open_run
 
 ITERATION = Iteration(
     index=1,
@@ -100,7 +101,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
         progress = start_progress(1, 4, "buckets trained")
         update_progress(progress, 3, 4)
         publish_iteration_table(ITERATION, [rows[1], None], resumed=1, checkpoint_path=config.checkpoint_path)
-        publish_summary(config, version=2, total_iterations=2)
+        publish_summary(open_run(config), version=2, total_iterations=2)
         return current_flow_run_id(), progress
 
     run_id, progress_id = fake_training()
@@ -170,7 +171,7 @@ def test_failures_are_logged_and_never_fail_the_flow(tmp_path: Path, caplog: pyt
     @flow(name="artifacts-failures-test")
     def fails_quietly() -> UUID:
         update_progress(uuid4(), 1, 2)  # no such artifact: the API answers 404
-        publish_summary(config, version=1, total_iterations=2)  # unreadable stats file
+        publish_summary(open_run(config), version=1, total_iterations=2)  # unreadable stats file
         start_progress(0, 0, "empty run")  # total 0: complete, not a division by zero
         return current_flow_run_id()
 
@@ -194,7 +195,7 @@ def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
         )
         is None
     )
-    assert publish_summary(config, version=1, total_iterations=2) is None
+    assert publish_summary(open_run(config), version=1, total_iterations=2) is None
     with get_client(sync_client=True) as client:
         created = client.read_artifacts()
     assert [

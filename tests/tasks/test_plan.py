@@ -1,4 +1,4 @@
-"""``plan_training``: input validation, edge-chunk count, resume point (task body via ``.fn()``)."""
+"""``check_inputs`` and ``plan_training``: input validation, edge-chunk count, resume point (task bodies via ``.fn()``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from pbg_core.config import parse_config
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
-from tasks.plan import plan_training
+from tasks.plan import check_inputs, plan_training
 from tasks.runs import open_run
 
 
@@ -92,3 +92,20 @@ def test_unreadable_first_bucket_is_a_clear_error(graph: Any, make_config: Any, 
         plan_training.fn(open_run(parse_config(config)))
     assert "edges_0_0.h5" in str(raised.value)
     assert not Path(config["checkpoint_path"]).exists()
+
+
+def test_the_plan_under_the_lease_reads_the_checkpoint_not_the_inputs_again(make_config: Any, tmp_path: Path) -> None:
+    # The flow checks the inputs once, before the lease, and plans under it with the chunk count.
+    config = make_config(num_epochs=2, max_edges_per_chunk=500)
+    shutil.copytree(Path(config["entity_path"]), tmp_path / "data")
+    edges = tmp_path / "data" / Path(config["edge_paths"][0]).name
+    run = open_run(parse_config({**config, "entity_path": str(tmp_path / "data"), "edge_paths": [str(edges)]}))
+    chunks = check_inputs.fn(run)
+    assert chunks == 4  # 1,600 edges in bucket (0, 0)
+    CheckpointStore(config["checkpoint_path"]).write_version(3)  # another run committed meanwhile
+    shutil.rmtree(edges)  # not looked at again: planning reads only the checkpoint
+    plan = plan_training.fn(run, chunks)
+    assert (plan.num_edge_chunks, plan.committed_version, plan.total_iterations) == (4, 3, 8)
+    assert [it.version for it in plan.remaining] == [4, 5, 6, 7, 8]
+    with pytest.raises(DataNotFound, match="edge bucket file"):
+        plan_training.fn(run)  # without the count it checks the inputs first

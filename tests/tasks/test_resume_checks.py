@@ -97,13 +97,23 @@ def test_changed_loss_fn_warns_with_old_and_new_value(make_config: Any, caplog: 
     commit_trained(config["checkpoint_path"], config)
     with caplog.at_level(logging.WARNING, logger="tasks"):
         plan = plan_training.fn(open_run(parse_config({**config, "loss_fn": "ranking"})))
-        plan_training.fn(open_run(parse_config({**config, "loss_fn": "ranking"})))  # the flow plans twice
     assert plan.committed_version == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert [w for w in warnings if 'loss_fn="softmax", this config has loss_fn="ranking"' in w] == [
         f'checkpoint_path {config["checkpoint_path"]} version 1 was trained with loss_fn="softmax", this config '
         'has loss_fn="ranking": continuing with loss_fn="ranking"'
     ], warnings
+
+
+def test_every_run_is_warned_about_its_changed_loss_fn(make_config: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # One process may run the flow many times (`pbg serve`): each run plans once and says it once.
+    config = make_config(num_epochs=2, loss_fn="softmax")
+    commit_trained(config["checkpoint_path"], config)
+    with caplog.at_level(logging.WARNING, logger="tasks"):
+        for _ in range(2):
+            plan_training.fn(open_run(parse_config({**config, "loss_fn": "ranking"})))
+    warned = [r for r in caplog.records if 'this config has loss_fn="ranking"' in r.getMessage()]
+    assert len(warned) == 2
 
 
 def test_unchanged_config_neither_warns_nor_refuses(make_config: Any, caplog: pytest.LogCaptureFixture) -> None:

@@ -137,7 +137,7 @@ def test_a_pattern_matching_nothing_is_named(make_config: Any, tmp_path: Path) -
 def test_finish_refuses_a_checkpoint_outside_the_root(root_config: ConfigSchema, tmp_path: Path) -> None:
     stray = root_config.model_copy(update={"checkpoint_path": str(tmp_path / "elsewhere" / FIRST)})
     with pytest.raises(ValueError, match="is not a run directory .* directly under the root"):
-        finish_retrain.fn(root_config, stray, RetrainOptions())
+        finish_retrain.fn(open_run(stray), root_config.checkpoint_path, RetrainOptions())
 
 
 def train_run(config: ConfigSchema, run_config: ConfigSchema, train_buckets: Any) -> None:
@@ -170,7 +170,7 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
 
     first = prepare_retrain.fn(config, options, FIRST)
     train_run(config, first, train_buckets)
-    assert finish_retrain.fn(config, first, options) == []
+    assert finish_retrain.fn(open_run(first), config.checkpoint_path, options) == []
     assert json.loads((root / "latest.json").read_text())["run"] == FIRST
     first_store = CheckpointStore(first.checkpoint_path)
     first_model, _ = first_store.load_model(1)
@@ -202,7 +202,7 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
     trained, _ = second_store.load_embeddings("node", 0, 2)
     assert not torch.equal(trained, first_embeddings)
 
-    assert finish_retrain.fn(config, second, options) == [str(root / FIRST)]
+    assert finish_retrain.fn(open_run(second), config.checkpoint_path, options) == [str(root / FIRST)]
     assert sorted(p.name for p in root.iterdir()) == ["latest.json", SECOND]
     latest = json.loads((root / "latest.json").read_text())
     assert {k: latest[k] for k in ("run", "checkpoint_path", "version")} == {

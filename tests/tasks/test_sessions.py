@@ -15,8 +15,8 @@ from pbg_core.types import Bucket
 from tasks.buckets import swap_partitions
 from tasks.checkpoint import switch_version, write_checkpoint
 from tasks.plan import plan_training
-from tasks.runs import open_run
-from tasks.sessions import close_training_session, get_session, open_training_session, session_storage_options
+from tasks.runs import close_run, get_run, open_run
+from tasks.sessions import close_training_session, get_session, open_training_session, session_run
 
 
 @pytest.fixture
@@ -69,6 +69,22 @@ def test_open_session_starts_workers_and_saves_the_config(make_config: Any) -> N
     close_training_session.fn(handle)  # idempotent
 
 
+def test_a_session_resolves_to_the_run_it_was_built_on(make_config: Any) -> None:
+    config = parse_config(make_config(storage_options={"key": KEY, "secret": SECRET}))
+    run = open_run(config)
+    handle = open_training_session.fn(run)
+    try:
+        assert session_run(handle) is get_run(run)  # one owner of the config and its credentials
+        assert get_session(handle).store is get_run(run).stores.checkpoint
+        close_run(run)
+        with pytest.raises(LookupError, match=f"run {run!r} is not open"):
+            session_run(handle)
+    finally:
+        close_training_session.fn(handle)
+    with pytest.raises(LookupError, match=f"training session {handle!r} is not open in this process"):
+        session_run(handle)
+
+
 def test_unknown_handle_names_itself() -> None:
     with pytest.raises(LookupError, match="train-doesnotexist"):
         get_session("train-doesnotexist")
@@ -114,7 +130,7 @@ def test_config_json_masks_credentials_and_resume_never_uses_the_mask(make_confi
     (iteration,) = plan_training.fn(open_run(config)).remaining
     handle = open_training_session.fn(open_run(config))
     try:
-        assert session_storage_options(handle) == {"key": KEY, "secret": SECRET}
+        assert session_run(handle).config.storage_options_for_fs() == {"key": KEY, "secret": SECRET}
         train_buckets(handle, iteration)
         write_checkpoint.fn(handle, iteration)
         switch_version.fn(handle, iteration)
@@ -130,7 +146,7 @@ def test_config_json_masks_credentials_and_resume_never_uses_the_mask(make_confi
     resumed = parse_config({**saved, "num_epochs": 2})
     handle = open_training_session.fn(open_run(resumed))
     try:
-        assert session_storage_options(handle) == {}
+        assert session_run(handle).config.storage_options_for_fs() == {}
         assert get_session(handle).residency.committed_version == 1
     finally:
         close_training_session.fn(handle)
