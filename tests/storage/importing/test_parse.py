@@ -53,9 +53,13 @@ def test_open_binary_decompresses_by_url_not_by_local_name(tmp_path: Path, suffi
 def test_a_truncated_gzip_is_bad_data_naming_the_url(tmp_path: Path) -> None:
     local = tmp_path / "e.tsv.gz"
     local.write_bytes(gzip.compress(b"a\tb\n" * 1000)[:-20])
-    with pytest.raises(BadDataError, match="truncated or corrupt compressed file") as caught:
-        with decoding_errors("s3://b/e.tsv.gz"), open_binary(str(local), "s3://b/e.tsv.gz") as lines:
-            lines.read()
+    url = "s3://b/e.tsv.gz"
+    with (
+        pytest.raises(BadDataError, match="truncated or corrupt compressed file") as caught,
+        decoding_errors(url),
+        open_binary(str(local), url) as lines,
+    ):
+        lines.read()
     assert "s3://b/e.tsv.gz" in str(caught.value)
 
 
