@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage.errors import BadDataError
-from storage.importing.parse import Columns, RawBatch, ReadSpec
 from storage.importing.parquet import parquet_batches
+from storage.importing.parse import Columns, RawBatch, ReadSpec
 
 URL = "s3://b/edges.parquet"
 
