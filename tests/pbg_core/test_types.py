@@ -29,7 +29,7 @@ def test_tensor_aliases_resolve_to_torch_and_unknown_names_raise() -> None:
     assert types.FloatTensorType is torch.Tensor
     assert types.ModuleStateDict == dict[str, torch.Tensor]
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchAlias'"):
-        _ = types.NoSuchAlias  # type: ignore[attr-defined]  # the point: an unknown name
+        _ = types.NoSuchAlias  # the point: an unknown name
 
 
 def test_importing_types_does_not_load_torch() -> None:

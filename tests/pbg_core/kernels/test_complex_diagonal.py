@@ -54,10 +54,10 @@ def test_backward_matches_autograd_with_n3(coef: float) -> None:
     got = complex_diagonal.complex_backward_(x, rel, real, imag, out, grad_dst, grad_x, grad_real, grad_imag, coef)
 
     assert got == pytest.approx(penalty.item(), rel=1e-5, abs=1e-7)
-    assert torch.allclose(grad_dst, dst.grad, atol=1e-5)  # type: ignore[arg-type]  # retained above
-    assert torch.allclose(grad_x, leaves[0].grad, atol=1e-5)  # type: ignore[arg-type]  # rows past B: 0
-    assert torch.allclose(grad_real, leaves[1].grad, atol=1e-5)  # type: ignore[arg-type]
-    assert torch.allclose(grad_imag, leaves[2].grad, atol=1e-5)  # type: ignore[arg-type]
+    assert torch.allclose(grad_dst, dst.grad, atol=1e-5)  # retained above
+    assert torch.allclose(grad_x, leaves[0].grad, atol=1e-5)  # rows past B: 0
+    assert torch.allclose(grad_real, leaves[1].grad, atol=1e-5)
+    assert torch.allclose(grad_imag, leaves[2].grad, atol=1e-5)
     assert not grad_real[1].any()  # relation 1 is used by no row
 
 

@@ -55,9 +55,9 @@ def test_ranking_grads_of_two_sides_at_once_equal_each_side_alone(dtype: torch.d
     pos, neg, _ = _scores(1, dtype)
     other = torch.flip(neg, dims=[2]) * 0.5
     both = ranking_grads(RankingLoss(0.2), pos, torch.stack([neg, other]), 1.5, tag="-both")
-    both = [(s.loss.clone(), s.grad_pos.clone(), s.grad_neg.clone()) for s in both]  # type: ignore[union-attr]
+    both = [(s.loss.clone(), s.grad_pos.clone(), s.grad_neg.clone()) for s in both]
     for side, scores in enumerate((neg, other)):
         alone = ranking_grads(RankingLoss(0.2), pos, scores.clone().unsqueeze(0), 1.5, tag="-alone")[0]
         assert torch.allclose(both[side][0].to(dtype), alone.loss.to(dtype))
         assert torch.equal(both[side][1], alone.grad_pos)
-        assert torch.equal(both[side][2], alone.grad_neg)  # type: ignore[arg-type]  # never None here
+        assert torch.equal(both[side][2], alone.grad_neg)  # never None here

@@ -33,8 +33,8 @@ def test_columns_by_name_or_index_integer_ids_as_text_and_float32_weights(tmp_pa
     assert [len(b) for b in by_name] == [2, 1] and [b.lines for b in by_name] == [2, 1]
     for batches in (by_name, by_index):
         assert [s for b in batches for s in b.lhs.to_pylist()] == ["1", "2", "3"]
-        assert [s for b in batches for s in b.rel.to_pylist()] == ["r", "s", "r"]  # type: ignore[union-attr]  # rel given
-        weights = np.concatenate([b.weight for b in batches])  # type: ignore[misc]  # weight given
+        assert [s for b in batches for s in b.rel.to_pylist()] == ["r", "s", "r"]  # rel given
+        weights = np.concatenate([b.weight for b in batches])  # weight given
         assert weights.dtype == np.float32 and weights.tolist() == [0.5, 1.0, 2.0]
 
 

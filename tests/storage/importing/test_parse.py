@@ -44,7 +44,7 @@ def test_parquet_by_suffix() -> None:
 @pytest.mark.parametrize(("suffix", "opener"), [(".gz", gzip.open), (".bz2", bz2.open), ("", open)])
 def test_open_binary_decompresses_by_url_not_by_local_name(tmp_path: Path, suffix: str, opener: object) -> None:
     local = tmp_path / "cache-entry-without-suffix"
-    with opener(local, "wb") as out:  # type: ignore[operator]  # one of three openers
+    with opener(local, "wb") as out:  # one of three openers
         out.write(b"a\tb\n")
     with open_binary(str(local), f"s3://b/edges.tsv{suffix}") as lines:
         assert lines.read() == b"a\tb\n"
