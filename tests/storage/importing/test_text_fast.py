@@ -1,0 +1,67 @@
+"""storage.importing.text_fast: the block reader yields exactly what the line-by-line reader does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from storage.errors import BadDataError
+from storage.importing.parse import Columns, FastPathAnomaly, RawBatch, ReadSpec
+from storage.importing.text_fast import fast_batches
+from storage.importing.text_slow import slow_batches
+
+COLUMNS = Columns(lhs=0, rhs=2, rel=1, weight=3)
+
+
+def _text(seed: int, lines: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    names = ["a", "bb", "noël", "名前", "x" * 30, "q r"]  # "q r": a space inside a tab-separated name
+    out = []
+    for i in range(lines):
+        if i % 17 == 0:
+            out.append("   " if i % 2 else "")
+            continue
+        lhs, rhs = rng.choice(names, size=2)
+        out.append(f"{lhs}{i}\tr{i % 3}\t{rhs}\t{rng.random():.6f}")
+    return "\r\n".join(out).encode() + b"\n"
+
+
+def _read(reader: object, path: Path, spec: ReadSpec) -> dict[str, object]:
+    batches: list[RawBatch] = list(reader(str(path), "s3://b/e.tsv", spec, "\t"))  # either reader
+    return {
+        "lhs": [s for b in batches for s in b.lhs.to_pylist()],
+        "rhs": [s for b in batches for s in b.rhs.to_pylist()],
+        "rel": [s for b in batches for s in b.rel.to_pylist()],  # rel is read
+        "weight": np.concatenate([b.weight for b in batches]).tolist(),  # weight is read
+        "lines": sum(b.lines for b in batches),
+        "blank": sum(b.blank for b in batches),
+    }
+
+
+@pytest.mark.parametrize("block_bytes", [256, 8 << 20])  # many blocks (lines split across them), then one
+def test_fast_reader_agrees_with_the_slow_one(tmp_path: Path, block_bytes: int) -> None:
+    path = tmp_path / "e.tsv"
+    path.write_bytes(_text(0, 400))
+    spec = ReadSpec(COLUMNS, block_bytes=block_bytes)
+    fast, slow = _read(fast_batches, path, spec), _read(slow_batches, path, spec)
+    assert fast == slow
+    assert len(fast["lhs"]) == 400 - 24 and fast["blank"] == 24  # lines 0, 17, 34, ... are blank
+
+
+def test_a_malformed_line_is_reported_exactly_as_the_slow_reader_names_it(tmp_path: Path) -> None:
+    """The block holding it is re-read line by line: same file, line and problem."""
+    path = tmp_path / "e.tsv"
+    path.write_bytes(b"a\tr\tb\t1\nc\tr\td\tmany\n")
+    spec = ReadSpec(COLUMNS)
+    with pytest.raises(BadDataError) as slow:
+        list(slow_batches(str(path), "s3://b/e.tsv", spec, "\t"))
+    with pytest.raises(BadDataError) as fast:
+        list(fast_batches(str(path), "s3://b/e.tsv", spec, "\t"))
+    assert str(fast.value) == str(slow.value) and "line 2:" in str(fast.value)
+
+
+def test_column_names_are_handed_to_the_caller() -> None:
+    with pytest.raises(FastPathAnomaly, match="column names need a header"):
+        list(fast_batches("unused", "e.tsv", ReadSpec(Columns("src", "dst", None, None)), "\t"))
