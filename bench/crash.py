@@ -214,9 +214,9 @@ def lost_work(runs: list[RunRecord]) -> list[int]:
 
 def duplicate_rows(checkpoint_url: str) -> tuple[int, int]:
     """(rows, duplicated (index, kind) keys) of training_stats.json."""
-    from storage import fs
+    from storage.fs import reads
 
-    text = fs.read_text(f"{checkpoint_url}/training_stats.json")
+    text = reads.read_text(f"{checkpoint_url}/training_stats.json")
     keys = collections.Counter()
     for line in text.splitlines():
         if line.strip():

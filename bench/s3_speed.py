@@ -63,10 +63,10 @@ def config_dict(root: str, epochs: int) -> dict[str, Any]:
 
 def stats_breakdown(checkpoint_url: str) -> dict[str, float]:
     """Seconds the stats rows attribute to training, partition IO, edge loading and saves."""
-    from storage import fs
+    from storage.fs import reads
 
     totals = {"train": 0.0, "partition_io": 0.0, "load_edges": 0.0, "save": 0.0, "buckets": 0}
-    for line in fs.read_text(f"{checkpoint_url}/training_stats.json").splitlines():
+    for line in reads.read_text(f"{checkpoint_url}/training_stats.json").splitlines():
         row = json.loads(line) if line.strip() else {}
         if "stats" not in row:
             continue

@@ -44,9 +44,9 @@ from typing import Any
 
 from pbg_core.errors import UsageError
 from pbg_core.session.partitions import PartitionTopology
-from storage import fs
 from storage.entities import EntityStore
 from storage.errors import StorageError
+from storage.fs import reads
 from storage.importing.manifest import fingerprint, read_manifest, remove_manifest, write_manifest
 from storage.importing.parse import Column, Columns, ReadSpec
 from storage.importing.partition import EntityIndex
@@ -207,7 +207,7 @@ def _outputs_complete(config: Any) -> bool:
         [(r.lhs, r.rhs) for r in config.relations],
     )
     return all(
-        fs.exists(EdgeTarget(path, so).bucket_url(bucket), so)
+        reads.exists(EdgeTarget(path, so).bucket_url(bucket), so)
         for path in config.edge_paths
         for bucket in topology.buckets()
     )

@@ -34,9 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pbg_core.errors import ConfigError, UsageError
-from storage import fs, layout
+from storage import layout
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputNotWritable
+from storage.fs import atomic, reads, urls
 from storage.importing import write as write_pass
 from storage.importing.count import ImportPlan, NameCounter
 from storage.importing.parquet import parquet_batches
@@ -94,9 +95,9 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         raise ConfigError([f"relations: entity types {unknown} are not in entities {sorted(config.entities)}"])
     options = config.storage_options_for_fs()  # the real credentials
     for url in inputs:
-        if not fs.exists(url, options):
+        if not reads.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")
-        if fs.isdir(url, options):
+        if reads.isdir(url, options):
             raise DataNotFound(
                 url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 or .parquet/.pq)"
             )
@@ -121,8 +122,8 @@ def check_outputs(config: Any) -> None:
     """
     options = config.storage_options_for_fs()
     for field, url in [("entity_path", config.entity_path), *(("edge_paths", p) for p in config.edge_paths)]:
-        filesystem, path = fs.resolve(url, options)
-        problem = creatable_problem(path) if fs.is_local(filesystem) else None
+        filesystem, path = urls.resolve(url, options)
+        problem = creatable_problem(path) if urls.is_local(filesystem) else None
         if problem is not None:
             raise OutputNotWritable(url, f"cannot create the {field} directory: {problem}")
 
@@ -147,7 +148,7 @@ def count_input(
     url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport, progress: PhaseProgress
 ) -> None:
     """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
-    with fs.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
+    with reads.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
         if is_parquet(url):
             _consume(parquet_batches(path, url, spec), counter, spill, url, report, progress)
             return
@@ -193,8 +194,8 @@ def _write_entity_files(
             # Written directly (not EntityStore.save_names): same bytes, a fraction of the time.
             part_names = names.take(pa.array(ids, type=pa.int64()))
             text = names_json(part_names.combine_chunks() if isinstance(part_names, pa.ChunkedArray) else part_names)
-            fs.write_text_atomic(
-                fs.join_url(store.url, layout.entity_names_file(name, part)), text, store.storage_options
+            atomic.write_text_atomic(
+                urls.join_url(store.url, layout.entity_names_file(name, part)), text, store.storage_options
             )
     if dynamic:
         store.save_dynamic_relation_count(len(relation_names))
