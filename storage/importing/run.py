@@ -20,6 +20,7 @@ fingerprint (:mod:`storage.importing.manifest`) is hashed alongside pass 1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -286,45 +287,93 @@ def run_import(
             spills.append(Spill(os.path.join(tmp, f"input{i}"), weighted))
             count_input(url, spills[-1], counter, spec, report, counting)
         counting.finish()
-        rng = np.random.default_rng(seed)
-        relations = assign(counter.relations.counts, relation_type_min_count, 1, rng) if plan.dynamic else None
-        if relations is not None:
-            relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
-        else:
-            relation_names = [rel.name for rel in config.relations]
-        entities = {
-            name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
-            for name in plan.entity_types
-        }
-        report.entity_counts = {name: len(a.order) for name, a in entities.items()}
-        _report_shared_names(counter, report)
-        report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
-        report.relation_count = len(relation_names)
-        mapper = ChunkMapper(plan, entities, relations)
-        staging = Staging(plan.storage_options)
+        ids = _assign_ids(config, plan, counter, report, relation_type_min_count, entity_min_count, seed)
         writing = PhaseProgress(progress, "writing")
-        with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
-            try:
-                for spill, edge_path in zip(spills, config.edge_paths):
-                    sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
-                    report.skipped["unknown_relation"] += unknown_relation
-                    report.skipped["unknown_entity"] += unknown_entity
-                    target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
-                    written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
-                    report.edges_written.append(written)
-                    logger.info("imported %d edges into %s", written, edge_path)
-                if not sum(report.edges_written):
-                    raise BadDataError(", ".join(inputs), nothing_imported(report, relation_names, entity_min_count))
-                entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
-                _write_entity_files(entity_store, counter, entities, relation_names, plan.dynamic)
-                if before_commit is not None:
-                    before_commit()
-                hold.hold()
-                staging.commit()
-            except BaseException:
-                staging.rollback()
-                raise
+        _write_and_commit(
+            config, inputs, plan, spills, counter, ids, report, writing, weighted, chunk_edges, before_commit
+        )
         writing.finish()
     report.seconds = time.monotonic() - started
     logger.info("import done: %s", report)
     return report
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ids:
+    """What pass 2 needs of the ids pass 1 assigned."""
+
+    relations: Assignment | None  # dynamic mode only: the relation names' shuffle
+    relation_names: list[str]  # in id order
+    entities: dict[str, Assignment]  # per entity type
+    entity_min_count: int  # for the message when every edge was skipped
+
+
+def _assign_ids(
+    config: Any,
+    plan: ImportPlan,
+    counter: NameCounter,
+    report: ImportReport,
+    relation_type_min_count: int,
+    entity_min_count: int,
+    seed: int | None,
+) -> _Ids:
+    """Pass 2's ids: rare names dropped, one seeded shuffle (relations first, then entity types); the counts go to ``report``."""
+    rng = np.random.default_rng(seed)
+    relations = assign(counter.relations.counts, relation_type_min_count, 1, rng) if plan.dynamic else None
+    if relations is not None:
+        relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
+    else:
+        relation_names = [rel.name for rel in config.relations]
+    entities = {
+        name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
+        for name in plan.entity_types
+    }
+    report.entity_counts = {name: len(a.order) for name, a in entities.items()}
+    _report_shared_names(counter, report)
+    report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
+    report.relation_count = len(relation_names)
+    return _Ids(relations, relation_names, entities, entity_min_count)
+
+
+def _write_and_commit(
+    config: Any,
+    inputs: Sequence[str],
+    plan: ImportPlan,
+    spills: list[Spill],
+    counter: NameCounter,
+    ids: _Ids,
+    report: ImportReport,
+    writing: PhaseProgress,
+    weighted: bool,
+    chunk_edges: int,
+    before_commit: Callable[[], None] | None,
+) -> None:
+    """Pass 2: map the spills into staged bucket files, stage the entity files, then move all into place.
+
+    Any failure removes everything staged; a stop signal during the moves is delivered once they are done.
+    """
+    mapper = ChunkMapper(plan, ids.entities, ids.relations)
+    staging = Staging(plan.storage_options)
+    with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
+        try:
+            for spill, edge_path in zip(spills, config.edge_paths):
+                sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
+                report.skipped["unknown_relation"] += unknown_relation
+                report.skipped["unknown_entity"] += unknown_entity
+                target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
+                written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
+                report.edges_written.append(written)
+                logger.info("imported %d edges into %s", written, edge_path)
+            if not sum(report.edges_written):
+                raise BadDataError(
+                    ", ".join(inputs), nothing_imported(report, ids.relation_names, ids.entity_min_count)
+                )
+            entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
+            _write_entity_files(entity_store, counter, ids.entities, ids.relation_names, plan.dynamic)
+            if before_commit is not None:
+                before_commit()
+            hold.hold()
+            staging.commit()
+        except BaseException:
+            staging.rollback()
+            raise
