@@ -337,6 +337,8 @@ def main() -> int:
             **server.env,
             "PREFECT_HOME": tempfile.mkdtemp(prefix="prefect-", dir=work),
             "PBG_CACHE_DIR": tempfile.mkdtemp(prefix="cache-", dir=work),
+            # The kills are armed by the engine's step lines (PHASES), which the terminal shows only verbose.
+            "PBG_VERBOSE": "1",
         }
         os.environ.update({k: env[k] for k in (*server.env, "PBG_CACHE_DIR")})
         bucket = f"pbg-crash-{args.seed}"
