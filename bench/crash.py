@@ -37,6 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
 
@@ -214,9 +215,9 @@ def lost_work(runs: list[RunRecord]) -> list[int]:
 
 def duplicate_rows(checkpoint_url: str) -> tuple[int, int]:
     """(rows, duplicated (index, kind) keys) of training_stats.json."""
-    from storage import fs
+    from storage.fs import reads
 
-    text = fs.read_text(f"{checkpoint_url}/training_stats.json")
+    text = reads.read_text(f"{checkpoint_url}/training_stats.json")
     keys = collections.Counter()
     for line in text.splitlines():
         if line.strip():
@@ -225,8 +226,8 @@ def duplicate_rows(checkpoint_url: str) -> tuple[int, int]:
     return sum(keys.values()), sum(1 for count in keys.values() if count > 1)
 
 
-def main() -> int:
-    """Parse flags, set up server, data and config, kill and resume, report."""
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=24)
     parser.add_argument("--epochs", type=int, default=12)
@@ -234,8 +235,96 @@ def main() -> int:
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--dimension", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def kill_and_resume(
+    args: argparse.Namespace, config: Path, env: dict[str, str], checkpoint_url: str, log_dir: Path
+) -> list[RunRecord]:
+    """``--kills`` killed runs, then one to the end (stops early if a run finishes unkilled); each checked, printed."""
+    rng = random.Random(args.seed)
+    phases = list(PHASES)
+    runs: list[RunRecord] = []
+    for number in range(args.kills + 1):
+        phase = phases[number % len(phases)] if number < args.kills else None
+        run = run_once(number, config, env, phase, rng, log_dir)
+        run.committed_after, run.committed_ok, problem = check_committed(checkpoint_url)
+        run.problem = run.problem or problem
+        runs.append(run)
+        print(
+            f"run {number:2d}: target {phase or 'finish':6s} -> {'killed' if run.killed else 'exit'} "
+            f"{run.returncode} after {run.seconds:5.1f} s in '{run.last_step}', trained {len(run.trained)}, "
+            f"committed v{run.committed_after} {'ok' if run.committed_ok else 'BROKEN'} {run.problem}",
+            flush=True,
+        )
+        if not run.killed and number < args.kills:
+            print("the run finished before all kills: raise --epochs", flush=True)
+            break
+    return runs
+
+
+def final_checks(
+    args: argparse.Namespace, runs: list[RunRecord], config: Path, env: dict[str, str], checkpoint_url: str
+) -> tuple[dict[str, Any], bool]:
+    """Evaluate the final checkpoint and check the runs (see the module docstring): the checks, and PASS."""
+    final = runs[-1]
+    eval_out = subprocess.run(
+        [str(ours_bin()), "eval", str(config), "--json"], env=env, cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    metrics = json.loads(eval_out.stdout.strip().splitlines()[-1]) if eval_out.returncode == 0 else {}
+    lost = lost_work(runs)
+    rows, duplicated = duplicate_rows(checkpoint_url)
+    kills = [r for r in runs if r.killed]
+    checks = {
+        "kills": len(kills),
+        "kills_by_step_reached": dict(collections.Counter(r.last_step for r in kills)),
+        "all_resumes_completed": final.returncode == 0 and not final.killed and all(not r.problem for r in runs),
+        "committed_always_complete": all(r.committed_ok for r in runs),
+        "final_version": final.committed_after,
+        "expected_version": args.epochs,
+        "max_lost_buckets_per_kill": max(lost, default=0),
+        "lost_buckets_per_kill": lost,
+        "total_bucket_trainings": sum(len(r.trained) for r in runs),
+        "buckets_needed": args.epochs * 4,
+        "stats_rows": rows,
+        "duplicated_stats_rows": duplicated,
+        "final_eval": metrics,
+    }
+    ok = (
+        checks["all_resumes_completed"]
+        and checks["committed_always_complete"]
+        and final.committed_after == args.epochs
+        and checks["max_lost_buckets_per_kill"] <= 1
+        and duplicated == 0
+        and len(kills) >= min(args.kills, 20)
+        and bool(metrics)
+    )
+    return checks, bool(ok)
+
+
+def print_checks(checks: dict[str, Any], ok: bool) -> None:
+    """The table of checks and the verdict."""
+    table = [
+        ["kills (target >= 20)", checks["kills"]],
+        [
+            "steps reached at the kill",
+            ", ".join(f"{k} {v}" for k, v in sorted(checks["kills_by_step_reached"].items())),
+        ],
+        ["every resume completed", checks["all_resumes_completed"]],
+        ["committed version always loads", checks["committed_always_complete"]],
+        ["final version / expected", f"{checks['final_version']} / {checks['expected_version']}"],
+        ["max lost buckets per kill (<= 1)", checks["max_lost_buckets_per_kill"]],
+        ["bucket trainings / needed", f"{checks['total_bucket_trainings']} / {checks['buckets_needed']}"],
+        ["stats rows / duplicated", f"{checks['stats_rows']} / {checks['duplicated_stats_rows']}"],
+        ["final eval mrr", checks["final_eval"].get("mrr")],
+        ["status", "PASS" if ok else "FAIL"],
+    ]
+    print(format_table(["check", "value"], table))
+
+
+def main() -> int:
+    """Parse flags, set up server, data and config, kill and resume, report."""
+    args = parse_args()
     work = WORK_DIR / "crash"
     work.mkdir(parents=True, exist_ok=True)
     log_dir = Path(tempfile.mkdtemp(prefix="logs-", dir=work))
@@ -248,6 +337,8 @@ def main() -> int:
             **server.env,
             "PREFECT_HOME": tempfile.mkdtemp(prefix="prefect-", dir=work),
             "PBG_CACHE_DIR": tempfile.mkdtemp(prefix="cache-", dir=work),
+            # The kills are armed by the engine's step lines (PHASES), which the terminal shows only verbose.
+            "PBG_VERBOSE": "1",
         }
         os.environ.update({k: env[k] for k in (*server.env, "PBG_CACHE_DIR")})
         bucket = f"pbg-crash-{args.seed}"
@@ -261,70 +352,9 @@ def main() -> int:
             cwd=REPO_ROOT,
         )
         checkpoint_url = f"s3://{bucket}/ckpt"
-        rng = random.Random(args.seed)
-        phases = list(PHASES)
-        runs: list[RunRecord] = []
-        for number in range(args.kills + 1):
-            phase = phases[number % len(phases)] if number < args.kills else None
-            run = run_once(number, config, env, phase, rng, log_dir)
-            run.committed_after, run.committed_ok, problem = check_committed(checkpoint_url)
-            run.problem = run.problem or problem
-            runs.append(run)
-            print(
-                f"run {number:2d}: target {phase or 'finish':6s} -> {'killed' if run.killed else 'exit'} "
-                f"{run.returncode} after {run.seconds:5.1f} s in '{run.last_step}', trained {len(run.trained)}, "
-                f"committed v{run.committed_after} {'ok' if run.committed_ok else 'BROKEN'} {run.problem}",
-                flush=True,
-            )
-            if not run.killed and number < args.kills:
-                print("the run finished before all kills: raise --epochs", flush=True)
-                break
-        final = runs[-1]
-        eval_out = subprocess.run(
-            [str(ours_bin()), "eval", str(config), "--json"], env=env, cwd=REPO_ROOT, capture_output=True, text=True
-        )
-        metrics = json.loads(eval_out.stdout.strip().splitlines()[-1]) if eval_out.returncode == 0 else {}
-        lost = lost_work(runs)
-        rows, duplicated = duplicate_rows(checkpoint_url)
-        kills = [r for r in runs if r.killed]
-        by_step = collections.Counter(r.last_step for r in kills)
-        checks = {
-            "kills": len(kills),
-            "kills_by_step_reached": dict(by_step),
-            "all_resumes_completed": final.returncode == 0 and not final.killed and all(not r.problem for r in runs),
-            "committed_always_complete": all(r.committed_ok for r in runs),
-            "final_version": final.committed_after,
-            "expected_version": args.epochs,
-            "max_lost_buckets_per_kill": max(lost, default=0),
-            "lost_buckets_per_kill": lost,
-            "total_bucket_trainings": sum(len(r.trained) for r in runs),
-            "buckets_needed": args.epochs * 4,
-            "stats_rows": rows,
-            "duplicated_stats_rows": duplicated,
-            "final_eval": metrics,
-        }
-        ok = (
-            checks["all_resumes_completed"]
-            and checks["committed_always_complete"]
-            and final.committed_after == args.epochs
-            and checks["max_lost_buckets_per_kill"] <= 1
-            and duplicated == 0
-            and len(kills) >= min(args.kills, 20)
-            and bool(metrics)
-        )
-        table = [
-            ["kills (target >= 20)", len(kills)],
-            ["steps reached at the kill", ", ".join(f"{k} {v}" for k, v in sorted(by_step.items()))],
-            ["every resume completed", checks["all_resumes_completed"]],
-            ["committed version always loads", checks["committed_always_complete"]],
-            ["final version / expected", f"{final.committed_after} / {args.epochs}"],
-            ["max lost buckets per kill (<= 1)", checks["max_lost_buckets_per_kill"]],
-            ["bucket trainings / needed", f"{checks['total_bucket_trainings']} / {checks['buckets_needed']}"],
-            ["stats rows / duplicated", f"{rows} / {duplicated}"],
-            ["final eval mrr", metrics.get("mrr")],
-            ["status", "PASS" if ok else "FAIL"],
-        ]
-        print(format_table(["check", "value"], table))
+        runs = kill_and_resume(args, config, env, checkpoint_url, log_dir)
+        checks, ok = final_checks(args, runs, config, env, checkpoint_url)
+        print_checks(checks, ok)
         out = write_json(
             "crash",
             {

@@ -41,22 +41,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
+from prefect_api import Api, epoch_s
 
 TARGET_S = 30.0
 LOCAL_UP = REPO_ROOT / "deployments" / "local-up.sh"
 LOCAL_DOWN = REPO_ROOT / "deployments" / "local-down.sh"
 UMLS = REPO_ROOT / "data" / "kg" / "umls" / "train.txt"
 UP_TIMEOUT_S = 420  # server migrations on a new SQLite DB + deploy + worker, on 2 shared cores
-RUN_TIMEOUT_S = 600
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CRASHED"})
 UUID_RE = re.compile(r"UUID: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 PATHS = {"worker": "pbg/train", "serve": "pbg/served"}
 
@@ -159,92 +155,6 @@ def stop_serve(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-def epoch_s(stamp: str) -> float:
-    """Seconds since the epoch of an API timestamp (ISO 8601 with an offset)."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-class Api:
-    """The few REST calls the benchmark needs."""
-
-    def __init__(self, url: str) -> None:
-        self.client = httpx.Client(base_url=url, timeout=30)
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """One request; the decoded JSON answer."""
-        response = self.client.request(method, path, json=body)
-        response.raise_for_status()
-        return response.json() if response.content else None
-
-    def deployment_exists(self, name: str) -> bool:
-        """True once ``flow/deployment`` is registered."""
-        return self.client.get(f"/deployments/name/{name}").status_code == 200
-
-    def wait_done(self, run_id: str) -> dict[str, Any]:
-        """Poll the flow run until it is terminal; raise unless it COMPLETED."""
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while True:
-            run = self.call("GET", f"/flow_runs/{run_id}")
-            state = (run.get("state") or {}).get("type", "NONE")
-            if state in TERMINAL:
-                if state != "COMPLETED":
-                    raise RuntimeError(f"flow run {run_id} ended {state}: {run['state'].get('message')}")
-                return run
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"flow run {run_id} still {state} after {RUN_TIMEOUT_S} s")
-            time.sleep(1)
-
-    def run_tree(self, run_id: str) -> list[str]:
-        """The run's id and those of its subflows, at any depth."""
-        ids, todo = [run_id], [run_id]
-        while todo:
-            body = {"flow_runs": {"parent_flow_run_id": {"any_": todo}}, "limit": 200}
-            todo = [row["id"] for row in self.call("POST", "/flow_runs/filter", body)]
-            ids += todo
-        return ids
-
-    def first_batch_log(self, run_id: str, wait_s: float = 5) -> float | None:
-        """Timestamp of the earliest "training N edges on W workers" log of the run tree."""
-        deadline = time.monotonic() + wait_s  # the API log handler ships records in batches
-        while True:
-            body = {"logs": {"flow_run_id": {"any_": self.run_tree(run_id)}}, "sort": "TIMESTAMP_ASC", "limit": 200}
-            offset = 0
-            while True:
-                page = self.call("POST", "/logs/filter", {**body, "offset": offset})
-                for row in page:
-                    if "training" in row["message"] and "edges on" in row["message"]:
-                        return epoch_s(row["timestamp"])
-                if len(page) < 200:
-                    break
-                offset += len(page)
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(1)
-
-    def first_train_task(self, run_id: str, expected: int, wait_s: float = 180) -> float | None:
-        """Earliest start of the run tree's "train bucket" task runs (whose body logs that line).
-
-        Task runs reach the database through the event pipeline, after the flow run may have
-        ended: wait until all ``expected`` of them are there, so the earliest is among them.
-        """
-        deadline = time.monotonic() + wait_s
-        while True:
-            body = {
-                "task_runs": {"flow_run_id": {"any_": self.run_tree(run_id)}, "name": {"like_": "train bucket"}},
-                "limit": 200,
-            }
-            starts = [
-                epoch_s(row["start_time"])
-                for row in self.call("POST", "/task_runs/filter", body)
-                if row.get("start_time")
-            ]
-            if len(starts) >= expected or (starts and time.monotonic() > deadline):
-                return min(starts)
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(2)
 
 
 def measure_run(

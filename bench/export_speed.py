@@ -132,21 +132,22 @@ def measure(name: str, argv: list, run_dir: Path, entities_file: Path) -> dict[s
     return side
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entities", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="100k entities")
     parser.add_argument("--skip-pbg", action="store_true")
     parser.add_argument("--keep-outputs", action="store_true", help="keep the exported files (GBs)")
-    args = parser.parse_args()
-    entities = 100_000 if args.quick else args.entities
-    base = WORK_DIR / "export_speed" / f"ckpt_{entities}x{args.dim}"
-    config = build_checkpoint(base, entities, args.dim)
-    runs = WORK_DIR / "export_speed" / "runs"
+    return parser.parse_args()
+
+
+def measure_sides(config: Path, runs: Path, skip_pbg: bool) -> dict[str, dict[str, object]]:
+    """Export the checkpoint with each side: PBG's TSV (unless ``skip_pbg``), our TSV, our npy and h5."""
     python = OURS_VENV / "bin" / "python"
     sides: dict[str, dict[str, object]] = {}
-    if not args.skip_pbg:
+    if not skip_pbg:
         sides["pbg"] = measure(
             "pbg",
             [
@@ -181,6 +182,17 @@ def main() -> int:
             runs / f"ours_{fmt}",
             runs / f"ours_{fmt}" / "out" / f"e.{fmt}",
         )
+    return sides
+
+
+def main() -> int:
+    """Build the checkpoint, export it with every side, print the table and the verdict, write the JSON."""
+    args = parse_args()
+    entities = 100_000 if args.quick else args.entities
+    base = WORK_DIR / "export_speed" / f"ckpt_{entities}x{args.dim}"
+    config = build_checkpoint(base, entities, args.dim)
+    runs = WORK_DIR / "export_speed" / "runs"
+    sides = measure_sides(config, runs, args.skip_pbg)
     identical = None
     if sides.get("pbg", {}).get("status") == "ok" and sides["ours_tsv"]["status"] == "ok":
         identical = filecmp.cmp(

@@ -131,13 +131,19 @@ def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("PASS" if ok else "FAIL")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--edges", type=int, default=10_000_000, help="edges of the full graph")
     parser.add_argument("--slice", type=int, default=2_000_000, help="edges of the slice PBG imports")
     parser.add_argument("--repeat", type=int, default=3, help="runs of ours on the full graph (median reported)")
     parser.add_argument("--skip-pbg", action="store_true")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Import the full graph, the doubled one and the slice with ours (the slice with PBG too); compare."""
+    args = parse_args(argv)
     full = WORK_DIR / ("import_10m.tsv" if args.edges == 10_000_000 else f"import_{args.edges}.tsv")
     summary = ensure_graph(full, NODES, args.edges, RELATIONS, SEED)
     part, doubled = ensure_slice(full, args.slice), ensure_doubled(full)

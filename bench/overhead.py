@@ -205,28 +205,14 @@ def spawn(mode: str, config_path: Path, out: Path) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--child", choices=["loop", "flow"], help=argparse.SUPPRESS)
-    parser.add_argument("--config", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="200k-edge graph instead of 2M")
-    args = parser.parse_args(argv)
-    if args.child:
-        return child(args.child, args.config, args.out)
-
-    edges = 200_000 if args.quick else 2_000_000
-    work = WORK_DIR / f"overhead_{edges}_{args.partitions}"
-    graph = WORK_DIR / f"graph_200000n_{edges}e_1r.tsv"
-    ensure_graph(graph, 200_000, edges, 1, seed=0)
+def prepare(work: Path, graph: Path, partitions: int, epochs: int) -> dict[str, Path]:
+    """Both modes' configs (fresh checkpoint directories), and the graph imported once into ``work/data``."""
     data = work / "data"
     configs = {mode: work / f"config_{mode}.py" for mode in ("loop", "flow")}
     for mode, path in configs.items():
         work.mkdir(parents=True, exist_ok=True)
         subprocess.run(["rm", "-rf", str(work / f"ckpt_{mode}")], check=True)
-        write_config(path, data, work / f"ckpt_{mode}", args.partitions, args.epochs)
+        write_config(path, data, work / f"ckpt_{mode}", partitions, epochs)
     if not (data / "edges" / "edges_0_0.h5").exists():
         subprocess.run(
             [
@@ -244,6 +230,27 @@ def main(argv: list[str] | None = None) -> int:
             check=True,
             cwd=REPO_ROOT,
         )
+    return configs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the loop and the flow on the same imported graph (or be one of them: --child), compare."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", choices=["loop", "flow"], help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="200k-edge graph instead of 2M")
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child, args.config, args.out)
+
+    edges = 200_000 if args.quick else 2_000_000
+    work = WORK_DIR / f"overhead_{edges}_{args.partitions}"
+    graph = WORK_DIR / f"graph_200000n_{edges}e_1r.tsv"
+    ensure_graph(graph, 200_000, edges, 1, seed=0)
+    configs = prepare(work, graph, args.partitions, args.epochs)
     loop = spawn("loop", configs["loop"], work / "loop.json")
     flow = spawn("flow", configs["flow"], work / "flow.json")
     buckets = args.partitions * args.partitions

@@ -63,10 +63,10 @@ def config_dict(root: str, epochs: int) -> dict[str, Any]:
 
 def stats_breakdown(checkpoint_url: str) -> dict[str, float]:
     """Seconds the stats rows attribute to training, partition IO, edge loading and saves."""
-    from storage import fs
+    from storage.fs import reads
 
     totals = {"train": 0.0, "partition_io": 0.0, "load_edges": 0.0, "save": 0.0, "buckets": 0}
-    for line in fs.read_text(f"{checkpoint_url}/training_stats.json").splitlines():
+    for line in reads.read_text(f"{checkpoint_url}/training_stats.json").splitlines():
         row = json.loads(line) if line.strip() else {}
         if "stats" not in row:
             continue
@@ -96,6 +96,62 @@ def run_side(name: str, config: dict[str, Any], work: Path, env: dict[str, str],
     }
 
 
+def import_both(roots: dict[str, str], tsv: Path, work: Path, env: dict[str, str], epochs: int) -> None:
+    """``pbg import`` the graph into each side's root (local directory, S3 prefix)."""
+    for name, root in roots.items():
+        cfg = work / f"import-{name}.json"
+        cfg.write_text(json.dumps(config_dict(root, epochs)))
+        print(f"[{name}] importing {tsv.name} ...", flush=True)
+        subprocess.run(
+            [str(ours_bin()), "import", str(cfg), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+            check=True,
+            env={**os.environ, **env},
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+
+
+def alternate_runs(
+    roots: dict[str, str], work: Path, env: dict[str, str], epochs: int, repeats: int
+) -> dict[str, list[dict[str, Any]]]:
+    """``repeats`` training runs per side, the sides alternating, each with a cold read cache."""
+    runs: dict[str, list[dict[str, Any]]] = {"local": [], "s3": []}
+    for attempt in range(repeats):
+        for name, root in roots.items():
+            cache = tempfile.mkdtemp(prefix=f"cache-{name}-", dir=work)  # cold read cache every run
+            print(f"[{name}] pbg train, run {attempt + 1}/{repeats} ...", flush=True)
+            runs[name].append(run_side(name, config_dict(root, epochs), work, {**env, "PBG_CACHE_DIR": cache}, attempt))
+            print(f"[{name}] {runs[name][-1]['wall_s']:.1f} s", flush=True)
+    return runs
+
+
+def comparison_rows(
+    runs: dict[str, list[dict[str, Any]]], median: dict[str, float], ratio: float, ok: bool
+) -> list[list[object]]:
+    """The table's rows: median walls and their ratio, the median time breakdown, peak RSS, the verdict."""
+    rows: list[list[object]] = [
+        [
+            "pbg train wall s (median)",
+            f"{median['local']:.1f}",
+            f"{median['s3']:.1f}",
+            f"{ratio:.3f} (<= {TARGET_RATIO})",
+        ]
+    ]
+    for key in ("train", "partition_io", "load_edges", "save"):
+        values = [statistics.median(r["breakdown"][key] for r in runs[n]) for n in ("local", "s3")]
+        rows.append([f"  of which {key} s", f"{values[0]:.2f}", f"{values[1]:.2f}", ""])
+    rows.append(
+        [
+            "peak tree RSS MiB",
+            f"{runs['local'][0]['peak_rss_mib']:,.0f}",
+            f"{runs['s3'][0]['peak_rss_mib']:,.0f}",
+            "",
+        ]
+    )
+    rows.append(["status", "", "", "PASS" if ok else "FAIL"])
+    return rows
+
+
 def main() -> int:
     """Parse flags, import the graph on both sides, alternate training runs, compare."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,50 +174,12 @@ def main() -> int:
         os.environ.update(server.env)
         create_bucket(server.endpoint_url, "pbg-speed")
         roots = {"local": str(work / "local-data"), "s3": "s3://pbg-speed/data"}
-        for name, root in roots.items():
-            cfg = work / f"import-{name}.json"
-            cfg.write_text(json.dumps(config_dict(root, args.epochs)))
-            print(f"[{name}] importing {tsv.name} ...", flush=True)
-            subprocess.run(
-                [str(ours_bin()), "import", str(cfg), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
-                check=True,
-                env={**os.environ, **env},
-                cwd=REPO_ROOT,
-                stdout=subprocess.DEVNULL,
-            )
-        runs: dict[str, list[dict[str, Any]]] = {"local": [], "s3": []}
-        for attempt in range(args.repeats):
-            for name, root in roots.items():
-                cache = tempfile.mkdtemp(prefix=f"cache-{name}-", dir=work)  # cold read cache every run
-                print(f"[{name}] pbg train, run {attempt + 1}/{args.repeats} ...", flush=True)
-                runs[name].append(
-                    run_side(name, config_dict(root, args.epochs), work, {**env, "PBG_CACHE_DIR": cache}, attempt)
-                )
-                print(f"[{name}] {runs[name][-1]['wall_s']:.1f} s", flush=True)
+        import_both(roots, tsv, work, env, args.epochs)
+        runs = alternate_runs(roots, work, env, args.epochs, args.repeats)
         median = {name: statistics.median(r["wall_s"] for r in rs) for name, rs in runs.items()}
         ratio = median["s3"] / median["local"]
         ok = ratio <= TARGET_RATIO
-        rows = [
-            [
-                "pbg train wall s (median)",
-                f"{median['local']:.1f}",
-                f"{median['s3']:.1f}",
-                f"{ratio:.3f} (<= {TARGET_RATIO})",
-            ]
-        ]
-        for key in ("train", "partition_io", "load_edges", "save"):
-            values = [statistics.median(r["breakdown"][key] for r in runs[n]) for n in ("local", "s3")]
-            rows.append([f"  of which {key} s", f"{values[0]:.2f}", f"{values[1]:.2f}", ""])
-        rows.append(
-            [
-                "peak tree RSS MiB",
-                f"{runs['local'][0]['peak_rss_mib']:,.0f}",
-                f"{runs['s3'][0]['peak_rss_mib']:,.0f}",
-                "",
-            ]
-        )
-        rows.append(["status", "", "", "PASS" if ok else "FAIL"])
-        print(format_table(["metric", "local", "s3", "s3/local"], rows))
+        print(format_table(["metric", "local", "s3", "s3/local"], comparison_rows(runs, median, ratio, ok)))
         out = write_json(
             "s3_speed",
             {

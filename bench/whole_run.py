@@ -41,7 +41,6 @@ from _common import (
     WORK_DIR,
     RunResult,
     ToolMissingError,
-    format_table,
     machine_info,
     measurement_lock,
     mib,
@@ -62,6 +61,7 @@ from speed_sides import (
     throughput_from_stats,
 )
 from whole_run_logs import parse_ours, parse_pbg, phases
+from whole_run_tables import print_tables
 
 UMLS_CONFIG = REPO_ROOT / "examples" / "umls" / "config.py"
 UMLS_TRAIN = REPO_ROOT / "data" / "kg" / "umls" / "train.txt"
@@ -277,108 +277,6 @@ def compare(case: WholeRunCase, summary: dict[str, dict]) -> dict[str, object]:
     }
 
 
-def verdict(flag: bool | None) -> str:
-    return "n/a" if flag is None else ("PASS" if flag else "FAIL")
-
-
-def summary_rows(records: dict[str, dict]) -> list[list[object]]:
-    """One row per case: walls, speed ratio, bar, verdict, train edges/s."""
-    rows = []
-    for name, rec in records.items():
-        summ, cmp = rec.get("summary", {}), rec.get("comparison", {})
-        pbg, ours = summ.get("pbg", {}), summ.get("ours", {})
-        rows.append(
-            [
-                f"{name} ({rec['epochs']} ep)",
-                pbg.get("wall_s"),
-                ours.get("wall_s"),
-                cmp.get("speed"),
-                f">= {CASES[name].target:g}x",
-                verdict(cmp.get("pass")),
-                pbg.get("edges_per_s"),
-                ours.get("edges_per_s"),
-                cmp.get("edges_per_s_ratio"),
-            ]
-        )
-    return rows
-
-
-def breakdown_rows(records: dict[str, dict]) -> list[list[object]]:
-    """One row per case and side: wall = start-up + training + gaps + tail (+ other), medians."""
-
-    def ms(value: object) -> float | None:
-        return None if value is None else 1000 * value
-
-    rows = []
-    for name, rec in records.items():
-        for side, med in rec.get("summary", {}).items():
-            rows.append(
-                [
-                    name,
-                    side,
-                    med["wall_s"],
-                    med["startup_s"],
-                    med["training_s"],
-                    med["iterations"],
-                    ms(med["gap_median_s"]),
-                    ms(med["gap_mean_s"]),
-                    med["gaps_total_s"],
-                    med["tail_s"],
-                    med["shutdown_s"],
-                    med["other_s"],
-                    med["peak_rss_mib"],
-                ]
-            )
-    return rows
-
-
-def print_tables(records: dict[str, dict]) -> None:
-    """The verdict table, the breakdown table and every measured wall time."""
-    print(
-        format_table(
-            [
-                "run",
-                "PBG wall s",
-                "ours wall s",
-                "PBG/ours",
-                "bar",
-                "verdict",
-                "PBG edges/s",
-                "ours edges/s",
-                "ours/PBG edges/s",
-            ],
-            summary_rows(records),
-        )
-    )
-    print()
-    print(
-        format_table(
-            [
-                "run",
-                "side",
-                "wall s",
-                "start-up s",
-                "training s",
-                "iters",
-                "gap med ms",
-                "gap mean ms",
-                "gaps s",
-                "tail s",
-                "shutdown s",
-                "other s",
-                "peak RSS MiB",
-            ],
-            breakdown_rows(records),
-        )
-    )
-    for name, rec in records.items():
-        walls = {
-            side: " ".join(f"{r['wall_s']:.2f}" if r["status"] == "ok" else "FAILED" for r in runs)
-            for side, runs in rec.get("runs", {}).items()
-        }
-        print(f"{name} wall times s: " + "; ".join(f"{side} {w}" for side, w in walls.items()))
-
-
 def write_results(name: str, records: dict[str, dict], notes: list[str]) -> Path:
     """Merge ``records`` into bench/results/<name>.json, keeping entries of other cases."""
     path = RESULTS_DIR / f"{name}.json"
@@ -423,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         records = {name: run_case(CASES[name], sides, args, env) for name in names}
     finally:
         shutil.rmtree(prefect_home, ignore_errors=True)
-    print_tables(records)
+    print_tables(records, {name: case.target for name, case in CASES.items()})
     path = write_results("whole_run_quick" if args.quick else "whole_run", records, notes)
     print(f"wrote {path}")
     return 1 if not sides or any(rec.get("failed") for rec in records.values()) else 0

@@ -217,11 +217,12 @@ def committed_checkpoint(url: str, storage_options: Any) -> str:
     imports torch, and an interrupt can land while torch is half imported (then it never
     imports again in this process).
     """
-    from storage import fs, layout
+    from storage import layout
     from storage.errors import DataNotFound
+    from storage.fs import reads, urls
 
     try:
-        text = fs.read_text(fs.join_url(url, layout.VERSION_FILE), storage_options).strip()
+        text = reads.read_text(urls.join_url(url, layout.VERSION_FILE), storage_options).strip()
     except DataNotFound:
         text = "0"  # no pointer yet: nothing committed (CheckpointStore.read_version's rule)
     return f"the committed checkpoint is version {text or 0} ({url})"

@@ -1,7 +1,7 @@
 """storage: PBG-compatible files (entities, edges, checkpoints, stats) through fsspec + h5py.
 
 Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspec
-``storage_options``; :mod:`storage.fs` is the only module that resolves URLs.
+``storage_options``; the :mod:`storage.fs` package is the only place that resolves URLs.
 
 - Top level: the stores (``checkpoints``, ``edges``, ``entities``, ``stats_log``,
   ``progress``, ``staged_progress``, ``lease``, ``run_dirs``, ``run_stores``,

@@ -38,9 +38,10 @@ import torch
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata
 from pbg_core.types import EntityName, Partition
-from storage import fs, hdf5, layout
+from storage import hdf5, layout
 from storage.errors import BadDataError, DataNotFound
-from storage.fs import StorageOptions
+from storage.fs import atomic, changes, reads, urls
+from storage.fs.urls import StorageOptions
 
 __all__ = ["CheckpointMetadata", "CheckpointStore"]
 
@@ -68,7 +69,7 @@ class CheckpointStore:
 
     def file_url(self, name: str) -> str:
         """URL of the file ``name`` in this directory."""
-        return fs.join_url(self.url, name)
+        return urls.join_url(self.url, name)
 
     # -- version pointer ---------------------------------------------------------
 
@@ -80,7 +81,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.VERSION_FILE)
         try:
-            text = fs.read_text(url, self.storage_options)
+            text = reads.read_text(url, self.storage_options)
         except DataNotFound:
             return 0
         stripped = text.strip()
@@ -93,13 +94,13 @@ class CheckpointStore:
     def write_version(self, version: int) -> None:
         """Commit ``version``: atomically and durably overwrite the version file."""
         _check_version(version)
-        fs.write_text_atomic(self.file_url(layout.VERSION_FILE), f"{version}\n", self.storage_options)
+        atomic.write_text_atomic(self.file_url(layout.VERSION_FILE), f"{version}\n", self.storage_options)
 
     # -- embeddings ----------------------------------------------------------------
 
     def has_embeddings(self, entity: EntityName, part: Partition, version: int) -> bool:
         """Whether the embeddings file of (entity, part) exists at ``version``."""
-        return fs.exists(self.file_url(layout.embeddings_file(entity, part, version)), self.storage_options)
+        return reads.exists(self.file_url(layout.embeddings_file(entity, part, version)), self.storage_options)
 
     def save_embeddings(
         self,
@@ -168,7 +169,7 @@ class CheckpointStore:
 
     def has_model(self, version: int) -> bool:
         """Whether ``model.v{version}.h5`` exists."""
-        return fs.exists(self.file_url(layout.model_file(version)), self.storage_options)
+        return reads.exists(self.file_url(layout.model_file(version)), self.storage_options)
 
     def save_model(
         self,
@@ -244,7 +245,7 @@ class CheckpointStore:
     def save_config(self, config_dict: Mapping[str, Any]) -> None:
         """Write ``config.json`` (indent 4, like PBG)."""
         text = json.dumps(dict(config_dict), indent=4)
-        fs.write_text_atomic(self.file_url(layout.CONFIG_FILE), text, self.storage_options)
+        atomic.write_text_atomic(self.file_url(layout.CONFIG_FILE), text, self.storage_options)
 
     def load_config(self) -> dict[str, Any]:
         """The content of ``config.json``.
@@ -254,7 +255,7 @@ class CheckpointStore:
             BadDataError: it is not a JSON object.
         """
         url = self.file_url(layout.CONFIG_FILE)
-        text = fs.read_text(url, self.storage_options)
+        text = reads.read_text(url, self.storage_options)
         try:
             config = json.loads(text)
         except json.JSONDecodeError as err:
@@ -267,12 +268,12 @@ class CheckpointStore:
 
     def list_versions(self) -> list[int]:
         """Versions that have at least one embeddings or model file, sorted."""
-        names = fs.listdir(self.url, self.storage_options)
+        names = reads.listdir(self.url, self.storage_options)
         return sorted({v for v in map(layout.parse_checkpoint_file, names) if v is not None})
 
     def list_snapshots(self) -> list[int]:
         """Epochs with a preserved ``epoch_{N}`` snapshot directory, sorted."""
-        names = fs.listdir(self.url, self.storage_options)
+        names = reads.listdir(self.url, self.storage_options)
         return sorted(e for e in map(layout.parse_snapshot_dir, names) if e is not None)
 
     def remove_version(self, version: int) -> None:
@@ -284,7 +285,7 @@ class CheckpointStore:
             logger.debug("not removing version 0 of %s", self.url)
             return
         for name in self._files_of(version):
-            fs.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
+            changes.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
 
     def remove_versions_before(self, version: int) -> list[int]:
         """Delete every version older than ``version`` except 0; returns those removed, ascending.
@@ -311,11 +312,11 @@ class CheckpointStore:
             raise DataNotFound(self.url, f"no embeddings or model files of version {version} to preserve")
         snapshot = CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options)
         for name in files:
-            fs.copy(self.file_url(name), snapshot.file_url(name), self.storage_options)
+            changes.copy(self.file_url(name), snapshot.file_url(name), self.storage_options)
         snapshot.write_version(version)
 
     def _files_of(self, version: int) -> list[str]:
-        names = fs.listdir(self.url, self.storage_options)
+        names = reads.listdir(self.url, self.storage_options)
         return [n for n in names if layout.parse_checkpoint_file(n) == version]
 
 

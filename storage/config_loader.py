@@ -28,7 +28,7 @@ from pbg_core.errors import ConfigError
 from storage.errors import AccessDenied, BadDataError, DataNotFound
 
 if TYPE_CHECKING:
-    from storage.fs import StorageOptions
+    from storage.fs.urls import StorageOptions
 
 # A URL's protocol: ``s3://``, ``file://``, chained ``simplecache::s3://``. A local config is
 # read without fsspec (and yaml is imported for YAML only): ``pbg train`` reads its config
@@ -103,7 +103,7 @@ def _read_text(url: str, storage_options: StorageOptions) -> str:
     """The config file's text: a local file directly, anything else through :mod:`storage.fs`."""
     path = local_path(url)
     if path is None:
-        from storage.fs import read_text
+        from storage.fs.reads import read_text
 
         return read_text(url, storage_options)
     try:

@@ -12,7 +12,7 @@ One HDF5 file per bucket, ``edges_{lhs_part}_{rhs_part}.h5``, root attribute
 
 Files are written under ``edges_{l}_{r}.tmp.h5`` and renamed only when complete (on S3:
 written locally and uploaded once), so a crashed import never leaves a half-written bucket
-under the real name. Reads from S3 go through the local read cache of :mod:`storage.fs`. Datasets are
+under the real name. Reads from S3 go through the local read cache (:func:`storage.fs.reads.local_read_path`). Datasets are
 chunked and resizable (``maxshape=None``) like PBG's, so an importer can stream into
 them with :meth:`EdgeStore.appender`.
 """
@@ -30,9 +30,10 @@ import torch
 
 from pbg_core.edgelist import EdgeList, EntityList, TensorList
 from pbg_core.types import Bucket, Side
-from storage import fs, hdf5, layout
+from storage import hdf5, layout
 from storage.errors import BadDataError
-from storage.fs import StorageOptions
+from storage.fs import reads, urls
+from storage.fs.urls import StorageOptions
 
 ID_DATASETS = ("lhs", "rhs", "rel")
 WEIGHT_DATASET = "weight"
@@ -77,15 +78,15 @@ class EdgeStore:
 
     def bucket_url(self, bucket: Bucket) -> str:
         """URL of the file of ``bucket``."""
-        return fs.join_url(self.url, layout.edge_file(bucket.lhs, bucket.rhs))
+        return urls.join_url(self.url, layout.edge_file(bucket.lhs, bucket.rhs))
 
     def has_bucket(self, bucket: Bucket) -> bool:
         """Whether the file of ``bucket`` exists."""
-        return fs.exists(self.bucket_url(bucket), self.storage_options)
+        return reads.exists(self.bucket_url(bucket), self.storage_options)
 
     def list_buckets(self) -> list[Bucket]:
         """Buckets with a committed edge file, sorted (temporary files are ignored)."""
-        names = fs.listdir(self.url, self.storage_options)
+        names = reads.listdir(self.url, self.storage_options)
         return sorted(b for b in map(layout.parse_edge_file, names) if b is not None)
 
     def num_edges(self, bucket: Bucket) -> int:
@@ -101,8 +102,8 @@ class EdgeStore:
         whenever the content may have. None for remote storage (reads there go through
         the read cache, which checks the object's version itself) and for a missing file.
         """
-        filesystem, path = fs.resolve(self.bucket_url(bucket), self.storage_options)
-        if not fs.is_local(filesystem):
+        filesystem, path = urls.resolve(self.bucket_url(bucket), self.storage_options)
+        if not urls.is_local(filesystem):
             return None
         try:
             info = os.stat(path)

@@ -14,9 +14,10 @@ import json
 from collections.abc import Sequence
 
 from pbg_core.types import EntityName, Partition
-from storage import fs, layout
+from storage import layout
 from storage.errors import BadDataError
-from storage.fs import StorageOptions
+from storage.fs import atomic, reads, urls
+from storage.fs.urls import StorageOptions
 
 
 class EntityStore:
@@ -32,11 +33,11 @@ class EntityStore:
         self.storage_options = storage_options
 
     def _url(self, name: str) -> str:
-        return fs.join_url(self.url, name)
+        return urls.join_url(self.url, name)
 
     def has_count(self, entity: EntityName, part: Partition) -> bool:
         """Whether the count file of (entity, part) exists."""
-        return fs.exists(self._url(layout.entity_count_file(entity, part)), self.storage_options)
+        return reads.exists(self._url(layout.entity_count_file(entity, part)), self.storage_options)
 
     def load_count(self, entity: EntityName, part: Partition) -> int:
         """Number of entities (or features, for featurized types) in (entity, part).
@@ -82,7 +83,7 @@ class EntityStore:
 
     def _read_int(self, name: str) -> int:
         url = self._url(name)
-        text = fs.read_text(url, self.storage_options)
+        text = reads.read_text(url, self.storage_options)
         stripped = text.strip()
         if not stripped.isascii() or not stripped.isdigit():
             raise BadDataError(url, f"{name}: expected one non-negative integer, got {text!r}")
@@ -91,11 +92,11 @@ class EntityStore:
     def _write_int(self, name: str, value: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name}: count must be a non-negative int, got {value!r}")
-        fs.write_text_atomic(self._url(name), f"{value}\n", self.storage_options)
+        atomic.write_text_atomic(self._url(name), f"{value}\n", self.storage_options)
 
     def _read_names(self, name: str) -> list[str]:
         url = self._url(name)
-        text = fs.read_text(url, self.storage_options)
+        text = reads.read_text(url, self.storage_options)
         try:
             names = json.loads(text)
         except json.JSONDecodeError as err:
@@ -112,4 +113,4 @@ class EntityStore:
         if bad:
             raise ValueError(f"{name}: names must be strings, got {bad[0]!r}")
         # indent 4, no trailing newline: byte-identical to PBG's json.dump(names, f, indent=4).
-        fs.write_text_atomic(self._url(name), json.dumps(list(names), indent=4), self.storage_options)
+        atomic.write_text_atomic(self._url(name), json.dumps(list(names), indent=4), self.storage_options)

@@ -16,7 +16,7 @@ The hierarchy lets callers catch broadly (:class:`StorageError`) or narrowly:
   bucket name); permanent.
 
 :func:`translate` maps what fsspec backends raise (s3fs, botocore, aiohttp, the OS) onto
-this hierarchy; :func:`storage.fs.translate_errors` applies it around every remote call.
+this hierarchy; :func:`storage.fs.urls.translate_errors` applies it around every remote call.
 """
 
 from __future__ import annotations

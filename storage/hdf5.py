@@ -19,7 +19,9 @@ import h5py
 import numpy as np
 
 from storage.errors import BadDataError, FormatVersionError
-from storage.fs import StorageOptions, local_read_path, local_write
+from storage.fs.atomic import local_write
+from storage.fs.reads import local_read_path
+from storage.fs.urls import StorageOptions
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +55,7 @@ def open_read(url: str, storage_options: StorageOptions = None) -> Iterator[h5py
 def open_write(url: str, storage_options: StorageOptions = None, tmp_name: str | None = None) -> Iterator[h5py.File]:
     """Create a new HDF5 file that replaces ``url`` atomically when the block exits cleanly.
 
-    The file is written under a temporary name (see :func:`storage.fs.local_write`)
+    The file is written under a temporary name (see :func:`storage.fs.atomic.local_write`)
     with ``format_version = 1`` already set; if the block raises, no file appears
     at ``url`` and a previous one is left untouched.
     """

@@ -26,8 +26,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from storage import fs
 from storage.errors import BadDataError, DataNotFound, StorageError
+from storage.fs import atomic, changes, reads, urls
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class CheckpointLease:
     """
 
     def __init__(self, checkpoint_url: str, run: str, ttl: float | None = None, storage_options: Any = None) -> None:
-        self.url = fs.join_url(checkpoint_url, LEASE_FILE)
+        self.url = urls.join_url(checkpoint_url, LEASE_FILE)
         self.run = run
         self.ttl = ttl if ttl is not None else float(os.environ.get("PBG_LEASE_TTL_SECONDS", DEFAULT_TTL))
         self.storage_options = storage_options
@@ -87,7 +87,7 @@ class CheckpointLease:
     def acquire(self) -> None:
         """Take the lease, or raise :class:`LeaseHeldError` naming the live holder."""
         for _ in range(3):
-            if fs.create_exclusive(self.url, self._content(), self.storage_options):
+            if atomic.create_exclusive(self.url, self._content(), self.storage_options):
                 self.held = True
                 logger.info("lease on %s taken by run %r", self.url, self.run)
                 return
@@ -119,7 +119,7 @@ class CheckpointLease:
             self.held = False
             holder = current.describe() if current is not None else "nobody (the file was deleted)"
             raise LeaseLostError(self.url, f"this run's lease was taken over by {holder}; stop before committing")
-        fs.write_text_atomic(self.url, self._content(), self.storage_options)
+        atomic.write_text_atomic(self.url, self._content(), self.storage_options)
 
     def release(self) -> None:
         """Delete the lease if this run still holds it (idempotent; retryable after a storage error)."""
@@ -127,7 +127,7 @@ class CheckpointLease:
             return
         current = self.read()
         if current is not None and current.token == self.token:
-            fs.remove(self.url, missing_ok=True, storage_options=self.storage_options)
+            changes.remove(self.url, missing_ok=True, storage_options=self.storage_options)
             logger.info("lease on %s released", self.url)
         self.held = False
 
@@ -138,7 +138,7 @@ class CheckpointLease:
             BadDataError: ``lease.json`` exists but is not a lease.
         """
         try:
-            text = fs.read_text(self.url, self.storage_options)
+            text = reads.read_text(self.url, self.storage_options)
         except DataNotFound:
             return None
         try:
@@ -161,7 +161,7 @@ class CheckpointLease:
         """Delete the lease file if it still holds ``expected`` (narrows the takeover race)."""
         current = self.read()
         if current is not None and current.token == expected.token:
-            fs.remove(self.url, missing_ok=True, storage_options=self.storage_options)
+            changes.remove(self.url, missing_ok=True, storage_options=self.storage_options)
 
 
 def _process_start(pid: int) -> str:

@@ -18,7 +18,7 @@ import fsspec
 from fsspec.utils import infer_storage_options
 
 from storage.errors import StorageError, StorageUnreachable, TransientStorageError
-from storage.fs import is_local, resolve, translate_errors
+from storage.fs.urls import is_local, resolve, translate_errors
 
 PROBE_CONFIG = {"retries": {"max_attempts": 1, "mode": "standard"}, "connect_timeout": 5, "read_timeout": 15}
 _S3 = frozenset({"s3", "s3a"})

@@ -25,9 +25,10 @@ from typing import Any
 
 from pbg_core.ports import FINAL, PassProgress
 from pbg_core.types import Bucket, EntityName, Partition
-from storage import fs, layout
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
+from storage.fs import atomic, changes, reads, urls
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +55,14 @@ class CheckpointProgress:
 
     def __init__(self, checkpoint: CheckpointStore) -> None:
         self.checkpoint = checkpoint
-        self.url = fs.join_url(checkpoint.url, PROGRESS_DIR)
+        self.url = urls.join_url(checkpoint.url, PROGRESS_DIR)
         self.storage_options = checkpoint.storage_options
 
     def area(self, version: int, position: int) -> CheckpointStore:
         """The store bucket ``position`` saves into (the checkpoint itself for FINAL)."""
         if position == FINAL:
             return self.checkpoint
-        return CheckpointStore(fs.join_url(self.url, area_dir(version, position)), self.storage_options)
+        return CheckpointStore(urls.join_url(self.url, area_dir(version, position)), self.storage_options)
 
     def read(self, version: int) -> PassProgress | None:
         """The progress record of ``version``, or None when there is none.
@@ -69,17 +70,17 @@ class CheckpointProgress:
         Raises:
             BadDataError: the record exists but is not a progress record of ``version``.
         """
-        url = fs.join_url(self.url, record_file(version))
+        url = urls.join_url(self.url, record_file(version))
         try:
-            text = fs.read_text(url, self.storage_options)
+            text = reads.read_text(url, self.storage_options)
         except DataNotFound:
             return None
         return _decode(url, text, version)
 
     def write(self, progress: PassProgress) -> None:
         """Atomically replace the record of ``progress.version``."""
-        url = fs.join_url(self.url, record_file(progress.version))
-        fs.write_text_atomic(url, json.dumps(_encode(progress), indent=1), self.storage_options)
+        url = urls.join_url(self.url, record_file(progress.version))
+        atomic.write_text_atomic(url, json.dumps(_encode(progress), indent=1), self.storage_options)
 
     def promote(self, version: int, position: int, entity: EntityName | None, part: Partition) -> None:
         """Copy a file saved in a progress area to the version's own name (no-op for FINAL)."""
@@ -87,16 +88,16 @@ class CheckpointProgress:
             return
         name = layout.model_file(version) if entity is None else layout.embeddings_file(entity, part, version)
         source, target = self.area(version, position).file_url(name), self.checkpoint.file_url(name)
-        if fs.same_stored_object(source, target, self.storage_options):
+        if changes.same_stored_object(source, target, self.storage_options):
             return  # a retried write-checkpoint: this copy was done by an earlier attempt
-        fs.copy(source, target, self.storage_options)
+        changes.copy(source, target, self.storage_options)
 
     def prune(self, version: int, keep: set[int]) -> None:
         """Delete the areas of ``version`` whose bucket position is not in ``keep``."""
         prefix = f"v{version}-b"
-        for name in fs.listdir(self.url, self.storage_options):
+        for name in reads.listdir(self.url, self.storage_options):
             if name.startswith(prefix) and name[len(prefix) :].isdigit() and int(name[len(prefix) :]) not in keep:
-                fs.remove_tree(fs.join_url(self.url, name), self.storage_options)
+                changes.remove_tree(urls.join_url(self.url, name), self.storage_options)
 
     def close(self) -> None:
         """Nothing to finish: every write here is synchronous."""
@@ -104,12 +105,12 @@ class CheckpointProgress:
     def clear(self, keep_version: int | None = None) -> None:
         """Delete every record and area (idempotent), except those of ``keep_version``."""
         if keep_version is None:
-            fs.remove_tree(self.url, self.storage_options)
+            changes.remove_tree(self.url, self.storage_options)
             return
         keep = (record_file(keep_version), f"v{keep_version}-b")
-        for name in fs.listdir(self.url, self.storage_options):
+        for name in reads.listdir(self.url, self.storage_options):
             if name != keep[0] and not name.startswith(keep[1]):
-                fs.remove_tree(fs.join_url(self.url, name), self.storage_options)
+                changes.remove_tree(urls.join_url(self.url, name), self.storage_options)
 
 
 def _encode(progress: PassProgress) -> dict[str, Any]:

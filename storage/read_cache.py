@@ -1,9 +1,9 @@
 """Local read cache for whole files read from remote stores (S3 and other object stores).
 
-What it caches: the content of remote objects that :func:`storage.fs.local_read_path`
+What it caches: the content of remote objects that :func:`storage.fs.reads.local_read_path`
 hands out as local files (h5py needs a real path), so edge and embedding files re-read
 every epoch cost one HEAD request instead of a download. Files just uploaded by
-:func:`storage.fs.local_write` enter the cache for free. Local files never go through it,
+:func:`storage.fs.atomic.local_write` enter the cache for free. Local files never go through it,
 and objects without an ETag are not cached (the caller downloads them to a temporary file).
 
 Keys and validation: one file per (URL, endpoint, version), named

@@ -27,10 +27,11 @@ from typing import Any
 
 from fsspec.core import split_protocol
 
-from storage import fs, layout
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
-from storage.fs import StorageOptions
+from storage.fs import atomic, changes, reads, urls
+from storage.fs.urls import StorageOptions
 from storage.lease import CheckpointLease
 
 logger = logging.getLogger(__name__)
@@ -92,13 +93,13 @@ def check_run_dir_name(name: str) -> None:
 def run_dir_url(root: str, name: str) -> str:
     """URL of run directory ``name`` under ``root``."""
     check_run_dir_name(name)
-    return fs.join_url(root, name)
+    return urls.join_url(root, name)
 
 
 def run_name_in(root: str, url: str) -> str | None:
     """The run directory name if ``url`` is a run directory directly under ``root``, else None."""
     name = url.rstrip("/").rpartition("/")[2]
-    if not is_run_dir_name(name) or url.rstrip("/") != fs.join_url(root, name).rstrip("/"):
+    if not is_run_dir_name(name) or url.rstrip("/") != urls.join_url(root, name).rstrip("/"):
         return None
     return name
 
@@ -108,7 +109,7 @@ def run_name_in(root: str, url: str) -> str | None:
 
 def list_run_dirs(root: str, storage_options: StorageOptions = None) -> list[str]:
     """Names of the run directories under ``root``, oldest first ([] if ``root`` does not exist)."""
-    return [name for name in fs.listdir(root, storage_options) if is_run_dir_name(name)]
+    return [name for name in reads.listdir(root, storage_options) if is_run_dir_name(name)]
 
 
 def read_run_dir(root: str, name: str, storage_options: StorageOptions = None) -> RunDir:
@@ -180,8 +181,8 @@ def expand_edge_paths(patterns: list[str], storage_options: StorageOptions = Non
         if not has_glob(pattern):
             out.append(pattern)
             continue
-        filesystem, path = fs.resolve(pattern, storage_options)
-        with fs.translate_errors(pattern):
+        filesystem, path = urls.resolve(pattern, storage_options)
+        with urls.translate_errors(pattern):
             found = filesystem.glob(path, detail=True)
         matches = sorted(p.rstrip("/") for p, info in found.items() if info.get("type") == "directory")
         if not matches:
@@ -226,7 +227,7 @@ def prune_run_dirs(root: str, current: str, keep_last: int, storage_options: Sto
         if run.name in keep:
             continue
         logger.info("removing old run directory %s (version %d)", run.url, run.version)
-        fs.remove_tree(run.url, storage_options)
+        changes.remove_tree(run.url, storage_options)
         removed.append(run.url)
     return removed
 
@@ -255,9 +256,9 @@ def read_latest(root: str, storage_options: StorageOptions = None) -> dict[str, 
     Raises:
         BadDataError: the file is not a JSON object naming a run directory.
     """
-    url = fs.join_url(root, LATEST_FILE)
+    url = urls.join_url(root, LATEST_FILE)
     try:
-        text = fs.read_text(url, storage_options)
+        text = reads.read_text(url, storage_options)
     except DataNotFound:
         return None
     try:
@@ -301,7 +302,7 @@ def write_latest(
         "version": run.version,
         "completed_at": when.isoformat(timespec="seconds"),
     }
-    fs.write_text_atomic(fs.join_url(root, LATEST_FILE), json.dumps(latest, indent=2) + "\n", storage_options)
+    atomic.write_text_atomic(urls.join_url(root, LATEST_FILE), json.dumps(latest, indent=2) + "\n", storage_options)
     return latest
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
+from storage.fs import urls
 from storage.progress import CheckpointProgress
 from storage.staged_progress import StagedProgress, stage_dir_for
 from storage.stats_log import StatsLog
@@ -38,7 +38,7 @@ class RunStores:
         """A new handle on the checkpoint's bucket-level progress area (storage.progress);
         remote checkpoints stage it locally and upload in the background (storage.staged_progress)."""
         remote = CheckpointProgress(self.checkpoint)
-        if fs.is_local(fs.resolve(self.checkpoint.url, self.checkpoint.storage_options)[0]):
+        if urls.is_local(urls.resolve(self.checkpoint.url, self.checkpoint.storage_options)[0]):
             return remote
         return StagedProgress(remote, stage_dir_for(self.checkpoint.url))
 

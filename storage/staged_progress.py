@@ -31,9 +31,10 @@ import torch
 
 from pbg_core.ports import FINAL, CheckpointMetadata, PassProgress
 from pbg_core.types import EntityName, Partition
-from storage import fs
+from storage import read_cache
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError
+from storage.fs import changes, reads
 from storage.progress import CheckpointProgress
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 def stage_dir_for(checkpoint_url: str) -> str:
     """The local staging directory of a checkpoint URL (under the read cache's directory)."""
     digest = hashlib.sha256(checkpoint_url.encode("utf-8")).hexdigest()[:20]
-    return os.path.join(fs.cache_dir(), "stage", digest)
+    return os.path.join(read_cache.cache_dir(), "stage", digest)
 
 
 class StagedArea:
@@ -197,6 +198,6 @@ class StagedProgress:
     def _upload_area(self, version: int, position: int) -> None:
         local = self.local.area(version, position)
         remote = self.remote.area(version, position)
-        for name in fs.listdir(local.url):
+        for name in reads.listdir(local.url):
             if name.endswith(".h5") and ".tmp." not in name:
-                fs.copy(local.file_url(name), remote.file_url(name), remote.storage_options)
+                changes.copy(local.file_url(name), remote.file_url(name), remote.storage_options)

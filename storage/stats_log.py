@@ -19,9 +19,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from storage import fs, layout
+from storage import layout
 from storage.errors import BadDataError, DataNotFound
-from storage.fs import StorageOptions
+from storage.fs import atomic, reads, urls
+from storage.fs.urls import StorageOptions
 
 SUMMARY_KEY = "eval_stats_chunk_avg"
 
@@ -37,7 +38,7 @@ class StatsLog:
     """
 
     def __init__(self, checkpoint_url: str, storage_options: StorageOptions = None) -> None:
-        self.url = fs.join_url(checkpoint_url, layout.STATS_FILE)
+        self.url = urls.join_url(checkpoint_url, layout.STATS_FILE)
         self.storage_options = storage_options
 
     def read(self) -> list[dict[str, Any]]:
@@ -47,7 +48,7 @@ class StatsLog:
             BadDataError: a line is not a JSON object with an int ``index`` (names the line number).
         """
         try:
-            text = fs.read_text(self.url, self.storage_options)
+            text = reads.read_text(self.url, self.storage_options)
         except DataNotFound:
             return []
         rows = []
@@ -77,7 +78,7 @@ class StatsLog:
         merged = {_key(row): row for row in self.read()}
         merged.update({_key(row): row for row in rows})
         lines = [json.dumps(merged[key]) + "\n" for key in sorted(merged)]
-        fs.write_text_atomic(self.url, "".join(lines), self.storage_options)
+        atomic.write_text_atomic(self.url, "".join(lines), self.storage_options)
 
 
 def _has_int_index(row: dict[str, Any]) -> bool:

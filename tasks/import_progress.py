@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.errors import StorageError
-from storage.fs import resolve, translate_errors
+from storage.fs.urls import resolve, translate_errors
 
 HEAD_BYTES = 1 << 16
 _NOT_TEXT = (".gz", ".bz2", ".parquet", ".pq")

@@ -11,8 +11,8 @@ from pbg_core.errors import ConfigError
 from pbg_core.session.build import build_topology
 from pbg_core.session.iterations import Iteration, build_iterations, compute_num_edge_chunks
 from pbg_core.types import Bucket
-from storage import fs
 from storage.errors import BadDataError, DataNotFound
+from storage.fs import reads
 from storage.probe import check_reachable
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
@@ -125,7 +125,7 @@ def _check_inputs(run: str) -> int:
 def _check_edge_paths_are_directories(stores: RunStores) -> None:
     """An edge path names a directory of bucket files; a file there is a mistake worth naming."""
     for store in stores.edges:
-        if fs.exists(store.url, store.storage_options) and not fs.isdir(store.url, store.storage_options):
+        if reads.exists(store.url, store.storage_options) and not reads.isdir(store.url, store.storage_options):
             raise BadDataError(
                 store.url,
                 "edge path is a file, expected a directory of edges_<l>_<r>.h5 bucket "

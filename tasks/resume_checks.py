@@ -29,9 +29,9 @@ from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ShapeError
-from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
+from storage.fs import reads
 
 # Changing these changes the loss, not the parameters: warned about on resume.
 WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
@@ -45,7 +45,7 @@ def check_init_path(store: CheckpointStore) -> None:
         DataNotFound: the directory does not exist, or holds no file of its committed
             version (version 0, PBG's name for "no checkpoint_version.txt", included).
     """
-    if not fs.exists(store.url, store.storage_options):
+    if not reads.exists(store.url, store.storage_options):
         raise DataNotFound(
             store.url, f"init_path does not exist; expected a checkpoint directory ({_CHECKPOINT_FILES})"
         )

@@ -2,8 +2,8 @@
 
 Restarting moto loses its data, so a "stopped S3 server" is simulated in front of it:
 :class:`S3Proxy` listens on a free port of 127.0.0.1 and forwards every request (method,
-path, query, headers, body streamed, ``Content-Length`` or chunked) to moto and the answer
-back, with faults switchable at run time:
+path, query, headers, body streamed, ``Content-Length`` or chunked; :mod:`s3_relay`) to moto
+and the answer back, with faults switchable at run time:
 
 - :meth:`S3Proxy.down` / :meth:`S3Proxy.set_down`: the server looks stopped. The listening
   socket is closed (new connections get ``ECONNREFUSED``) and open keep-alive connections
@@ -32,37 +32,21 @@ Fixture ``s3_proxy`` (function-scoped): a proxy in front of the session ``s3_ser
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import http.client
 import os
 import socket
-import struct
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit
-from xml.sax.saxutils import escape
 
 import pytest
 import s3fs
+from s3_relay import RelayHandler, RelayServer, cut, reset
 from s3_server import HOST, S3Server, free_port
 
-BLOCK = 1 << 16
-UPSTREAM_TIMEOUT_S = 60.0
-# Per RFC 7230 these describe one connection, not the message: never forwarded.
-HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect"}
-)
-MESSAGES = {
-    "SlowDown": "Please reduce your request rate.",
-    "InternalError": "We encountered an internal error. Please try again.",
-    "ServiceUnavailable": "Service is unable to handle request.",
-}
 RequestMatch = Callable[[str, str, int], bool]
 
 
@@ -137,7 +121,7 @@ class S3Proxy:
         with self._lock:
             if self._server is not None:
                 return
-            server = _Server((HOST, self.port), _Handler)
+            server = RelayServer((HOST, self.port), RelayHandler)
             server.proxy = self
             self._server = server
             self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="s3-proxy", daemon=True)
@@ -154,7 +138,7 @@ class S3Proxy:
         server.shutdown()
         server.server_close()
         for conn in connections:
-            _cut(conn)
+            cut(conn)
         with self._lock:
             self._counts["dropped"] += len(connections)
             self._down = True
@@ -186,7 +170,7 @@ class S3Proxy:
             connections = list(self._connections) if resetting else []
             self._counts["dropped"] += len(connections)
         for conn in connections:
-            _cut(conn)  # a handler thread holds it open: cut it (the client sees the connection end)
+            cut(conn)  # a handler thread holds it open: cut it (the client sees the connection end)
 
     def down(self, seconds: float, mode: str = "refuse") -> threading.Timer:
         """Go down now and come back up after ``seconds`` (in the background).
@@ -261,9 +245,10 @@ class S3Proxy:
         """Faults injected by kind (everything but ``forwarded``)."""
         return {k: v for k, v in self.counters().items() if k != "forwarded"}
 
-    # -- used by the handler ---------------------------------------------------------------
+    # -- used by the relay (s3_relay.ProxyControl) -----------------------------------------
 
-    def _register(self, conn: socket.socket, add: bool) -> None:
+    def register(self, conn: socket.socket, add: bool) -> None:
+        """Track an open client connection (``add``) or forget it; cut it if the proxy went down meanwhile."""
         with self._lock:
             if not add:
                 self._connections.discard(conn)
@@ -271,25 +256,27 @@ class S3Proxy:
             if self._server is not None:
                 self._connections.add(conn)
                 return
-        _cut(conn)  # accepted just before the outage began: cut like the others
+        cut(conn)  # accepted just before the outage began: cut like the others
 
-    def _accepts(self, conn: socket.socket) -> bool:
+    def accepts(self, conn: socket.socket) -> bool:
         """False (after resetting ``conn``) while connections are reset; called right after accept."""
         with self._lock:
             if not self._resetting:
                 return True
             self._counts["dropped"] += 1
-        _reset(conn)
+        reset(conn)
         return False
 
-    def _draw_fault(self, method: str, path: str) -> tuple[int, str] | None:
+    def draw_fault(self, method: str, path: str) -> tuple[int, str] | None:
+        """The injected fault answering this request, counted, or None to forward it."""
         with self._lock:
             fault = self._errors.draw(method, path)
             if fault is not None:
                 self._counts[f"{fault[0]} {fault[1]}"] += 1
             return fault
 
-    def _answered(self, method: str, path: str, status: int) -> None:
+    def answered(self, method: str, path: str, status: int) -> None:
+        """Count a forwarded answer and fire the triggers it matches (each once, in its own thread)."""
         fire = []
         with self._lock:
             self._counts["forwarded"] += 1
@@ -299,176 +286,6 @@ class S3Proxy:
                     fire.append(trigger.action)
         for action in fire:
             threading.Thread(target=action, name="s3-proxy-trigger", daemon=True).start()
-
-
-def _cut(conn: socket.socket) -> None:
-    """Close a client connection at once (its handler thread then sees EOF or an error)."""
-    with contextlib.suppress(OSError):
-        conn.shutdown(socket.SHUT_RDWR)
-
-
-def _reset(conn: socket.socket) -> None:
-    """Abort a fresh connection: with a zero linger time, closing it sends a TCP RST."""
-    with contextlib.suppress(OSError):
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        conn.close()
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-    proxy: S3Proxy
-
-    def verify_request(self, request: Any, client_address: Any) -> bool:
-        """Reset a new connection during a reset outage (before any handler holds it open)."""
-        return self.proxy._accepts(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Quiet: cut connections and vanished clients are what fault tests are about."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, like S3
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.upstream: http.client.HTTPConnection | None = None
-        self.server.proxy._register(self.connection, True)
-
-    def finish(self) -> None:
-        self.server.proxy._register(self.connection, False)
-        if self.upstream is not None:
-            self.upstream.close()
-        with contextlib.suppress(OSError):
-            super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's signature
-        """Quiet (moto keeps the request log)."""
-
-    def handle_one_request(self) -> None:
-        try:
-            super().handle_one_request()
-        except (OSError, http.client.HTTPException):
-            self.close_connection = True
-
-    def do_any(self) -> None:
-        """Forward one request, or answer it with an injected fault."""
-        proxy = self.server.proxy
-        path = urlsplit(self.path).path
-        body = _request_body(self)
-        fault = proxy._draw_fault(self.command, path)
-        if fault is not None:
-            for _ in body:  # keep the connection in step: the client sent a body
-                pass
-            self._send_fault(*fault, path)
-            return
-        status = self._forward(body)
-        proxy._answered(self.command, path, status)
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
-
-    def _forward(self, body: Iterator[bytes]) -> int:
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
-        if chunked:
-            headers["Transfer-Encoding"] = "chunked"
-        if self.upstream is None:
-            self.upstream = http.client.HTTPConnection(*self.server.proxy.upstream, timeout=UPSTREAM_TIMEOUT_S)
-        conn = self.upstream
-        try:
-            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers.items():
-                conn.putheader(name, value)
-            conn.endheaders()
-            for block in body:
-                conn.send(block)
-            response = conn.getresponse()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.upstream = None
-            raise
-        self._relay(response)
-        return response.status
-
-    def _relay(self, response: http.client.HTTPResponse) -> None:
-        self.send_response_only(response.status, response.reason)
-        length = response.getheader("Content-Length")
-        for name, value in response.getheaders():
-            if name.lower() not in HOP_BY_HOP:
-                self.send_header(name, value)
-        # A body of unknown length (chunked from upstream) goes back chunked.
-        chunked = length is None and self.command != "HEAD" and response.status not in (204, 304)
-        if chunked:
-            self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        while block := response.read(BLOCK):
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(block), block) if chunked else block)
-        if chunked:
-            self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-        if response.will_close:
-            self.upstream.close()
-            self.upstream = None
-
-    def _send_fault(self, status: int, code: str, path: str) -> None:
-        request_id = uuid.uuid4().hex[:16].upper()
-        body = (
-            b""
-            if self.command == "HEAD"
-            else (
-                '<?xml version="1.0" encoding="UTF-8"?>\n'
-                f"<Error><Code>{escape(code)}</Code><Message>{escape(MESSAGES.get(code, code))}</Message>"
-                f"<Resource>{escape(path)}</Resource><RequestId>{request_id}</RequestId></Error>"
-            ).encode()
-        )
-        self.send_response_only(status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("x-amz-request-id", request_id)
-        self.send_header("Date", self.date_time_string())
-        self.end_headers()
-        self.wfile.write(body)
-        self.wfile.flush()
-
-
-def _request_body(handler: BaseHTTPRequestHandler) -> Iterator[bytes]:
-    """The request body as it came on the wire, in blocks (chunked framing kept as is)."""
-    if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
-        return _raw_chunks(handler.rfile)
-    length = int(handler.headers.get("Content-Length") or 0)
-    return _fixed(handler.rfile, length)
-
-
-def _fixed(rfile: Any, length: int) -> Iterator[bytes]:
-    remaining = length
-    while remaining > 0:
-        block = rfile.read(min(BLOCK, remaining))
-        if not block:
-            raise ConnectionResetError(f"client closed the connection {remaining} bytes before the body's end")
-        remaining -= len(block)
-        yield block
-
-
-def _raw_chunks(rfile: Any) -> Iterator[bytes]:
-    """A chunked body's bytes, framing included, up to and including its trailer section."""
-    while True:
-        size_line = rfile.readline(1024)
-        if not size_line:
-            raise ConnectionResetError("client closed the connection inside a chunked body")
-        yield size_line
-        size = int(size_line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            break
-        yield from _fixed(rfile, size + 2)  # data and its CRLF
-    while True:  # trailers, then the empty line
-        line = rfile.readline(8192)
-        if not line:
-            raise ConnectionResetError("client closed the connection inside a chunked trailer")
-        yield line
-        if line in (b"\r\n", b"\n"):
-            return
 
 
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")

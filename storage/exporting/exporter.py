@@ -35,13 +35,13 @@ import numpy as np
 
 from pbg_core.errors import UnknownNameError
 from pbg_core.types import ModuleStateDict
-from storage import fs
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputExistsError
 from storage.exporting.relations import operator_params, write_relations, write_rows
 from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink
 from storage.exporting.text import write_blocks
+from storage.fs import atomic, changes, reads, urls
 
 __all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params", "write_rows"]
 
@@ -116,7 +116,7 @@ class _Checkpoint:
 
 
 @contextlib.contextmanager
-def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[list[str]]:
+def _exclusive_outputs(output_urls: Sequence[str], storage_options: Any) -> Iterator[list[str]]:
     """Local paths to write every output to; all are published only if the block succeeds.
 
     Outputs that exist are refused up front. Each output is written locally (next to it on
@@ -124,21 +124,21 @@ def _exclusive_outputs(urls: Sequence[str], storage_options: Any) -> Iterator[li
     one upload when the block exits cleanly, so a reader never sees a half-written export.
     If the block or a publication fails, every output published so far is removed.
     """
-    existing = [url for url in urls if fs.exists(url, storage_options)]
+    existing = [url for url in output_urls if reads.exists(url, storage_options)]
     if existing:
         raise OutputExistsError(existing[0], f"refusing to overwrite export output(s) {', '.join(existing)}")
-    parents = sorted({url.rstrip("/").rpartition("/")[0] for url in urls if "/" in url.rstrip("/")})
-    created = [parent for parent in parents if not fs.exists(parent, storage_options)]
+    parents = sorted({url.rstrip("/").rpartition("/")[0] for url in output_urls if "/" in url.rstrip("/")})
+    created = [parent for parent in parents if not reads.exists(parent, storage_options)]
     try:
         with contextlib.ExitStack() as stack:
-            yield [stack.enter_context(fs.local_write(url, storage_options)) for url in urls]
+            yield [stack.enter_context(atomic.local_write(url, storage_options)) for url in output_urls]
     except BaseException:
         # None of the outputs existed above: whatever is there now is ours, and so are the
         # directories that did not exist (a failed export leaves no empty output folder).
-        for url in urls:
-            fs.remove(url, missing_ok=True, storage_options=storage_options)
+        for url in output_urls:
+            changes.remove(url, missing_ok=True, storage_options=storage_options)
         for parent in created:
-            fs.remove_empty_dir(parent, storage_options)
+            changes.remove_empty_dir(parent, storage_options)
         raise
 
 
@@ -261,17 +261,17 @@ def export_embeddings(
     export_format = EXPORT_FORMATS.get(format)
     selected = _select_entity_types(config, entity_types)
     ckpt = _Checkpoint(config, version)
-    per_entity = {e: [fs.join_url(output, f"{e}{suffix}") for suffix in export_format.suffixes] for e in selected}
-    relations_url = fs.join_url(output, RELATION_TYPES_FILE)
-    outputs = tuple(url for urls in per_entity.values() for url in urls) + (relations_url,)
+    per_entity = {e: [urls.join_url(output, f"{e}{suffix}") for suffix in export_format.suffixes] for e in selected}
+    relations_url = urls.join_url(output, RELATION_TYPES_FILE)
+    outputs = tuple(url for entity_urls in per_entity.values() for url in entity_urls) + (relations_url,)
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"entity type names give clashing output files {list(outputs)}; rename the entity type")
     counts: dict[str, int] = {}
     with _exclusive_outputs(outputs, ckpt.options) as local_paths:
         paths = iter(local_paths)
-        for entity, urls in per_entity.items():
+        for entity, entity_urls in per_entity.items():
             count, dim = ckpt.shape(entity)
-            sink = export_format.open([next(paths) for _ in urls], count, dim)
+            sink = export_format.open([next(paths) for _ in entity_urls], count, dim)
             counts[entity] = _fill(sink, ckpt.partitions(entity))
         with open(next(paths), "w", encoding="utf-8") as relations_file:
             relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)

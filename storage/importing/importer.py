@@ -44,9 +44,9 @@ from typing import Any
 
 from pbg_core.errors import UsageError
 from pbg_core.session.partitions import PartitionTopology
-from storage import fs
 from storage.entities import EntityStore
 from storage.errors import StorageError
+from storage.fs import reads
 from storage.importing.manifest import fingerprint, read_manifest, remove_manifest, write_manifest
 from storage.importing.parse import Column, Columns, ReadSpec
 from storage.importing.partition import EntityIndex
@@ -77,6 +77,9 @@ def import_edges(
     unknown_relations: str = "skip",
 ) -> ImportReport:
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
+
+    Long because its signature and docstring document the fourteen options of ``pbg import``;
+    the body is short (option checks, the unchanged-import shortcut, then :func:`_run_and_hash`).
 
     Args:
         config: The training config (``ConfigSchema``); reads entity_path, edge_paths,
@@ -120,9 +123,6 @@ def import_edges(
         raise UsageError(
             f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}"
         )
-    strict = unknown_relations == "error" and rel_col is not None and not config.dynamic_relations
-    relations = frozenset(r.name for r in config.relations) if strict else None
-    spec = ReadSpec(Columns(lhs_col, rhs_col, rel_col, weight_col), delimiter, skip_bad_lines, relations)
     options = {
         "columns": [lhs_col, rhs_col, rel_col, weight_col],
         "delimiter": delimiter,
@@ -132,41 +132,66 @@ def import_edges(
         "entity_min_count": entity_min_count,
         "seed": seed,
     }
-    so = config.storage_options_for_fs()
+    spec = _read_spec(config, options)
     check_outputs(config)  # before the manifest is looked for inside them
-    print_: str | None = None  # None: unreadable inputs (the import itself then says why)
-    previous = None if force else read_manifest(config.entity_path, so)
+    previous = None if force else read_manifest(config.entity_path, config.storage_options_for_fs())
     if previous is not None and not _outputs_complete(config):
         previous = None
+    print_: str | None = None  # None: unreadable inputs (the import itself then says why)
     if previous is not None:  # only a previous import can make this one unnecessary: compare fingerprints first
         print_ = _fingerprint(config, inputs, options)
         if print_ is not None and previous.get("fingerprint") == print_:
             unchanged = _unchanged_report(previous)
             logger.info("%s", unchanged)
             return unchanged
+    report, hashed = _run_and_hash(config, inputs, spec, options, progress, hash_inputs=previous is None)
+    if previous is None:
+        print_ = hashed
+    if print_ is not None:
+        write_manifest(config.entity_path, print_, dataclasses.asdict(report), config.storage_options_for_fs())
+    return report
+
+
+def _read_spec(config: Any, options: dict[str, Any]) -> ReadSpec:
+    """How to read the inputs: the columns, delimiter, bad-line policy and (``unknown_relations="error"``
+    with a relation column, standard relations only) the relation names a line may name."""
+    lhs_col, rhs_col, rel_col, weight_col = options["columns"]
+    strict = options["unknown_relations"] == "error" and rel_col is not None and not config.dynamic_relations
+    relations = frozenset(r.name for r in config.relations) if strict else None
+    columns = Columns(lhs_col, rhs_col, rel_col, weight_col)
+    return ReadSpec(columns, options["delimiter"], options["skip_bad_lines"], relations)
+
+
+def _run_and_hash(
+    config: Any,
+    inputs: list[str],
+    spec: ReadSpec,
+    options: dict[str, Any],
+    progress: ProgressFn | None,
+    *,
+    hash_inputs: bool,
+) -> tuple[ImportReport, str | None]:
+    """Run the import; with ``hash_inputs``, hash the inputs while pass 1 parses them (hashlib releases
+    the GIL). The report, and the fingerprint (None if not asked for or the inputs were unreadable)."""
+    so = config.storage_options_for_fs()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-import-fingerprint") as hasher:
-        # Otherwise the inputs are hashed while pass 1 parses them (hashlib releases the GIL).
         later: Future[str | None] | None = None
-        if previous is None:
+        if hash_inputs:
             later = hasher.submit(_fingerprint, config, inputs, options)
         report = run_import(
             config,
             inputs,
             spec,
-            relation_type_min_count=relation_type_min_count,
-            entity_min_count=entity_min_count,
-            seed=seed,
+            relation_type_min_count=options["relation_type_min_count"],
+            entity_min_count=options["entity_min_count"],
+            seed=options["seed"],
             progress=progress,
             # Only now, when the first file is about to replace the last import's output: an
             # interrupted commit must not leave a manifest that matches, but an import that
             # fails before (a bad line, every edge skipped) leaves that output and its manifest.
             before_commit=lambda: remove_manifest(config.entity_path, so),
         )
-        if later is not None:
-            print_ = later.result()
-    if print_ is not None:
-        write_manifest(config.entity_path, print_, dataclasses.asdict(report), so)
-    return report
+    return report, None if later is None else later.result()
 
 
 def _fingerprint(config: Any, inputs: list[str], options: dict[str, Any]) -> str | None:
@@ -207,7 +232,7 @@ def _outputs_complete(config: Any) -> bool:
         [(r.lhs, r.rhs) for r in config.relations],
     )
     return all(
-        fs.exists(EdgeTarget(path, so).bucket_url(bucket), so)
+        reads.exists(EdgeTarget(path, so).bucket_url(bucket), so)
         for path in config.edge_paths
         for bucket in topology.buckets()
     )

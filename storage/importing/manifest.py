@@ -18,9 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from storage import fs
 from storage.errors import DataNotFound
-from storage.fs import resolve
+from storage.fs import atomic, changes, reads, urls
+from storage.fs.urls import resolve
 
 MANIFEST = "import_manifest.json"
 _BLOCK = 8 << 20
@@ -38,8 +38,8 @@ def fingerprint(inputs: Sequence[str], options: dict[str, Any], storage_options:
 
 def _content_digest(url: str, storage_options: Any, digest: Any) -> None:
     filesystem, path = resolve(url, storage_options)
-    with fs.translate_errors(url):
-        if not fs.is_local(filesystem):
+    with urls.translate_errors(url):
+        if not urls.is_local(filesystem):
             # Reading an object store twice costs a second download: its ETag (an MD5 of
             # the content for single-part uploads) and size stand for the bytes.
             info = filesystem.info(path)
@@ -53,7 +53,7 @@ def _content_digest(url: str, storage_options: Any, digest: Any) -> None:
 def read_manifest(entity_path: str, storage_options: Any = None) -> dict[str, Any] | None:
     """The last complete import's manifest, or None (none, or unreadable: import again)."""
     try:
-        manifest = json.loads(fs.read_text(fs.join_url(entity_path, MANIFEST), storage_options))
+        manifest = json.loads(reads.read_text(urls.join_url(entity_path, MANIFEST), storage_options))
     except (DataNotFound, ValueError):
         return None
     return manifest if isinstance(manifest, dict) else None
@@ -61,10 +61,10 @@ def read_manifest(entity_path: str, storage_options: Any = None) -> dict[str, An
 
 def remove_manifest(entity_path: str, storage_options: Any = None) -> None:
     """Forget the last import (before a new one starts writing)."""
-    fs.remove(fs.join_url(entity_path, MANIFEST), missing_ok=True, storage_options=storage_options)
+    changes.remove(urls.join_url(entity_path, MANIFEST), missing_ok=True, storage_options=storage_options)
 
 
 def write_manifest(entity_path: str, print_: str, report: dict[str, Any], storage_options: Any = None) -> None:
     """Record a complete import (written atomically, after every output is in place)."""
     body = {"fingerprint": print_, "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "report": report}
-    fs.write_text_atomic(fs.join_url(entity_path, MANIFEST), json.dumps(body, indent=2), storage_options)
+    atomic.write_text_atomic(urls.join_url(entity_path, MANIFEST), json.dumps(body, indent=2), storage_options)

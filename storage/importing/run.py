@@ -20,6 +20,7 @@ fingerprint (:mod:`storage.importing.manifest`) is hashed alongside pass 1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -34,9 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pbg_core.errors import ConfigError, UsageError
-from storage import fs, layout
+from storage import layout
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputNotWritable
+from storage.fs import atomic, reads, urls
 from storage.importing import write as write_pass
 from storage.importing.count import ImportPlan, NameCounter
 from storage.importing.parquet import parquet_batches
@@ -94,9 +96,9 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         raise ConfigError([f"relations: entity types {unknown} are not in entities {sorted(config.entities)}"])
     options = config.storage_options_for_fs()  # the real credentials
     for url in inputs:
-        if not fs.exists(url, options):
+        if not reads.exists(url, options):
             raise DataNotFound(url, "input edge list does not exist")
-        if fs.isdir(url, options):
+        if reads.isdir(url, options):
             raise DataNotFound(
                 url, "input edge list is a directory, expected a file (delimited text, .gz, .bz2 or .parquet/.pq)"
             )
@@ -121,8 +123,8 @@ def check_outputs(config: Any) -> None:
     """
     options = config.storage_options_for_fs()
     for field, url in [("entity_path", config.entity_path), *(("edge_paths", p) for p in config.edge_paths)]:
-        filesystem, path = fs.resolve(url, options)
-        problem = creatable_problem(path) if fs.is_local(filesystem) else None
+        filesystem, path = urls.resolve(url, options)
+        problem = creatable_problem(path) if urls.is_local(filesystem) else None
         if problem is not None:
             raise OutputNotWritable(url, f"cannot create the {field} directory: {problem}")
 
@@ -147,7 +149,7 @@ def count_input(
     url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport, progress: PhaseProgress
 ) -> None:
     """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
-    with fs.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
+    with reads.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
         if is_parquet(url):
             _consume(parquet_batches(path, url, spec), counter, spill, url, report, progress)
             return
@@ -193,8 +195,8 @@ def _write_entity_files(
             # Written directly (not EntityStore.save_names): same bytes, a fraction of the time.
             part_names = names.take(pa.array(ids, type=pa.int64()))
             text = names_json(part_names.combine_chunks() if isinstance(part_names, pa.ChunkedArray) else part_names)
-            fs.write_text_atomic(
-                fs.join_url(store.url, layout.entity_names_file(name, part)), text, store.storage_options
+            atomic.write_text_atomic(
+                urls.join_url(store.url, layout.entity_names_file(name, part)), text, store.storage_options
             )
     if dynamic:
         store.save_dynamic_relation_count(len(relation_names))
@@ -285,45 +287,93 @@ def run_import(
             spills.append(Spill(os.path.join(tmp, f"input{i}"), weighted))
             count_input(url, spills[-1], counter, spec, report, counting)
         counting.finish()
-        rng = np.random.default_rng(seed)
-        relations = assign(counter.relations.counts, relation_type_min_count, 1, rng) if plan.dynamic else None
-        if relations is not None:
-            relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
-        else:
-            relation_names = [rel.name for rel in config.relations]
-        entities = {
-            name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
-            for name in plan.entity_types
-        }
-        report.entity_counts = {name: len(a.order) for name, a in entities.items()}
-        _report_shared_names(counter, report)
-        report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
-        report.relation_count = len(relation_names)
-        mapper = ChunkMapper(plan, entities, relations)
-        staging = Staging(plan.storage_options)
+        ids = _assign_ids(config, plan, counter, report, relation_type_min_count, entity_min_count, seed)
         writing = PhaseProgress(progress, "writing")
-        with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
-            try:
-                for spill, edge_path in zip(spills, config.edge_paths):
-                    sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
-                    report.skipped["unknown_relation"] += unknown_relation
-                    report.skipped["unknown_entity"] += unknown_entity
-                    target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
-                    written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
-                    report.edges_written.append(written)
-                    logger.info("imported %d edges into %s", written, edge_path)
-                if not sum(report.edges_written):
-                    raise BadDataError(", ".join(inputs), nothing_imported(report, relation_names, entity_min_count))
-                entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
-                _write_entity_files(entity_store, counter, entities, relation_names, plan.dynamic)
-                if before_commit is not None:
-                    before_commit()
-                hold.hold()
-                staging.commit()
-            except BaseException:
-                staging.rollback()
-                raise
+        _write_and_commit(
+            config, inputs, plan, spills, counter, ids, report, writing, weighted, chunk_edges, before_commit
+        )
         writing.finish()
     report.seconds = time.monotonic() - started
     logger.info("import done: %s", report)
     return report
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ids:
+    """What pass 2 needs of the ids pass 1 assigned."""
+
+    relations: Assignment | None  # dynamic mode only: the relation names' shuffle
+    relation_names: list[str]  # in id order
+    entities: dict[str, Assignment]  # per entity type
+    entity_min_count: int  # for the message when every edge was skipped
+
+
+def _assign_ids(
+    config: Any,
+    plan: ImportPlan,
+    counter: NameCounter,
+    report: ImportReport,
+    relation_type_min_count: int,
+    entity_min_count: int,
+    seed: int | None,
+) -> _Ids:
+    """Pass 2's ids: rare names dropped, one seeded shuffle (relations first, then entity types); the counts go to ``report``."""
+    rng = np.random.default_rng(seed)
+    relations = assign(counter.relations.counts, relation_type_min_count, 1, rng) if plan.dynamic else None
+    if relations is not None:
+        relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
+    else:
+        relation_names = [rel.name for rel in config.relations]
+    entities = {
+        name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
+        for name in plan.entity_types
+    }
+    report.entity_counts = {name: len(a.order) for name, a in entities.items()}
+    _report_shared_names(counter, report)
+    report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
+    report.relation_count = len(relation_names)
+    return _Ids(relations, relation_names, entities, entity_min_count)
+
+
+def _write_and_commit(
+    config: Any,
+    inputs: Sequence[str],
+    plan: ImportPlan,
+    spills: list[Spill],
+    counter: NameCounter,
+    ids: _Ids,
+    report: ImportReport,
+    writing: PhaseProgress,
+    weighted: bool,
+    chunk_edges: int,
+    before_commit: Callable[[], None] | None,
+) -> None:
+    """Pass 2: map the spills into staged bucket files, stage the entity files, then move all into place.
+
+    Any failure removes everything staged; a stop signal during the moves is delivered once they are done.
+    """
+    mapper = ChunkMapper(plan, ids.entities, ids.relations)
+    staging = Staging(plan.storage_options)
+    with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
+        try:
+            for spill, edge_path in zip(spills, config.edge_paths):
+                sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
+                report.skipped["unknown_relation"] += unknown_relation
+                report.skipped["unknown_entity"] += unknown_entity
+                target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
+                written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
+                report.edges_written.append(written)
+                logger.info("imported %d edges into %s", written, edge_path)
+            if not sum(report.edges_written):
+                raise BadDataError(
+                    ", ".join(inputs), nothing_imported(report, ids.relation_names, ids.entity_min_count)
+                )
+            entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
+            _write_entity_files(entity_store, counter, ids.entities, ids.relation_names, plan.dynamic)
+            if before_commit is not None:
+                before_commit()
+            hold.hold()
+            staging.commit()
+        except BaseException:
+            staging.rollback()
+            raise

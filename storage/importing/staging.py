@@ -21,7 +21,7 @@ import uuid
 from types import FrameType, TracebackType
 from typing import Any
 
-from storage import fs
+from storage.fs import changes, reads, urls
 
 
 class Staging:
@@ -41,32 +41,32 @@ class Staging:
     def stage(self, final_url: str) -> str:
         """A fresh staging directory inside ``final_url`` (created, like ``final_url``)."""
         missing = final_url
-        while _has_parent(missing) and not fs.exists(missing, self.storage_options):
+        while _has_parent(missing) and not reads.exists(missing, self.storage_options):
             self.created_dirs.append(missing)
             missing = _parent(missing)
-        staging_url = fs.join_url(final_url, f".pbg-import-{self.token}-{len(self.staged)}")
-        fs.makedirs(staging_url, self.storage_options)
+        staging_url = urls.join_url(final_url, f".pbg-import-{self.token}-{len(self.staged)}")
+        changes.makedirs(staging_url, self.storage_options)
         self.staged.append((staging_url, final_url))
         return staging_url
 
     def commit(self) -> None:
         """Move every staged file into its final directory, in staging order."""
         for staging_url, final_url in self.staged:
-            for name in fs.listdir(staging_url, self.storage_options):
-                target = fs.join_url(final_url, name)
-                fs.move(fs.join_url(staging_url, name), target, self.storage_options)
+            for name in reads.listdir(staging_url, self.storage_options):
+                target = urls.join_url(final_url, name)
+                changes.move(urls.join_url(staging_url, name), target, self.storage_options)
                 self.moved.append(target)
-            fs.remove_tree(staging_url, self.storage_options)
+            changes.remove_tree(staging_url, self.storage_options)
 
     def rollback(self) -> None:
         """Remove every staged or moved file, and output directories this import created."""
         for staging_url, _ in self.staged:
-            fs.remove_tree(staging_url, self.storage_options)
+            changes.remove_tree(staging_url, self.storage_options)
         for target in self.moved:
-            fs.remove(target, storage_options=self.storage_options)
+            changes.remove(target, storage_options=self.storage_options)
         # Children before parents: a child's URL is longer than its parent's.
         for url in sorted(self.created_dirs, key=len, reverse=True):
-            fs.remove_empty_dir(url, self.storage_options)
+            changes.remove_empty_dir(url, self.storage_options)
 
 
 def _parent(url: str) -> str:

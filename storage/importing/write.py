@@ -22,7 +22,8 @@ import h5py
 import numpy as np
 
 from pbg_core.types import Bucket
-from storage import fs, hdf5, layout
+from storage import hdf5, layout
+from storage.fs import urls
 from storage.importing.count import ImportPlan, row_types
 from storage.importing.partition import Assignment
 from storage.importing.prefetch import prefetched
@@ -41,7 +42,7 @@ class EdgeTarget:
 
     def bucket_url(self, bucket: Bucket) -> str:
         """URL of the file of ``bucket`` (PBG's name)."""
-        return fs.join_url(self.url, layout.edge_file(bucket.lhs, bucket.rhs))
+        return urls.join_url(self.url, layout.edge_file(bucket.lhs, bucket.rhs))
 
 
 @dataclass

@@ -11,7 +11,7 @@ Retry layers, innermost first:
 
 1. botocore, inside one request: 5 attempts in its legacy mode by default, backoff
    ``rand * 2**n`` s (up to ~15 s in all), for 500/502/503/504, throttling codes and
-   connection errors. ``storage/fs.py`` sets no retry options, so the defaults apply.
+   connection errors. ``storage/fs/`` sets no retry options, so the defaults apply.
 2. s3fs, around botocore: re-calls on ``SlowDown`` (5 rounds), not on 500, not on a HEAD's
    bodiless 503, not on connection errors.
 3. storage's own background upload of bucket progress (``storage/staged_progress.py``)

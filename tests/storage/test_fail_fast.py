@@ -15,9 +15,9 @@ import pytest
 from s3_proxy import S3Proxy, s3_proxy  # noqa: F401  (fixture)
 from s3_server import S3Server, free_port, new_bucket_name
 
-from storage import fs
 from storage.errors import DataNotFound, StorageUnreachable, TransientStorageError
 from storage.fail_fast import is_loopback, refused_loopback
+from storage.fs import atomic, reads, urls
 from tasks._policies import is_transient
 
 
@@ -25,7 +25,7 @@ class Attempts:
     """HTTP attempts made by the botocore client of one URL's filesystem."""
 
     def __init__(self, url: str, options: dict[str, Any] | None) -> None:
-        self.events = fs.resolve(url, options)[0].s3.meta.events
+        self.events = urls.resolve(url, options)[0].s3.meta.events
         self.sent: list[tuple[str, str]] = []
         self.events.register("before-send.s3", self._sent, unique_id="test-attempts")
 
@@ -72,9 +72,9 @@ def test_a_closed_loopback_port_fails_at_the_first_attempt(s3_server: S3Server, 
     url = "s3://bkt/ckpt/checkpoint_version.txt"
     sent = attempts(url, options)
     for call in (
-        lambda: fs.read_text(url, options),
-        lambda: fs.write_text_atomic(url, "1\n", options),
-        lambda: fs.exists(url, options),
+        lambda: reads.read_text(url, options),
+        lambda: atomic.write_text_atomic(url, "1\n", options),
+        lambda: reads.exists(url, options),
     ):
         before = sent.count
         with pytest.raises(StorageUnreachable) as info:
@@ -87,12 +87,12 @@ def test_a_closed_loopback_port_fails_at_the_first_attempt(s3_server: S3Server, 
 
 def test_a_stopped_server_fails_at_the_first_attempt(s3_server: S3Server, s3_bucket: str, attempts: Any) -> None:
     url = f"s3://{s3_bucket}/data/x.txt"
-    fs.write_text_atomic(url, "x")
+    atomic.write_text_atomic(url, "x")
     sent = attempts(url, None)
     s3_server.stop()
     try:
         with pytest.raises(StorageUnreachable, match=rf"^{url}: connection refused"):
-            fs.read_text(url)
+            reads.read_text(url)
         assert sent.count == 1
     finally:
         s3_server.start()
@@ -102,7 +102,7 @@ def test_a_missing_bucket_fails_at_the_first_attempt(s3_server: S3Server, attemp
     url = f"s3://{new_bucket_name()}/data/x.txt"
     sent = attempts(url, None)
     with pytest.raises(DataNotFound, match=rf"^{url}: does not exist"):
-        fs.read_text(url)
+        reads.read_text(url)
     # s3fs asks twice (HEAD of the key, then a listing: is it a directory?), each once.
     assert sent.count == 2 and sent.repeated == 0
 
@@ -117,7 +117,7 @@ def test_a_5xx_answer_still_retries(
     sent = attempts(url, None)
     s3_proxy.error_share(1.0, status=500, code="InternalError")
     with pytest.raises(TransientStorageError, match=rf"^{url}: temporary storage failure"):
-        fs.read_text(url)
+        reads.read_text(url)
     assert sent.count == 2 and sent.repeated == 1 and s3_proxy.faults() == {"500 InternalError": 2}
 
 
@@ -129,17 +129,17 @@ def test_connection_resets_on_a_loopback_endpoint_still_retry(
 ) -> None:
     """A reset is what a restarting server gives: worth retrying, even on this machine."""
     url = f"s3://{s3_bucket}/data/x.txt"
-    fs.write_text_atomic(url, "x")
+    atomic.write_text_atomic(url, "x")
     sent = attempts(url, None)
     s3_proxy.set_resetting(True)
     try:
         with pytest.raises(TransientStorageError) as info:
-            fs.read_text(url)
+            reads.read_text(url)
         assert is_transient(info.value)
         assert sent.count == 2 and sent.repeated == 1
     finally:
         s3_proxy.set_resetting(False)
-    assert fs.read_text(url) == "x"
+    assert reads.read_text(url) == "x"
 
 
 def test_loopback_hosts() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import fs
 from storage.errors import BadDataError
+from storage.fs import reads
 from storage.lease import CheckpointLease, LeaseHeldError, LeaseLostError
 
 
@@ -27,7 +27,7 @@ def test_second_run_is_refused_naming_the_holder(store_root: str) -> None:
     second.acquire()  # free again
     assert second.read() is not None and second.read().run == "run-b"
     second.release()
-    assert not fs.exists(f"{store_root}/lease.json")
+    assert not reads.exists(f"{store_root}/lease.json")
 
 
 def test_exactly_one_of_many_racing_runs_gets_the_lease(store_root: str) -> None:

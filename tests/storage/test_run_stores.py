@@ -11,7 +11,7 @@ import torch
 
 from pbg_core.config import ConfigSchema, config_to_json, parse_config
 from pbg_core.ports import CheckpointMetadata
-from storage import fs
+from storage.fs import urls
 from storage.run_stores import open_run_stores
 
 KEY, SECRET = "AKIAPLANTEDRUN", "planted-run-s3cr3t"
@@ -23,10 +23,10 @@ def config_at(root: str, **fields: Any) -> ConfigSchema:
             "entities": {"node": {"num_partitions": 1}},
             "relations": [{"name": "r", "lhs": "node", "rhs": "node"}],
             "dimension": 4,
-            "entity_path": fs.join_url(root, "data"),
-            "edge_paths": [fs.join_url(root, "edges1"), fs.join_url(root, "edges2")],
-            "checkpoint_path": fs.join_url(root, "ckpt"),
-            "init_path": fs.join_url(root, "init"),
+            "entity_path": urls.join_url(root, "data"),
+            "edge_paths": [urls.join_url(root, "edges1"), urls.join_url(root, "edges2")],
+            "checkpoint_path": urls.join_url(root, "ckpt"),
+            "init_path": urls.join_url(root, "init"),
             **fields,
         }
     )
@@ -38,7 +38,7 @@ def test_every_store_gets_the_revealed_options(tmp_path: Path) -> None:
     expected = {"key": KEY, "secret": SECRET, "use_listings_cache": False}
     every = [stores.entities, *stores.edges, stores.checkpoint, stores.init, stores.stats]
     assert [store.storage_options for store in every] == [expected] * 6
-    filesystem, _ = fs.resolve(stores.checkpoint.url, stores.checkpoint.storage_options)
+    filesystem, _ = urls.resolve(stores.checkpoint.url, stores.checkpoint.storage_options)
     assert filesystem.storage_options["secret"] == SECRET  # fsspec really receives it
     assert SECRET not in repr(stores)
 

@@ -8,8 +8,8 @@ import torch
 
 from pbg_core.ports import CheckpointMetadata, PassProgress
 from pbg_core.types import Bucket
-from storage import fs
 from storage.checkpoints import CheckpointStore
+from storage.fs import reads
 from storage.progress import CheckpointProgress
 from storage.run_stores import RunStores
 from storage.staged_progress import StagedProgress, stage_dir_for
@@ -44,13 +44,13 @@ def test_records_and_areas_reach_s3_in_the_background(s3_bucket: str, tmp_path: 
         staged.prune(2, {position})
     staged.wait()
     assert remote.read(2) == record(2, 1)
-    assert fs.listdir(f"s3://{s3_bucket}/ckpt/progress") == ["v2-b1", "v2.json"]  # b0 pruned remotely too
+    assert reads.listdir(f"s3://{s3_bucket}/ckpt/progress") == ["v2-b1", "v2.json"]  # b0 pruned remotely too
     loaded, optim = remote.area(2, 1).load_embeddings("node", 0, 2)
     assert torch.equal(loaded, torch.full((4, 3), 1.0)) and optim == b"opt"
     staged.promote(2, 1, "node", 0)
     assert remote.checkpoint.has_embeddings("node", 0, 2)
     staged.clear()
-    assert not fs.exists(f"s3://{s3_bucket}/ckpt/progress") and not (tmp_path / "stage" / "progress").exists()
+    assert not reads.exists(f"s3://{s3_bucket}/ckpt/progress") and not (tmp_path / "stage" / "progress").exists()
     staged.close()
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from pbg_core.config import parse_config
-from storage import fs
+from storage.fs import reads
 from tasks.buckets import (
     evaluate_bucket,
     finish_bucket,
@@ -59,7 +59,7 @@ def commit(handle: str, iteration: Any) -> None:
 
 
 def stats_indices(checkpoint: str) -> list[int]:
-    rows = [json.loads(line) for line in fs.read_text(f"{checkpoint}/training_stats.json").splitlines()]
+    rows = [json.loads(line) for line in reads.read_text(f"{checkpoint}/training_stats.json").splitlines()]
     return [row["index"] for row in rows if "stats" in row]
 
 
@@ -76,12 +76,12 @@ def config_2x2(make_config: Any, graph_2x2: Any) -> Any:
 
 def datasets(url: str, h5_datasets: Any) -> dict[str, Any]:
     """Every dataset of the HDF5 file at ``url`` (local path or s3://)."""
-    with fs.local_read_path(url) as path:
+    with reads.local_read_path(url) as path:
         return h5_datasets(Path(path))
 
 
 def listing(url: str) -> list[str]:
-    return [name for name in fs.listdir(url) if name.endswith(".h5")]
+    return [name for name in reads.listdir(url) if name.endswith(".h5")]
 
 
 def train_uninterrupted(config: Any) -> None:
@@ -114,7 +114,7 @@ def test_resume_inside_a_pass_is_bit_identical(
     finally:
         close_training_session.fn(handle)  # the "crash": nothing after the last finished bucket
     assert len(done) == stop_after
-    progress = json.loads(fs.read_text(f"{resumed.checkpoint_path}/progress/v2.json"))
+    progress = json.loads(reads.read_text(f"{resumed.checkpoint_path}/progress/v2.json"))
     assert progress["done"] == stop_after
 
     (again,) = plan_training.fn(open_run(resumed)).remaining
@@ -133,7 +133,7 @@ def test_resume_inside_a_pass_is_bit_identical(
         for key in want:
             assert (want[key] == got[key]).all(), f"{name}:{key} differs after resuming"
     assert sorted(stats_indices(ref_dir)) == sorted(stats_indices(res_dir)) == list(range(8))
-    assert not fs.exists(f"{res_dir}/progress")
+    assert not reads.exists(f"{res_dir}/progress")
     assert listing(res_dir) == listing(ref_dir)
 
 
