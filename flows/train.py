@@ -187,7 +187,7 @@ def _train_remaining(
         outcomes = SubflowPipeline().run_in_order(
             calls, [it.label for it in remaining], overlap_after=lambda index: not pause_after[index]
         )
-        for iteration, due, result in zip(remaining, pause_after, outcomes):
+        for iteration, due, result in zip(remaining, pause_after, outcomes, strict=True):
             results.append(result)
             if due:
                 logger.info(
