@@ -84,7 +84,7 @@ def build_checkpoint(base: Path, entities: int, dim: int) -> Path:
     entity_store, store = EntityStore(str(base / "entities")), CheckpointStore(str(base / "checkpoints"))
     meta = CheckpointMetadata(config_json="{}")
     bounds = np.linspace(0, entities, PARTITIONS + 1).astype(int)
-    for part, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
+    for part, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         entity_store.save_count("e", part, int(stop - start))
         entity_store.save_names("e", part, [f"ent_{i:07d}" for i in range(start, stop)])
         embeddings = torch.from_numpy((rng.standard_normal((stop - start, dim)) * 0.3).astype(np.float32))

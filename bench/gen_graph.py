@@ -101,7 +101,7 @@ def write_tsv(
     with tmp.open("w") as out:
         for start in range(0, len(lhs), _WRITE_BLOCK):
             stop = start + _WRITE_BLOCK
-            rows = zip(lhs[start:stop].tolist(), rel[start:stop].tolist(), rhs[start:stop].tolist())
+            rows = zip(lhs[start:stop].tolist(), rel[start:stop].tolist(), rhs[start:stop].tolist(), strict=True)
             out.write("".join(f"{node_prefix}{a}\t{rel_prefix}{r}\t{node_prefix}{b}\n" for a, r, b in rows))
     tmp.replace(path)  # a half-written file never carries the final name
 

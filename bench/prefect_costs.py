@@ -54,7 +54,7 @@ def run_once(variant: str, subflows: int, tasks: int, prefect_home: Path) -> dic
         raise RuntimeError(f"{variant} run failed ({done.returncode}):\n{done.stderr[-2000:]}")
     marks = json.loads(done.stdout.strip().splitlines()[-1])
     bodies = marks["bodies"]
-    gaps = [start - end for (start, _), (_, end) in zip(bodies[1:], bodies[:-1])]
+    gaps = [start - end for (start, _), (_, end) in zip(bodies[1:], bodies[:-1], strict=True)]
     return {
         "startup_s": bodies[0][0] - spawned,
         "gap_s": statistics.median(gaps),

@@ -170,7 +170,7 @@ def phases(timeline: Timeline, spawn: float, wall_s: float, training_s: float | 
             "first_bucket_marker_s": None,
         }
     exit_at = spawn + wall_s
-    gaps = [later.start - earlier.end for earlier, later in zip(intervals, intervals[1:])]
+    gaps = [later.start - earlier.end for earlier, later in zip(intervals, intervals[1:], strict=False)]
     training = training_s if training_s is not None else sum(i.seconds for i in intervals)
     startup, tail = intervals[0].start - spawn, exit_at - intervals[-1].end
     commit = timeline.last_commit

@@ -152,7 +152,7 @@ def pbg(
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
-            remove_leftovers(run, plan.committed_version)  # of a run killed while removing or committing
+            remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)  # of a run killed while removing or committing
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
         finally:
@@ -187,7 +187,7 @@ def _train_remaining(
         outcomes = SubflowPipeline().run_in_order(
             calls, [it.label for it in remaining], overlap_after=lambda index: not pause_after[index]
         )
-        for iteration, due, result in zip(remaining, pause_after, outcomes):
+        for iteration, due, result in zip(remaining, pause_after, outcomes, strict=True):
             results.append(result)
             if due:
                 logger.info(

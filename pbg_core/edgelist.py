@@ -92,7 +92,9 @@ class TensorList:
         shifts = [0]
         for item in items[:-1]:
             shifts.append(shifts[-1] + int(item.offsets[-1]))
-        offsets = [items[0].offsets[:1] * 0] + [it.offsets[1:] - it.offsets[0] + s for it, s in zip(items, shifts)]
+        offsets = [items[0].offsets[:1] * 0] + [
+            it.offsets[1:] - it.offsets[0] + s for it, s in zip(items, shifts, strict=True)
+        ]
         datas = [it.data[int(it.offsets[0]) : int(it.offsets[-1])] for it in items]
         return TensorList(torch.cat(offsets), torch.cat(datas))
 

@@ -315,6 +315,14 @@ class CheckpointStore:
             changes.copy(self.file_url(name), snapshot.file_url(name), self.storage_options)
         snapshot.write_version(version)
 
+    def snapshot_version(self, epoch: int) -> int:
+        """The version ``epoch_{epoch}/`` holds; 0 when it is absent or incomplete.
+
+        :meth:`preserve_version` writes the snapshot's version file last, so a snapshot
+        whose copy was interrupted reads as 0.
+        """
+        return CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options).read_version()
+
     def _files_of(self, version: int) -> list[str]:
         names = reads.listdir(self.url, self.storage_options)
         return [n for n in names if layout.parse_checkpoint_file(n) == version]

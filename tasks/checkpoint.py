@@ -11,8 +11,10 @@ from typing import Any
 
 from prefect import task
 
-from pbg_core.session.iterations import Iteration
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
+from pbg_core.config import ConfigSchema
+from pbg_core.session.iterations import Iteration, build_iterations, should_preserve
+from storage.checkpoints import CheckpointStore
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.lease import check_lease
 from tasks.runs import get_run
 from tasks.sessions import get_session
@@ -52,14 +54,19 @@ def remove_old_version(handle: str, iteration: Iteration) -> int | None:
 
 
 @task(name="remove-leftovers", task_run_name="remove leftovers of interrupted runs", **_STORAGE)
-def remove_leftovers(run: str, committed_version: int) -> list[int]:
-    """Delete versions older than the committed one and progress of committed versions.
+def remove_leftovers(run: str, committed_version: int, num_edge_chunks: int) -> list[int]:
+    """Finish the commit of an interrupted run: its epoch snapshot, then delete what it left.
 
-    A run killed while removing the old version (or right after committing, before
-    clearing its progress) leaves them; nothing references them. ``run``: the run's handle
-    (:mod:`tasks.runs`). Returns the versions removed.
+    A run killed after committing and before its ``preserve-version`` finished leaves the
+    committed version's ``epoch_{N}`` snapshot missing or incomplete: it is copied again
+    (the committed files are still there). A run killed while removing the old version (or
+    right after committing, before clearing its progress) leaves older versions and
+    progress that nothing references: they are deleted. ``run``: the run's handle
+    (:mod:`tasks.runs`); ``num_edge_chunks``: the plan's. Returns the versions removed.
     """
-    stores = get_run(run).stores
+    run_state = get_run(run)
+    stores = run_state.stores
+    _preserve_if_missing(run_state.config, stores.checkpoint, committed_version, num_edge_chunks)
     old = stores.checkpoint.remove_versions_before(committed_version)
     progress = stores.progress
     try:
@@ -67,3 +74,20 @@ def remove_leftovers(run: str, committed_version: int) -> list[int]:
     finally:
         progress.close()
     return old
+
+
+def _preserve_if_missing(
+    config: ConfigSchema, store: CheckpointStore, committed_version: int, num_edge_chunks: int
+) -> int | None:
+    """Redo the committed version's snapshot when it was due and is not complete; its epoch, or None."""
+    iterations = build_iterations(config.num_epochs, config.edge_paths, num_edge_chunks)
+    if not 0 < committed_version <= len(iterations):
+        return None
+    epoch = should_preserve(iterations[committed_version - 1], config.checkpoint_preservation_interval)
+    if epoch is None or store.snapshot_version(epoch) == committed_version:
+        return None
+    run_logger().warning(
+        "epoch_%d snapshot of v%d is missing or incomplete: copying it again", epoch, committed_version
+    )
+    store.preserve_version(committed_version, epoch)
+    return epoch

@@ -113,7 +113,7 @@ def epoch_curve(rows: Iterable[Row]) -> list[EpochPoint]:
 def _epoch_point(epoch: int, rows: Sequence[Row]) -> EpochPoint:
     train_s = [_number((row.get("timing") or {}).get("train")) for row in rows]
     counts = [_number(_get(row, "stats", "count")) for row in rows]
-    timed = [(c, s) for c, s in zip(counts, train_s) if c is not None and s is not None]
+    timed = [(c, s) for c, s in zip(counts, train_s, strict=True) if c is not None and s is not None]
     return EpochPoint(
         epoch_idx=epoch,
         buckets=len(rows),

@@ -13,7 +13,7 @@ instead of training from scratch or ending in a shape error deep in a bucket:
   * fields that define parameter shapes or which parameters exist (entity types and their
     partition counts, embedding dimensions, the relations' count, sides and operators,
     ``dynamic_relations``, ``global_emb``) must be equal, else :class:`ShapeError` naming the
-    field, the checkpoint's value and the config's. PBG loads with ``strict=False``, so a
+    field, the checkpoint's value and the config's. PBG loads with ``strict=True``, so a
     changed operator whose parameter has another name was silently re-initialised there;
   * fields that change what is optimised without changing a shape (``loss_fn``,
     ``comparator``, ``bias``, ``margin``, ``regularizer``, ``regularization_coef``,
@@ -148,7 +148,7 @@ def shape_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[s
                 differ(f"entities.{name}.{key}", old_entities[name][key], new_entities[name].get(key))
     old_relations, new_relations = stored.get("relations") or [], current["relations"]
     differ("number of relations", len(old_relations), len(new_relations))
-    for i, (old, new) in enumerate(zip(old_relations, new_relations)):
+    for i, (old, new) in enumerate(zip(old_relations, new_relations, strict=False)):  # a count change is reported above
         for key in ("lhs", "rhs", "operator"):
             if key in old:
                 # Operator names are case-insensitive in configs (PBG matches them through .upper()).

@@ -140,7 +140,7 @@ class WorkerPool(Generic[R]):
         local_result: list[R] = []
         local_error: BaseException | None = None
         try:
-            for worker, message in zip(workers, messages):
+            for worker, message in zip(workers, messages, strict=True):
                 self._send(worker, message, what)
             if local is not None:
                 try:

@@ -77,7 +77,7 @@ class SideRows:
         else:
             self.rows = [
                 gather_rows(t, i, max_norm, scratch(f"{prefix}rows{s}", (i.numel(), t.shape[1]), t.dtype))
-                for s, (t, i) in enumerate(zip((lhs_table, rhs_table), idx))
+                for s, (t, i) in enumerate(zip((lhs_table, rhs_table), idx, strict=True))
             ]
             self.grad_blocks = [scratch(f"{prefix}grads{s}", r.shape, r.dtype) for s, r in enumerate(self.rows)]
             self.grads = self.grad_blocks
@@ -103,7 +103,7 @@ class BatchRows:
     ) -> None:
         self.tables, self.keys = tables, keys
         gather_idx, grad_idx = [], []
-        for pos, uni in zip(positives, uniforms):
+        for pos, uni in zip(positives, uniforms, strict=True):
             if uni is None:
                 gather_idx.append(pos)
                 grad_idx.append(pos)
@@ -118,7 +118,7 @@ class BatchRows:
         self.grad_idx = [torch.cat(grad_idx)] if self.shared else grad_idx
         self.embs = [x.view(num_chunks, -1, x.shape[1]) for x in self.flat]
         self.grads: list[tuple[FloatTensorType, FloatTensorType | None]] = []
-        for g, uni in zip(grad_flat, uniforms):
+        for g, uni in zip(grad_flat, uniforms, strict=True):
             parts = g.split([num_chunks * chunk, g.shape[0] - num_chunks * chunk])
             uni_grad = parts[1].view(num_chunks, -1, g.shape[1]) if uni is not None else None
             self.grads.append((parts[0].view(num_chunks, chunk, g.shape[1]), uni_grad))
@@ -130,18 +130,21 @@ class BatchRows:
         norms = [e.norm(2, dim=-1, keepdim=True) for e in self.embs]
         self.clamped = [n < _COS_EPS for n in norms]
         self.inv_norms = [n.clamp_min_(_COS_EPS).reciprocal_() for n in norms]
-        for e, inv in zip(self.embs, self.inv_norms):
+        for e, inv in zip(self.embs, self.inv_norms, strict=True):
             e.mul_(inv)
 
     def step(self, optimizer: RowAdagrad) -> None:
         """Map the dense gradients back through ``prepare`` and apply RowAdagrad per table."""
         if self.inv_norms is not None:
-            for emb, inv, clamped, (grad_pos, grad_uni) in zip(self.embs, self.inv_norms, self.clamped, self.grads):
+            for emb, inv, clamped, (grad_pos, grad_uni) in zip(
+                self.embs, self.inv_norms, self.clamped, self.grads, strict=True
+            ):
                 b = grad_pos.shape[1]
                 _cos_backward_(emb[:, :b], grad_pos, inv[:, :b], clamped[:, :b])
                 if grad_uni is not None:
                     _cos_backward_(emb[:, b:], grad_uni, inv[:, b:], clamped[:, b:])
-        for key, idx, grad in zip(self.keys, self.grad_idx, self.grad_bufs):
+        keys = self.keys[:1] if self.shared else self.keys  # a shared table: one block, one step
+        for key, idx, grad in zip(keys, self.grad_idx, self.grad_bufs, strict=True):
             optimizer.step(self.tables.embeddings[key], self.tables.optim_state[key], idx, grad, grads_writable=True)
 
     def step_pairs(self, optimizer: RowAdagrad, pairs: Pairs) -> None:
@@ -261,7 +264,7 @@ def ranking_pairs(
     total = (grad_pos[0] + grad_pos[1]).view(-1)
     at = total.nonzero().squeeze(1)
     parts.append((maps[2][0].index_select(0, at), maps[2][1].index_select(0, at), total.index_select(0, at)))
-    lhs, rhs, values = zip(*parts)
+    lhs, rhs, values = zip(*parts, strict=True)
     return torch.cat(lhs), torch.cat(rhs), torch.cat(values)
 
 

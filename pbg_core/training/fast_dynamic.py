@@ -87,7 +87,7 @@ class ChunkRows:
         num_chunks = positives[0].numel() // chunk
         idx = [
             (pos.view(num_chunks, chunk) if uni is None else torch.cat([pos.view(num_chunks, chunk), uni], 1)).flatten()
-            for pos, uni in zip(positives, uniforms)
+            for pos, uni in zip(positives, uniforms, strict=True)
         ]
         gathered = SideRows(tables, keys, idx, max_norm, "dyn_")
         # The gradients share the rows' layout, so each table's block steps with its gather index.
@@ -95,7 +95,7 @@ class ChunkRows:
             assert gathered.all_idx is not None  # set together with shared
             self.steps = [(keys[0], gathered.all_idx, gathered.grad_blocks[0])]
         else:
-            self.steps = list(zip(keys, idx, gathered.grad_blocks))
+            self.steps = list(zip(keys, idx, gathered.grad_blocks, strict=True))
         self.embs = [r.view(num_chunks, -1, r.shape[1]) for r in gathered.rows]
         self.grads = [g.view(num_chunks, -1, g.shape[1]) for g in gathered.grads]
 
@@ -171,7 +171,7 @@ def _uniforms(
         sample_uniform(num_chunks, num_uniform, tables.embeddings[key].shape[0], generator)
         if on and num_uniform > 0
         else None
-        for key, on in zip(keys, sides_on)
+        for key, on in zip(keys, sides_on, strict=True)
     ]
 
 
@@ -192,7 +192,7 @@ def _operators_backward(
     ops = (model.rhs_operators[0], model.lhs_operators[0])
     reg: FloatTensorType | float = 0.0
     param_grads: ParamGrads = []
-    for op, (rows, dst, d_dst, grad_rows) in zip(ops, directions):
+    for op, (rows, dst, d_dst, grad_rows) in zip(ops, directions, strict=True):
         value, grads = _row_op(op).backward(op, rows, rel, dst, d_dst, grad_rows, coef)
         reg, param_grads = reg + value, param_grads + grads
     if coef:

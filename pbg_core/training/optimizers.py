@@ -131,15 +131,15 @@ class RowAdagrad:
                 starts.append(starts[-1] + idx.numel())
             moved = [
                 grads[p].index_select(0, src[(src >= lo) & (src < hi)] - lo)
-                for p, (lo, hi) in enumerate(zip(starts, starts[1:]))
+                for p, (lo, hi) in enumerate(zip(starts, starts[1:], strict=False))
             ]
-            moved_dst = torch.cat([dst[(src >= lo) & (src < hi)] for lo, hi in zip(starts, starts[1:])])
+            moved_dst = torch.cat([dst[(src >= lo) & (src < hi)] for lo, hi in zip(starts, starts[1:], strict=False)])
             moved_rows = torch.cat(moved)
-            for p, (lo, hi) in enumerate(zip(starts, starts[1:])):
+            for p, (lo, hi) in enumerate(zip(starts, starts[1:], strict=False)):
                 into = (moved_dst >= lo) & (moved_dst < hi)
                 grads[p].index_add_(0, moved_dst[into] - lo, moved_rows[into])
                 grads[p].index_fill_(0, src[(src >= lo) & (src < hi)] - lo, 0.0)
-        for idx, grad in zip(indices, grads):
+        for idx, grad in zip(indices, grads, strict=True):
             self._apply(table, state, idx, grad)
 
     @staticmethod
@@ -244,7 +244,7 @@ class AsyncAdagrad:
     @torch.no_grad()
     def step(self) -> None:
         """Update every parameter that has a gradient."""
-        for p, acc in zip(self.params, self.sums):
+        for p, acc in zip(self.params, self.sums, strict=True):
             if p.grad is None:
                 continue
             g = p.grad

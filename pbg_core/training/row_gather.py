@@ -48,7 +48,7 @@ class RowGather:
     def apply(self, optimizer: RowAdagrad) -> None:
         """Hand the leaves' gradients to ``optimizer``, one step per table storage."""
         groups: dict[int, tuple[SideKey, list[LongTensorType], list[FloatTensorType]]] = {}
-        for (key, idx), leaf in zip(self.requests, self.leaves):
+        for (key, idx), leaf in zip(self.requests, self.leaves, strict=True):
             if leaf.grad is None:
                 continue
             _, idxs, grads = groups.setdefault(self.tables.embeddings[key].data_ptr(), (key, [], []))

@@ -45,7 +45,7 @@ def format_rows_slow(keys: Sequence[str], values: np.ndarray) -> bytes:
         raise ValueError(f"got {len(keys)} keys for {values.shape[0]} rows of values")
     row_format = "\t".join(["%.9f"] * values.shape[1])
     rows = values.tolist()
-    return "".join(f"{key}\t{row_format % tuple(row)}\n" for key, row in zip(keys, rows)).encode("utf-8")
+    return "".join(f"{key}\t{row_format % tuple(row)}\n" for key, row in zip(keys, rows, strict=True)).encode("utf-8")
 
 
 def format_rows(keys: Sequence[str], values: np.ndarray) -> bytes:

@@ -148,7 +148,7 @@ class NameCounter:
             selected.append((side, mask, whole, names, 2 * rows + side))  # line by line, lhs before rhs
         found = index.lookup_or_add([(names, positions) for _, _, _, names, positions in selected])
         index.count(np.concatenate(found))  # one bincount for both sides
-        for (side, mask, whole, _, _), part_ids in zip(selected, found):
+        for (side, mask, whole, _, _), part_ids in zip(selected, found, strict=True):
             if whole:
                 ids[side] = part_ids
             else:

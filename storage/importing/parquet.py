@@ -27,7 +27,7 @@ def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1
     available = parquet.schema_arrow.names
     wanted = {
         name: _parquet_column(col, available, url)
-        for name, col in zip(spec.columns._fields, spec.columns)
+        for name, col in zip(spec.columns._fields, spec.columns, strict=True)
         if col is not None
     }
     if parquet.metadata.num_rows == 0:

@@ -47,7 +47,7 @@ class Columns(NamedTuple):
 
     def ids(self) -> list[tuple[str, Column]]:
         """(field, column) of the id columns: lhs, rhs and rel if given."""
-        return [(n, c) for n, c in zip(("lhs", "rhs", "rel"), self[:3]) if c is not None]
+        return [(n, c) for n, c in zip(("lhs", "rhs", "rel"), self[:3], strict=True) if c is not None]
 
     @property
     def needed(self) -> int:
@@ -56,7 +56,7 @@ class Columns(NamedTuple):
 
     def describe(self) -> str:
         """E.g. ``lhs=0, rhs=2, rel=1`` (for error messages)."""
-        return ", ".join(f"{n}={c}" for n, c in zip(self._fields, self) if c is not None)
+        return ", ".join(f"{n}={c}" for n, c in zip(self._fields, self, strict=True) if c is not None)
 
 
 @dataclass(frozen=True)

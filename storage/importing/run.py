@@ -70,7 +70,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
             f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
         )
     columns = spec.columns
-    for name, col in zip(columns._fields, columns):
+    for name, col in zip(columns._fields, columns, strict=True):
         if isinstance(col, int) and col < 0:
             raise UsageError(f"{name}_col must be a 0-based column index >= 0, got {col}")
         if isinstance(col, str) and not all(is_parquet(url) for url in inputs):
@@ -356,7 +356,7 @@ def _write_and_commit(
     staging = Staging(plan.storage_options)
     with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
         try:
-            for spill, edge_path in zip(spills, config.edge_paths):
+            for spill, edge_path in zip(spills, config.edge_paths, strict=True):
                 sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
                 report.skipped["unknown_relation"] += unknown_relation
                 report.skipped["unknown_entity"] += unknown_entity

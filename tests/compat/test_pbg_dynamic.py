@@ -39,7 +39,9 @@ def write_weighted_tsv(path: Path, edges: int = 3000, nodes: int = 150, seed: in
     lhs, rhs = rng.integers(0, nodes, edges), rng.integers(0, nodes, edges)
     rel = rng.integers(0, len(RELATIONS), edges)
     weight = rng.integers(1, 40, edges) / 8  # exact in float32: both tools must store the same value
-    path.write_text("".join(f"u{a}\t{RELATIONS[r]}\tu{b}\t{w}\n" for a, r, b, w in zip(lhs, rel, rhs, weight)))
+    path.write_text(
+        "".join(f"u{a}\t{RELATIONS[r]}\tu{b}\t{w}\n" for a, r, b, w in zip(lhs, rel, rhs, weight, strict=True))
+    )
     return path
 
 
@@ -73,7 +75,9 @@ def named_edges(root: Path) -> Counter[tuple[str, str, str, float | None]]:
         for rp in (0, 1):
             edges = store.load(Bucket(lp, rp))
             weights = [None] * len(edges) if edges.weight is None else edges.weight.tolist()
-            for a, r, b, w in zip(edges.lhs.tensor.tolist(), edges.rel.tolist(), edges.rhs.tensor.tolist(), weights):
+            for a, r, b, w in zip(
+                edges.lhs.tensor.tolist(), edges.rel.tolist(), edges.rhs.tensor.tolist(), weights, strict=True
+            ):
                 out[(names[lp][a], relations[r], names[rp][b], w)] += 1
     return out
 

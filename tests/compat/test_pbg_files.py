@@ -202,7 +202,9 @@ def test_pbg_checkpoint_as_init_path(ws: Workspace, pbg_checkpoint: Path) -> Non
     checkpoint = ws.root / "init_from_pbg"
     overrides = ws.overrides(ws.pbg_data, "train", checkpoint, init_path=pbg_checkpoint, num_epochs=1, lr=0)
     assert ws.our_train(overrides)["version"] == 1
-    for (ours, _), (theirs, _) in zip(embeddings_of(checkpoint, 1), embeddings_of(pbg_checkpoint, PBG_EPOCHS)):
+    for (ours, _), (theirs, _) in zip(
+        embeddings_of(checkpoint, 1), embeddings_of(pbg_checkpoint, PBG_EPOCHS), strict=True
+    ):
         assert torch.equal(ours, theirs)
     our_model, _ = CheckpointStore(str(checkpoint)).load_model(1)
     pbg_model, _ = CheckpointStore(str(pbg_checkpoint)).load_model(PBG_EPOCHS)
@@ -223,7 +225,7 @@ def test_resume_from_pbg_checkpoint(ws: Workspace, pbg_checkpoint: Path) -> None
     store = CheckpointStore(str(checkpoint))
     assert store.read_version() == PBG_EPOCHS + 1
     resumed, started = embeddings_of(checkpoint, PBG_EPOCHS + 1), embeddings_of(pbg_checkpoint, PBG_EPOCHS)
-    for (ours, our_optim), (theirs, pbg_optim) in zip(resumed, started):
+    for (ours, our_optim), (theirs, pbg_optim) in zip(resumed, started, strict=True):
         assert torch.equal(ours, theirs)  # lr=0: started from PBG's embeddings
         # Adagrad sums only grow: PBG's accumulators were loaded and added to, not reset.
         our_sum, pbg_sum = our_optim["state"][0]["sum"], pbg_optim["state"][0]["sum"]

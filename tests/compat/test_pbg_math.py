@@ -121,7 +121,7 @@ def pbg_scores_and_losses(pbg_tools: PbgTools, tmp_path_factory: pytest.TempPath
     """PBG 1.0.0's results of every comparator and loss request (one PBG process)."""
     requests = [comparator_request(n) for n in COMPARATOR_NAMES] + [loss_request(n) for n in LOSS_NAMES]
     results = run_driver(pbg_tools, requests, tmp_path_factory.mktemp("pbg_math"))
-    return dict(zip(COMPARATOR_NAMES + LOSS_NAMES, results))
+    return dict(zip(COMPARATOR_NAMES + LOSS_NAMES, results, strict=True))
 
 
 @pytest.mark.parametrize("name", COMPARATOR_NAMES)
@@ -215,7 +215,7 @@ def train_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pbg_train_steps(pbg_tools: PbgTools, pbg_main_src: Path, train_root: Path) -> dict[tuple[str, bool], Any]:
     """PBG main's results of every training case (one PBG process)."""
     requests = [train_request(train_root, op, dynamic) for op, dynamic in TRAIN_CASES]
-    return dict(zip(TRAIN_CASES, run_driver(pbg_tools, requests, train_root / "pbg", pbg_main_src)))
+    return dict(zip(TRAIN_CASES, run_driver(pbg_tools, requests, train_root / "pbg", pbg_main_src), strict=True))
 
 
 @pytest.mark.parametrize(
@@ -291,7 +291,7 @@ def pbg_all_negs_evals(pbg_tools: PbgTools, tmp_path_factory: pytest.TempPathFac
     """PBG 1.0.0's all_negs + max_norm evaluation per comparator (one PBG process)."""
     root = tmp_path_factory.mktemp("all_negs")
     requests = [all_negs_request(root, name) for name in COMPARATOR_NAMES]
-    return {"root": root, **dict(zip(COMPARATOR_NAMES, run_driver(pbg_tools, requests, root / "pbg")))}
+    return {"root": root, **dict(zip(COMPARATOR_NAMES, run_driver(pbg_tools, requests, root / "pbg"), strict=True))}
 
 
 @pytest.mark.parametrize("comparator", COMPARATOR_NAMES)

@@ -289,7 +289,7 @@ def server_log_records(stack: Stack, *needles: str) -> list[str]:
     each as its header, the last Prefect frame and the exception, if it has a traceback."""
     text = (stack.state_dir / "server.log").read_text(errors="replace")
     starts = [match.start() for match in _RECORD_START.finditer(text)]
-    records = [text[start:end].strip() for start, end in zip([0, *starts], [*starts, len(text)])]
+    records = [text[start:end].strip() for start, end in zip([0, *starts], [*starts, len(text)], strict=True)]
     return [_summary(record) for record in records if any(needle in record for needle in needles)]
 
 

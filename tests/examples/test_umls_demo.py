@@ -25,7 +25,7 @@ def readme_figures() -> dict[str, str]:
     """The demo's metrics as the README states them (as written, e.g. ``"0.82"``)."""
     match = README_FIGURES.search((REPO / "README.md").read_text())
     assert match, "README.md no longer states the demo's figures as `mrr: X , r1: Y , r10: Z` on UMLS (`auc: W`"
-    return dict(zip(("mrr", "r1", "r10", "auc"), match.groups()))
+    return dict(zip(("mrr", "r1", "r10", "auc"), match.groups(), strict=True))
 
 
 def printed_stats(output: str) -> dict[str, float]:

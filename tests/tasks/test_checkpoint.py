@@ -155,6 +155,51 @@ def test_remove_leftovers_deletes_older_versions_and_committed_progress(make_con
     progress = CheckpointProgress(store)
     progress.write(PassProgress(version=3, iteration_index=2, order=[Bucket(0, 0)], done=1))  # committed since
     progress.write(PassProgress(version=4, iteration_index=3, order=[Bucket(0, 0)], done=0))  # still open
-    assert remove_leftovers.fn(open_run(config), 3) == [1, 2]
+    assert remove_leftovers.fn(open_run(config), 3, 1) == [1, 2]
     assert store.list_versions() == [3]
     assert progress.read(3) is None and progress.read(4) is not None
+
+
+def test_rerun_redoes_a_snapshot_interrupted_after_the_commit(
+    session: Any, make_config: Any, train_buckets: Any, h5_datasets: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage import fs
+    from tasks.checkpoint import remove_leftovers
+
+    handle, config, iterations, checkpoint = session
+    first, second = iterations[:2]
+    for iteration in (first, second):
+        train_buckets(handle, iteration)
+        write_checkpoint.fn(handle, iteration)
+        switch_version.fn(handle, iteration)
+    real_copy, copied = fs.copy, []
+
+    def dies_after_one_file(src: str, dst: str, storage_options: Any = None) -> None:
+        if copied:
+            raise KeyboardInterrupt("killed while preserving")  # as a kill: no retry, no clean-up
+        real_copy(src, dst, storage_options)
+        copied.append(dst)
+
+    monkeypatch.setattr(fs, "copy", dies_after_one_file)
+    with pytest.raises(KeyboardInterrupt):
+        preserve_version.fn(handle, second)  # v2 ends epoch 2: its snapshot is due
+    monkeypatch.undo()
+    close_training_session.fn(handle)
+    snapshot = checkpoint / "epoch_2"
+    assert len(versioned(snapshot)) == 1 and pointer(snapshot) == 0  # torn: one file, no version file
+
+    run = open_run(config)
+    plan = plan_training.fn(run)
+    assert plan.committed_version == 2  # the iteration counts as done
+    assert remove_leftovers.fn(run, plan.committed_version, plan.num_edge_chunks) == [1]
+    assert versioned(snapshot) == {"embeddings_node_0.v2.h5", "model.v2.h5"} and pointer(snapshot) == 2
+    for name in versioned(snapshot):
+        assert h5_datasets(snapshot / name).keys() == h5_datasets(checkpoint / name).keys()
+    assert (
+        h5_datasets(snapshot / "embeddings_node_0.v2.h5")["embeddings"].tobytes()
+        == h5_datasets(checkpoint / "embeddings_node_0.v2.h5")["embeddings"].tobytes()
+    )
+    # Idempotent: a complete snapshot is not copied again.
+    before = mtimes(sorted(snapshot.iterdir()))
+    assert remove_leftovers.fn(run, plan.committed_version, plan.num_edge_chunks) == []
+    assert mtimes(sorted(snapshot.iterdir())) == before

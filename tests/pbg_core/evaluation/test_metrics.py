@@ -164,12 +164,12 @@ def _brute_force(
     lhs: list[int], rel: list[int], rhs: list[int], side: Side, anchors: list[int], rels: list[int]
 ) -> set[tuple[int, int]]:
     table: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for u, r, v in zip(lhs, rel, rhs):
+    for u, r, v in zip(lhs, rel, rhs, strict=True):
         if side is Side.RHS:
             table[(u, r)].add(v)
         else:
             table[(v, r)].add(u)
-    return {(i, x) for i, (a, r) in enumerate(zip(anchors, rels)) for x in table.get((a, r), ())}
+    return {(i, x) for i, (a, r) in enumerate(zip(anchors, rels, strict=True)) for x in table.get((a, r), ())}
 
 
 def test_filter_index_hand_example() -> None:
@@ -179,9 +179,9 @@ def test_filter_index_hand_example() -> None:
     )
     assert len(index) == 4
     rows, cols = index.known(Side.RHS, torch.tensor([0, 2, 1, 0]), torch.tensor([0, 0, 0, 1]))
-    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 1), (0, 2), (1, 1), (3, 3)]
+    assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 1), (3, 3)]
     rows, cols = index.known(Side.LHS, torch.tensor([1, 3, 3]), torch.tensor([0, 0, 1]))
-    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 0), (0, 2), (2, 0)]
+    assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == [(0, 0), (0, 2), (2, 0)]
 
 
 def test_filter_index_masks_in_the_caller_pattern() -> None:
@@ -238,7 +238,7 @@ def test_filter_index_matches_brute_force(seed: int) -> None:
         anchors = torch.randint(num_anchor + 2, (40,), generator=gen)  # some unknown anchors
         rels = torch.randint(num_rel + 1, (40,), generator=gen)
         rows, cols = index.known(side, anchors, rels)
-        pairs = list(zip(rows.tolist(), cols.tolist()))
+        pairs = list(zip(rows.tolist(), cols.tolist(), strict=True))
         assert len(pairs) == len(set(pairs)), "each known edge once per query"
         assert pairs == sorted(pairs)
         expected = _brute_force(lhs.tolist(), rel.tolist(), rhs.tolist(), side, anchors.tolist(), rels.tolist())
@@ -269,7 +269,7 @@ def test_filter_index_build_from_edgelist() -> None:
     edges = EdgeList.from_tensors(torch.tensor([0, 1, 0]), torch.tensor([2, 2, 3]), torch.tensor([0, 0, 1]))
     index = FilterIndex.build(edges)
     rows, cols = index.known(Side.LHS, torch.tensor([2, 3]), torch.tensor([0, 1]))
-    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 0), (0, 1), (1, 0)]
+    assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == [(0, 0), (0, 1), (1, 0)]
 
 
 def _reference_ranks(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:

@@ -62,6 +62,8 @@ def test_gradcheck(name: str) -> None:
     params = tuple(op.parameters())
 
     def f(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
-        return torch.func.functional_call(op, dict(zip([n for n, _ in op.named_parameters()], ps)), (x, rel))
+        return torch.func.functional_call(
+            op, dict(zip([n for n, _ in op.named_parameters()], ps, strict=True)), (x, rel)
+        )
 
     assert torch.autograd.gradcheck(f, (x, *[p.detach().requires_grad_() for p in params]))

@@ -113,7 +113,7 @@ def test_affinity_prefers_transpose_then_shared_partition(grid: tuple[int, int],
     order = BUCKET_ORDERS.get("affinity")(*grid, random.Random(seed))
     remaining = set(order)
     remaining.remove(order[0])
-    for prev, nxt in zip(order, order[1:]):
+    for prev, nxt in zip(order, order[1:], strict=False):
         transpose = Bucket(prev.rhs, prev.lhs)
         if transpose in remaining:
             assert nxt == transpose, (prev, nxt, order)

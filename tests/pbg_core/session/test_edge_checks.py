@@ -44,7 +44,7 @@ def test_featurized_offsets_are_not_checked() -> None:
 
 def _reference_ok(e: EdgeList) -> bool:
     """Per-edge truth: each relation id valid, each non-featurized offset below its own limit."""
-    for lhs, rel, rhs in zip(e.lhs.tensor.tolist(), e.rel.tolist(), e.rhs.tensor.tolist()):
+    for lhs, rel, rhs in zip(e.lhs.tensor.tolist(), e.rel.tolist(), e.rhs.tensor.tolist(), strict=True):
         if not 0 <= rel < len(SIDES):
             return False
         for side, offset in ((Side.LHS, lhs), (Side.RHS, rhs)):

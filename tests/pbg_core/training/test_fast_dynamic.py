@@ -84,10 +84,10 @@ def assert_same(fast: tuple, slow: tuple, base: BucketTables) -> None:
             assert not torch.equal(table, base.embeddings[key])  # training moved the table
         torch.testing.assert_close(fast_tables.embeddings[key], table, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(fast_tables.optim_state[key], slow_tables.optim_state[key], rtol=1e-5, atol=1e-5)
-    for (name, param), other in zip(fast_model.named_parameters(), slow_model.parameters()):
+    for (name, param), other in zip(fast_model.named_parameters(), slow_model.parameters(), strict=True):
         torch.testing.assert_close(param, other, rtol=1e-5, atol=1e-5, msg=name)
     if slow_opt is not None:
-        for mine, theirs in zip(fast_opt.sums, slow_opt.sums):
+        for mine, theirs in zip(fast_opt.sums, slow_opt.sums, strict=True):
             torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
 
 

@@ -238,7 +238,7 @@ def test_ranking_pairs_by_hand() -> None:
     grad_rhs_neg = torch.tensor([[[0.0, 3.0], [0.0, 0.0]]])  # LHS p0 vs RHS q1
     grad_pos = (torch.tensor([[-2.0, -1.0]]), torch.tensor([[-3.0, 0.0]]))
     lhs, rhs, values = fast_backward.ranking_pairs(rows, grad_lhs_neg, grad_rhs_neg, grad_pos)
-    got = sorted(zip(lhs.tolist(), rhs.tolist(), values.tolist()))
+    got = sorted(zip(lhs.tolist(), rhs.tolist(), values.tolist(), strict=True))
     assert got == [(0, 0, -5.0), (0, 1, 1.0), (0, 1, 3.0), (1, 1, -1.0), (2, 0, 2.0)]
 
 
@@ -258,7 +258,7 @@ def test_ranking_torch_fallback_matches_the_fused_kernel() -> None:
     weights = torch.rand(3, 4, generator=gen)
     fused = ranking_grads(RankingLoss(0.1), pos, negs.clone(), weights)
     fallback = ranking_grads(RankingLoss(0.1), pos.double(), negs.double(), weights.double())  # float64: no kernel
-    for a, b in zip(fused, fallback):
+    for a, b in zip(fused, fallback, strict=True):
         assert float(a.loss) == pytest.approx(float(b.loss), rel=1e-5)
         assert float(a.violators) == float(b.violators) and float(a.active) == float(b.active)
         assert torch.allclose(a.grad_pos.double(), b.grad_pos) and torch.allclose(a.grad_neg.double(), b.grad_neg)

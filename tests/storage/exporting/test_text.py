@@ -13,7 +13,7 @@ from storage.exporting.text import format_rows, format_rows_slow, write_blocks
 def python_text(keys: list[str], values: np.ndarray) -> bytes:
     """PBG's own expression, value by value: ``"%.9f" % x`` for every float32 element."""
     return "".join(
-        key + "\t" + "\t".join("%.9f" % float(x) for x in row) + "\n" for key, row in zip(keys, values)
+        key + "\t" + "\t".join("%.9f" % float(x) for x in row) + "\n" for key, row in zip(keys, values, strict=True)
     ).encode("utf-8")
 
 

@@ -68,7 +68,7 @@ def test_import_hand_checked_counts_partitions_and_offsets(root: StorePath) -> N
     assert edge_store.list_buckets() == [Bucket(0, 0), Bucket(0, 1), Bucket(1, 0), Bucket(1, 1)]
     for bucket in edge_store.list_buckets():
         edges = edge_store.load(bucket)
-        got = list(zip(edges.lhs.tensor.tolist(), edges.rhs.tensor.tolist()))
+        got = list(zip(edges.lhs.tensor.tolist(), edges.rhs.tensor.tolist(), strict=True))
         assert got == expected.get(bucket, []), bucket  # input order kept inside a bucket
         assert edges.rel.tolist() == [0] * len(got) and edges.weight is None
 

@@ -30,7 +30,7 @@ def test_short_names_hash_the_same_alone_and_next_to_long_ones() -> None:
     short = ["a", "n123456", "abcdefgh", ""]
     alone = hash_strings(pa.array(short))
     mixed = hash_strings(pa.array(short + ["a much longer name"]))
-    for a, m in zip(alone, mixed):
+    for a, m in zip(alone, mixed, strict=True):
         np.testing.assert_array_equal(a, m[:4])
 
 
@@ -154,8 +154,8 @@ def test_many_key_collisions_match_a_dict_reference(monkeypatch: pytest.MonkeyPa
         lhs, rhs = (pa.array([f"n{i}" for i in rng.integers(0, 3000, 500)]) for _ in range(2))
         rows = np.arange(500)
         got = index.lookup_or_add([(lhs, 2 * rows), (rhs, 2 * rows + 1)])
-        for part, column in zip(got, (lhs, rhs)):
-            for name, id_ in zip(column.to_pylist(), part.tolist()):
+        for part, column in zip(got, (lhs, rhs), strict=True):
+            for name, id_ in zip(column.to_pylist(), part.tolist(), strict=True):
                 assert reference.setdefault(name, id_) == id_, (batch, name)
         if batch == 5:
             snap, kept = index.snapshot(), dict(reference)

@@ -38,7 +38,7 @@ def config_for(root: Path, parts: int = 2, relations: int = 3) -> ConfigSchema:
 def graph_lines(num: int, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
     lhs, rhs, rel = rng.integers(0, 300, num), rng.integers(0, 300, num), rng.integers(0, 3, num)
-    return [f"n{a}\tr{r}\tn{b}" for a, r, b in zip(lhs, rel, rhs)]
+    return [f"n{a}\tr{r}\tn{b}" for a, r, b in zip(lhs, rel, rhs, strict=True)]
 
 
 def write(path: Path, lines: list[str], suffix: str = "\n") -> str:
@@ -59,7 +59,9 @@ def snapshot(config: ConfigSchema) -> tuple[list[list[str]], dict[tuple[int, int
 
 def named_edges(config: ConfigSchema) -> Counter:
     names, edges = snapshot(config)
-    return Counter((names[l][a], r, names[rp][b]) for (l, rp), cols in edges.items() for a, b, r in zip(*cols))
+    return Counter(
+        (names[l][a], r, names[rp][b]) for (l, rp), cols in edges.items() for a, b, r in zip(*cols, strict=True)
+    )
 
 
 def test_same_output_across_batch_sizes_and_paths(tmp_path: Path) -> None:
@@ -208,7 +210,7 @@ def test_a_name_under_two_entity_types_is_two_entities_and_is_reported(tmp_path:
     users, items = (EntityStore(config.entity_path).load_names(t, 0) for t in ("user", "item"))
     e = EdgeStore(config.edge_paths[0]).load(Bucket(0, 0))
     got = Counter()
-    for a, r, b in zip(e.lhs.tensor.tolist(), e.rel.tolist(), e.rhs.tensor.tolist()):
+    for a, r, b in zip(e.lhs.tensor.tolist(), e.rel.tolist(), e.rhs.tensor.tolist(), strict=True):
         rhs_names = items if r == 0 else users
         got[(users[a], r, rhs_names[b])] += 1
     assert got == Counter({("1", 0, "1"): 1, ("2", 0, "1"): 1, ("2", 1, "1"): 1, ("3", 0, "2"): 1})
