@@ -152,7 +152,9 @@ def pbg(
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
-            remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)  # of a run killed while removing or committing
+            remove_leftovers(
+                run, plan.committed_version, plan.num_edge_chunks
+            )  # of a run killed while removing or committing
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
         finally:
