@@ -163,7 +163,7 @@ def test_remove_leftovers_deletes_older_versions_and_committed_progress(make_con
 def test_rerun_redoes_a_snapshot_interrupted_after_the_commit(
     session: Any, make_config: Any, train_buckets: Any, h5_datasets: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from storage import fs
+    from storage.fs import changes
     from tasks.checkpoint import remove_leftovers
 
     handle, config, iterations, checkpoint = session
@@ -172,7 +172,7 @@ def test_rerun_redoes_a_snapshot_interrupted_after_the_commit(
         train_buckets(handle, iteration)
         write_checkpoint.fn(handle, iteration)
         switch_version.fn(handle, iteration)
-    real_copy, copied = fs.copy, []
+    real_copy, copied = changes.copy, []
 
     def dies_after_one_file(src: str, dst: str, storage_options: Any = None) -> None:
         if copied:
@@ -180,7 +180,7 @@ def test_rerun_redoes_a_snapshot_interrupted_after_the_commit(
         real_copy(src, dst, storage_options)
         copied.append(dst)
 
-    monkeypatch.setattr(fs, "copy", dies_after_one_file)
+    monkeypatch.setattr(changes, "copy", dies_after_one_file)
     with pytest.raises(KeyboardInterrupt):
         preserve_version.fn(handle, second)  # v2 ends epoch 2: its snapshot is due
     monkeypatch.undo()
