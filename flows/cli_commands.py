@@ -1,7 +1,7 @@
 """``pbg import``, ``pbg export`` and ``pbg serve``: the commands that run no flow here.
 
 ``import`` and ``export`` use storage only (no Prefect: importing it costs ~3.5 s and
-~350 MB); ``serve`` checks its options before Prefect starts.
+~350 MB); ``serve`` checks every option, its config URL included, before Prefect starts.
 A usage problem prints ``pbg <command>: error: ...`` and returns :data:`EXIT_USAGE`.
 """
 
@@ -13,6 +13,8 @@ import sys
 import time
 
 EXIT_USAGE = 2
+# What a served run reads (tasks.config.resolve_config refuses .py: it would be executed).
+SERVED_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -83,7 +85,7 @@ def _export_usage_problem(args: argparse.Namespace) -> str | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``pbg serve``: deployment pbg/<name> served from this process until stopped."""
-    problem = _serve_usage_problem(args)
+    problem = _serve_usage_problem(args) or (args.config_url and config_url_problem(args.config_url, list(args.param)))
     if problem:
         return _usage_error("serve", problem)
     from prefect.types.entrypoint import EntrypointType
@@ -122,6 +124,37 @@ def _serve_usage_problem(args: argparse.Namespace) -> str | None:
         return f"--limit {args.limit} is not allowed; give 1 or more"
     if args.retrain_keep_last is not None and args.retrain_keep_last < 1:
         return f"--retrain-keep-last {args.retrain_keep_last} is not allowed; give 1 or more"
+    return None
+
+
+def config_url_problem(config_url: str, overrides: list[str]) -> str | None:
+    """What is wrong with ``--config-url`` (read and validated with the ``-p`` overrides), or None.
+
+    The served runs read it in this process, with this environment's credentials, so what
+    fails here would fail every run: here it fails in one line, before the deployment exists.
+    Refused: a ``.py`` or other unsupported file type, an unknown URL scheme, a file that
+    cannot be read, an invalid config.
+    """
+    from pbg_core.errors import PbgError
+    from storage.config_loader import load_config, local_path
+
+    where = f"--config-url {config_url!r}"
+    suffix = os.path.splitext(config_url.split("?", 1)[0])[1].lower()
+    if suffix not in SERVED_CONFIG_SUFFIXES:
+        return (
+            f"{where}: file type {suffix or '(none)'!r} is not served; allowed: {', '.join(SERVED_CONFIG_SUFFIXES)} "
+            "(a .py config is executed, so only `pbg train` reads it)"
+        )
+    if local_path(config_url) is None:
+        import fsspec
+
+        scheme = config_url.split("://", 1)[0]
+        if scheme not in fsspec.available_protocols():
+            return f"{where}: unknown URL scheme {scheme!r}; give a local path or a file://, s3:// or gs:// URL"
+    try:
+        load_config(config_url, overrides)
+    except PbgError as err:
+        return f"--config-url: {err}"
     return None
 
 
