@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from flows import interrupts
 from flows.local_server import LocalApiServer, local_api
 from flows.quiet import quiet_console
-from flows.user_errors import debug_enabled, quiet_run_failures
+from flows.user_errors import debug_enabled, one_traceback_on_console, quiet_run_failures
 from pbg_core.parallel.worker_boot import active_workers, default_num_workers, prestart_children
 
 if TYPE_CHECKING:
@@ -80,8 +80,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _quiet_run_failures(args: argparse.Namespace) -> None:
-    """Prefect's failure lines and tracebacks off the console (the API keeps them), unless debugging."""
-    if not debug_enabled(args.debug):
+    """Prefect's failure lines and tracebacks off the console (the API keeps them); when debugging,
+    its lines without their traceback (the command prints it once, see :mod:`flows.user_errors`)."""
+    if debug_enabled(args.debug):
+        one_traceback_on_console()
+    else:
         quiet_run_failures()
 
 
