@@ -30,7 +30,14 @@ from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
 from storage.stats_log import StatsLog
 from tasks._policies import run_logger
-from tasks.report import artifact_key, checkpoint_basename, iteration_key, iteration_table, summary_markdown
+from tasks.report import (
+    artifact_key,
+    checkpoint_basename,
+    iteration_key,
+    iteration_table,
+    summary_markdown,
+    version_progress,
+)
 
 T = TypeVar("T")
 
@@ -144,7 +151,7 @@ def publish_summary(config: ConfigSchema, version: int, total_iterations: int) -
             create_markdown_artifact(
                 markdown=summary_markdown(config, version, total_iterations, rows),
                 key=artifact_key(checkpoint_basename(config.checkpoint_path)),
-                description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
+                description=f"pbg training summary, checkpoint {version_progress(version, total_iterations)}",
                 _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
             ),
         )
