@@ -3,15 +3,24 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The stamp holds the checksum of the pyproject.toml it was installed from: reinstall when the content
+# differs (file dates miss a changed pyproject.toml older than the stamp: tar, rsync -a, cp -p) or the
+# venv's python is gone.
+PYPROJECT_SUM := $(shell cksum < pyproject.toml)
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(PYPROJECT_SUM))
+.PHONY: $(STAMP)
+else ifeq ($(wildcard $(PY)),)
+.PHONY: $(STAMP)
+endif
 
 .PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
 
-$(STAMP): pyproject.toml
+$(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	cksum < pyproject.toml > $(STAMP)
 
 setup: $(STAMP)
 

@@ -6,9 +6,11 @@ and its log. Parameters are data: a config object or a JSON/YAML ``config_url``.
 """
 
 # No `from __future__ import annotations`: Prefect resolves parameter annotations at run time.
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
 from pydantic import Field
 
 from pbg_core.config import ConfigSchema
@@ -17,9 +19,34 @@ from tasks.convert import import_edges_task
 from tasks.run_logs import forward_engine_logs
 
 Column = int | str
+RUN_NAME_WIDTH = 80  # the UI's run list shows about this much of a name
 
 
-@flow(name="pbg-import", flow_run_name="import {inputs}")
+def inputs_label(inputs: Sequence[str], width: int = RUN_NAME_WIDTH) -> str:
+    """``a.tsv, b.tsv``: the inputs as a command line lists them; past ``width``, ``a.tsv and 4 more``.
+
+    The first input always shows (its end, after ``...``, when it alone is longer than ``width``).
+    """
+    if not inputs:
+        return "(no inputs)"
+    first = inputs[0] if len(inputs[0]) <= width else "..." + inputs[0][-(width - 3) :]
+    shown = [first]
+    for count, name in enumerate(inputs[1:], start=2):
+        more = f" and {len(inputs) - count} more" if count < len(inputs) else ""
+        if len(", ".join([*shown, name]) + more) > width:
+            break
+        shown.append(name)
+    hidden = len(inputs) - len(shown)
+    return ", ".join(shown) + (f" and {hidden} more" if hidden else "")
+
+
+def _run_name() -> str:
+    """``import <inputs>`` (:func:`inputs_label`), not the list's Python repr."""
+    inputs = (flow_run.parameters or {}).get("inputs") or []
+    return "import " + inputs_label([str(name) for name in inputs])
+
+
+@flow(name="pbg-import", flow_run_name=_run_name)
 def pbg_import(
     inputs: list[str],
     lhs_col: Column,

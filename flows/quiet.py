@@ -76,12 +76,24 @@ def add_console_filter(kind: type[logging.Filter], make: Callable[[], logging.Fi
     its own); its API handler is elsewhere, so what the run's logs receive is untouched.
     Call it once Prefect is imported (importing it configures its logging).
     """
+    for handler in console_handlers():
+        if not any(isinstance(f, kind) for f in handler.filters):
+            handler.addFilter(make())
+
+
+def console_handlers() -> list[logging.Handler]:
+    """Prefect's console handlers: on the root logger and on a few non-propagating loggers of its own.
+
+    Call it once Prefect is imported (importing it configures its logging).
+    """
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    for logger in (logging.getLogger(), *_configured_loggers()):
-        for handler in logger.handlers:
-            if isinstance(handler, PrefectConsoleHandler) and not any(isinstance(f, kind) for f in handler.filters):
-                handler.addFilter(make())
+    return [
+        handler
+        for logger in (logging.getLogger(), *_configured_loggers())
+        for handler in logger.handlers
+        if isinstance(handler, PrefectConsoleHandler)
+    ]
 
 
 def _configured_loggers() -> list[logging.Logger]:

@@ -42,6 +42,7 @@ from tasks.checkpoint import (
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.plan import TrainingPlan, check_inputs, plan_training
+from tasks.report import version_progress
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
 from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
@@ -163,7 +164,7 @@ def pbg(
         if retrain is not None:
             finish_retrain(run, resolved.checkpoint_path, retrain)
         publish_summary(run, final, plan.total_iterations)
-    logger.info("checkpoint %s is at version %d of %d", run_config.checkpoint_path, final, plan.total_iterations)
+    logger.info("checkpoint %s is at %s", run_config.checkpoint_path, version_progress(final, plan.total_iterations))
     return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results}
 
 

@@ -12,7 +12,10 @@
   the command prints its own line instead. Only the console handler is filtered; the
   run's logs in the Prefect API (and the UI) keep the full traceback.
 
-``--debug`` (every subcommand) or ``PBG_DEBUG=1`` turns all of this off.
+``--debug`` (every subcommand) or ``PBG_DEBUG=1`` keeps those lines and prints the traceback,
+once: :func:`one_traceback_on_console` keeps Prefect's copy of it off the console (the
+failure lines stay), so the one traceback is :func:`report`'s, of the exception the command
+ended with, its cause chain included, right above the error line.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 import sys
 import traceback
 
-from flows.quiet import add_console_filter
+from flows.quiet import add_console_filter, console_handlers
 from pbg_core.errors import PbgError
 
 DEBUG_VARIABLE = "PBG_DEBUG"
@@ -68,20 +71,59 @@ def report(command: str, exc: BaseException, debug: bool) -> int:
     return EXIT_FAILED
 
 
+def is_run_failure(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is one of Prefect's failure lines of a flow or task run (see the module docstring)."""
+    if not record.name.startswith(PREFECT_RUN_LOGGERS):
+        return False
+    message = str(record.msg)
+    if message.startswith(RETRY_PREFIX) and record.levelno < logging.ERROR:
+        return False  # "Task run failed with ...: ... - Retry 1/3 will start ...": the user wants to see it
+    # Any level: a flow run logs its "Finished in state Failed(...)" at INFO, a task run at ERROR.
+    return message.startswith(RUN_FAILURE_PREFIXES)
+
+
 class RunFailureFilter(logging.Filter):
     """Drops Prefect's failure lines of flow and task runs (see the module docstring)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith(PREFECT_RUN_LOGGERS):
-            return True
-        message = str(record.msg)
-        if message.startswith(RETRY_PREFIX) and record.levelno < logging.ERROR:
-            return True  # "Task run failed with ...: ... - Retry 1/3 will start ...": the user wants to see it
-        # Any level: a flow run logs its "Finished in state Failed(...)" at INFO, a task run at ERROR.
-        return not message.startswith(RUN_FAILURE_PREFIXES)
+        return not is_run_failure(record)
+
+
+class NoRunFailureTraceback(logging.Formatter):
+    """``inner``'s format, but Prefect's failure lines of runs without their traceback.
+
+    The record is shared with the other handlers (the API's keeps the traceback): its
+    ``exc_info`` is hidden only while this handler formats it, under the handler's lock.
+    """
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info is None or not is_run_failure(record):
+            return self.inner.format(record)
+        saved = record.exc_info, record.exc_text
+        record.exc_info, record.exc_text = None, None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text = saved
 
 
 def quiet_run_failures() -> None:
     """Install :class:`RunFailureFilter` on Prefect's console handlers (call once Prefect is imported);
     the run's logs in the API keep the failure lines and their tracebacks."""
     add_console_filter(RunFailureFilter, RunFailureFilter)
+
+
+def one_traceback_on_console() -> None:
+    """With ``--debug``: Prefect's failure lines on the console without their traceback (idempotent).
+
+    Prefect logs the exception a run failed with, traceback included, and then re-raises it to
+    the command, whose :func:`report` prints the same traceback again: two of one error. The
+    run's logs in the API keep Prefect's. Call it once Prefect is imported.
+    """
+    for handler in console_handlers():
+        if not isinstance(handler.formatter, NoRunFailureTraceback):
+            handler.setFormatter(NoRunFailureTraceback(handler.formatter))

@@ -88,7 +88,7 @@ class CheckpointStore:
         if not stripped:
             return 0
         if not stripped.isascii() or not stripped.isdigit():
-            raise BadDataError(url, f"{layout.VERSION_FILE}: expected one non-negative integer, got {text!r}")
+            raise BadDataError(url, f"expected one non-negative integer, got {text!r}")  # url names the file
         return int(stripped)
 
     def write_version(self, version: int) -> None:

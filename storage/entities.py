@@ -86,7 +86,7 @@ class EntityStore:
         text = reads.read_text(url, self.storage_options)
         stripped = text.strip()
         if not stripped.isascii() or not stripped.isdigit():
-            raise BadDataError(url, f"{name}: expected one non-negative integer, got {text!r}")
+            raise BadDataError(url, f"expected one non-negative integer, got {text!r}")  # url names the file
         return int(stripped)
 
     def _write_int(self, name: str, value: int) -> None:

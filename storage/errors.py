@@ -67,6 +67,10 @@ class BadDataError(StorageError, ValueError):
     """A file exists but its content does not follow the expected format."""
 
 
+class LimitExceeded(StorageError, ValueError):
+    """An input holds more of something (names of one entity type, ...) than a format can number."""
+
+
 class FormatVersionError(BadDataError):
     """An HDF5 file's ``format_version`` attribute is missing or unsupported.
 

@@ -28,7 +28,14 @@ from prefect.exceptions import MissingContextError
 
 from pbg_core.session.iterations import Iteration
 from tasks._policies import run_logger
-from tasks.report import artifact_key, checkpoint_basename, iteration_key, iteration_table, summary_markdown
+from tasks.report import (
+    artifact_key,
+    checkpoint_basename,
+    iteration_key,
+    iteration_table,
+    summary_markdown,
+    version_progress,
+)
 from tasks.runs import get_run
 
 T = TypeVar("T")
@@ -143,7 +150,7 @@ def publish_summary(run: str, version: int, total_iterations: int) -> None:
             create_markdown_artifact(
                 markdown=summary_markdown(config, version, total_iterations, stats.read()),
                 key=artifact_key(checkpoint_basename(config.checkpoint_path)),
-                description=f"pbg training summary, checkpoint version {version} of {total_iterations}",
+                description=f"pbg training summary, checkpoint {version_progress(version, total_iterations)}",
                 _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
             ),
         )

@@ -157,6 +157,18 @@ def sparkline(values: Sequence[float | None]) -> str:
 
 
 # ---- final markdown -----------------------------------------------------------------------
+def version_progress(version: int, total_iterations: int) -> str:
+    """``version 3 (3 of 5 iterations done)``: a checkpoint's version against the config's schedule.
+
+    A version counts committed iterations (epochs x edge paths x edge chunks), not epochs; a
+    checkpoint trained by a longer schedule is past this config's, and says so rather than
+    "version 5 of 3".
+    """
+    if version > total_iterations:
+        return f"version {version} (past this config's {total_iterations} iteration(s): nothing left to train)"
+    return f"version {version} ({version} of {total_iterations} iteration(s) done)"
+
+
 def summary_markdown(config: ConfigSchema, version: int, total_iterations: int, rows: Sequence[Row]) -> str:
     """The run summary: where the checkpoint is, last epoch's metrics, config, learning curve.
 
@@ -183,7 +195,8 @@ def summary_markdown(config: ConfigSchema, version: int, total_iterations: int, 
 
 
 def _checkpoint_section(config: ConfigSchema, version: int, total_iterations: int) -> str:
-    lines = ["## Checkpoint", "", f"- version **{version}** of {total_iterations} iteration(s)"]
+    progress = version_progress(version, total_iterations).removeprefix(f"version {version} ")
+    lines = ["## Checkpoint", "", f"- version **{version}** {progress}"]
     lines += [f"- `{url}`" for url in checkpoint_urls(config.checkpoint_path)]
     if version > 0:
         model_url = _join(checkpoint_urls(config.checkpoint_path)[-1], layout.model_file(version))

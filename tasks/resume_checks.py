@@ -56,7 +56,8 @@ def check_init_path(store: CheckpointStore) -> None:
         raise DataNotFound(
             store.url,
             f"init_path holds no checkpoint of version {version} (the version its "
-            f"checkpoint_version.txt names, 0 when missing; found {found}); expected {_CHECKPOINT_FILES}",
+            f"checkpoint_version.txt names, 0 when missing; found {found}); expected its "
+            "model.v<N>.h5 and embeddings_<type>_<part>.v<N>.h5 files",
         )
 
 

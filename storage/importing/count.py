@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pbg_core.types import EntityName
+from storage.errors import LimitExceeded
 from storage.importing.names import NameIndex, first_positions
 from storage.importing.parse import RawBatch
 from storage.importing.spill import MAX_ID, SpillChunk
@@ -97,8 +98,12 @@ class NameCounter:
         self.relations.restore(snap["relations"])
         self.unknown_relations = Counter(snap["unknown_relations"])
 
-    def consume(self, batch: RawBatch) -> SpillChunk:
-        """Count the batch's names and return its edges as ids (the spill chunk)."""
+    def consume(self, batch: RawBatch, url: str) -> SpillChunk:
+        """Count the batch's names and return its edges as ids (the spill chunk); ``batch`` is from ``url``.
+
+        Raises:
+            LimitExceeded: an entity type has more distinct names than int32 ids can number.
+        """
         n = len(batch)
         rel = self._relation_ids(batch, n)
         known = rel >= 0
@@ -109,8 +114,13 @@ class NameCounter:
             todo = [(side, mask) for side in (0, 1) for t, mask in masks[side] if t == name and mask.any()]
             if todo:
                 self._count_type(self.entities[name], todo, columns, ids, n)
-        if any(index.size > MAX_ID + 1 for index in self.entities.values()):  # ids are 0..size-1
-            raise ValueError(f"more than {MAX_ID + 1:,} distinct names of one entity type are not supported")
+        for name, index in self.entities.items():
+            if index.size > MAX_ID + 1:  # ids are 0..size-1, int32 in the spill files and partition offsets
+                raise LimitExceeded(
+                    url,
+                    f"entity type {name!r} has {index.size:,} distinct names by this input; the importer numbers "
+                    f"each entity type's names as int32, so at most {MAX_ID + 1:,} are allowed",
+                )
         return SpillChunk(ids[0], ids[1], rel.astype(np.int32), batch.weight)
 
     def _relation_ids(self, batch: RawBatch, n: int) -> np.ndarray:

@@ -138,7 +138,7 @@ def _consume(
     progress: PhaseProgress,
 ) -> None:
     for batch in batches:
-        spill.append(counter.consume(batch))
+        spill.append(counter.consume(batch, url))
         report.edges_read += len(batch) + len(batch.bad)
         report.skipped["blank_line"] += batch.blank
         report.add_bad_lines([f"{url}: {line}" for line in batch.bad])

@@ -9,7 +9,7 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-from flows.importing import pbg_import
+from flows.importing import inputs_label, pbg_import
 from pbg_core.config import parse_config
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,9 @@ def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: A
         artifacts = client.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]))
         )
+        run_name = client.read_flow_run(state.state_details.flow_run_id).name
     assert [a.data for a in artifacts if a.type == "progress"] == [100.0]
+    assert run_name == f"import {tsv}"  # not the list's repr "import ['...']"
 
 
 def failed_import(graph: Any, config_for: Any, tmp_path: Path, text: str, **options: Any) -> tuple[Any, Path, Path]:
@@ -74,3 +76,12 @@ def test_unknown_relations_error_fails_the_flow_naming_the_line(graph: Any, conf
     assert state.is_failed()
     assert f"{tsv}: line 2: relation 'linkde' in column 1 is not in the config" in str(state.message), state.message
     assert not data.exists() or not any(data.rglob("*.h5"))
+
+
+def test_inputs_read_as_a_command_line_lists_them_and_long_lists_are_shortened() -> None:
+    assert inputs_label(["a.tsv", "b.tsv"]) == "a.tsv, b.tsv"
+    many = [f"s3://bucket/graphs/train_{i}.tsv.gz" for i in range(9)]
+    assert inputs_label(many) == f"{many[0]}, {many[1]} and 7 more"
+    assert len(inputs_label(many)) <= 80
+    assert inputs_label(["x" * 100 + ".tsv"]) == "..." + ("x" * 100 + ".tsv")[-77:]
+    assert inputs_label([]) == "(no inputs)"

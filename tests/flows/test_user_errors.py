@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from flows.user_errors import DEBUG_HINT, RunFailureFilter, debug_enabled, describe, quiet_run_failures, report
+from flows.user_errors import (
+    DEBUG_HINT,
+    RunFailureFilter,
+    debug_enabled,
+    describe,
+    one_traceback_on_console,
+    quiet_run_failures,
+    report,
+)
 from pbg_core.errors import ConfigError
 from storage.errors import DataNotFound
 
@@ -89,3 +98,36 @@ def test_the_filter_sits_on_the_console_handler_only() -> None:
     assert api and not any(isinstance(f, RunFailureFilter) for h in api for f in h.filters)
     for handler in consoles:
         handler.filters = [f for f in handler.filters if not isinstance(f, RunFailureFilter)]
+
+
+def test_debugging_shows_prefects_failure_line_without_its_copy_of_the_traceback() -> None:
+    import io
+
+    from prefect import flow  # noqa: F401  (configures Prefect's logging)
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    stream = io.StringIO()
+    console = PrefectConsoleHandler(stream=stream)
+    console.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    kept: list[str] = []
+    root = logging.getLogger()
+    root.addHandler(console)
+    try:
+        one_traceback_on_console()
+        one_traceback_on_console()  # idempotent: wrapped once
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            failure = _record("prefect.flow_runs", logging.ERROR, "Encountered exception during execution: boom")
+            failure.exc_info = sys.exc_info()
+            other = _record("prefect.task_runs", logging.INFO, "Task run failed with exception: boom - Retry 1/3")
+            other.exc_info = sys.exc_info()
+        for record in (failure, other):
+            console.handle(record)
+            kept.append(logging.Formatter().format(record))  # as a later handler (the API's) sees it
+    finally:
+        root.removeHandler(console)
+    lines = stream.getvalue()
+    assert "Encountered exception during execution: boom" in lines
+    assert lines.count("Traceback (most recent call last)") == 1  # the retry line's only
+    assert all("Traceback (most recent call last)" in text for text in kept)

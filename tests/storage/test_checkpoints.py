@@ -42,8 +42,11 @@ def test_version_pointer_semantics(root: StorePath, store: CheckpointStore) -> N
     (root / "checkpoint_version.txt").write_text("7")  # PBG tolerates no newline
     assert store.read_version() == 7
     (root / "checkpoint_version.txt").write_text("v7\n")
-    with pytest.raises(BadDataError, match=r"checkpoint_version.txt: expected one non-negative integer, got 'v7\\n'"):
+    with pytest.raises(
+        BadDataError, match=r"checkpoint_version.txt: expected one non-negative integer, got 'v7\\n'"
+    ) as info:
         store.read_version()
+    assert str(info.value).count("checkpoint_version.txt") == 1  # the file's URL names it; the problem does not again
     with pytest.raises(ValueError, match="non-negative int"):
         store.write_version(-1)
 

@@ -30,6 +30,7 @@ def test_bad_count_names_file_and_content(root: StorePath, content: str) -> None
         EntityStore(str(root)).load_count("user", 0)
     assert f"entity_count_user_0.txt: expected one non-negative integer, got {content!r}" in str(info.value)
     assert str(root) in str(info.value)
+    assert str(info.value).count("entity_count_user_0.txt") == 1  # the file's URL names it; the problem does not again
 
 
 def test_missing_count_is_data_not_found(root: StorePath) -> None:

@@ -132,7 +132,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     ]
 
     assert (summary.type, summary.key) == ("markdown", "pbg-summary-my-model-v2")
-    assert summary.description == "pbg training summary, checkpoint version 2 of 2"
+    assert summary.description == "pbg training summary, checkpoint version 2 (2 of 2 iteration(s) done)"
     assert "| 1 | 2 | 0.25 |" in summary.data and "| 2 | 1 | 0.5 |" in summary.data  # both epochs
     assert "s3cr3t-never-shown" not in summary.data
 

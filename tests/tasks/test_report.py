@@ -24,6 +24,7 @@ from tasks.report import (
     iteration_table,
     sparkline,
     summary_markdown,
+    version_progress,
 )
 
 SECRET = "hunter2-very-secret-value"
@@ -193,7 +194,7 @@ def test_summary_markdown_content(tmp_path: Path) -> None:
     checkpoint = str(tmp_path / "My Model_v2")
     text = summary_markdown(config_with_secret(checkpoint), 2, 2, curve_rows())
     assert "# PBG training: My Model_v2" in text
-    assert "version **2** of 2 iteration(s)" in text
+    assert "- version **2** (2 of 2 iteration(s) done)" in text
     assert f"- `{checkpoint}`" in text
     assert f"- `{Path(checkpoint).as_uri()}`" in text
     assert f"{Path(checkpoint).as_uri()}/model.v2.h5" in text
@@ -206,6 +207,16 @@ def test_summary_markdown_content(tmp_path: Path) -> None:
     assert "| 0.5 | 0.9 | 1 | 800 |" in text
     assert "| 1 | 1.25 | 0.5 |" in text and "| 2 | 0.5 | 0.9 |" in text
     assert "- loss `█▁`" in text and "- MRR (after) `▁█`" in text
+
+
+def test_a_checkpoint_past_the_configs_schedule_is_not_version_5_of_3(tmp_path: Path) -> None:
+    # Trained with 5 iterations, then run again with a config of 3: versions count iterations, not epochs.
+    text = summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 5, 3, curve_rows())
+    assert "- version **5** (past this config's 3 iteration(s): nothing left to train)" in text
+    assert " of 3" not in text
+    assert version_progress(5, 3) == "version 5 (past this config's 3 iteration(s): nothing left to train)"
+    assert version_progress(3, 3) == "version 3 (3 of 3 iteration(s) done)"
+    assert version_progress(0, 4) == "version 0 (0 of 4 iteration(s) done)"
 
 
 def test_summary_markdown_never_shows_storage_option_values(tmp_path: Path) -> None:

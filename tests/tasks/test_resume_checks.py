@@ -58,8 +58,11 @@ def test_init_path_without_checkpoint_files_is_an_error(make_config: Any, tmp_pa
     (tmp_path / "not-a-checkpoint").mkdir()
     (tmp_path / "not-a-checkpoint" / "notes.txt").write_text("hello")
     config = make_config(init_path=str(tmp_path / "not-a-checkpoint"))
-    with pytest.raises(DataNotFound, match=r"init_path holds no checkpoint of version 0 .*found no checkpoint files"):
+    with pytest.raises(
+        DataNotFound, match=r"init_path holds no checkpoint of version 0 .*found no checkpoint files"
+    ) as info:
         plan_training.fn(open_run(parse_config(config)))
+    assert str(info.value).count("checkpoint_version.txt") == 1
 
 
 def test_resume_with_another_operator_is_refused_before_training(make_config: Any) -> None:

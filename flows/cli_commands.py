@@ -1,0 +1,163 @@
+"""``pbg import``, ``pbg export`` and ``pbg serve``: the commands that run no flow here.
+
+``import`` and ``export`` use storage only (no Prefect: importing it costs ~3.5 s and
+~350 MB); ``serve`` checks every option, its config URL included, before Prefect starts.
+A usage problem prints ``pbg <command>: error: ...`` and returns :data:`EXIT_USAGE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+EXIT_USAGE = 2
+# What a served run reads (tasks.config.resolve_config refuses .py: it would be executed).
+SERVED_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``pbg import CONFIG INPUT...``: the edge lists into the config's entity and edge files."""
+    from flows.progress_bar import import_progress
+    from storage.config_loader import load_config
+    from storage.importing.importer import import_edges
+    from tasks.import_progress import estimate_lines
+
+    config = load_config(args.config, list(args.param))
+    with import_progress(estimate_lines(args.inputs, config.storage_options_for_fs())) as progress:
+        report = import_edges(
+            config,
+            list(args.inputs),
+            progress=progress,
+            lhs_col=args.lhs_col,
+            rhs_col=args.rhs_col,
+            rel_col=args.rel_col,
+            weight_col=args.weight_col,
+            relation_type_min_count=args.relation_type_min_count,
+            entity_min_count=args.entity_min_count,
+            delimiter=args.delimiter,
+            seed=config.seed,
+            skip_bad_lines=args.skip_bad_lines,
+            force=args.force,
+            unknown_relations=args.unknown_relations,
+        )
+    print(report)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``pbg export CONFIG ...``: a checkpoint's embeddings in PBG's two files or one file per type."""
+    problem = _export_usage_problem(args)
+    if problem:
+        return _usage_error("export", problem)
+    from storage.config_loader import load_config
+    from storage.exporting.exporter import export_embeddings, export_tsv
+
+    config = load_config(args.config, list(args.param))
+    started = time.perf_counter()
+    if args.entities_output is not None:
+        report = export_tsv(config, args.entities_output, args.relation_types_output, args.version)
+    else:
+        report = export_embeddings(config, args.output, args.format, args.entity_type or None, args.version)
+    print(
+        f"exported version {report.version}: {report.entities_written:,} embeddings, "
+        f"{report.relation_rows_written} relation parameter rows in {time.perf_counter() - started:.1f} s "
+        f"-> {', '.join(report.outputs)}"
+    )
+    return 0
+
+
+def _export_usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the export options' combination, or None."""
+    pbg_layout = args.entities_output is not None or args.relation_types_output is not None
+    per_type = args.format is not None or args.output is not None or args.entity_type is not None
+    if pbg_layout and per_type:
+        return "give either --entities-output/--relation-types-output or --format/--output, not both"
+    if pbg_layout and not (args.entities_output and args.relation_types_output):
+        return "PBG's layout needs both --entities-output and --relation-types-output"
+    if per_type and not (args.format and args.output):
+        return "per-type export needs both --format (tsv, npy, h5) and --output DIR"
+    if not (pbg_layout or per_type):
+        return "give --entities-output F --relation-types-output F, or --format {tsv,npy,h5} --output DIR"
+    return None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``pbg serve``: deployment pbg/<name> served from this process until stopped."""
+    problem = _serve_usage_problem(args) or (args.config_url and config_url_problem(args.config_url, list(args.param)))
+    if problem:
+        return _usage_error("serve", problem)
+    from prefect.types.entrypoint import EntrypointType
+
+    from flows.train import pbg
+
+    parameters: dict[str, object] = {}
+    if args.config_url:
+        parameters["config_url"] = args.config_url
+    if args.param:
+        parameters["overrides"] = list(args.param)
+    if args.retrain_keep_last is not None:
+        parameters["retrain"] = {"keep_last": args.retrain_keep_last, "init_from_previous": True}
+    pbg.serve(
+        name=args.name,
+        cron=args.cron,
+        parameters=parameters,
+        limit=args.limit,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+        pause_on_shutdown=False,
+        description="PyTorch-BigGraph training (served by `pbg serve`)",
+        tags=["pbg"],
+    )
+    return 0
+
+
+def _serve_usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the serve options or environment (before Prefect is imported), or None."""
+    if not os.environ.get("PREFECT_API_URL"):
+        return (
+            f"PREFECT_API_URL is not set: pbg/{args.name} must live on a Prefect server that "
+            "`prefect deployment run` can reach; start one (`prefect server start --host 127.0.0.1`, or "
+            "deployments/local-up.sh) and export PREFECT_API_URL=http://127.0.0.1:4200/api"
+        )
+    if args.limit < 1:
+        return f"--limit {args.limit} is not allowed; give 1 or more"
+    if args.retrain_keep_last is not None and args.retrain_keep_last < 1:
+        return f"--retrain-keep-last {args.retrain_keep_last} is not allowed; give 1 or more"
+    return None
+
+
+def config_url_problem(config_url: str, overrides: list[str]) -> str | None:
+    """What is wrong with ``--config-url`` (read and validated with the ``-p`` overrides), or None.
+
+    The served runs read it in this process, with this environment's credentials, so what
+    fails here would fail every run: here it fails in one line, before the deployment exists.
+    Refused: a ``.py`` or other unsupported file type, an unknown URL scheme, a file that
+    cannot be read, an invalid config.
+    """
+    from pbg_core.errors import PbgError
+    from storage.config_loader import load_config, local_path
+
+    where = f"--config-url {config_url!r}"
+    suffix = os.path.splitext(config_url.split("?", 1)[0])[1].lower()
+    if suffix not in SERVED_CONFIG_SUFFIXES:
+        return (
+            f"{where}: file type {suffix or '(none)'!r} is not served; allowed: {', '.join(SERVED_CONFIG_SUFFIXES)} "
+            "(a .py config is executed, so only `pbg train` reads it)"
+        )
+    if local_path(config_url) is None:
+        import fsspec
+
+        scheme = config_url.split("://", 1)[0]
+        if scheme not in fsspec.available_protocols():
+            return f"{where}: unknown URL scheme {scheme!r}; give a local path or a file://, s3:// or gs:// URL"
+    try:
+        load_config(config_url, overrides)
+    except PbgError as err:
+        return f"--config-url: {err}"
+    return None
+
+
+def _usage_error(command: str, problem: str) -> int:
+    print(f"pbg {command}: error: {problem}", file=sys.stderr)
+    return EXIT_USAGE

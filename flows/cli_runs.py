@@ -1,0 +1,145 @@
+"""``pbg train`` and ``pbg eval``: the commands that run Prefect flows.
+
+Both check the config and their local inputs first (:mod:`flows.preflight`), before the
+embedded API server starts (:mod:`flows.local_server`), then fork the HOGWILD children the
+run will use while the server starts, and run the flow on it (or on PREFECT_API_URL's server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from flows import interrupts
+from flows.local_server import LocalApiServer, local_api
+from flows.quiet import quiet_console
+from flows.user_errors import debug_enabled, one_traceback_on_console, quiet_run_failures
+from pbg_core.parallel.worker_boot import active_workers, default_num_workers, prestart_children
+
+if TYPE_CHECKING:
+    from pbg_core.config import ConfigSchema
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``pbg train CONFIG``: the ``pbg`` flow on the config; prints the committed version."""
+    from flows.preflight import check_prefect_api, load_checked_config
+
+    # Before the server or any worker starts: a bad config or a missing input fails in under a second.
+    config = load_checked_config(args.config, args.param, training=True)
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    interrupts.describe_checkpoint_with(
+        lambda: interrupts.committed_checkpoint(config.checkpoint_path, config.storage_options_for_fs())
+    )
+    with local_api() as server:  # then at once: the server's start-up overlaps everything below
+        from flows.train import pbg
+        from tasks.sessions import prepare_training_session
+
+        _quiet_run_failures(args)
+
+        prestart_workers(config, training=True)
+        if server is not None:  # while the server starts: the session, and Prefect's serializers
+            prepare_training_session(config)
+            pbg.serialize_parameters(pbg.validate_parameters({"config": config}))
+        started = time.perf_counter()
+        with _local_run_settings(server), interrupts.flow_call():
+            result = pbg(config=config)
+    print(
+        f"trained: {result['checkpoint_path']} is at version {result['version']} "
+        f"({time.perf_counter() - started:.1f} s)"
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``pbg eval CONFIG``: the ``pbg-eval`` flow on the latest checkpoint; prints its metrics."""
+    from flows.preflight import check_prefect_api, load_checked_config
+
+    # Before the server, as for train.
+    config = load_checked_config(args.config, args.param, training=False, filter_paths=args.filter_path or ())
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    with local_api() as server:
+        from flows.evaluate import pbg_eval
+
+        _quiet_run_failures(args)
+
+        prestart_workers(config, training=False)
+
+        filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
+        with _local_run_settings(server), interrupts.flow_call():
+            metrics = pbg_eval(config=config, filter_paths=filter_paths)
+    print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
+    if args.json:
+        print(json.dumps(metrics))
+    return 0
+
+
+def _quiet_run_failures(args: argparse.Namespace) -> None:
+    """Prefect's failure lines and tracebacks off the console (the API keeps them); when debugging,
+    its lines without their traceback (the command prints it once, see :mod:`flows.user_errors`)."""
+    if debug_enabled(args.debug):
+        one_traceback_on_console()
+    else:
+        quiet_run_failures()
+
+
+def prestart_workers(config: ConfigSchema, training: bool) -> None:
+    """Fork the HOGWILD children the run will use now, ready at once (see pbg_core.parallel.worker_boot).
+
+    Call it once torch and the engine are imported and before Prefect starts any thread.
+    Training starts children only for buckets big enough to share (the engine's rule,
+    :func:`pbg_core.parallel.worker_boot.active_workers`), so a small graph on local disk starts none;
+    holdout and offline evaluation use every worker.
+    """
+    from storage.probe import largest_local_bucket
+
+    workers = config.workers or default_num_workers()
+    children = workers - 1
+    if children and training and config.eval_fraction == 0:
+        largest = largest_local_bucket(config.edge_paths)
+        if largest is not None:
+            children = active_workers(largest, config.batch_size, workers) - 1
+    prestart_children(children, start_method="fork")
+
+
+@contextlib.contextmanager
+def _local_run_settings(server: LocalApiServer | None) -> Iterator[None]:
+    """Wait for the embedded server, and run without flow-run heartbeats on it.
+
+    Heartbeats let a server mark a run whose process died as CRASHED; the embedded server
+    dies with the process, so nothing watches them, and each flow run's heartbeat thread
+    costs up to a second at its end (it is joined, and it sleeps in 1 s steps).
+    Prefect's own routine lines stay off the terminal unless --verbose (flows/quiet.py).
+    """
+    quiet_console()
+    if server is None:
+        yield
+        return
+    server.wait_ready()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    # "View at <url>" would name a page of a server that serves no UI and is gone at the end.
+    run_urls = logging.getLogger("prefect.flow_runs")
+    no_urls = _DropMessages("View at ")
+    run_urls.addFilter(no_urls)
+    try:
+        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            yield
+    finally:
+        run_urls.removeFilter(no_urls)
+
+
+class _DropMessages(logging.Filter):
+    """Drops records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
