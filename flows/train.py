@@ -65,7 +65,7 @@ def train_iteration(
     """Train every bucket of one iteration, then commit it as a new checkpoint version."""
     # In the `pbg` flow the body runs in the flow's own thread, after the previous iteration's
     # (flows/pipeline.py); called on its own, right here.
-    return run_body(_iteration_steps, handle, iteration, evaluate, progress or RunProgress())  # type: ignore[return-value]
+    return run_body(_iteration_steps, handle, iteration, evaluate, progress or RunProgress())  # type: ignore[return-value]  # a Cancelled state: Prefect's flow engine takes it as the run's final state
 
 
 def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:

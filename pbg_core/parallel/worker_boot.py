@@ -103,8 +103,7 @@ def start_children(count: int, start_method: str = START_METHOD) -> PrestartedCh
     try:
         for index in range(count):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            # Every concrete context has Process; typeshed's BaseContext does not declare it.
-            process = ctx.Process  # type: ignore[attr-defined]
+            process = ctx.Process  # type: ignore[attr-defined]  # every concrete context has one; typeshed's BaseContext does not declare it
             proc = process(target=boot, args=(index, child_end, os.getpid()), name=f"pbg-hogwild-{index}", daemon=True)
             proc.start()
             child_end.close()  # only the child holds its end: the parent sees EOF when it dies
