@@ -42,7 +42,7 @@ lint: $(STAMP)
 ## test-long: what the default run keeps short, at full length (CI runs it after `make test`):
 ## a 100-iteration deployed run's server log, and Ctrl-C/SIGTERM/kill -9 at every moment
 test-long: $(STAMP)
-	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_local_stack.py -k long_deployed_run
+	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_long_run.py
 	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py
 
 lint-imports: $(STAMP)

@@ -1,7 +1,7 @@
 """``deployments/local-up.sh --postgres``: the stack on a private PostgreSQL cluster.
 
 Opt-in (``PBG_TEST_POSTGRES=1``; about 3 min: initdb, Prefect's migrations on a new database, a
-40-iteration run): the default suite runs the stack on SQLite (test_local_stack.py). Needs
+40-iteration run): the default suite runs the stack on SQLite (conftest.py). Needs
 Debian's ``postgresql`` package (initdb and pg_ctl under /usr/lib/postgresql/*/bin, or on PATH,
 or in ``PBG_PG_BIN``). Checks that the server really uses the cluster (the database URL it was
 started with, the cluster's process listening on 127.0.0.1 only), that a deployed run completes,

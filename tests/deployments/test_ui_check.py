@@ -1,8 +1,8 @@
 """The Prefect UI shows a flow run, its subflow runs and its artifacts (headless Chromium).
 
-Self-contained: starts its own ``prefect server start`` (SQLite in a temporary PREFECT_HOME,
-127.0.0.1, free port), runs a tiny flow with two subflows and two artifacts in a subprocess
-against it, then renders the run's page with :mod:`ui_check`. Screenshots go to
+On the server of the deployment tests' local stack (``conftest.py``; a server of its own cost
+this file 35 s or more of start-up): runs a tiny flow with two subflows and two artifacts in a
+subprocess against it, then renders the run's page with :mod:`ui_check`. Screenshots go to
 ``$PBG_TEST_OUTPUT/ui`` when that is set (for CI to keep), else to pytest's tmp dir; their
 paths are printed. Skipped only when no Chromium is installed (``.ci/install-chromium.sh``).
 """
@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from stack import Stack, clean_env
 from ui_check import FLOW_RUN_TABS, check_flow_run_page, find_chromium, flow_run_url, visible_text
 
-SERVER_START_TIMEOUT_S = 180  # ~35 s on a new DB here; more when the 2 cores are busy
 FLOW_TIMEOUT_S = 180
 
 FLOW_SOURCE = """
@@ -52,49 +46,6 @@ if __name__ == "__main__":
 """
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def clean_prefect_env(home: Path) -> dict[str, str]:
-    """This process's environment without Prefect settings, with PREFECT_HOME=``home``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(home)
-    env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"  # no telemetry calls (no network here)
-    return env
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    """Poll ``<url>/api/health`` until it answers 200; fail early if the server exits."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prefect server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/health", timeout=5) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"prefect server not healthy after {timeout_s} s:\n{log.read_text()[-3000:]}")
-
-
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group, SIGKILL it if it lingers."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @pytest.fixture(scope="module")
 def chromium() -> str:
     """The Chromium executable; skips the module when there is none (fails under PBG_REQUIRE_CHROMIUM=1, as in CI)."""
@@ -107,40 +58,17 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def ui_server(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A Prefect server on 127.0.0.1 with its own SQLite home: (base URL, PREFECT_HOME)."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = clean_prefect_env(home)
-    # `--port` does not reach the UI settings: without this the UI calls port 4200.
-    env["PREFECT_UI_API_URL"] = f"{url}/api"
-    log = home / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        started = time.monotonic()
-        wait_healthy(url, proc, log, SERVER_START_TIMEOUT_S)
-        print(f"prefect server healthy after {time.monotonic() - started:.1f} s at {url}")
-        yield url, home
-    finally:
-        stop_group(proc)
+def ui_server(chromium: str, stack: Stack) -> str:
+    """The base URL of the local stack's server (its UI included)."""
+    return stack.api_url.removesuffix("/api")
 
 
 @pytest.fixture(scope="module")
-def finished_run(ui_server: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+def finished_run(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Ids of the tiny flow's run, its two subflow runs and its two artifacts."""
-    url, home = ui_server
     script = tmp_path_factory.mktemp("ui-flow") / "ui_flow.py"
     script.write_text(FLOW_SOURCE)
-    env = clean_prefect_env(home)
-    env["PREFECT_API_URL"] = f"{url}/api"
+    env = {**clean_env(script.parent / "prefect-home"), "PREFECT_API_URL": stack.api_url}
     env["PREFECT_LOGGING_LEVEL"] = "WARNING"
     done = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=FLOW_TIMEOUT_S
@@ -157,12 +85,12 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 def test_flow_run_page_shows_run_subflows_and_artifacts(
     chromium: str,
-    ui_server: tuple[str, Path],
+    ui_server: str,
     finished_run: dict,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url, _ = ui_server
+    url = ui_server
     shots = screenshot_dir(tmp_path)
     results = check_flow_run_page(
         url,
@@ -188,9 +116,9 @@ def test_flow_run_page_shows_run_subflows_and_artifacts(
 
 
 def test_missing_text_fails_with_what_is_missing_and_page_excerpt(
-    chromium: str, ui_server: tuple[str, Path], finished_run: dict, tmp_path: Path
+    chromium: str, ui_server: str, finished_run: dict, tmp_path: Path
 ) -> None:
-    url, _ = ui_server
+    url = ui_server
     with pytest.raises(AssertionError) as failure:
         check_flow_run_page(
             url,

@@ -3,7 +3,8 @@
 The command runs in its own session (a terminal's foreground job: Ctrl-C reaches its whole
 process group). :func:`signal_when` sends the signal to that group (or to the command only),
 as soon as a line of its output matches; it records every process descended from the command
-at that moment, so a test can check that none outlives it.
+at that moment, so a test can check that none outlives it. :func:`run_pbg` runs a command (a
+rerun or a resume) to its end.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PBG = str(Path(sys.executable).with_name("pbg"))
+EXIT_WITHIN_SECONDS = 5.0  # from the signal to the command's exit
 
 
 @dataclass
@@ -135,3 +137,8 @@ def leftovers(pids: dict[int, str], grace: float = 5.0) -> set[int]:
         if not running or time.monotonic() > deadline:
             return running
         time.sleep(0.1)
+
+
+def run_pbg(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``pbg ARGS`` to its end."""
+    return subprocess.run([PBG, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False)

@@ -1,4 +1,5 @@
-"""Flow-test fixtures: one Prefect test harness per session and one trained checkpoint.
+"""Flow-test fixtures: one Prefect test harness per session, one trained checkpoint, and the
+environment of a ``pbg`` command run as a subprocess.
 
 ``prefect_test_harness`` starts a throw-away API server (temporary SQLite); its start-up
 can take well over the default 30 s on a busy 2-core machine, hence the long timeout.
@@ -6,6 +7,7 @@ can take well over the default 30 s on a busy 2-core machine, hence the long tim
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,3 +66,11 @@ def calls_of(monkeypatch: pytest.MonkeyPatch) -> Any:
         return calls
 
     return wrap
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, str]:
+    """A ``pbg`` command's environment: a fresh PREFECT_HOME, no outside Prefect server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect_home")
+    return env

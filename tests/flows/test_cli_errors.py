@@ -54,6 +54,10 @@ class Case:
 
 
 def _cases() -> list[Case]:
+    """Every user-error case, one per line.
+
+    Long because it is one table: a case per line reads better than the table cut in pieces.
+    """
     ok = ("train", "config.json")
     imp = ("import", "config.json")
     cols = ("-l", "0", "-r", "2", "--rel-col", "1")

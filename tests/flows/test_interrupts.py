@@ -1,47 +1,38 @@
-"""Ctrl-C, SIGTERM and kill -9 of ``pbg`` commands, as a terminal or a supervisor sends them.
+"""Ctrl-C, SIGTERM and kill -9 of ``pbg train`` and ``pbg eval``, as a terminal or a supervisor sends them.
 
 Each test runs the real command in its own session with a temporary PREFECT_HOME, signals it
 when a line of its output shows a moment (training, committing, starting its server,
-importing, exporting) and checks what a user relies on: the command ends within 5 s with
+evaluating) and checks what a user relies on: the command ends within 5 s with
 status 130 (SIGINT) or 143 (SIGTERM), no process it started is left, the checkpoint loads at
 the version it says is committed, the flow run is Cancelled (read from the run's Prefect
 database), and the command line it prints resumes the run. Where in a step the signal lands
 varies from run to run: these assertions hold wherever it does.
 
 The tests marked ``slow`` (more moments: SIGTERM while committing, Ctrl-C while the server
-starts on a new PREFECT_HOME, eval, kill -9) run with ``PBG_SLOW_TESTS=1``.
+starts on a new PREFECT_HOME, eval, kill -9) run with ``PBG_SLOW_TESTS=1``. The last tests
+check the interrupt handling of :mod:`flows.interrupts` in this process. Interrupted imports and
+exports: ``test_interrupted_import_export.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import signal
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from _signals import PBG, Signalled, descendants, leftovers, signal_when
+from _random_graph import random_edges, random_graph_config
+from _signals import EXIT_WITHIN_SECONDS, Signalled, descendants, leftovers, run_pbg, signal_when
 
 from storage.checkpoints import CheckpointStore
 
-EXIT_WITHIN_SECONDS = 5.0
 EPOCHS = 6  # the signal comes in epoch 3 (a few ms to handle it, ~0.1 s per epoch): the run stops mid-way
 slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
-
-
-@pytest.fixture()
-def env(tmp_path: Path) -> dict[str, str]:
-    """The command's environment: a fresh PREFECT_HOME, no outside Prefect server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect_home")
-    return env
 
 
 @pytest.fixture()
@@ -96,11 +87,6 @@ def flow_runs(env: dict[str, str], flow: str) -> list[tuple[str, str, str | None
         ).fetchall()
 
 
-def run_pbg(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``pbg ARGS`` to its end."""
-    return subprocess.run([PBG, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False)
-
-
 def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_how_to_resume(
     env: dict[str, str], workdir: Path
 ) -> None:
@@ -137,119 +123,6 @@ def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_h
     assert f"{version} of {EPOCHS} iterations done" in done.stderr
     assert f"model is at version {EPOCHS}" in done.stdout
     assert_loads(workdir / "model", EPOCHS)
-
-
-def random_edges(path: Path, num_edges: int, num_nodes: int, seed: int = 0) -> Path:
-    """``n<a> TAB n<b>`` lines of uniformly random node pairs (seeded)."""
-    rng = np.random.default_rng(seed)
-    pairs = rng.integers(0, num_nodes, size=(num_edges, 2))
-    path.write_text("".join(f"n{a}\tn{b}\n" for a, b in pairs.tolist()))
-    return path
-
-
-def random_graph_config(root: Path, dimension: int) -> Path:
-    """config.json for :func:`random_edges` under ``root`` (relative paths)."""
-    config = {
-        "entity_path": "data",
-        "edge_paths": ["data/edges"],
-        "checkpoint_path": "model",
-        "entities": {"node": {"num_partitions": 2}},
-        "relations": [{"name": "r", "lhs": "node", "rhs": "node", "operator": "none"}],
-        "dimension": dimension,
-        "num_epochs": 1,
-        "workers": 1,
-        "eval_fraction": 0.0,
-        "seed": 0,
-    }
-    path = root / "config.json"
-    path.write_text(json.dumps(config))
-    return path
-
-
-def has_staged_files(directory: Path) -> bool:
-    """Whether an import has staged files under ``directory`` (a folder vanishing while it is
-    walked, such as the import's write check of its output folder, counts as not yet)."""
-    try:
-        return any(directory.rglob(".pbg-import-*"))
-    except OSError:
-        return False
-
-
-def open_files(pid: int) -> set[str]:
-    """The paths the process ``pid`` has open now (empty once it is gone)."""
-    fd_dir = Path(f"/proc/{pid}/fd")
-    found = set()
-    try:
-        for fd in fd_dir.iterdir():
-            with contextlib.suppress(OSError):
-                found.add(os.readlink(fd))
-    except OSError:
-        pass
-    return found
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    """Every file below ``directory`` (relative name -> content)."""
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-@pytest.mark.parametrize(("signum", "moment"), [(signal.SIGINT, "writing"), (signal.SIGTERM, "reading")])
-def test_an_interrupted_import_leaves_the_previous_output_as_it_was(
-    env: dict[str, str], tmp_path: Path, signum: int, moment: str
-) -> None:
-    """Reading: the import has the new input open; writing: it has staged files. Either way the
-    previous import (its manifest included, so a rerun of it would skip) is left as it was."""
-    random_graph_config(tmp_path, dimension=8)
-    edges = random_edges(tmp_path / "edges.tsv", num_edges=600_000, num_nodes=50_000)
-    args = ["import", "config.json", str(edges), "--lhs-col", "0", "--rhs-col", "1"]
-    assert run_pbg(args, env, tmp_path).returncode == 0
-    before = snapshot(tmp_path / "data")
-
-    random_edges(edges, num_edges=600_000, num_nodes=50_000, seed=1)  # new content: the import runs again
-    data = tmp_path / "data"
-    started = {
-        "reading": lambda pid: str(edges) in open_files(pid),
-        "writing": lambda _pid: has_staged_files(data),
-    }[moment]
-    result = signal_when(args, started, signum, env, tmp_path)
-    assert result.signalled and result.returncode == 128 + signum, result.output
-    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
-    assert snapshot(tmp_path / "data") == before
-    assert not [p for p in (tmp_path / "data").rglob(".pbg-import-*")], "staging left behind"
-
-    line = next(line for line in result.output.splitlines() if line.startswith("pbg import: interrupted by"))
-    again = shlex.split(line.split("run it again with: ")[1])
-    assert again == ["pbg", *args]
-    assert run_pbg(again[1:], env, tmp_path).returncode == 0
-    assert snapshot(tmp_path / "data") != before  # the new edges are in
-
-
-def test_an_interrupted_export_leaves_no_output_and_runs_again(env: dict[str, str], tmp_path: Path) -> None:
-    from flows.train import pbg
-    from pbg_core.config import parse_config
-    from storage.config_loader import load_config
-    from storage.importing.importer import import_edges
-
-    config_path = random_graph_config(tmp_path, dimension=64)
-    edges = random_edges(tmp_path / "edges.tsv", num_edges=200_000, num_nodes=100_000)
-    os.chdir(tmp_path)  # the config's paths are relative
-    config = load_config(str(config_path), [])
-    import_edges(config, [str(edges)], lhs_col=0, rhs_col=1, seed=0)
-    pbg(config=parse_config(json.loads(config_path.read_text())))  # version 1 (~100k embeddings of 64)
-
-    out = tmp_path / "out"
-    out.mkdir()
-    args = ["export", "config.json", "--entities-output", "out/entities.tsv", "--relation-types-output", "out/rel.tsv"]
-    result = signal_when(args, lambda _pid: any(out.iterdir()), signal.SIGINT, env, tmp_path)  # while it writes
-    assert result.signalled and result.returncode == 130, result.output
-    assert result.seconds_to_exit < EXIT_WITHIN_SECONDS, result.output
-    assert list(out.iterdir()) == []
-    line = next(line for line in result.output.splitlines() if line.startswith("pbg export: interrupted by SIGINT"))
-    again = shlex.split(line.split("run it again with: ")[1])
-    assert again == ["pbg", *args]
-    done = run_pbg(again[1:], env, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["entities.tsv", "rel.tsv"]
 
 
 @slow

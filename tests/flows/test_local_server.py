@@ -44,19 +44,6 @@ def prefect_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def test_the_server_answers_runs_in_its_own_session_and_stops_cleanly(prefect_home: Path) -> None:
-    server = start_local_server()
-    try:
-        assert server.api_url.startswith("http://127.0.0.1:")
-        server.wait_ready()
-        # Its own session: a terminal Ctrl-C reaches the command, which stops it in order.
-        assert os.getpgid(server.process.pid) != os.getpgid(0)
-    finally:
-        server.stop()
-    assert server.process.returncode in (0, -signal.SIGTERM)
-    assert (prefect_home / "prefect.db").exists()
-
-
 def test_a_server_that_cannot_start_is_one_clear_error(prefect_home: Path) -> None:
     server = start_local_server(python=sys.executable, module="no_such_module_for_pbg")
     try:
@@ -140,13 +127,17 @@ def test_events_are_stored_only_when_asked(value: str, kept: bool) -> None:
 
 
 def _post_event_and_stop(event_id: str) -> None:
+    """Start the server, check it answers in its own session, post one event, stop it cleanly."""
     body = (
         '[{"occurred": "2026-12-04T00:00:00Z", "event": "pbg.test.kept", "id": "%s", '
         '"resource": {"prefect.resource.id": "pbg.test"}}]' % event_id
     ).encode()
     server = start_local_server()
     try:
+        assert server.api_url.startswith("http://127.0.0.1:")
         server.wait_ready()
+        # Its own session: a terminal Ctrl-C reaches the command, which stops it in order.
+        assert os.getpgid(server.process.pid) != os.getpgid(0)
         request = urllib.request.Request(
             f"{server.api_url}/events", data=body, method="POST", headers={"Content-Type": "application/json"}
         )
@@ -154,14 +145,18 @@ def _post_event_and_stop(event_id: str) -> None:
             assert answer.status == 204
     finally:
         server.stop()  # a kept event persister flushes what it holds as it stops
+    assert server.process.returncode in (0, -signal.SIGTERM)
 
 
-def test_an_event_reaches_the_database_only_with_pbg_keep_events(
+def test_the_server_answers_in_its_own_session_stops_cleanly_and_stores_events_only_with_pbg_keep_events(
     prefect_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Two starts on one PREFECT_HOME (the first creates the database): one server start per
+    setting of PBG_KEEP_EVENTS, each also checked for its session and its clean stop."""
     dropped, kept = str(uuid.uuid4()), str(uuid.uuid4())
     monkeypatch.delenv("PBG_KEEP_EVENTS", raising=False)
     _post_event_and_stop(dropped)
+    assert (prefect_home / "prefect.db").exists()
     monkeypatch.setenv("PBG_KEEP_EVENTS", "1")
     _post_event_and_stop(kept)
     with sqlite3.connect(prefect_home / "prefect.db") as db:
