@@ -55,6 +55,12 @@ def test_no_function_is_over_the_limit_without_a_reason() -> None:
     assert found == []
 
 
+def test_no_two_test_files_share_a_base_name() -> None:
+    """pytest imports a test file by its base name (no ``__init__.py`` in tests/): two would clash."""
+    names = [Path(name).name for name in tracked_python_files() if Path(name).name.startswith("test_")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
+
+
 def test_the_checks_see_what_they_are_for() -> None:
     """The checks fire on a long file and on a long function, and accept a long one with a reason."""
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
