@@ -12,17 +12,20 @@ from pbg_core.types import Side
 COUNT = 30
 
 
-def make_relation(operator: str = "none", lhs: str = "a", rhs: str = "a") -> SimpleNamespace:
-    return SimpleNamespace(name="r", lhs=lhs, rhs=rhs, weight=1.5, operator=operator, all_negs=False)
+def make_relation(operator: str = "none", lhs: str = "a", rhs: str = "a", weight: float = 1.5) -> SimpleNamespace:
+    """A relation ``r`` as the trainer reads it."""
+    return SimpleNamespace(name="r", lhs=lhs, rhs=rhs, weight=weight, operator=operator, all_negs=False)
+
+
+def entity_types(*names: str) -> dict[str, SimpleNamespace]:
+    """Unpartitioned, unfeaturized entity types of the config's dimension."""
+    return {name: SimpleNamespace(num_partitions=1, featurized=False, dimension=None) for name in names}
 
 
 def fake_config(**overrides: object) -> SimpleNamespace:
     """The fields the trainer reads: one ``none`` relation on ``a``, ranking loss, 6 dimensions."""
     cfg = SimpleNamespace(
-        entities={
-            "a": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-            "b": SimpleNamespace(num_partitions=1, featurized=False, dimension=None),
-        },
+        entities=entity_types("a", "b"),
         relations=[make_relation()],
         dimension=6,
         comparator="dot",

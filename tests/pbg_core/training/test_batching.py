@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fast_path_cases import entity_types, fake_config, make_relation
 
 from pbg_core.edgelist import EdgeList, EntityList, TensorList
 from pbg_core.evaluation.metrics import FilterIndex
@@ -17,31 +18,16 @@ from pbg_core.types import Side
 
 
 def make_config(**overrides: object) -> SimpleNamespace:
-    cfg = SimpleNamespace(
-        entities={"e": SimpleNamespace(num_partitions=1, featurized=False, dimension=None)},
-        relations=[SimpleNamespace(name="r", lhs="e", rhs="e", weight=1.0, operator="none", all_negs=False)],
+    """:func:`fake_config` on one entity type ``e``: 3 dimensions, batches of 4, 2 batch negatives."""
+    cfg = fake_config(
+        entities=entity_types("e"),
+        relations=[make_relation(lhs="e", rhs="e", weight=1.0)],
         dimension=3,
-        comparator="dot",
-        bias=False,
-        global_emb=False,
-        regularizer="N3",
-        regularization_coef=0.0,
-        dynamic_relations=False,
-        loss_fn="ranking",
-        margin=0.1,
-        max_norm=None,
         batch_size=4,
         num_batch_negs=2,
         num_uniform_negs=0,
-        disable_lhs_negs=False,
-        disable_rhs_negs=False,
-        lr=0.1,
-        relation_lr=None,
-        eval_num_batch_negs=None,
-        eval_num_uniform_negs=None,
     )
     cfg.__dict__.update(overrides)
-    cfg.entity_dimension = lambda name: cfg.dimension
     return cfg
 
 
