@@ -47,26 +47,19 @@ def cli_config() -> dict[str, Any]:
     }
 
 
+def import_planted(cli_env: dict[str, str], root: Path, graph: Any) -> subprocess.CompletedProcess[str]:
+    """``pbg import config.json`` of the planted graph's train and test TSV files in ``root``."""
+    files = [str(graph.root / "train.tsv"), str(graph.root / "test.tsv")]
+    return run_pbg(cli_env, root, "import", "config.json", *files, "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2")
+
+
 @pytest.fixture(scope="module")
 def imported(cli_env: dict[str, str], graph: Any, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """``pbg import`` of the planted graph's TSV files into a fresh working directory."""
     root = tmp_path_factory.mktemp("cli")
     config = cli_config()
     (root / "config.json").write_text(json.dumps(config))
-    done = run_pbg(
-        cli_env,
-        root,
-        "import",
-        "config.json",
-        str(graph.root / "train.tsv"),
-        str(graph.root / "test.tsv"),
-        "--lhs-col",
-        "0",
-        "--rel-col",
-        "1",
-        "--rhs-col",
-        "2",
-    )
+    done = import_planted(cli_env, root, graph)
     assert done.returncode == 0, done.stderr
     return SimpleNamespace(root=root, config=config, stdout=done.stdout, stderr=done.stderr)
 
@@ -87,20 +80,7 @@ def test_import_is_reproducible_with_the_configs_seed(
     imported: SimpleNamespace, cli_env: dict[str, str], graph: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "config.json").write_text(json.dumps(imported.config))
-    done = run_pbg(
-        cli_env,
-        tmp_path,
-        "import",
-        "config.json",
-        str(graph.root / "train.tsv"),
-        str(graph.root / "test.tsv"),
-        "--lhs-col",
-        "0",
-        "--rel-col",
-        "1",
-        "--rhs-col",
-        "2",
-    )
+    done = import_planted(cli_env, tmp_path, graph)
     assert done.returncode == 0, done.stderr
     names = "entity_names_node_0.json"
     assert (tmp_path / "data" / names).read_text() == (imported.root / "data" / names).read_text()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -161,6 +162,20 @@ def one_botocore_retry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_RETRY_MODE", "legacy")
 
 
+@pytest.fixture
+def train_through_proxy(
+    one_botocore_retry: None,
+    s3_proxy: S3Proxy,
+    s3_server: S3Server,
+    s3_bucket: str,
+    graph_2x2: Any,
+    config_for: Any,
+    tmp_path: Path,
+) -> Callable[[], SimpleNamespace]:
+    """:func:`train_on_s3` through the fault-injecting proxy, with one botocore retry per request."""
+    return lambda: train_on_s3(s3_proxy, s3_server, s3_bucket, graph_2x2, config_for, tmp_path)
+
+
 def report(case: str, run: SimpleNamespace) -> str:
     """One line of figures for the test log (``pytest -s``)."""
     return (
@@ -170,15 +185,7 @@ def report(case: str, run: SimpleNamespace) -> str:
 
 
 def test_run_completes_with_a_fifth_of_requests_failing(
-    one_botocore_retry: None,
-    s3_proxy: S3Proxy,
-    s3_server: S3Server,
-    s3_bucket: str,
-    graph_2x2: Any,
-    config_for: Any,
-    reference: Path,
-    tmp_path: Path,
-    h5_datasets: Any,
+    s3_proxy: S3Proxy, train_through_proxy: Callable[[], SimpleNamespace], reference: Path, h5_datasets: Any
 ) -> None:
     """Throttling and 5xx answers on 20 % of all requests, from start to end of the run.
 
@@ -189,7 +196,7 @@ def test_run_completes_with_a_fifth_of_requests_failing(
     checkpoint equals the fault-free one bit for bit.
     """
     s3_proxy.error_share(ERROR_SHARE, status=503, code="SlowDown", mix=[(500, "InternalError")], seed=0)
-    run = train_on_s3(s3_proxy, s3_server, s3_bucket, graph_2x2, config_for, tmp_path)
+    run = train_through_proxy()
     print(report("error share", run))
     assert run.result["version"] == NUM_EPOCHS
     assert_same_checkpoint(run.checkpoint, reference, h5_datasets)
@@ -198,15 +205,7 @@ def test_run_completes_with_a_fifth_of_requests_failing(
 
 
 def test_run_completes_across_a_3_s_outage(
-    one_botocore_retry: None,
-    s3_proxy: S3Proxy,
-    s3_server: S3Server,
-    s3_bucket: str,
-    graph_2x2: Any,
-    config_for: Any,
-    reference: Path,
-    tmp_path: Path,
-    h5_datasets: Any,
+    s3_proxy: S3Proxy, train_through_proxy: Callable[[], SimpleNamespace], reference: Path, h5_datasets: Any
 ) -> None:
     """The S3 endpoint resets every connection for 3 s right after the first version is committed.
 
@@ -223,7 +222,7 @@ def test_run_completes_across_a_3_s_outage(
         ),
         lambda: s3_proxy.down(OUTAGE_S, mode="reset"),
     )
-    run = train_on_s3(s3_proxy, s3_server, s3_bucket, graph_2x2, config_for, tmp_path)
+    run = train_through_proxy()
     print(report("outage", run))
     assert run.result["version"] == NUM_EPOCHS
     assert_same_checkpoint(run.checkpoint, reference, h5_datasets)
