@@ -10,7 +10,8 @@ What a stop does, whichever of the two signals asks for it:
   Inside a flow run Prefect turns SIGTERM into its own ``TerminationSignal``: handled
   alike in a ``pbg`` command (a run a Prefect worker cancels or reschedules is left to
   Prefect, and outside a ``pbg`` command a SIGTERM keeps Prefect's meaning). A signal that lands in a ``__del__`` or a weakref callback, where Python would
-  print the exception as ignored and carry on, is delivered again a few ms later.
+  print the exception as ignored and carry on, or in importlib's own code, where an exception
+  can leave the import lock held, is delivered again a few ms later.
 - **Flow runs end Cancelled**, not Crashed: :func:`cancel_on_interrupt` wraps a flow
   function so that an interrupt unwinding out of its body becomes a returned ``Cancelled``
   state, which Prefect records as the run's final state (Prefect itself marks a run it
@@ -85,18 +86,29 @@ def _handle(signum: int, frame: FrameType | None) -> None:
     elif _stop.signum is not None:
         _force_exit(signum)
     _stop.signum = _stop.signum or signum
-    if frame is not None and _swallows_exceptions(frame):
-        # Raised here, the interrupt would be printed as "Exception ignored" and lost (the
-        # command carried on): deliver it again a moment later, in whatever runs then.
+    if frame is not None and _unsafe_to_raise_in(frame):
+        # Raised here, the interrupt would be lost or would wedge the process (see
+        # _unsafe_to_raise_in): deliver it again a moment later, in whatever runs then.
         _stop.redelivering = True
         threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), signum)).start()
         return
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _swallows_exceptions(frame: FrameType) -> bool:
-    """Whether Python ignores what ``frame`` raises: a ``__del__`` or a weakref callback (run by the GC)."""
+def _unsafe_to_raise_in(frame: FrameType) -> bool:
+    """Whether raising in ``frame`` would lose the interrupt or wedge the process.
+
+    - A ``__del__`` or a weakref callback (run by the garbage collector): Python prints what it
+      raises as "Exception ignored" and carries on, so the command would not stop.
+    - importlib's own code: its lock helpers take the global import lock and only then enter
+      their ``try`` (for example the weakref callback ``_get_module_lock.<locals>.cb``); an
+      exception between the two leaves the lock held, and every later import in every thread
+      waits for it forever (seen in CI: a Ctrl-C while the server started hung the command).
+      A module being imported runs in its own frame, not importlib's: interrupts land there.
+    """
     code = frame.f_code
+    if code.co_filename.startswith("<frozen importlib"):
+        return True
     return code.co_name == "__del__" or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py")
 
 

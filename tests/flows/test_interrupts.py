@@ -23,6 +23,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -279,3 +280,38 @@ def test_an_error_out_of_a_flow_body_after_a_stop_signal_is_the_stop(monkeypatch
     assert state.message == "interrupted by SIGINT (while stopping: ValueError: Task run is not set)"
     with pytest.raises(KeyboardInterrupt), interrupts.flow_call():
         body()
+
+
+def _frame_of(filename: str) -> FrameType:
+    """A frame of code compiled as if from ``filename``."""
+    namespace: dict[str, Any] = {}
+    exec(compile("import sys\ndef here():\n    return sys._getframe()\n", filename, "exec"), namespace)
+    frame: FrameType = namespace["here"]()
+    return frame
+
+
+@pytest.mark.parametrize("filename", ["<frozen importlib._bootstrap>", "/usr/lib/python3.11/weakref.py"])
+def test_a_signal_inside_importlib_or_a_weakref_callback_is_delivered_again_outside_it(
+    monkeypatch: pytest.MonkeyPatch, filename: str
+) -> None:
+    """Raised in importlib's lock helpers the interrupt can leave the import lock held (every
+    later import waits forever: a hang seen in CI); in a weakref callback it is ignored."""
+    from flows import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())
+    previous = signal.signal(signal.SIGINT, interrupts._handle)
+    try:
+        interrupts._handle(signal.SIGINT, _frame_of(filename))  # returns: nothing raised there
+        with pytest.raises(KeyboardInterrupt):
+            time.sleep(5)  # the signal comes again, in ordinary code
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert interrupts.received() == signal.SIGINT
+
+
+def test_a_signal_in_ordinary_code_raises_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())
+    with pytest.raises(KeyboardInterrupt):
+        interrupts._handle(signal.SIGINT, _frame_of("/work/flows/train.py"))
