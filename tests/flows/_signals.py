@@ -120,6 +120,13 @@ def signal_when(
         threading.Thread(target=poll, daemon=True).start()
     try:
         process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        # A hang is a finding: report it with the command's output and what was running,
+        # rather than as the bare TimeoutExpired that hides both.
+        hung = descendants(process.pid)
+        lines.append(f"\n[signal_when: no exit within {timeout:.0f} s; signalled: {bool(sent)}; still running: ")
+        lines.append(", ".join(f"{pid} {_cmdline(pid)}" for pid in [process.pid, *hung]) + "]\n")
+        lines.extend(_stacks([process.pid, *hung]))
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -127,6 +134,29 @@ def signal_when(
     exited = time.monotonic()
     reader.join(10)
     return Signalled(process.returncode, "".join(lines), bool(sent), exited - sent[0] if sent else 0.0, below)
+
+
+def _stacks(pids: list[int]) -> list[str]:
+    """Each process's Python stacks (``py-spy dump``, a dev dependency), to say where a hang waits."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        return ["[py-spy not installed: no stacks]\n"]
+    dumps = []
+    for pid in pids:
+        try:
+            done = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=20)
+            dumps.append(f"[stacks of {pid}]\n{done.stdout}{done.stderr}\n")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            dumps.append(f"[stacks of {pid}: {exc}]\n")
+    return dumps
+
+
+def _cmdline(pid: int) -> str:
+    """The command line of ``pid`` (shortened), or '?' if gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return "?"
 
 
 def leftovers(pids: dict[int, str], grace: float = 5.0) -> set[int]:
