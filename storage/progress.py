@@ -83,14 +83,18 @@ class CheckpointProgress:
         atomic.write_text_atomic(url, json.dumps(_encode(progress), indent=1), self.storage_options)
 
     def promote(self, version: int, position: int, entity: EntityName | None, part: Partition) -> None:
-        """Copy a file saved in a progress area to the version's own name (no-op for FINAL)."""
+        """Give a file saved in a progress area the version's own name (no-op for FINAL).
+
+        A hard link on local disk (no byte written again: a partition of several GB saved
+        when it left memory is not copied at the end of the pass), a server-side copy on S3.
+        """
         if position == FINAL:
             return
         name = layout.model_file(version) if entity is None else layout.embeddings_file(entity, part, version)
         source, target = self.area(version, position).file_url(name), self.checkpoint.file_url(name)
         if changes.same_stored_object(source, target, self.storage_options):
             return  # a retried write-checkpoint: this copy was done by an earlier attempt
-        changes.copy(source, target, self.storage_options)
+        changes.share(source, target, self.storage_options)
 
     def prune(self, version: int, keep: set[int]) -> None:
         """Delete the areas of ``version`` whose bucket position is not in ``keep``."""

@@ -7,6 +7,7 @@ Object stores have no directories, so the directory operations do nothing there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
@@ -93,6 +94,31 @@ def copy(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> 
         return
     with local_read_path(src_url, storage_options) as src, local_write(dst_url, storage_options) as dst:
         shutil.copyfile(src, dst)
+
+
+def share(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> None:
+    """Make ``dst_url`` hold ``src_url``'s bytes without writing them again where possible.
+
+    For a write-once file (every file of a checkpoint is written to a temporary name and
+    renamed, never changed in place): on a local filesystem a hard link to it under a
+    temporary name, renamed onto ``dst_url`` (atomic; no byte written, and deleting the source
+    later leaves ``dst_url`` whole); elsewhere, or where linking fails (another filesystem, a
+    filesystem without hard links), :func:`copy`.
+    """
+    src_fs, src_path = resolve(src_url, storage_options)
+    dst_fs, dst_path = resolve(dst_url, storage_options)
+    if is_local(src_fs) and is_local(dst_fs):
+        temporary = f"{dst_path}.link-{os.getpid()}"
+        try:
+            os.link(src_path, temporary)
+            os.replace(temporary, dst_path)
+            return
+        except FileNotFoundError:
+            raise DataNotFound(src_url, "cannot link: file does not exist") from None
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+    copy(src_url, dst_url, storage_options)
 
 
 def same_stored_object(src_url: str, dst_url: str, storage_options: StorageOptions = None) -> bool:

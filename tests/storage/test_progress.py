@@ -58,7 +58,7 @@ def test_a_bad_record_names_the_file_and_the_way_out(tmp_path: Path, text: str) 
     assert "progress record" in str(err.value) or "outside" in str(err.value)
 
 
-def test_areas_hold_saves_and_promote_copies_them_to_the_version(tmp_path: Path) -> None:
+def test_areas_hold_saves_and_promote_links_them_to_the_version(tmp_path: Path) -> None:
     store, progress = make(tmp_path)
     table = torch.arange(6.0).view(3, 2)
     progress.area(2, 1).save_embeddings("node", 0, 2, table, b"state", META)
@@ -70,6 +70,9 @@ def test_areas_hold_saves_and_promote_copies_them_to_the_version(tmp_path: Path)
     loaded, optim = store.load_embeddings("node", 0, 2)
     assert torch.equal(loaded, table) and optim == b"state"
     assert store.has_model(2)
+    # Linked, not copied: a multi-GB partition is not written a second time at the commit.
+    saved = tmp_path / "ckpt" / "progress" / "v2-b1" / "embeddings_node_0.v2.h5"
+    assert (tmp_path / "ckpt" / "embeddings_node_0.v2.h5").stat().st_ino == saved.stat().st_ino
     assert progress.area(2, FINAL) is store
     progress.promote(2, FINAL, "node", 0)  # already the version's own file: nothing to do
 

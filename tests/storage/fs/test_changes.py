@@ -59,3 +59,26 @@ def test_same_stored_object_compares_etags(s3_bucket: str, tmp_path: Path) -> No
     assert not changes.same_stored_object(f"{base}/a.txt", f"{base}/b.txt")
     (tmp_path / "x").write_text("hello")
     assert not changes.same_stored_object(str(tmp_path / "x"), f"{base}/a.txt")  # local files never count
+
+
+def test_share_links_a_local_file_without_writing_its_bytes_again(tmp_path: Path) -> None:
+    src, dst = tmp_path / "progress" / "v2-b3" / "e.h5", tmp_path / "e.v2.h5"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"partition")
+    dst.write_bytes(b"older file at the target")
+    changes.share(str(src), str(dst))
+    assert dst.read_bytes() == b"partition"
+    assert dst.stat().st_ino == src.stat().st_ino  # the same data on disk: nothing copied
+    changes.remove_tree(str(tmp_path / "progress"))  # the progress area goes after the commit
+    assert dst.read_bytes() == b"partition"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.v2.h5"]  # no temporary name left
+    with pytest.raises(DataNotFound, match="nope"):
+        changes.share(str(tmp_path / "nope"), str(dst))
+
+
+def test_share_on_an_object_store_is_a_server_side_copy(base: str, cache: Path) -> None:
+    src, dst = urls.join_url(base, "progress", "e.h5"), urls.join_url(base, "e.v2.h5")
+    store_io.put_bytes(src, b"xyz" * 100)
+    changes.share(src, dst)
+    assert store_io.get_bytes(dst) == b"xyz" * 100
+    assert entries(cache) == []
