@@ -5,6 +5,8 @@ protocols of :mod:`pbg_core.ports`.
 
 - :mod:`.partitions`, :mod:`.bucket_order`, :mod:`.iterations`, :mod:`.edge_checks`:
   the plan of a run (which buckets, in what order, over which edge chunks);
+- :mod:`.schedule`: with room for more partitions than one bucket needs, which stay in memory
+  between buckets and the bucket order that reuses them;
 - :mod:`.residency`: which partitions sit in the shared slots, and their saves;
 - :mod:`.parts`, :mod:`.build`: the session's settings and model state, and building it;
 - :mod:`.engine`: :class:`~pbg_core.session.engine.TrainingSession`, the one owner of

@@ -21,10 +21,15 @@ upside-down "L" made of row ``k`` and column ``k`` from the diagonal outwards::
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pbg_core.registry import Registry
-from pbg_core.types import Bucket
+from pbg_core.session.schedule import needs_extra_room, reuse_order
+from pbg_core.types import Bucket, EntityName, PartitionKey
+
+if TYPE_CHECKING:
+    from pbg_core.session.partitions import PartitionTopology
 
 BucketOrderFn = Callable[[int, int, random.Random], list[Bucket]]
 
@@ -34,6 +39,22 @@ BUCKET_ORDERS: Registry[BucketOrderFn] = Registry("bucket order")
 def _check_grid(nparts_lhs: int, nparts_rhs: int) -> None:
     if nparts_lhs < 1 or nparts_rhs < 1:
         raise ValueError(f"bucket grid must be at least 1 x 1, got nparts_lhs={nparts_lhs}, nparts_rhs={nparts_rhs}")
+
+
+def pass_order(
+    name: str,
+    topology: PartitionTopology,
+    rng: random.Random,
+    room: Mapping[EntityName, int],
+    resident: Sequence[PartitionKey] = (),
+) -> list[Bucket]:
+    """A pass's bucket order: the order ``name`` draws with ``rng``, reordered by
+    :func:`~pbg_core.session.schedule.reuse_order` when ``room`` holds more partitions than a
+    bucket needs (``resident``: what memory holds now, least recently used first)."""
+    order = BUCKET_ORDERS.get(name)(topology.nparts_lhs, topology.nparts_rhs, rng)
+    if not needs_extra_room(order, topology.bucket_partitions, room):
+        return order
+    return reuse_order(order, topology.bucket_partitions, room, resident)
 
 
 def lexicographic_order(nparts_lhs: int, nparts_rhs: int) -> list[Bucket]:

@@ -8,6 +8,7 @@ collaborators themselves only receive flat values.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json
@@ -68,16 +69,33 @@ def _build_model_state(config: ConfigSchema, num_dynamic_relations: int, model_l
     return ModelState(model=model, optimizer=optimizer)
 
 
-def _build_pool(config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int]) -> EmbeddingPool:
+def _build_pool(
+    config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int], resident: dict[str, int]
+) -> EmbeddingPool:
     specs = {
         entity: SlotSpec(
             max_count=max(count for (name, _), count in counts.items() if name == entity),
             dim=config.entity_dimension(entity),
-            num_slots=topology.slots_needed(entity),
+            num_slots=resident.get(entity, 1),
         )
         for entity in topology.num_partitions
     }
     return EmbeddingPool.allocate(specs)
+
+
+def _log_opened(source: str, num_workers: int, topology: PartitionTopology, resident: dict[str, int]) -> None:
+    held = "".join(
+        f"; {count} of {topology.num_partitions[e]} {e} partitions in memory" for e, count in resident.items()
+    )
+    logger.info(
+        "model from %s; %d workers; %d partitions per side (%d x %d buckets)%s",
+        source,
+        num_workers,
+        max(topology.nparts_lhs, topology.nparts_rhs),
+        topology.nparts_lhs,
+        topology.nparts_rhs,
+        held,
+    )
 
 
 def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
@@ -161,7 +179,9 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
     )
 
 
-def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
+def build_session(
+    config: ConfigSchema, stores: Any, read_only: bool = False, resident_partitions: int | None = None
+) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
     Args:
@@ -169,6 +189,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         stores: Opened stores with ``entities``, ``edges`` (one per edge path),
             ``checkpoint``, ``init`` (or None) and ``stats`` (see storage.run_stores).
         read_only: For offline evaluation: nothing is ever written.
+        resident_partitions: Partitions of each partitioned type kept in memory (None: the
+            fewest one bucket needs; see PartitionTopology.resident_slots).
 
     Returns:
         A session whose workers are started and whose unpartitioned tables are resident.
@@ -186,7 +208,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
-    pool = _build_pool(config, topology, counts)
+    resident = topology.resident_slots(resident_partitions)
+    pool = _build_pool(config, topology, counts, resident)
     residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
@@ -198,15 +221,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     workers: HogwildWorkers[Any] = HogwildWorkers(
         num_workers, init_worker, payload, start_method="spawn", prestarted=take_prestarted(num_workers - 1)
     )
-    settings = _session_settings(config, topology, num_dynamic)
-    logger.info(
-        "model from %s; %d workers; %d partitions per side (%d x %d buckets)",
-        model_state.source,
-        num_workers,
-        max(topology.nparts_lhs, topology.nparts_rhs),
-        topology.nparts_lhs,
-        topology.nparts_rhs,
-    )
+    settings = replace(_session_settings(config, topology, num_dynamic), resident=resident)
+    _log_opened(model_state.source, num_workers, topology, resident)
     return TrainingSession(
         settings=settings,
         model_state=model_state,

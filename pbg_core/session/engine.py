@@ -34,7 +34,7 @@ from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import release_free_memory
 from pbg_core.ports import FINAL, EdgeSource, PassProgress, ProgressStore, StatsSink, VersionedStore
 from pbg_core.seeding import python_rng
-from pbg_core.session.bucket_order import BUCKET_ORDERS
+from pbg_core.session.bucket_order import pass_order
 from pbg_core.session.dispatch import dispatch, holdout_split, shuffled
 from pbg_core.session.edge_checks import check_edges
 from pbg_core.session.iterations import Iteration, should_preserve
@@ -42,6 +42,7 @@ from pbg_core.session.parts import ModelState, SessionSettings
 from pbg_core.session.records import BucketRecord, LoadedEdges, bucket_row, chunk_average_row
 from pbg_core.session.residency import PartitionResidency
 from pbg_core.session.resume import resume_or_start
+from pbg_core.session.schedule import remaining_uses
 from pbg_core.stats import Stats
 from pbg_core.types import Bucket
 
@@ -100,10 +101,10 @@ class TrainingSession:
         self.loaded = LoadedEdges(edges=edges, train_idx=empty, eval_idx=empty, key=key)
 
     def _bucket_order(self, iteration: Iteration) -> list[Bucket]:
-        """The pass's buckets in the configured order, seeded per iteration."""
-        order = BUCKET_ORDERS.get(self.settings.bucket_order)
+        """The pass's order (seeded per iteration), reordered to reuse what is resident when there is room."""
+        held = [key for key in self.residency.resident if key[0] in self.settings.resident]
         rng = python_rng(self.seed, "bucket_order", iteration.index)
-        return list(order(self.settings.nparts_lhs, self.settings.nparts_rhs, rng))
+        return pass_order(self.settings.bucket_order, self.settings.topology, rng, self.settings.resident, held)
 
     # ---- per bucket ----------------------------------------------------------------------
     def swap_partitions(self, bucket: Bucket) -> dict[str, float]:
@@ -121,9 +122,10 @@ class TrainingSession:
         )
         self.records.append(self.current)
         self.residency.io.reset()
-        needed = set(self.settings.bucket_partitions(bucket))
-        self.residency.evict_except(needed, self.settings.partitioned_keys())
-        self.residency.ensure_resident(sorted(needed))
+        needed = self.settings.bucket_partitions(bucket)
+        later = self.progress.order[position + 1 :] if self.progress is not None else []
+        self.residency.make_room(needed, self.settings.resident, remaining_uses(later, self.settings.bucket_partitions))
+        self.residency.ensure_resident(needed)
         self.current.io = self.residency.io.as_dict()
         return self.current.io
 

@@ -161,6 +161,18 @@ class PartitionTopology:
             return 2
         return 1
 
+    def resident_slots(self, requested: int | None = None) -> dict[EntityName, int]:
+        """Partitions of each partitioned type kept in memory while training.
+
+        At least what one bucket needs (:meth:`slots_needed`), at most every partition of the
+        type; ``requested`` (``resident_partitions``) between the two, None: the least.
+        """
+        slots = {}
+        for entity in sorted(self.partitioned_types):
+            least = self.slots_needed(entity)
+            slots[entity] = least if requested is None else min(self.num_partitions[entity], max(least, requested))
+        return slots
+
     # ---- checks ---------------------------------------------------------------------------
     def _require_known(self, entity: EntityName) -> None:
         if entity not in self.num_partitions:

@@ -9,6 +9,7 @@ restore and save them through a :class:`~pbg_core.ports.PartitionStore`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from pbg_core.ports import CheckpointMetadata, PartitionStore
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.residency import PartitionResidency
 from pbg_core.training.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
-from pbg_core.types import Bucket, Partition, PartitionKey, Side, SideKey
+from pbg_core.types import Bucket, EntityName, Partition, PartitionKey, Side, SideKey
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class SessionSettings:
     relation_sides: tuple[tuple[str, str], ...] = ()
     featurized: frozenset[str] = frozenset()
     batch_size: int = 1000
+    resident: Mapping[EntityName, int] = field(default_factory=dict)  # partitions kept in memory, per type
 
     @property
     def nparts_lhs(self) -> int:

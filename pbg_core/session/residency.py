@@ -2,9 +2,11 @@
 
 :class:`PartitionResidency` is the single owner of the mapping
 (entity type, partition) -> shared-memory slot for a training run, and of the
-"dirty" and "saved in this pass" sets. It implements PBG's swap rule: moving to
-a bucket saves the partitions no longer needed (if trained since loaded) and
-loads the ones that are needed.
+"dirty" and "saved in this pass" sets. It implements the swap rule: moving to a
+bucket loads the partitions it needs; when a type's slots are full, those that must leave
+(the fewest later uses first, see :mod:`pbg_core.session.schedule`) are saved if trained
+since loaded, and released. With room for one bucket only this is PBG's rule, except that a
+bucket needing one partition of a two-slot type keeps the other (a later bucket may use it).
 
 Saves of the open version ``v + 1`` go to the progress area of the bucket that made
 the partition dirty (see :mod:`storage.progress`), or to ``v + 1``'s own names for the
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +32,9 @@ from pbg_core.errors import PbgError
 from pbg_core.parallel.memory import EmbeddingPool, SlotHandle
 from pbg_core.ports import FINAL, PartitionStore, ProgressStore
 from pbg_core.seeding import torch_generator
+from pbg_core.session.schedule import choose_evictions
 from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
-from pbg_core.types import PartitionKey
+from pbg_core.types import EntityName, PartitionKey
 
 logger = logging.getLogger(__name__)
 
@@ -100,16 +103,28 @@ class PartitionResidency:
         return self.resident[key]
 
     def ensure_resident(self, keys: Iterable[PartitionKey]) -> None:
-        """Load every key not yet in memory."""
+        """Load every key not yet in memory; all of ``keys`` become the most recently used."""
         for key in keys:
-            if key not in self.resident:
+            if key in self.resident:
+                self.resident[key] = self.resident.pop(key)  # dict order is least recently used first
+            else:
                 self._load(key)
 
-    def evict_except(self, keep: set[PartitionKey], evictable: Iterable[PartitionKey]) -> None:
-        """Save (if dirty) and release every resident evictable partition not in ``keep``."""
-        for key in [k for k in evictable if k in self.resident and k not in keep]:
+    def make_room(
+        self, wanted: Iterable[PartitionKey], capacity: Mapping[EntityName, int], later_uses: Mapping[PartitionKey, int]
+    ) -> list[PartitionKey]:
+        """Save (if dirty) and release the partitions that must leave so that ``wanted`` fits.
+
+        ``capacity`` is how many partitions of each partitioned type stay in memory; which
+        leave is :func:`~pbg_core.session.schedule.choose_evictions`'s choice (the fewest
+        ``later_uses`` first, then the least recently used). Returns the evicted keys.
+        """
+        held = [key for key in self.resident if key[0] in capacity]
+        evicted = choose_evictions(held, wanted, capacity, later_uses)
+        for key in evicted:
             self.save(key)
             self.pool.release(self.resident.pop(key))
+        return evicted
 
     def mark_dirty(self, keys: Iterable[PartitionKey], position: int = FINAL) -> None:
         """Record that these partitions were trained (by the bucket at ``position``) since saved."""

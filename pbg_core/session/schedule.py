@@ -62,7 +62,7 @@ def reuse_order(
     """
     wanted = {bucket: tuple(needs(bucket)) for bucket in order}
     remaining = list(order)  # in the configured order: the first best one wins
-    uses = _uses(order, wanted.__getitem__)
+    uses = remaining_uses(order, wanted.__getitem__)
     memory = _Memory(capacity, resident)
     result: list[Bucket] = []
     while remaining:
@@ -90,7 +90,7 @@ def plan_steps(
         ValueError: a bucket needs more partitions of an entity type than its capacity.
     """
     memory = _Memory(capacity, resident)
-    uses = _uses(order, needs)
+    uses = remaining_uses(order, needs)
     steps: list[Step] = []
     for bucket in order:
         keys = tuple(needs(bucket))
@@ -101,13 +101,41 @@ def plan_steps(
     return steps
 
 
-def _uses(buckets: Iterable[Bucket], needs: Needs) -> dict[PartitionKey, int]:
+def remaining_uses(buckets: Iterable[Bucket], needs: Needs) -> dict[PartitionKey, int]:
     """How many of ``buckets`` need each partition."""
     counts: dict[PartitionKey, int] = {}
     for bucket in buckets:
         for key in needs(bucket):
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def choose_evictions(
+    resident: Sequence[PartitionKey],
+    wanted: Iterable[PartitionKey],
+    capacity: Mapping[EntityName, int],
+    later_uses: Mapping[PartitionKey, int],
+) -> list[PartitionKey]:
+    """Which of ``resident`` (least recently used first) must leave so that ``wanted`` fits.
+
+    Per entity type: the ones the fewest later buckets need leave first (none: written once
+    and for all), the least recently used among equals.
+
+    Raises:
+        ValueError: ``wanted`` alone needs more partitions of a type than its capacity.
+    """
+    wanted = set(wanted)
+    evicted: list[PartitionKey] = []
+    for entity in sorted({key[0] for key in wanted} | set(capacity)):
+        room = capacity.get(entity, 0)
+        need = sum(1 for key in wanted if key[0] == entity)
+        if need > room:
+            raise ValueError(f"a bucket needs {need} partitions of entity type {entity!r}; room for {room}")
+        held = [key for key in resident if key[0] == entity and key not in wanted]
+        excess = len(held) + need - room
+        order = sorted(range(len(held)), key=lambda i: (later_uses.get(held[i], 0), i))
+        evicted.extend(held[i] for i in order[: max(excess, 0)])
+    return sorted(evicted)
 
 
 class _Memory:
@@ -127,17 +155,7 @@ class _Memory:
         """Make ``keys`` resident (most recent); returns (evicted, loaded) keys, sorted."""
         wanted = set(keys)
         loaded = sorted(key for key in wanted if key not in self.recency)
-        evicted: list[PartitionKey] = []
-        for entity in sorted({key[0] for key in wanted}):
-            room = self.capacity.get(entity, 0)
-            need = sum(1 for key in wanted if key[0] == entity)
-            if need > room:
-                raise ValueError(f"a bucket needs {need} partitions of entity type {entity!r}; room for {room}")
-            held = [key for key in self.recency if key[0] == entity and key not in wanted]
-            excess = len(held) + need - room
-            # Fewest remaining uses first (0: done for the pass), then least recently used.
-            by_value = sorted(held, key=lambda k: (later_uses.get(k, 0), self.recency.index(k)))
-            evicted.extend(by_value[: max(excess, 0)])
+        evicted = choose_evictions(self.recency, wanted, self.capacity, later_uses)
         self.recency = [key for key in self.recency if key not in evicted and key not in wanted]
         self.recency.extend(sorted(wanted))
-        return sorted(evicted), loaded
+        return evicted, loaded

@@ -11,10 +11,10 @@ from pbg_core.session.iterations import Iteration, build_iterations
 from storage.run_stores import open_run_stores
 
 
-def open_session(raw: dict[str, Any]) -> tuple[ConfigSchema, TrainingSession]:
+def open_session(raw: dict[str, Any], resident_partitions: int | None = None) -> tuple[ConfigSchema, TrainingSession]:
     """The parsed config and a session on its stores (one worker: this process, no child)."""
     config = parse_config(raw)
-    return config, build_session(config, open_run_stores(config))
+    return config, build_session(config, open_run_stores(config), resident_partitions=resident_partitions)
 
 
 def first_iteration(config: ConfigSchema) -> Iteration:

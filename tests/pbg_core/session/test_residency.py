@@ -71,7 +71,7 @@ def test_saves_of_a_pass_go_to_the_bucket_area_and_are_read_back_from_there(tmp_
     assert torch.equal(stored(area, A, 1), torch.full((3, DIM), 1.5))
     assert not res.store.has_embeddings("node", 0, 1)  # not the version's own file yet
 
-    res.evict_except(keep={B}, evictable=[A, B])
+    assert res.make_room([B], {"node": 1}, {}) == [A]
     assert set(res.resident) == {B}
     res.ensure_resident([A])  # read back from its save of this pass, not re-initialised
     assert torch.equal(res.handle(A).embeddings, torch.full((3, DIM), 1.5))
@@ -126,7 +126,7 @@ def test_restore_reloads_the_saves_of_an_interrupted_pass(tmp_path: Path) -> Non
     assert torch.equal(resumed.handle(A).embeddings, torch.full((3, DIM), 3.0))
 
     (tmp_path / "ckpt" / "progress" / "v1-b1").rename(tmp_path / "moved")  # changed from outside
-    resumed.evict_except(keep=set(), evictable=[A])
+    resumed.make_room([], {"node": 0}, {})
     with pytest.raises(PbgError, match="saved after bucket 1.*file is missing"):
         resumed.ensure_resident([A])
 
@@ -135,9 +135,22 @@ def test_a_clean_partition_is_not_written_and_slots_come_back(tmp_path: Path) ->
     res = residency(tmp_path, slots=1)
     res.ensure_resident([A])
     assert res.save(A) is False
-    res.evict_except(keep=set(), evictable=[A])  # frees the only slot
+    res.make_room([B], {"node": 1}, {})  # frees the only slot
     res.ensure_resident([B])
     assert set(res.resident) == {B} and res.io.bytes_written == 0
     res.release_all()
     assert res.resident == {}
     assert FINAL not in res.locations.values()
+
+
+def test_make_room_evicts_what_later_buckets_need_least_then_the_least_recently_used(tmp_path: Path) -> None:
+    res = residency(tmp_path, slots=2)
+    res.ensure_resident([A])
+    res.ensure_resident([B])
+    assert res.make_room([A], {"node": 2}, {}) == []  # room for both: nothing leaves
+    res.ensure_resident([A])  # used again: B is now the least recently used
+    assert res.make_room([], {"node": 1}, {A: 0, B: 3}) == [A]  # A is needed by no later bucket
+    assert set(res.resident) == {B}
+    res.ensure_resident([A])
+    res.ensure_resident([B])
+    assert res.make_room([], {"node": 1}, {A: 1, B: 1}) == [A]  # a tie: the least recently used
