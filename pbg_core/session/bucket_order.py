@@ -22,14 +22,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from pbg_core.registry import Registry
-from pbg_core.session.schedule import needs_extra_room, reuse_order
+from pbg_core.session.schedule import Needs, needs_extra_room, reuse_order
 from pbg_core.types import Bucket, EntityName, PartitionKey
-
-if TYPE_CHECKING:
-    from pbg_core.session.partitions import PartitionTopology
 
 BucketOrderFn = Callable[[int, int, random.Random], list[Bucket]]
 
@@ -43,18 +39,19 @@ def _check_grid(nparts_lhs: int, nparts_rhs: int) -> None:
 
 def pass_order(
     name: str,
-    topology: PartitionTopology,
+    grid: tuple[int, int],
     rng: random.Random,
+    needs: Needs,
     room: Mapping[EntityName, int],
     resident: Sequence[PartitionKey] = (),
 ) -> list[Bucket]:
-    """A pass's bucket order: the order ``name`` draws with ``rng``, reordered by
+    """A pass's bucket order over the ``grid`` (nparts_lhs, nparts_rhs): the order ``name`` draws with ``rng``, reordered by
     :func:`~pbg_core.session.schedule.reuse_order` when ``room`` holds more partitions than a
     bucket needs (``resident``: what memory holds now, least recently used first)."""
-    order = BUCKET_ORDERS.get(name)(topology.nparts_lhs, topology.nparts_rhs, rng)
-    if not needs_extra_room(order, topology.bucket_partitions, room):
+    order = BUCKET_ORDERS.get(name)(grid[0], grid[1], rng)
+    if not needs_extra_room(order, needs, room):
         return order
-    return reuse_order(order, topology.bucket_partitions, room, resident)
+    return reuse_order(order, needs, room, resident)
 
 
 def lexicographic_order(nparts_lhs: int, nparts_rhs: int) -> list[Bucket]:

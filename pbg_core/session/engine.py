@@ -104,7 +104,9 @@ class TrainingSession:
         """The pass's order (seeded per iteration), reordered to reuse what is resident when there is room."""
         held = [key for key in self.residency.resident if key[0] in self.settings.resident]
         rng = python_rng(self.seed, "bucket_order", iteration.index)
-        return pass_order(self.settings.bucket_order, self.settings.topology, rng, self.settings.resident, held)
+        grid = (self.settings.nparts_lhs, self.settings.nparts_rhs)
+        needs, room = self.settings.bucket_partitions, self.settings.resident
+        return pass_order(self.settings.bucket_order, grid, rng, needs, room, held)
 
     # ---- per bucket ----------------------------------------------------------------------
     def swap_partitions(self, bucket: Bucket) -> dict[str, float]:
