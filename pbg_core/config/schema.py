@@ -80,6 +80,16 @@ class ConfigSchema(BaseModel):
     checkpoint_preservation_interval: int | None = Field(
         None, ge=1, description="Keep a snapshot of the checkpoint every this many epochs; None: never."
     )
+    progress_interval: float = Field(
+        900.0,
+        ge=0,
+        description=(
+            "Seconds of training a kill may lose at most (or the bucket in flight, if longer): bucket progress "
+            "is saved when this much has passed since the last save, or after every bucket whose partitions "
+            "are small (64 MiB or less); 0: after every bucket. Each save rewrites the resident partitions "
+            "trained since the last one."
+        ),
+    )
     # Training
     num_epochs: int = Field(1, ge=0, description="Number of passes over all edges.")
     num_edge_chunks: int | None = Field(

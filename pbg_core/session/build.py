@@ -24,6 +24,7 @@ from pbg_core.session.engine import TrainingSession
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
 from pbg_core.session.residency import PartitionResidency
+from pbg_core.session.save_points import SavePoints
 from pbg_core.training.optimizers import AsyncAdagrad
 from pbg_core.training.settings import BatchSettings, WorkerSettings
 from pbg_core.types import PartitionKey
@@ -176,6 +177,7 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
         relation_sides=_relation_sides(config, num_dynamic),
         featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
         batch_size=config.batch_size,
+        progress_interval=config.progress_interval,
     )
 
 
@@ -233,4 +235,5 @@ def build_session(
         stats_sink=stores.stats,
         seed=seed,
         progress_store=residency.progress,
+        save_points=SavePoints(interval=settings.progress_interval),
     )

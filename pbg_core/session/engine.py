@@ -42,6 +42,7 @@ from pbg_core.session.parts import ModelState, SessionSettings
 from pbg_core.session.records import BucketRecord, LoadedEdges, bucket_row, chunk_average_row
 from pbg_core.session.residency import PartitionResidency
 from pbg_core.session.resume import resume_or_start
+from pbg_core.session.save_points import SavePoints
 from pbg_core.session.schedule import remaining_uses
 from pbg_core.stats import Stats
 from pbg_core.types import Bucket
@@ -73,6 +74,7 @@ class TrainingSession:
     loaded: LoadedEdges | None = None
     iteration: Iteration | None = None
     buckets_in_pass: int = 0
+    save_points: SavePoints = field(default_factory=lambda: SavePoints(interval=0.0))
 
     # ---- per iteration -------------------------------------------------------------------
     def schedule_buckets(self, iteration: Iteration) -> list[Bucket]:
@@ -85,6 +87,7 @@ class TrainingSession:
         self.progress, self.model_where = resume_or_start(
             iteration, buckets, self.progress_store, self.residency, self.model_state, self.store
         )
+        self.save_points.restart()
         return self.progress.order[self.progress.done :]
 
     def preload(self, iteration: Iteration) -> None:
@@ -218,52 +221,61 @@ class TrainingSession:
         return stats.to_dict()
 
     def finish_bucket(self) -> dict[str, Any]:
-        """Make the trained bucket durable: save what it changed, then record the progress.
+        """Make the trained bucket durable at a save point (see :mod:`pbg_core.session.save_points`).
 
-        Saves go to the bucket's progress area (the version's own names for the last
-        bucket of the pass, or without a progress store). The record is replaced only once everything it names is saved,
-        and adopted in memory only once it is written, so a retry after a failure redoes
-        what is missing and a retry after success does nothing.
+        At a save point: save the resident partitions trained since the last one (into this
+        bucket's progress area, or the version's own names for the last bucket of the pass or
+        without a progress store) and the model, then replace the record. The record is
+        replaced only once everything it names is saved, and adopted in memory only once
+        written, so a retry after a failure redoes what is missing and a retry after success
+        does nothing. Between save points the bucket's row is held for the next one.
         """
         record, progress, iteration = self._record(), self._require_progress(), self._require_iteration()
         if record.train is None:
             raise RuntimeError(f"bucket {record.bucket} is not trained: call train() first")
+        row = self._row(record, iteration)
         if progress.done > record.position:
-            done_row = next((r for r in progress.rows if r["index"] == self._row(record, iteration)["index"]), None)
-            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row}
+            done_row = next((r for r in progress.rows if r["index"] == row["index"]), None)
+            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row, "recorded": True}
+        last = record.position == len(progress.order) - 1
+        self.save_points.hold(row)
+        dirty_bytes = self.residency.dirty_bytes() + (self.model_state.nbytes() if self.model_state.dirty else 0)
+        if not self.save_points.due(dirty_bytes, sum(record.timing.values()), last):
+            record.timing["save"] = 0.0
+            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": row, "recorded": False}
         logger.info(
             "%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket), extra=STEP
         )
         started = time.perf_counter()
+        saved = self._save_point(record.position, last, progress, iteration)
+        seconds = time.perf_counter() - started
+        record.timing["save"] = seconds
+        return {"bucket": list(record.bucket), "saved": saved, "seconds": seconds, "row": row, "recorded": True}
+
+    def _save_point(self, position: int, last: bool, progress: PassProgress, iteration: Iteration) -> list[str]:
+        """Save what changed since the last save point and record the buckets up to ``position``."""
         # The last bucket of a pass saves straight to the version's own names (nothing
         # references them before the commit): no copy of its partitions at write_checkpoint.
-        last = record.position == len(progress.order) - 1
-        where = FINAL if last or self.progress_store is None else record.position
+        where = FINAL if last or self.progress_store is None else position
         saved = self.residency.save_dirty(where)
         if self.model_state.dirty:
             self.model_state.save(self._area(where), iteration.version, self.residency.metadata())
             self.model_where = where
-        row = self._row(record, iteration)
+        rows = self.save_points.held
         updated = replace(
             progress,
-            done=record.position + 1,
+            done=position + 1,
             partitions=dict(self.residency.locations),
             model=self.model_where,
-            rows=[r for r in progress.rows if r["index"] != row["index"]] + [row],
+            rows=[r for r in progress.rows if r["index"] not in rows] + [rows[i] for i in sorted(rows)],
         )
         if self.progress_store is not None:
             self.progress_store.write(updated)
             keep = {w for w in [*updated.partitions.values(), updated.model] if w is not None and w != FINAL}
             self.progress_store.prune(iteration.version, keep)
         self.progress = updated
-        seconds = time.perf_counter() - started
-        record.timing["save"] = seconds
-        return {
-            "bucket": list(record.bucket),
-            "saved": [f"{e}/{p}" for e, p in saved],
-            "seconds": seconds,
-            "row": row,
-        }
+        self.save_points.take()
+        return [f"{e}/{p}" for e, p in saved]
 
     # ---- checkpoint steps ----------------------------------------------------------------
     def write_checkpoint(self, iteration: Iteration) -> int:
@@ -326,22 +338,8 @@ class TrainingSession:
         """Offline evaluation of ``edges`` of the resident ``bucket`` (config negatives, no holdout)."""
         self._check(edges, where or "edges", bucket)
         edges.share_memory_()
-        indices = torch.arange(len(edges))
-        tag = ("offline", *bucket)
-        job = worker_jobs.eval_job
-        return dispatch(
-            self.workers,
-            self.settings,
-            self.residency,
-            self.seed,
-            job,
-            bucket,
-            edges,
-            indices,
-            tag,
-            "offline",
-            filter_index,
-        )
+        job = (self.workers, self.settings, self.residency, self.seed, worker_jobs.eval_job, bucket, edges)
+        return dispatch(*job, torch.arange(len(edges)), ("offline", *bucket), "offline", filter_index)
 
     def _check(self, edges: EdgeList, where: str, bucket: Bucket) -> None:
         check_edges(

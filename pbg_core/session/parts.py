@@ -37,6 +37,7 @@ class SessionSettings:
     featurized: frozenset[str] = frozenset()
     batch_size: int = 1000
     resident: Mapping[EntityName, int] = field(default_factory=dict)  # partitions kept in memory, per type
+    progress_interval: float = 0.0  # seconds between save points (see pbg_core.session.save_points)
 
     @property
     def nparts_lhs(self) -> int:
@@ -121,6 +122,10 @@ class ModelState:
         state_dict, optim = store.load_model(version)
         self._load(state_dict, optim, f"progress of version {version}")
         self.dirty = False
+
+    def nbytes(self) -> int:
+        """Bytes of the model's parameters (about what a save writes, its optimizer state aside)."""
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
     def save(self, store: Any, version: int, metadata: CheckpointMetadata) -> None:
         """Write the model file of ``version`` (parameters under PBG's public names)."""

@@ -153,10 +153,14 @@ class PartitionResidency:
             self.metadata(),
         )
         self.io.seconds += time.perf_counter() - started
-        self.io.bytes_written += handle.embeddings.numel() * 4 + handle.state.numel() * 4
+        self.io.bytes_written += _handle_bytes(handle)
         self.dirty.discard(key)
         self.locations[key] = where
         return True
+
+    def dirty_bytes(self) -> int:
+        """Bytes a save of every dirty resident partition would write (embeddings and state)."""
+        return sum(_handle_bytes(self.resident[key]) for key in self.dirty if key in self.resident)
 
     def save_dirty(self, position: int) -> list[PartitionKey]:
         """Save every dirty resident partition into ``position``'s area; returns the keys saved."""
@@ -266,6 +270,11 @@ class PartitionResidency:
         handle.embeddings.normal_(generator=generator).mul_(self.init_scale)
         handle.state.zero_()
         return "random"
+
+
+def _handle_bytes(handle: SlotHandle) -> int:
+    """What saving ``handle``'s partition writes: float32 embeddings and row state."""
+    return handle.embeddings.numel() * 4 + handle.state.numel() * 4
 
 
 def _load_from(store: PartitionStore, version: int, key: PartitionKey, handle: SlotHandle) -> None:

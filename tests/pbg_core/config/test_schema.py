@@ -84,7 +84,7 @@ def test_every_pbg_field_exists() -> None:
         "num_gpus", "num_groups_for_partition_server", "num_groups_per_sharded_partition_server",
         "partition_shard_size", "half_precision",
     }  # fmt: skip
-    assert set(ConfigSchema.model_fields) == pbg_fields | {"seed", "storage_options"}
+    assert set(ConfigSchema.model_fields) == pbg_fields | {"seed", "storage_options", "progress_interval"}
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
 

@@ -14,10 +14,12 @@ import torch
 from _sessions import open_session, train_bucket
 from conftest import GraphData, _import_graph
 
+from pbg_core.session import save_points
 from pbg_core.session.engine import TrainingSession
 from pbg_core.session.iterations import Iteration, build_iterations
 from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
+from storage.progress import CheckpointProgress
 
 PARTS = 4
 
@@ -93,3 +95,61 @@ def test_with_room_for_all_the_pass_is_ordered_to_reuse_what_is_resident(
         assert loads == 5  # 4 partitions, one of them twice; PBG's swap of random 4x4 orders: 17 on average
     finally:
         session.close()
+
+
+def test_between_save_points_nothing_is_recorded_and_the_pass_commits_what_per_bucket_saves_would(
+    make_config: Any, graph_4x4: GraphData, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions treated as big (the cheap-save threshold at 0 bytes): with a long
+    progress_interval only the last bucket of the pass is a save point; partitions that leave
+    memory before it are written as they leave. Same order, same embeddings as a save after
+    every bucket; a kill before the end of the pass loses the pass (no record)."""
+    monkeypatch.setattr(save_points, "CHEAP_SAVE_BYTES", 0)
+    raw = make_config("rare", data=graph_4x4, num_epochs=1, eval_fraction=0.0, progress_interval=3600)
+    config, rare = open_session(raw, resident_partitions=3)
+    iteration = build_iterations(1, config.edge_paths, 1)[0]
+    progress = CheckpointProgress(CheckpointStore(config.checkpoint_path))
+    try:
+        order = rare.schedule_buckets(iteration)
+        finished = [train_bucket(rare, bucket) for bucket in order]
+        assert [done["recorded"] for done in finished] == [False] * (len(order) - 1) + [True]
+        assert progress.read(1) is not None and progress.read(1).done == len(order)  # type: ignore[union-attr]  # checked just before
+        assert [row["index"] for row in progress.read(1).rows] == list(range(len(order)))  # type: ignore[union-attr]  # as above
+        rare.write_checkpoint(iteration)
+        rare.switch_version(iteration)
+    finally:
+        rare.close()
+
+    each_raw = make_config("each", data=graph_4x4, num_epochs=1, eval_fraction=0.0, progress_interval=0)
+    each_config, each = open_session(each_raw, resident_partitions=3)
+    try:
+        assert each.schedule_buckets(iteration) == order
+        assert all(train_bucket(each, bucket)["recorded"] for bucket in order)
+        each.write_checkpoint(iteration)
+        each.switch_version(iteration)
+    finally:
+        each.close()
+    ours, theirs = CheckpointStore(config.checkpoint_path), CheckpointStore(each_config.checkpoint_path)
+    for part in range(PARTS):
+        assert torch.equal(ours.load_embeddings("node", part, 1)[0], theirs.load_embeddings("node", part, 1)[0])
+
+
+def test_a_kill_between_save_points_resumes_from_the_last_one(
+    make_config: Any, graph_4x4: GraphData, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(save_points, "CHEAP_SAVE_BYTES", 0)
+    raw = make_config("kill", data=graph_4x4, num_epochs=1, eval_fraction=0.0, progress_interval=3600)
+    config, first = open_session(raw, resident_partitions=3)
+    iteration = build_iterations(1, config.edge_paths, 1)[0]
+    try:
+        order = first.schedule_buckets(iteration)
+        for bucket in order[:5]:
+            train_bucket(first, bucket)  # some partitions left memory and were written meanwhile
+    finally:
+        first.close()  # killed: no save point reached
+    _, again = open_session(raw, resident_partitions=3)
+    try:
+        assert again.schedule_buckets(iteration) == order  # the whole pass again: nothing recorded
+        assert again.residency.locations == {}  # the orphan saves are not trusted
+    finally:
+        again.close()
