@@ -128,6 +128,12 @@ def graph_2x2(tmp_path_factory: pytest.TempPathFactory) -> GraphData:
     return _import_graph(tmp_path_factory.mktemp("graph2"), num_partitions=2)
 
 
+@pytest.fixture(scope="session")
+def graph_4x4(tmp_path_factory: pytest.TempPathFactory) -> GraphData:
+    """The planted graph imported with 4 partitions (a 4x4 bucket grid)."""
+    return _import_graph(tmp_path_factory.mktemp("graph4"), num_partitions=4)
+
+
 ConfigFactory = Callable[..., dict[str, Any]]
 
 

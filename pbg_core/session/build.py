@@ -21,6 +21,7 @@ from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
 from pbg_core.ports import PartitionStore
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
+from pbg_core.session.partition_io import PartitionIo
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
 from pbg_core.session.residency import PartitionResidency
@@ -211,8 +212,11 @@ def build_session(
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
     resident = topology.resident_slots(resident_partitions)
-    pool = _build_pool(config, topology, counts, resident)
+    # One more slot where a type has partitions left out: the next bucket's is read into it meanwhile.
+    spare = {e: 1 for e, k in resident.items() if k < topology.num_partitions[e]} if not read_only else {}
+    pool = _build_pool(config, topology, counts, {e: k + spare.get(e, 0) for e, k in resident.items()})
     residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
+    residency.io_thread = PartitionIo() if spare else None
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
     # This process is worker 0 (see HogwildWorkers). Children are spawned, not forked

@@ -117,14 +117,8 @@ class TrainingSession:
         # Outside a pass (offline evaluation) buckets are just numbered in call order.
         position = self.progress.order.index(bucket) if self.progress is not None else len(self.records)
         self.current = BucketRecord(bucket=bucket, position=position)
-        logger.info(
-            "%s: bucket %s (%d of %d): swapping partitions",
-            self._label(),
-            tuple(bucket),
-            position + 1,
-            self.buckets_in_pass or 1,
-            extra=STEP,
-        )
+        where, of = f"{self._label()}: bucket {tuple(bucket)}", self.buckets_in_pass or 1
+        logger.info("%s (%d of %d): swapping partitions", where, position + 1, of, extra=STEP)
         self.records.append(self.current)
         self.residency.io.reset()
         needed = self.settings.bucket_partitions(bucket)
@@ -186,14 +180,9 @@ class TrainingSession:
         """HOGWILD training of the current bucket; raises on a NaN/infinite loss."""
         loaded = self._require_edges()
         record = self._record()
-        logger.info(
-            "%s: bucket %s: training %d edges on %d workers",
-            self._label(),
-            tuple(record.bucket),
-            len(loaded.train_idx),
-            self.workers.num_workers,
-            extra=STEP,
-        )
+        where, count = f"{self._label()}: bucket {tuple(record.bucket)}", len(loaded.train_idx)
+        logger.info("%s: training %d edges on %d workers", where, count, self.workers.num_workers, extra=STEP)
+        self._read_ahead(record)
         started = time.perf_counter()
         stats = self._run_jobs(worker_jobs.train_job, loaded.train_idx, "train", shuffle=True)
         record.timing["train"] = time.perf_counter() - started
@@ -209,16 +198,17 @@ class TrainingSession:
         self.residency.mark_dirty(self.settings.unpartitioned_keys(), record.position)
         self.model_state.dirty = True
         seconds = record.timing["train"]
+        rate = stats.count / max(seconds, 1e-9)
         logger.info(
-            "%s: bucket %s: trained %d edges in %.2f s (%.0f edges/s); %s",
-            self._label(),
-            tuple(record.bucket),
-            stats.count,
-            seconds,
-            stats.count / max(seconds, 1e-9),
-            stats.format(),
+            "%s: trained %d edges in %.2f s (%.0f edges/s); %s", where, stats.count, seconds, rate, stats.format()
         )
         return stats.to_dict()
+
+    def _read_ahead(self, record: BucketRecord) -> None:
+        """Start reading the next bucket's partitions (those with a free slot) while this one trains."""
+        following = record.position + 1
+        if self.progress is not None and following < len(self.progress.order):
+            self.residency.prefetch(self.settings.bucket_partitions(self.progress.order[following]))
 
     def finish_bucket(self) -> dict[str, Any]:
         """Make the trained bucket durable at a save point (see :mod:`pbg_core.session.save_points`).
@@ -233,27 +223,36 @@ class TrainingSession:
         record, progress, iteration = self._record(), self._require_progress(), self._require_iteration()
         if record.train is None:
             raise RuntimeError(f"bucket {record.bucket} is not trained: call train() first")
-        row = self._row(record, iteration)
         if progress.done > record.position:
-            done_row = next((r for r in progress.rows if r["index"] == row["index"]), None)
+            index = self._row(record, iteration)["index"]
+            done_row = next((r for r in progress.rows if r["index"] == index), None)
             return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": done_row, "recorded": True}
         last = record.position == len(progress.order) - 1
-        self.save_points.hold(row)
         dirty_bytes = self.residency.dirty_bytes() + (self.model_state.nbytes() if self.model_state.dirty else 0)
-        if not self.save_points.due(dirty_bytes, sum(record.timing.values()), last):
-            record.timing["save"] = 0.0
-            return {"bucket": list(record.bucket), "saved": [], "seconds": 0.0, "row": row, "recorded": False}
-        logger.info(
-            "%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket), extra=STEP
-        )
-        started = time.perf_counter()
-        saved = self._save_point(record.position, last, progress, iteration)
-        seconds = time.perf_counter() - started
-        record.timing["save"] = seconds
-        return {"bucket": list(record.bucket), "saved": saved, "seconds": seconds, "row": row, "recorded": True}
+        due = self.save_points.due(dirty_bytes, sum(record.timing.values()), last)
+        started, saved = time.perf_counter(), []
+        if due:
+            logger.info(
+                "%s: bucket %s: saving its partitions and progress", iteration.label, tuple(record.bucket), extra=STEP
+            )
+            saved = self._save_changes(record.position, last, iteration)
+        self.residency.collect()  # reads ahead and writes behind finished by now count for this bucket
+        record.timing["save"] = time.perf_counter() - started if due else 0.0
+        record.io = self.residency.io.as_dict()
+        row = self._row(record, iteration)
+        self.save_points.hold(row)
+        if due:
+            self._record_progress(record.position, progress, iteration)
+        return {
+            "bucket": list(record.bucket),
+            "saved": saved,
+            "seconds": record.timing["save"],
+            "row": row,
+            "recorded": due,
+        }
 
-    def _save_point(self, position: int, last: bool, progress: PassProgress, iteration: Iteration) -> list[str]:
-        """Save what changed since the last save point and record the buckets up to ``position``."""
+    def _save_changes(self, position: int, last: bool, iteration: Iteration) -> list[str]:
+        """Save the partitions and the model changed since the last save point."""
         # The last bucket of a pass saves straight to the version's own names (nothing
         # references them before the commit): no copy of its partitions at write_checkpoint.
         where = FINAL if last or self.progress_store is None else position
@@ -261,6 +260,10 @@ class TrainingSession:
         if self.model_state.dirty:
             self.model_state.save(self._area(where), iteration.version, self.residency.metadata())
             self.model_where = where
+        return [f"{e}/{p}" for e, p in saved]
+
+    def _record_progress(self, position: int, progress: PassProgress, iteration: Iteration) -> None:
+        """Replace the record: the buckets up to ``position`` are done, their saves named."""
         rows = self.save_points.held
         updated = replace(
             progress,
@@ -275,7 +278,6 @@ class TrainingSession:
             self.progress_store.prune(iteration.version, keep)
         self.progress = updated
         self.save_points.take()
-        return [f"{e}/{p}" for e, p in saved]
 
     # ---- checkpoint steps ----------------------------------------------------------------
     def write_checkpoint(self, iteration: Iteration) -> int:

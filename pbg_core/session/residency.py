@@ -26,14 +26,14 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from pbg_core.errors import PbgError
 from pbg_core.parallel.memory import EmbeddingPool, SlotHandle
 from pbg_core.ports import FINAL, PartitionStore, ProgressStore
-from pbg_core.seeding import torch_generator
+from pbg_core.session.partition_io import IoJob, PartitionIo
+from pbg_core.session.partition_reads import Source, fill, slot_bytes, source_of, write
 from pbg_core.session.schedule import choose_evictions
-from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
 from pbg_core.types import EntityName, PartitionKey
 
 logger = logging.getLogger(__name__)
@@ -45,16 +45,22 @@ class IoCounter:
 
     bytes_read: int = 0
     bytes_written: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the training thread waiting for partition I/O (or doing it)
+    background_seconds: float = 0.0  # partition I/O done on the I/O thread meanwhile
 
     def reset(self) -> None:
         """Start counting a new bucket."""
         self.bytes_read = self.bytes_written = 0
-        self.seconds = 0.0
+        self.seconds = self.background_seconds = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """JSON form for stats rows."""
-        return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written, "seconds": self.seconds}
+        return {
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "seconds": self.seconds,
+            "background_seconds": self.background_seconds,
+        }
 
 
 @dataclass
@@ -75,6 +81,9 @@ class PartitionResidency:
             position's progress area, or FINAL).
         save_position: The progress area the next save goes to (the bucket that made
             the partitions dirty).
+        io_thread: Where partitions are read ahead (:meth:`prefetch`) and written behind
+            (evictions) while a bucket trains; a partition with a job in flight is neither
+            resident nor free until the job is collected (:meth:`collect`).
     """
 
     pool: EmbeddingPool
@@ -92,6 +101,7 @@ class PartitionResidency:
     locations: dict[PartitionKey, int] = field(default_factory=dict)
     save_position: int = FINAL
     io: IoCounter = field(default_factory=IoCounter)
+    io_thread: PartitionIo | None = None  # background loads and saves (None: every move waits)
 
     @property
     def open_version(self) -> int:
@@ -103,12 +113,37 @@ class PartitionResidency:
         return self.resident[key]
 
     def ensure_resident(self, keys: Iterable[PartitionKey]) -> None:
-        """Load every key not yet in memory; all of ``keys`` become the most recently used."""
+        """Make every key resident (read ahead: wait for it; else load it now); all of ``keys``
+        become the most recently used."""
+        started = time.perf_counter()
+        self.collect()
         for key in keys:
             if key in self.resident:
                 self.resident[key] = self.resident.pop(key)  # dict order is least recently used first
-            else:
+                continue
+            pending = self.io_thread.pending.get(key) if self.io_thread is not None else None
+            if pending is not None:
+                self._collect(self.io_thread.wait(key))  # type: ignore[union-attr]  # pending implies a thread
+            if key not in self.resident:  # not read ahead (or only being written): read it now
                 self._load(key)
+        self.io.seconds += time.perf_counter() - started
+
+    def prefetch(self, keys: Iterable[PartitionKey]) -> list[PartitionKey]:
+        """Start reading ``keys`` into free slots on the I/O thread (those with room); returns them."""
+        if self.io_thread is None:
+            return []
+        self.collect()
+        started = []
+        for key in keys:
+            if key in self.resident or key in self.io_thread.pending or not self.pool.free_slots(key[0]):
+                continue
+            handle = self.pool.acquire(key[0], key[1], self.counts[key])
+            source = self._source(key)
+            self.io_thread.submit(
+                key, "load", handle, source.label, partial(fill, handle, source, self.seed, self.init_scale)
+            )
+            started.append(key)
+        return started
 
     def make_room(
         self, wanted: Iterable[PartitionKey], capacity: Mapping[EntityName, int], later_uses: Mapping[PartitionKey, int]
@@ -117,14 +152,35 @@ class PartitionResidency:
 
         ``capacity`` is how many partitions of each partitioned type stay in memory; which
         leave is :func:`~pbg_core.session.schedule.choose_evictions`'s choice (the fewest
-        ``later_uses`` first, then the least recently used). Returns the evicted keys.
+        ``later_uses`` first, then the least recently used). With an I/O thread a dirty one
+        is written behind (its slot is freed when the write is collected). Returns the keys.
         """
+        started = time.perf_counter()
+        self.collect()
         held = [key for key in self.resident if key[0] in capacity]
         evicted = choose_evictions(held, wanted, capacity, later_uses)
         for key in evicted:
-            self.save(key)
-            self.pool.release(self.resident.pop(key))
+            if key in self.dirty and self.io_thread is not None:
+                self._save_behind(key)
+            else:
+                self.save(key)
+                self.pool.release(self.resident.pop(key))
+        self.io.seconds += time.perf_counter() - started
         return evicted
+
+    def collect(self) -> None:
+        """Apply the outcome of every finished background job (raises a failed job's error)."""
+        if self.io_thread is not None:
+            for job in self.io_thread.finished():
+                self._collect(job)
+
+    def settle(self) -> None:
+        """Wait for every background job and apply it (before saves, commits and restores)."""
+        if self.io_thread is not None:
+            started = time.perf_counter()
+            for key in list(self.io_thread.pending):
+                self._collect(self.io_thread.wait(key))
+            self.io.seconds += time.perf_counter() - started
 
     def mark_dirty(self, keys: Iterable[PartitionKey], position: int = FINAL) -> None:
         """Record that these partitions were trained (by the bucket at ``position``) since saved."""
@@ -144,26 +200,21 @@ class PartitionResidency:
         where = self.save_position if position is None else position
         handle = self.resident[key]
         started = time.perf_counter()
-        self._target(where).save_embeddings(
-            key[0],
-            key[1],
-            self.open_version,
-            handle.embeddings,
-            state_to_bytes(RowAdagrad.state_dict(handle.state, self.embedding_lr)),
-            self.metadata(),
+        self.io.bytes_written += write(
+            handle, self._target(where), self.open_version, self.embedding_lr, self.metadata()
         )
         self.io.seconds += time.perf_counter() - started
-        self.io.bytes_written += _handle_bytes(handle)
         self.dirty.discard(key)
         self.locations[key] = where
         return True
 
     def dirty_bytes(self) -> int:
         """Bytes a save of every dirty resident partition would write (embeddings and state)."""
-        return sum(_handle_bytes(self.resident[key]) for key in self.dirty if key in self.resident)
+        return sum(slot_bytes(self.resident[key]) for key in self.dirty if key in self.resident)
 
     def save_dirty(self, position: int) -> list[PartitionKey]:
         """Save every dirty resident partition into ``position``'s area; returns the keys saved."""
+        self.settle()  # partitions written behind must be on disk before a record names them
         return [key for key in sorted(self.resident) if self.save(key, position)]
 
     def restore(self, locations: dict[PartitionKey, int]) -> bool:
@@ -173,13 +224,15 @@ class PartitionResidency:
         ``locations``, and all of them if memory was changed since the last commit
         (a pass abandoned in this process). Returns whether memory had changed.
         """
+        self.settle()
         changed = bool(self.locations or self.dirty)
         self.locations = dict(locations)
         self.dirty.clear()
         for key in sorted(self.resident):
             if changed or key in self.locations:
-                source = self._read_into(key, self.resident[key])
-                logger.debug("reloaded %s partition %d from %s", key[0], key[1], source)
+                source = self._source(key)
+                fill(self.resident[key], source, self.seed, self.init_scale)
+                logger.debug("reloaded %s partition %d from %s", key[0], key[1], source.label)
         return changed
 
     def complete_open_version(self, all_keys: Iterable[PartitionKey]) -> None:
@@ -188,6 +241,7 @@ class PartitionResidency:
         Dirty resident partitions are written; saves in progress areas are copied;
         partitions untouched in this pass are carried over from where they come from.
         """
+        self.settle()
         for key in all_keys:
             if key in self.resident and key in self.dirty:
                 self.save(key, FINAL)
@@ -203,12 +257,24 @@ class PartitionResidency:
 
     def commit(self, version: int) -> None:
         """The pointer now says ``version``: resident data equals it, nothing is dirty."""
+        self.settle()
         self.committed_version = version
         self.locations.clear()
         self.dirty.clear()
 
     def release_all(self) -> None:
-        """Return every slot to the pool (end of run)."""
+        """Stop the I/O thread (after its jobs in flight) and return every slot to the pool (end of run).
+
+        What a job in flight wrote is not recorded anywhere: a later run reads what the last
+        record names, so its outcome is not waited for beyond the thread's end.
+        """
+        if self.io_thread is not None:
+            thread, self.io_thread = self.io_thread, None
+            thread.close()
+            for job in thread.finished():
+                if job.future.exception() is not None:
+                    logger.warning("partition %s %s failed at shutdown: %s", job.key, job.kind, job.future.exception())
+                self.pool.release(job.handle)
         for handle in self.resident.values():
             self.pool.release(handle)
         self.resident.clear()
@@ -224,61 +290,50 @@ class PartitionResidency:
         return self.progress.area(self.open_version, position)
 
     def _load(self, key: PartitionKey) -> None:
-        entity, part = key
-        handle = self.pool.acquire(entity, part, self.counts[key])
+        """Read ``key`` into a free slot now (waiting for a write behind to free one if needed)."""
+        self._free_a_slot(key[0])
+        handle = self.pool.acquire(key[0], key[1], self.counts[key])
         self.resident[key] = handle
-        started = time.perf_counter()
-        source = self._read_into(key, handle)
-        self.io.seconds += time.perf_counter() - started
-        if source != "random":
-            self.io.bytes_read += handle.embeddings.numel() * 4
-        logger.debug("loaded %s partition %d from %s", entity, part, source)
+        source = self._source(key)
+        self.io.bytes_read += fill(handle, source, self.seed, self.init_scale)
+        logger.debug("loaded %s partition %d from %s", key[0], key[1], source.label)
 
-    def _read_into(self, key: PartitionKey, handle: SlotHandle) -> str:
-        entity, part = key
-        if key in self.locations:
-            # Saved earlier in this pass: that save and nothing else is its state.
-            where = self.locations[key]
-            store = self._target(where)
-            label = f"version {self.open_version}" + ("" if where == FINAL else f" (saved after bucket {where})")
-            if not store.has_embeddings(entity, part, self.open_version):
-                raise PbgError(
-                    f"{label} should hold embeddings of entity type {entity!r} partition {part}, but the file "
-                    "is missing; the progress area was changed from outside"
-                )
-            _load_from(store, self.open_version, key, handle)
-            return label
-        # A committed version already holds what init_path gave it: only a run that has committed
-        # nothing reads init_path (which may then lack a partition: that one starts at random).
-        candidates: list[tuple[PartitionStore, int, str]] = []
-        if self.committed_version > 0:
-            candidates.append((self.store, self.committed_version, f"version {self.committed_version}"))
-        elif self.init_store is not None:
-            init_version = self.init_store.read_version()
-            candidates.append((self.init_store, init_version, f"init_path version {init_version}"))
-        for store, version, label in candidates:
-            if store.has_embeddings(entity, part, version):
-                _load_from(store, version, key, handle)
-                return label
-        if self.committed_version > 0:
-            # A committed version must hold every partition; never paper over a loss.
-            raise PbgError(
-                f"checkpoint version {self.committed_version} has no embeddings for entity type "
-                f"{entity!r} partition {part}; the checkpoint is incomplete or from another config"
-            )
-        generator = torch_generator(self.seed, "init", entity, part)
-        handle.embeddings.normal_(generator=generator).mul_(self.init_scale)
-        handle.state.zero_()
-        return "random"
+    def _source(self, key: PartitionKey) -> Source:
+        committed = (self.store, self.committed_version)
+        return source_of(key, self.locations, self._target, self.open_version, committed, self.init_store)
 
+    def _save_behind(self, key: PartitionKey) -> None:
+        """Hand a dirty partition leaving memory to the I/O thread (it is no longer resident)."""
+        assert self.io_thread is not None
+        handle, where = self.resident.pop(key), self.save_position
+        job = partial(write, handle, self._target(where), self.open_version, self.embedding_lr, self.metadata())
+        self.io_thread.submit(key, "save", handle, where, job)
+        self.dirty.discard(key)
 
-def _handle_bytes(handle: SlotHandle) -> int:
-    """What saving ``handle``'s partition writes: float32 embeddings and row state."""
-    return handle.embeddings.numel() * 4 + handle.state.numel() * 4
+    def _free_a_slot(self, entity: EntityName) -> None:
+        """Wait for the oldest write behind of ``entity`` when every slot of it is taken."""
+        while self.io_thread is not None and not self.pool.free_slots(entity):
+            key = self.io_thread.oldest("save", entity)
+            if key is None:
+                return  # nothing to wait for: acquire will say what holds the slots
+            self._collect(self.io_thread.wait(key))
 
-
-def _load_from(store: PartitionStore, version: int, key: PartitionKey, handle: SlotHandle) -> None:
-    """Read (entity, part) of ``version`` into ``handle``; Adagrad state zeroed if absent or unfit."""
-    _, optim = store.load_embeddings(key[0], key[1], version, out=handle.embeddings)
-    if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), handle.state):
-        handle.state.zero_()
+    def _collect(self, job: IoJob) -> None:
+        """Apply a finished job on this thread: a read becomes resident, a write frees its slot."""
+        try:
+            moved, seconds = job.future.result()
+        except BaseException:
+            if job.kind == "save":  # still in memory: resident and dirty again, so a retry saves it
+                self.resident[job.key] = job.handle
+                self.dirty.add(job.key)
+            else:
+                self.pool.release(job.handle)
+            raise
+        self.io.background_seconds += seconds
+        if job.kind == "load":
+            self.resident[job.key] = job.handle
+            self.io.bytes_read += moved
+        else:
+            self.locations[job.key] = int(job.target)  # type: ignore[call-overload]  # a save's target is its position
+            self.io.bytes_written += moved
+            self.pool.release(job.handle)

@@ -15,9 +15,11 @@ import torch
 from pbg_core.errors import PbgError
 from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
 from pbg_core.ports import FINAL
+from pbg_core.session.partition_io import PartitionIo
 from pbg_core.session.parts import MetadataSource
 from pbg_core.session.residency import PartitionResidency
 from storage.checkpoints import CheckpointStore
+from storage.errors import StorageError
 from storage.progress import CheckpointProgress
 
 COUNTS = {("node", 0): 3, ("node", 1): 2}
@@ -154,3 +156,43 @@ def test_make_room_evicts_what_later_buckets_need_least_then_the_least_recently_
     res.ensure_resident([A])
     res.ensure_resident([B])
     assert res.make_room([], {"node": 1}, {A: 1, B: 1}) == [A]  # a tie: the least recently used
+
+
+def test_a_partition_read_ahead_is_adopted_and_one_written_behind_is_read_back_after_its_write(
+    tmp_path: Path,
+) -> None:
+    res = residency(tmp_path, slots=2)
+    res.io_thread = PartitionIo()
+    try:
+        res.ensure_resident([A])
+        res.handle(A).embeddings.fill_(1.5)
+        res.mark_dirty([A], position=0)
+        assert res.prefetch([B]) == [B]  # a free slot: read on the I/O thread
+        assert res.prefetch([A, B]) == []  # resident, in flight
+        res.ensure_resident([B])
+        assert set(res.resident) == {A, B} and res.io.background_seconds > 0
+        assert res.make_room([B], {"node": 1}, {}) == [A]  # dirty: written behind
+        assert A not in res.resident and A not in res.dirty and A in res.io_thread.pending
+        res.ensure_resident([A])  # waits for the write, then reads that save back
+        assert torch.equal(res.handle(A).embeddings, torch.full((3, DIM), 1.5))
+        assert res.locations == {A: 0} and res.io.bytes_written == 3 * DIM * 4 + 3 * 4
+    finally:
+        res.release_all()
+    assert res.io_thread is None and res.pool.free_slots("node") == 2
+
+
+def test_a_failed_write_behind_leaves_the_partition_resident_and_dirty_for_a_retry(tmp_path: Path) -> None:
+    res = residency(tmp_path, slots=2)
+    res.io_thread = PartitionIo()
+    try:
+        res.ensure_resident([A])
+        res.mark_dirty([A], position=0)
+        blocker = tmp_path / "ckpt" / "progress" / "v1-b0"  # a file where the area's directory goes
+        blocker.parent.mkdir(parents=True)
+        blocker.write_text("in the way")
+        res.make_room([], {"node": 0}, {})
+        with pytest.raises(StorageError, match="v1-b0"):
+            res.settle()
+        assert A in res.resident and A in res.dirty and A not in res.locations
+    finally:
+        res.release_all()

@@ -1,0 +1,95 @@
+"""Filling a slot from where a partition's state is, and writing a slot: the I/O of residency.
+
+Where a partition is read from is decided on the training thread (:func:`source_of`: it reads
+the residency's bookkeeping); the reading itself (:func:`fill`) and writing (:func:`write`) touch
+only the slot and the store they are given, so they may run on the partition I/O thread
+(:mod:`pbg_core.session.partition_io`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pbg_core.errors import PbgError
+from pbg_core.parallel.memory import SlotHandle
+from pbg_core.ports import FINAL, CheckpointMetadata, PartitionStore
+from pbg_core.seeding import torch_generator
+from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
+from pbg_core.types import PartitionKey
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a partition's state comes from: ``store`` at ``version``, or random (store None)."""
+
+    label: str
+    store: PartitionStore | None = None
+    version: int = 0
+
+
+def source_of(
+    key: PartitionKey,
+    locations: dict[PartitionKey, int],
+    target: Callable[[int], PartitionStore],
+    open_version: int,
+    committed: tuple[PartitionStore, int],
+    init_store: PartitionStore | None,
+) -> Source:
+    """Where ``key``'s state is, for the open version (see :mod:`pbg_core.session.residency`).
+
+    Raises:
+        PbgError: a save of this pass or a committed partition is missing.
+    """
+    entity, part = key
+    if key in locations:
+        # Saved earlier in this pass: that save and nothing else is its state.
+        where = locations[key]
+        label = f"version {open_version}" + ("" if where == FINAL else f" (saved after bucket {where})")
+        if not target(where).has_embeddings(entity, part, open_version):
+            raise PbgError(
+                f"{label} should hold embeddings of entity type {entity!r} partition {part}, but the file "
+                "is missing; the progress area was changed from outside"
+            )
+        return Source(label, target(where), open_version)
+    store, version = committed
+    if version > 0:
+        # A committed version already holds what init_path gave it, and must hold every partition.
+        if store.has_embeddings(entity, part, version):
+            return Source(f"version {version}", store, version)
+        raise PbgError(
+            f"checkpoint version {version} has no embeddings for entity type "
+            f"{entity!r} partition {part}; the checkpoint is incomplete or from another config"
+        )
+    if init_store is not None:
+        init_version = init_store.read_version()
+        if init_store.has_embeddings(entity, part, init_version):
+            return Source(f"init_path version {init_version}", init_store, init_version)
+    return Source("random")  # nothing committed and no init_path file: a seeded random start
+
+
+def fill(handle: SlotHandle, source: Source, seed: int, init_scale: float) -> int:
+    """Read ``source`` into ``handle`` (or initialise it at random); returns the bytes read."""
+    if source.store is None:
+        generator = torch_generator(seed, "init", handle.entity, handle.partition)
+        handle.embeddings.normal_(generator=generator).mul_(init_scale)
+        handle.state.zero_()
+        return 0
+    _, optim = source.store.load_embeddings(handle.entity, handle.partition, source.version, out=handle.embeddings)
+    if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), handle.state):
+        handle.state.zero_()
+    return handle.embeddings.numel() * 4
+
+
+def write(
+    handle: SlotHandle, store: PartitionStore, version: int, embedding_lr: float, metadata: CheckpointMetadata
+) -> int:
+    """Write ``handle``'s embeddings and row state as ``version`` in ``store``; returns the bytes."""
+    state = state_to_bytes(RowAdagrad.state_dict(handle.state, embedding_lr))
+    store.save_embeddings(handle.entity, handle.partition, version, handle.embeddings, state, metadata)
+    return slot_bytes(handle)
+
+
+def slot_bytes(handle: SlotHandle) -> int:
+    """What saving ``handle``'s partition writes: float32 embeddings and row state."""
+    return handle.embeddings.numel() * 4 + handle.state.numel() * 4
