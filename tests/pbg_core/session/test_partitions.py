@@ -73,6 +73,16 @@ def test_slots_needed() -> None:
         topo.slots_needed("nope")
 
 
+def test_resident_slots_lie_between_what_a_bucket_needs_and_every_partition() -> None:
+    topo = _social()
+    partitioned = sorted(topo.partitioned_types)
+    assert topo.resident_slots() == {t: topo.slots_needed(t) for t in partitioned}
+    assert topo.resident_slots(1) == topo.resident_slots()  # never fewer than a bucket needs
+    assert topo.resident_slots(100) == {t: topo.num_partitions[t] for t in partitioned}  # never more than exist
+    one_sided = PartitionTopology.build({"doc": 3, "word": 1}, [("doc", "word")])
+    assert one_sided.resident_slots(2) == {"doc": 2}
+
+
 def test_mixed_partition_counts_on_a_side_name_types_and_counts() -> None:
     with pytest.raises(ConfigError) as info:
         PartitionTopology.build({"a": 2, "b": 3, "c": 1, "d": 4}, [("a", "c"), ("b", "c"), ("c", "d")])
