@@ -20,6 +20,7 @@ from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
 from pbg_core.ports import PartitionStore
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
+from pbg_core.session.memory_plan import MemoryPlan, largest_chunk, plan_memory, run_sizes
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
 from pbg_core.session.residency import PartitionResidency
@@ -68,16 +69,35 @@ def _build_model_state(config: ConfigSchema, num_dynamic_relations: int, model_l
     return ModelState(model=model, optimizer=optimizer)
 
 
-def _build_pool(config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int]) -> EmbeddingPool:
+def _build_pool(
+    config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int], slots: int = 0
+) -> EmbeddingPool:
     specs = {
         entity: SlotSpec(
             max_count=max(count for (name, _), count in counts.items() if name == entity),
             dim=config.entity_dimension(entity),
-            num_slots=topology.slots_needed(entity),
+            num_slots=max(topology.slots_needed(entity), slots if topology.is_partitioned(entity) else 0),
         )
         for entity in topology.num_partitions
     }
     return EmbeddingPool.allocate(specs)
+
+
+def _memory_plan(
+    config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int], num_dynamic: int, stores: Any
+) -> MemoryPlan | None:
+    """The run's memory plan, logged; None when the stores cannot say what memory is available.
+
+    Raises:
+        MemoryPlanError: the partitions cannot fit (see :func:`~pbg_core.session.memory_plan.plan_memory`).
+    """
+    available = stores.memory_available() if hasattr(stores, "memory_available") else None
+    if available is None:
+        return None
+    chunk = largest_chunk(stores.edges, topology.buckets(), config.num_edge_chunks, config.max_edges_per_chunk)
+    plan = plan_memory(run_sizes(config, topology, counts, num_dynamic, chunk), available, config.resident_partitions)
+    logger.info("%s", plan.describe())
+    return plan
 
 
 def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
@@ -186,7 +206,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
-    pool = _build_pool(config, topology, counts)
+    plan = _memory_plan(config, topology, counts, num_dynamic, stores)
+    pool = _build_pool(config, topology, counts, plan.slots if plan and config.resident_partitions else 0)
     residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()
