@@ -6,6 +6,7 @@ protocols of :mod:`pbg_core.ports`.
 - :mod:`.partitions`, :mod:`.bucket_order`, :mod:`.iterations`, :mod:`.edge_checks`:
   the plan of a run (which buckets, in what order, over which edge chunks);
 - :mod:`.residency`: which partitions sit in the shared slots, and their saves;
+- :mod:`.memory_plan`: how many partitions stay resident, and the memory a run needs;
 - :mod:`.parts`, :mod:`.build`: the session's settings and model state, and building it;
 - :mod:`.engine`: :class:`~pbg_core.session.engine.TrainingSession`, the one owner of
   training state;
