@@ -154,3 +154,15 @@ def test_partitions_that_cannot_fit_in_memory_are_refused_before_any_worker(
     message = str(raised.value)
     assert "memory: 1 partition(s) need at least 1 resident + 0 in flight x 6800.00 GB" in message
     assert "use num_partitions >= " in message and "for entity type(s) node" in message
+
+
+def test_resident_partitions_sizes_the_pool_or_is_refused(make_config: Any, graph_2x2: Any) -> None:
+    config = parse_config(make_config("ckpt", data=graph_2x2, resident_partitions=1))
+    with pytest.raises(MemoryPlanError, match=r"^resident_partitions: 1 is not allowed here; .* needs 2 partitions"):
+        build_session(config, open_run_stores(config))
+    config = parse_config(make_config("ckpt", data=graph_2x2, resident_partitions=5))  # capped at the 2 there are
+    session = build_session(config, open_run_stores(config))
+    try:
+        assert session.residency.pool.buffers().embeddings["node"].shape[0] == 2
+    finally:
+        session.close()
