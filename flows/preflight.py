@@ -3,7 +3,9 @@
 The config is parsed and validated, and the run's local inputs are looked for, before the
 command starts its embedded Prefect server or forks a HOGWILD worker: a typo in the config
 or a forgotten ``pbg import`` then fails in well under a second, not after the server's
-start-up (4-12 s) or the flow's first task (~17 s). Only local paths are looked at: a
+start-up (4-12 s) or the flow's first task (~17 s). ``pbg train`` also checks here that the
+partitions fit in the memory available (:mod:`pbg_core.session.memory_plan`) and that a local
+checkpoint's disk has room for the next version (:func:`check_resources`). Only local paths are looked at: a
 remote store is checked by the flow's first task, which has the retries and the
 reachability probe that a network deserves. It imports nothing it can avoid (no fsspec,
 torch or Prefect): whatever it imports delays the server's start.
@@ -24,11 +26,18 @@ from collections.abc import Sequence
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError, PbgError
+from pbg_core.session.iterations import compute_num_edge_chunks
+from pbg_core.session.memory_plan import plan_memory, run_sizes
 from pbg_core.session.partitions import PartitionTopology
 from storage import layout
 from storage.config_loader import load_config, local_path
+from storage.disk_space import check_disk_space
 from storage.errors import DataNotFound, OutputNotWritable
+from storage.host_memory import memory_available
 from storage.local_dirs import creatable_problem
+
+# storage.progress.PROGRESS_DIR, whose module imports torch (tests/flows/test_preflight.py holds them equal).
+PROGRESS_DIR = "progress"
 
 
 class CheckpointNotWritable(OutputNotWritable):
@@ -109,12 +118,84 @@ def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Seque
             "init_path does not exist; give the checkpoint directory of a previous run, or unset init_path",
         )
     checkpoint_dir = local_path(config.checkpoint_path)
+    if checkpoint_dir is not None and training:
+        _check_writable(config.checkpoint_path, checkpoint_dir)
+    elif checkpoint_dir is not None and not os.path.isfile(os.path.join(checkpoint_dir, layout.VERSION_FILE)):
+        raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    if training and entity_dir is not None:
+        check_resources(config, topology, entity_dir, checkpoint_dir)
+
+
+def check_resources(
+    config: ConfigSchema, topology: PartitionTopology, entity_dir: str, checkpoint_dir: str | None
+) -> None:
+    """Refuse a training run whose partitions cannot fit in memory, or whose next version cannot fit on disk.
+
+    Memory: :func:`~pbg_core.session.memory_plan.plan_memory` on the local entity counts, with the
+    largest bucket's edges estimated from its file's size (24 bytes an edge at least: ids are
+    int64; the session's own plan reads the exact counts). Disk (a local checkpoint_path only):
+    version ``v + 1`` (every partition's embeddings and row-Adagrad state, and the model) plus the
+    bucket progress area's worst case, one more copy of each, less what that area already holds.
+
+    Raises:
+        MemoryPlanError: see :func:`~pbg_core.session.memory_plan.plan_memory`.
+        NoSpaceForCheckpoint: the checkpoint's disk has less free space than that.
+    """
+    counts = {key: _read_int(os.path.join(entity_dir, layout.entity_count_file(*key))) for key in _keys(topology)}
+    if any(count is None for count in counts.values()):
+        return  # unreadable: the run's first task names the file
+    num_dynamic = _read_int(os.path.join(entity_dir, layout.DYNAMIC_REL_COUNT_FILE)) if config.dynamic_relations else 0
+    chunk = _estimated_chunk(config, topology)
+    sizes = run_sizes(config, topology, {k: v or 0 for k, v in counts.items()}, num_dynamic or 0, chunk)
+    available = memory_available()
+    if available is not None:
+        plan_memory(sizes, available, config.resident_partitions)
     if checkpoint_dir is None:
         return
-    if training:
-        _check_writable(config.checkpoint_path, checkpoint_dir)
-    elif not os.path.isfile(os.path.join(checkpoint_dir, layout.VERSION_FILE)):
-        raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    committed = _read_int(os.path.join(checkpoint_dir, layout.VERSION_FILE)) or 0
+    progress = _tree_bytes(os.path.join(checkpoint_dir, PROGRESS_DIR))
+    needed = sizes.version_bytes + max(0, sizes.version_bytes - progress)
+    what = f"checkpoint version {committed + 1} and its bucket progress"
+    check_disk_space(config.checkpoint_path, needed, committed, what)
+
+
+def _keys(topology: PartitionTopology) -> list[tuple[str, int]]:
+    return [(entity, part) for entity, count in topology.num_partitions.items() for part in range(count)]
+
+
+def _read_int(path: str) -> int | None:
+    """The integer a count or version file holds; None when missing or not one integer."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return None
+
+
+def _estimated_chunk(config: ConfigSchema, topology: PartitionTopology) -> int:
+    """Edges of a chunk of the largest local bucket, from file sizes (an upper bound: 24 bytes per edge)."""
+    sizes = []
+    for edge_path in config.edge_paths:
+        local = local_path(edge_path)
+        if local is None:
+            continue
+        sizes.append(
+            [_file_size(os.path.join(local, layout.edge_file(b.lhs, b.rhs))) // 24 for b in topology.buckets()]
+        )
+    chunks = compute_num_edge_chunks(config.num_edge_chunks, [s[0] for s in sizes if s], config.max_edges_per_chunk)
+    return -(-max((n for s in sizes for n in s), default=0) // chunks)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tree_bytes(path: str) -> int:
+    """Bytes of the files under ``path`` (0 when absent)."""
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
 
 
 def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, field: str) -> None:

@@ -15,23 +15,29 @@ from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.fs import urls
+from storage.host_memory import memory_available
 from storage.progress import CheckpointProgress
 from storage.staged_progress import StagedProgress, stage_dir_for
 from storage.stats_log import StatsLog
 
 if TYPE_CHECKING:
     from pbg_core.config import ConfigSchema
+    from pbg_core.session.memory_plan import Available
 
 
 @dataclass(frozen=True)
 class RunStores:
-    """The stores of one run: entities, edges per edge path, checkpoint, init, stats."""
+    """The stores of one run: entities, edges per edge path, checkpoint, init, stats; and the memory available."""
 
     entities: EntityStore
     edges: list[EdgeStore]
     checkpoint: CheckpointStore
     init: CheckpointStore | None
     stats: StatsLog
+
+    def memory_available(self) -> Available | None:
+        """Memory this process may use (its cgroup's headroom or MemAvailable; see storage.host_memory)."""
+        return memory_available()
 
     @property
     def progress(self) -> CheckpointProgress | StagedProgress:

@@ -13,7 +13,8 @@ from prefect import task
 from pbg_core.session.iterations import Iteration
 from pbg_core.types import Bucket
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
-from tasks.sessions import get_session
+from tasks.disk_checks import check_before_bucket_save
+from tasks.sessions import get_session, session_run
 
 _STORAGE: dict[str, Any] = dict(
     cache_policy=NO_CACHE,
@@ -31,8 +32,10 @@ def schedule_buckets(handle: str, iteration: Iteration) -> list[Bucket]:
 
 @task(name="swap-partitions", task_run_name="swap partitions ({bucket[0]}, {bucket[1]})", **_STORAGE)
 def swap_partitions(handle: str, bucket: Bucket) -> dict[str, float]:
-    """Save the partitions leaving memory and load the ones ``bucket`` needs."""
-    return get_session(handle).swap_partitions(Bucket(*bucket))
+    """Save the partitions leaving memory and load the ones ``bucket`` needs (once the disk has room)."""
+    session = get_session(handle)
+    check_before_bucket_save(session, session_run(handle).config.checkpoint_path)
+    return session.swap_partitions(Bucket(*bucket))
 
 
 @task(name="load-edges", task_run_name="load edges ({bucket[0]}, {bucket[1]})", **_STORAGE)
@@ -55,5 +58,7 @@ def train_bucket(handle: str) -> dict[str, Any]:
 
 @task(name="finish-bucket", task_run_name="save bucket progress", **_STORAGE)
 def finish_bucket(handle: str) -> dict[str, Any]:
-    """Save the partitions and model the bucket changed, then record it as done (durable)."""
-    return get_session(handle).finish_bucket()
+    """Save the partitions and model the bucket changed, then record it as done (durable; once the disk has room)."""
+    session = get_session(handle)
+    check_before_bucket_save(session, session_run(handle).config.checkpoint_path)
+    return session.finish_bucket()

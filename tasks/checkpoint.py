@@ -15,9 +15,10 @@ from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration, build_iterations, should_preserve
 from storage.checkpoints import CheckpointStore
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.disk_checks import check_before_checkpoint
 from tasks.lease import check_lease
 from tasks.runs import get_run
-from tasks.sessions import get_session
+from tasks.sessions import get_session, session_run
 
 _STORAGE: dict[str, Any] = dict(
     cache_policy=NO_CACHE,
@@ -29,8 +30,10 @@ _STORAGE: dict[str, Any] = dict(
 
 @task(name="write-checkpoint", task_run_name="write checkpoint v{iteration.version}", **_STORAGE)
 def write_checkpoint(handle: str, iteration: Iteration) -> int:
-    """Write partitions, model, optimizer state and stats rows as the new version."""
-    return get_session(handle).write_checkpoint(iteration)
+    """Write partitions, model, optimizer state and stats rows as the new version (once the disk has room)."""
+    session = get_session(handle)
+    check_before_checkpoint(session, session_run(handle).config, iteration)
+    return session.write_checkpoint(iteration)
 
 
 @task(name="switch-version", task_run_name="switch to v{iteration.version}", **_STORAGE)

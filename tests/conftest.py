@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Callable
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,3 +215,30 @@ def train_buckets_of(handle: str, iteration: Any) -> list[Any]:
 def train_buckets() -> Callable[[str, Any], list[Any]]:
     """:func:`train_buckets_of` as a fixture: ``train_buckets(handle, iteration) -> buckets``."""
     return train_buckets_of
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """``small_disk(size)``: a real filesystem of ``size`` bytes (a tmpfs mounted under ``tmp_path``).
+
+    Mounting needs root (CAP_SYS_ADMIN): the test is skipped where it is not permitted. Every
+    mount is unmounted at the end of the test.
+    """
+    mounted: list[Path] = []
+
+    def mount(size: int) -> Path:
+        point = tmp_path / f"disk{len(mounted)}"
+        point.mkdir()
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            pytest.skip("mounting a small tmpfs needs root and mount(8)")
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", "-l", str(point)], check=False, capture_output=True)

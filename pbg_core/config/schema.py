@@ -81,7 +81,7 @@ class ConfigSchema(BaseModel):
         None, ge=1, description="Keep a snapshot of the checkpoint every this many epochs; None: never."
     )
     progress_interval: float = Field(
-        900.0,
+        1800.0,
         ge=0,
         description=(
             "Seconds of training a kill may lose at most (or the bucket in flight, if longer): bucket progress "
@@ -101,6 +101,13 @@ class ConfigSchema(BaseModel):
         1_000_000_000, ge=1, description="Largest edge chunk, used only to derive num_edge_chunks."
     )
     bucket_order: BucketOrder = Field("inside_out", description="Order in which buckets are trained in a pass.")
+    resident_partitions: int | None = Field(
+        None,
+        ge=1,
+        description="Partitions (of every partitioned entity type) kept in memory between buckets, besides "
+        "the 2 loading or being written; None: as many as fit in the memory available (at least a "
+        "bucket's, at most all). A value above the partition count keeps all of them. New field.",
+    )
     workers: int | None = Field(
         None,
         ge=1,

@@ -8,6 +8,7 @@ protocols of :mod:`pbg_core.ports`.
 - :mod:`.schedule`: with room for more partitions than one bucket needs, which stay in memory
   between buckets and the bucket order that reuses them;
 - :mod:`.residency`: which partitions sit in the shared slots, and their saves;
+- :mod:`.memory_plan`: how many partitions stay resident, and the memory a run needs;
 - :mod:`.parts`, :mod:`.build`: the session's settings and model state, and building it;
 - :mod:`.engine`: :class:`~pbg_core.session.engine.TrainingSession`, the one owner of
   training state;

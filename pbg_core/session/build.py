@@ -21,6 +21,7 @@ from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
 from pbg_core.ports import PartitionStore
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
+from pbg_core.session.memory_plan import MemoryPlan, largest_chunk, plan_memory, run_sizes
 from pbg_core.session.partition_io import PartitionIo
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.parts import MetadataSource, ModelState, SessionSettings, config_json_text
@@ -98,6 +99,40 @@ def _log_opened(source: str, num_workers: int, topology: PartitionTopology, resi
         topology.nparts_rhs,
         held,
     )
+
+
+def _memory_plan(
+    config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int], num_dynamic: int, stores: Any
+) -> MemoryPlan | None:
+    """The run's memory plan, logged; None when the stores cannot say what memory is available.
+
+    Raises:
+        MemoryPlanError: the partitions cannot fit (see :func:`~pbg_core.session.memory_plan.plan_memory`).
+    """
+    available = stores.memory_available() if hasattr(stores, "memory_available") else None
+    if available is None:
+        return None
+    chunk = largest_chunk(stores.edges, topology.buckets(), config.num_edge_chunks, config.max_edges_per_chunk)
+    plan = plan_memory(run_sizes(config, topology, counts, num_dynamic, chunk), available, config.resident_partitions)
+    logger.info("%s", plan.describe())
+    return plan
+
+
+def _slots(
+    config: ConfigSchema, topology: PartitionTopology, plan: MemoryPlan | None, read_only: bool
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Partitions of each partitioned type kept resident, and the spare slots beside them.
+
+    Resident: the plan's count (``resident_partitions``, or as many as fit), else the config's.
+    Spare (training only, where a type has partitions left out): the plan's in-flight slots, one
+    read ahead while the other's partition is written behind (2 without a plan).
+    """
+    resident = topology.resident_slots(plan.resident if plan is not None else config.resident_partitions)
+    if read_only:
+        return resident, {}
+    flying = plan.in_flight if plan is not None else 2
+    spare = {e: min(flying, topology.num_partitions[e] - k) for e, k in resident.items()}
+    return resident, {e: n for e, n in spare.items() if n > 0}
 
 
 def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
@@ -182,9 +217,7 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
     )
 
 
-def build_session(
-    config: ConfigSchema, stores: Any, read_only: bool = False, resident_partitions: int | None = None
-) -> TrainingSession:
+def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
     Args:
@@ -192,8 +225,6 @@ def build_session(
         stores: Opened stores with ``entities``, ``edges`` (one per edge path),
             ``checkpoint``, ``init`` (or None) and ``stats`` (see storage.run_stores).
         read_only: For offline evaluation: nothing is ever written.
-        resident_partitions: Partitions of each partitioned type kept in memory (None: the
-            fewest one bucket needs; see PartitionTopology.resident_slots).
 
     Returns:
         A session whose workers are started and whose unpartitioned tables are resident.
@@ -211,9 +242,8 @@ def build_session(
         check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
-    resident = topology.resident_slots(resident_partitions)
-    # One more slot where a type has partitions left out: the next bucket's is read into it meanwhile.
-    spare = {e: 1 for e, k in resident.items() if k < topology.num_partitions[e]} if not read_only else {}
+    plan = _memory_plan(config, topology, counts, num_dynamic, stores)
+    resident, spare = _slots(config, topology, plan, read_only)
     pool = _build_pool(config, topology, counts, {e: k + spare.get(e, 0) for e, k in resident.items()})
     residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
     residency.io_thread = PartitionIo() if spare else None

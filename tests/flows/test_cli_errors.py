@@ -92,6 +92,11 @@ def _cases() -> list[Case]:
         ),
         Case("eval before train", ("eval", "config.json"), ("ckpt", "no committed checkpoint", "train first")),
         Case(
+            "partitions too big for memory",
+            ("train", "huge.json"),
+            ("memory: 1 partition(s) need", "GB is available (", "use num_partitions >= ", "entity type(s) node"),
+        ),
+        Case(
             "missing filter path",
             ("eval", "config.json", "--filtered", "--filter-path", "data/gone"),
             ("data/gone", "edge path does not exist", "--filter-path"),
@@ -179,6 +184,10 @@ def _write_inputs(root: Path, graph: Any, config_for: Callable[..., dict[str, An
     (root / "syntax.py").write_text("def get_torchbiggraph_config(:\n")
     (root / "raises.py").write_text("def get_torchbiggraph_config():\n    raise RuntimeError('boom')\n")
     (root / "list.json").write_text("[1, 2]")
+    huge = root / "huge"  # 10^11 entities: no memory holds one partition of them
+    shutil.copytree(graph.entity_path, huge)
+    (huge / "entity_count_node_0.txt").write_text("100000000000\n")
+    save("huge.json", entity_path=str(huge), edge_paths=[str(huge / Path(graph.train_path).name)])
     # Inputs whose files exist but whose content is bad: found by the flow, not before it.
     # Each flow run starts torch and Prefect (seconds): two cases only.
     data = root / "bad_count"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from flows.preflight import (
+    PROGRESS_DIR,
     CheckpointNotWritable,
     PrefectApiUnreachable,
     check_local_inputs,
@@ -20,6 +23,8 @@ from flows.preflight import (
 )
 from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
+from pbg_core.session.memory_plan import MemoryPlanError
+from storage.disk_space import NoSpaceForCheckpoint
 from storage.errors import DataNotFound
 
 
@@ -94,3 +99,58 @@ def test_a_prefect_api_url_nothing_answers_is_named() -> None:
     with pytest.raises(PrefectApiUnreachable, match=r"PREFECT_API_URL=http://127.0.0.1:9/api: no Prefect API"):
         check_prefect_api("http://127.0.0.1:9/api", timeout=2)
     check_prefect_api(None)  # unset: the embedded server is used
+
+
+def test_partitions_too_big_for_memory_are_refused(config: dict[str, Any], graph: Any, tmp_path: Path) -> None:
+    entities = tmp_path / "entities"
+    shutil.copytree(graph.entity_path, entities)
+    (entities / "entity_count_node_0.txt").write_text("100000000000\n")
+    raw = {**config, "entity_path": str(entities), "edge_paths": [str(entities / Path(graph.train_path).name)]}
+    with pytest.raises(MemoryPlanError, match=r"^memory: 1 partition\(s\) need .* use num_partitions >= \d+ for"):
+        check_local_inputs(parse_config(raw), training=True)
+    checkpoint = Path(config["checkpoint_path"])
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "checkpoint_version.txt").write_text("1\n")
+    check_local_inputs(parse_config(raw), training=False)  # evaluation is not planned here
+
+
+def test_a_disk_without_room_for_the_next_version_is_refused(
+    config: dict[str, Any], small_disk: Callable[[int], Path]
+) -> None:
+    disk = small_disk(1 << 20)
+    # d=1000: 200 rows x 4004 B = 0.8 MB a version, twice that with the bucket progress: 1.6 MB > 1 MiB
+    raw = {**config, "dimension": 1000, "checkpoint_path": str(disk / "ckpt")}
+    with pytest.raises(NoSpaceForCheckpoint) as caught:
+        check_local_inputs(parse_config(raw), training=True)
+    message = str(caught.value)
+    assert message.startswith(f"{disk / 'ckpt'}: not enough disk space for checkpoint version 1 and its bucket")
+    assert "no version is committed yet" in message
+    (disk / "ckpt").mkdir()
+    (disk / "ckpt" / "checkpoint_version.txt").write_text("3\n")
+    with pytest.raises(NoSpaceForCheckpoint, match="for checkpoint version 4 .* the committed version 3 is intact"):
+        check_local_inputs(parse_config(raw), training=True)
+    check_local_inputs(parse_config({**raw, "dimension": 100}), training=True)  # 2 x 81 KB fits
+
+
+def test_pbg_train_on_a_full_disk_fails_in_one_line_before_the_server(
+    config: dict[str, Any], small_disk: Callable[[int], Path], tmp_path: Path
+) -> None:
+    disk = small_disk(1 << 20)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "dimension": 1000, "checkpoint_path": str(disk / "ckpt")}))
+    server_log = tmp_path / "server.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PBG_"))}
+    env.update(PBG_SERVER_LOG=str(server_log), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    pbg = str(Path(sys.executable).with_name("pbg"))
+    done = subprocess.run([pbg, "train", str(path)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert line.startswith(f"pbg train: error: {disk / 'ckpt'}: not enough disk space for checkpoint version 1")
+    assert not server_log.exists()
+
+
+def test_the_progress_directory_name_is_storage_s() -> None:
+    from storage.progress import PROGRESS_DIR as STORAGE_PROGRESS_DIR
+
+    assert PROGRESS_DIR == STORAGE_PROGRESS_DIR

@@ -63,6 +63,7 @@ def test_defaults_equal_pbg() -> None:
         "partition_shard_size": 250,
         "half_precision": False,
         "seed": None,
+        "resident_partitions": None,
     }
     assert {name: getattr(config, name) for name in expected} == expected
     assert config.relations[0] == RelationSchema(name="buys", lhs="user", rhs="item")
@@ -84,7 +85,12 @@ def test_every_pbg_field_exists() -> None:
         "num_gpus", "num_groups_for_partition_server", "num_groups_per_sharded_partition_server",
         "partition_shard_size", "half_precision",
     }  # fmt: skip
-    assert set(ConfigSchema.model_fields) == pbg_fields | {"seed", "storage_options", "progress_interval"}
+    assert set(ConfigSchema.model_fields) == pbg_fields | {
+        "seed",
+        "storage_options",
+        "progress_interval",
+        "resident_partitions",
+    }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
 
@@ -244,3 +250,10 @@ def test_direct_construction_runs_cross_field_rules() -> None:
     with pytest.raises(ValidationError, match="num_gpus: 1 is not supported by pbg-flow"):
         ConfigSchema.model_validate(raw)
     assert ConfigSchema.model_validate(minimal()) == parse_config(minimal())
+
+
+def test_resident_partitions_is_a_positive_int_or_none() -> None:
+    assert parse_config(minimal()).resident_partitions is None
+    assert parse_config(minimal(resident_partitions=6)).resident_partitions == 6
+    assert problems_of(minimal(resident_partitions=0)) == ["resident_partitions: 0 must be >= 1"]
+    assert problems_of(minimal(), ("resident_partitions=many",)) == ["resident_partitions: 'many' is not an integer"]

@@ -13,8 +13,10 @@ from storage.run_stores import open_run_stores
 
 def open_session(raw: dict[str, Any], resident_partitions: int | None = None) -> tuple[ConfigSchema, TrainingSession]:
     """The parsed config and a session on its stores (one worker: this process, no child)."""
+    if resident_partitions is not None:
+        raw = {**raw, "resident_partitions": resident_partitions}
     config = parse_config(raw)
-    return config, build_session(config, open_run_stores(config), resident_partitions=resident_partitions)
+    return config, build_session(config, open_run_stores(config))
 
 
 def first_iteration(config: ConfigSchema) -> Iteration:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from pbg_core.errors import ShapeError
 from pbg_core.parallel.worker_jobs import WorkerInit
 from pbg_core.ports import CheckpointMetadata
 from pbg_core.session.build import build_session, worker_settings
+from pbg_core.session.memory_plan import MemoryPlanError
 from pbg_core.training.settings import BatchSettings, WorkerSettings
 from storage.checkpoints import CheckpointStore
 from storage.run_stores import open_run_stores
@@ -127,5 +129,40 @@ def test_the_session_hands_its_workers_settings_not_the_config(make_config: Any)
         assert isinstance(payload, WorkerInit)
         assert payload.settings == worker_settings(config)
         assert not any(isinstance(value, ConfigSchema) for value in vars(payload).values())
+    finally:
+        session.close()
+
+
+def test_the_memory_plan_is_logged(make_config: Any, graph_2x2: Any, caplog: pytest.LogCaptureFixture) -> None:
+    config = parse_config(make_config("ckpt", data=graph_2x2))
+    with caplog.at_level("INFO", logger="pbg_core.session.build"):
+        session = build_session(config, open_run_stores(config))
+    session.close()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory plan: ")]
+    assert len(lines) == 1 and lines[0].startswith("memory plan: 2 of 2 partitions resident + 0 in flight x ")
+
+
+def test_partitions_that_cannot_fit_in_memory_are_refused_before_any_worker(
+    make_config: Any, graph: Any, tmp_path: Path
+) -> None:
+    entities = tmp_path / "entities"
+    shutil.copytree(graph.entity_path, entities)
+    (entities / "entity_count_node_0.txt").write_text("100000000000\n")  # 10^11 rows x 68 B = 6.8 TB
+    config = parse_config(make_config("ckpt", entity_path=str(entities)))
+    with pytest.raises(MemoryPlanError) as raised:
+        build_session(config, open_run_stores(config))
+    message = str(raised.value)
+    assert "memory: 1 partition(s) need at least 1 resident + 0 in flight x 6800.00 GB" in message
+    assert "use num_partitions >= " in message and "for entity type(s) node" in message
+
+
+def test_resident_partitions_sizes_the_pool_or_is_refused(make_config: Any, graph_2x2: Any) -> None:
+    config = parse_config(make_config("ckpt", data=graph_2x2, resident_partitions=1))
+    with pytest.raises(MemoryPlanError, match=r"^resident_partitions: 1 is not allowed here; .* needs 2 partitions"):
+        build_session(config, open_run_stores(config))
+    config = parse_config(make_config("ckpt", data=graph_2x2, resident_partitions=5))  # capped at the 2 there are
+    session = build_session(config, open_run_stores(config))
+    try:
+        assert session.residency.pool.buffers().embeddings["node"].shape[0] == 2
     finally:
         session.close()

@@ -53,7 +53,7 @@ def test_holding_every_partition_reads_none_back_and_commits_what_two_slots_woul
         roomy.close()
 
     tight_raw = make_config("two", data=graph_4x4, num_epochs=2, eval_fraction=0.0)
-    tight_config, tight = open_session(tight_raw)
+    tight_config, tight = open_session(tight_raw, resident_partitions=2)
     try:
         assert set(tight.settings.resident.values()) == {2}
         # The same buckets in the same order: only what stays in memory differs.
@@ -150,16 +150,16 @@ def test_a_kill_between_save_points_resumes_from_the_last_one(
 def test_reading_ahead_and_writing_behind_change_no_bit_of_the_result(
     make_config: Any, graph_4x4: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two slots of 4 partitions plus a spare: the next bucket's partition is read while one
+    """Two slots of 4 partitions plus two in flight: the next bucket's partition is read while one
     trains, and (big partitions: save points only at the end of a pass) the ones leaving are
     written behind. The same run with every move done in place commits the same bytes."""
     monkeypatch.setattr(save_points, "CHEAP_SAVE_BYTES", 0)
     stores = {}
     for name in ("behind", "in_place"):
         raw = make_config(name, data=graph_4x4, num_epochs=2, eval_fraction=0.0, progress_interval=3600)
-        config, session = open_session(raw)
+        config, session = open_session(raw, resident_partitions=2)
         thread = session.residency.io_thread
-        assert thread is not None and session.residency.pool.specs["node"].num_slots == 3
+        assert thread is not None and session.residency.pool.specs["node"].num_slots == 4  # 2 + 2 in flight
         if name == "in_place":
             thread.close()
             session.residency.io_thread = None
