@@ -3,6 +3,7 @@
     pbg import CONFIG INPUT... --lhs-col N --rhs-col N [--rel-col N] [-p key=value ...]
     pbg train  CONFIG [-p key=value ...]
     pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
+               [--sample-edges N] [--candidates K] [--sample-seed S]
     pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
     pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name train]
 

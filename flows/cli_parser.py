@@ -91,6 +91,36 @@ def _add_eval(sub: Subcommands) -> None:
         help="edge path whose edges count as known (repeatable; default: all of the config's edge_paths)",
     )
     ev.add_argument("--json", action="store_true", help="print the metrics as one JSON object on the last line")
+    sampled = ev.add_argument_group(
+        "sampled evaluation (for graphs whose full ranking is out of reach; its MRR is higher than "
+        "full ranking's and not comparable with it)"
+    )
+    sampled.add_argument(
+        "--sample-edges",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="rank a seeded uniform sample of N edges (without replacement, across every bucket of the "
+        "edge paths; more than there are: all of them)",
+    )
+    sampled.add_argument(
+        "--candidates",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="rank each edge's lhs and rhs against K distinct entities drawn uniformly from the entity type's "
+        "partition (shared by a chunk of up to K edges) instead of the config's negatives; 1 to the smallest "
+        "ranked partition's entity count. The edge's own entity never counts; with --filtered, neither "
+        "does a candidate forming a known edge (all_negs is not needed)",
+    )
+    sampled.add_argument(
+        "--sample-seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="seed of the edge sample and the candidates (default: the config's seed, 0 if it has none); "
+        "the same seed and workers give the same edges, candidates and metrics",
+    )
 
 
 def _add_export(sub: Subcommands) -> None:

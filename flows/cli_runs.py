@@ -25,6 +25,9 @@ from pbg_core.parallel.worker_boot import active_workers, default_num_workers, p
 if TYPE_CHECKING:
     from pbg_core.config import ConfigSchema
 
+# What `pbg eval`'s flow returns about a sampled evaluation, printed on its own line, not in Stats.
+SAMPLE_KEYS = ("total_edges", "sample_edges", "candidates", "sample_seed")
+
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``pbg train CONFIG``: the ``pbg`` flow on the config; prints the committed version."""
@@ -62,6 +65,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     # Before the server, as for train.
     config = load_checked_config(args.config, args.param, training=False, filter_paths=args.filter_path or ())
+    sampling = args.sample_edges is not None or args.candidates is not None
+    if sampling:
+        from flows.eval_sampling import check_sampling
+
+        check_sampling(config, args.candidates)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.evaluate import pbg_eval
@@ -72,8 +80,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         filter_paths = (args.filter_path or list(config.edge_paths)) if args.filtered else None
         with _local_run_settings(server), interrupts.flow_call():
-            metrics = pbg_eval(config=config, filter_paths=filter_paths)
-    print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items()))
+            metrics = pbg_eval(
+                config=config,
+                filter_paths=filter_paths,
+                sample_edges=args.sample_edges,
+                candidates=args.candidates,
+                sample_seed=args.sample_seed,
+            )
+    print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items() if k not in SAMPLE_KEYS))
+    if sampling:
+        from pbg_core.evaluation.sampling import describe_sample
+
+        print(
+            describe_sample(
+                int(metrics["count"]), int(metrics["total_edges"]), args.candidates, int(metrics["sample_seed"])
+            )
+        )
     if args.json:
         print(json.dumps(metrics))
     return 0

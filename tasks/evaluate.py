@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from prefect import task
 
+from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.session.build import build_session
+from pbg_core.evaluation.sampling import candidate_config, check_candidates
+from pbg_core.session.build import build_session, build_topology
 from pbg_core.session.offline_eval import evaluate_edge_source
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
+from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.resume_checks import check_fits
 from tasks.runs import get_run
@@ -25,17 +29,23 @@ from tasks.sessions import get_session, register_session, session_run
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-def open_eval_session(run: str, filtered: bool = False) -> str:
+def open_eval_session(run: str, filtered: bool = False, candidates: int | None = None, seed: int = 0) -> str:
     """Load the run's committed checkpoint read-only and start the workers; returns a handle.
 
-    ``run``: the run's handle (:mod:`tasks.runs`): its config and stores.
+    ``run``: the run's handle (:mod:`tasks.runs`): its config and stores. ``candidates``:
+    rank each side against that many distinct uniform candidates of its partition, drawn
+    with ``seed`` (:mod:`pbg_core.evaluation.sampling`); None: the config's negatives.
 
     Raises:
         ConfigError: filtered metrics asked for relations whose negatives are sampled
-            (filtering removes known edges from *all* entities: it needs all_negs).
+            (filtering removes known edges from *all* entities: it needs all_negs), unless
+            ``candidates`` (known edges are then removed from the candidates); ``candidates``
+            above a ranked partition's entity count.
     """
     config, stores = get_run(run).config, get_run(run).stores
-    if filtered:
+    if candidates is not None:
+        check_candidates(candidates, config, _entity_counts(config, stores))
+    elif filtered:
         sampled = [f"relations.{i}.all_negs" for i, r in enumerate(config.relations) if not r.all_negs]
         if sampled:
             raise ConfigError(
@@ -50,7 +60,10 @@ def open_eval_session(run: str, filtered: bool = False) -> str:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
     # Another operator's parameters would be skipped and the metrics silently wrong.
     check_fits(stores.checkpoint, version, config, run_logger(), "evaluated checkpoint")
-    session = build_session(config, stores, read_only=True)
+    if candidates is not None:
+        session = build_session(candidate_config(config, candidates, seed), stores, read_only=True, sampled=True)
+    else:
+        session = build_session(config, stores, read_only=True)
     handle = register_session(session, run, prefix="eval")
     run_logger().info("evaluating checkpoint version %d of %s", version, config.checkpoint_path)
     return handle
@@ -64,11 +77,52 @@ def open_eval_session(run: str, filtered: bool = False) -> str:
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-def evaluate_edge_path(handle: str, edge_path: str, filter_paths: list[str] | None) -> dict[str, Any]:
-    """Rank every edge of ``edge_path``, optionally filtering the edges of ``filter_paths``."""
+def evaluate_edge_path(
+    handle: str, edge_path: str, filter_paths: list[str] | None, positions: list[list[int]] | None = None
+) -> dict[str, Any]:
+    """Rank every edge of ``edge_path``, optionally filtering the edges of ``filter_paths``.
+
+    ``positions``: a sampled evaluation's positions per bucket (in
+    ``session.settings.buckets()`` order, see :func:`count_edges`); None ranks every edge.
+    """
     session = get_session(handle)
     options = session_run(handle).config.storage_options_for_fs()  # the run's credentials, not a task parameter
     filters = [EdgeStore(path, options) for path in filter_paths] if filter_paths is not None else None
-    stats = evaluate_edge_source(session, EdgeStore(edge_path, options), filters)
+    wanted = None
+    if positions is not None:
+        buckets = session.settings.buckets()
+        wanted = {
+            bucket: torch.tensor(rows, dtype=torch.int64) for bucket, rows in zip(buckets, positions, strict=True)
+        }
+    stats = evaluate_edge_source(session, EdgeStore(edge_path, options), filters, wanted)
     run_logger().info("%s: %s", edge_path, stats.format())
     return {"count": stats.count, "sums": stats.metrics}
+
+
+@task(
+    name="count-edges",
+    task_run_name="count the edges to sample",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
+def count_edges(handle: str, edge_paths: list[str]) -> list[list[int]]:
+    """Edges per bucket (``session.settings.buckets()`` order) of each edge path: what a sample is drawn from.
+
+    Reads each bucket file's length only, never its edges.
+    """
+    session = get_session(handle)
+    options = session_run(handle).config.storage_options_for_fs()
+    counts = []
+    for path in edge_paths:
+        store = EdgeStore(path, options)
+        counts.append([store.num_edges(bucket) for bucket in session.settings.buckets()])
+    return counts
+
+
+def _entity_counts(config: ConfigSchema, stores: RunStores) -> dict[tuple[str, int], int]:
+    """Entity count per (entity type, partition) of the config, from the entity files."""
+    topology = build_topology(config)
+    keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    return {key: stores.entities.load_count(*key) for key in keys}

@@ -43,8 +43,12 @@ def build_topology(config: ConfigSchema) -> PartitionTopology:
     )
 
 
-def worker_settings(config: ConfigSchema) -> WorkerSettings:
-    """What a HOGWILD worker reads of ``config``: loss, learning rates and batch settings."""
+def worker_settings(config: ConfigSchema, sampled: bool = False) -> WorkerSettings:
+    """What a HOGWILD worker reads of ``config``: loss, learning rates and batch settings.
+
+    ``sampled``: offline evaluation ranks against distinct uniform candidates, masking the
+    edge's own entity (``config`` is then :func:`pbg_core.evaluation.sampling.candidate_config`'s).
+    """
     train = BatchSettings(
         batch_size=config.batch_size,
         num_batch_negs=config.num_batch_negs,
@@ -60,7 +64,7 @@ def worker_settings(config: ConfigSchema) -> WorkerSettings:
         relation_lr=config.relation_lr,
         train=train,
         holdout=train.for_holdout(config.eval_num_batch_negs, config.eval_num_uniform_negs),
-        offline=train,
+        offline=replace(train, distinct_candidates=sampled),
     )
 
 
@@ -217,7 +221,7 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
     )
 
 
-def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) -> TrainingSession:
+def build_session(config: ConfigSchema, stores: Any, read_only: bool = False, sampled: bool = False) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
     Args:
@@ -225,6 +229,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
         stores: Opened stores with ``entities``, ``edges`` (one per edge path),
             ``checkpoint``, ``init`` (or None) and ``stats`` (see storage.run_stores).
         read_only: For offline evaluation: nothing is ever written.
+        sampled: Sampled offline evaluation: rank each side against distinct uniform candidates
+            (``config`` is :func:`pbg_core.evaluation.sampling.candidate_config`'s).
 
     Returns:
         A session whose workers are started and whose unpartitioned tables are resident.
@@ -234,7 +240,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False) ->
     counts = {key: stores.entities.load_count(*key) for key in keys}
     num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
     committed = stores.checkpoint.read_version()
-    for_workers = worker_settings(config)
+    for_workers = worker_settings(config, sampled=sampled)
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
     dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
     check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)

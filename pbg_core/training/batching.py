@@ -24,6 +24,7 @@ import torch
 
 from pbg_core.edgelist import EdgeList, EntityList
 from pbg_core.errors import ConfigError
+from pbg_core.evaluation.candidates import mask_candidates, sample_candidates
 from pbg_core.evaluation.metrics import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
 from pbg_core.model.embedder import MASKED, MultiRelationEmbedder, Scores, SideBatch
 from pbg_core.model.negatives import NegativeMode, batch_mode, chunk_layout, sample_uniform, side_mode
@@ -83,6 +84,7 @@ class _Prepared:
     rhs: SideBatch
     gather: RowGather
     weight: float
+    candidates: tuple[LongTensorType | None, LongTensorType | None] = (None, None)  # per side, [C, U] offsets
 
 
 def _prepare(
@@ -108,7 +110,8 @@ def _prepare(
         plans.append(_plan_side(model, settings, tables, gather, (entity, side), entities, smode, layout, generator))
     gather.fetch()
     sides = [_side_batch(tables, gather, *plan) for plan in plans]
-    return _Prepared(rel, layout, sides[0], sides[1], gather, spec.weight)
+    candidates = (plans[0][3].get("offsets"), plans[1][3].get("offsets"))
+    return _Prepared(rel, layout, sides[0], sides[1], gather, spec.weight, candidates)
 
 
 def _plan_side(
@@ -138,7 +141,11 @@ def _plan_side(
     )
     if uniform_wanted and not featurized:  # PBG silently skips uniform negatives of featurized types
         count = tables.embeddings[key].shape[0]
-        sampled = sample_uniform(layout.num_chunks, settings.num_uniform_negs, count, generator)
+        if settings.distinct_candidates:
+            sampled = sample_candidates(layout.num_chunks, settings.num_uniform_negs, count, generator)
+            handles["offsets"] = sampled
+        else:
+            sampled = sample_uniform(layout.num_chunks, settings.num_uniform_negs, count, generator)
         handles["uniform"] = gather.add(key, sampled.flatten())
         handles["uniform_shape"] = tuple(sampled.shape)
     if smode is NegativeMode.ALL and gather.requires_grad:
@@ -277,6 +284,8 @@ def _eval_batch(
     scores = evaluator.model.score(prep.rel, prep.layout, prep.lhs, prep.rhs)
     if filter_index is not None:
         _apply_filter(scores, prep, batch, filter_index)
+    if evaluator.settings.distinct_candidates:
+        _mask_candidates(scores, prep, batch, filter_index)
     loss_fn = evaluator.loss_fn
     # As in training (and PBG's evaluator): the relation's weight times both sides' losses.
     loss = prep.weight * (
@@ -305,3 +314,16 @@ def _apply_filter(scores: Scores, prep: _Prepared, batch: EdgeList, filter_index
         if side.pick(prep.lhs, prep.rhs).mode is NegativeMode.ALL:
             rows, cols = filter_index.known(side, anchors, rels)
             neg[rows, cols] = MASKED
+
+
+def _mask_candidates(scores: Scores, prep: _Prepared, batch: EdgeList, filter_index: FilterIndex | None) -> None:
+    """Sampled evaluation: mask each side's candidates equal to its own entity, or known (filtered)."""
+    for side, neg, anchors, candidates in (
+        (Side.LHS, scores.lhs_neg, batch.rhs.tensor, prep.candidates[0]),
+        (Side.RHS, scores.rhs_neg, batch.lhs.tensor, prep.candidates[1]),
+    ):
+        if candidates is None:
+            continue
+        known = filter_index.known(side, anchors, batch.rel) if filter_index is not None else None
+        own = side.pick(batch.lhs, batch.rhs).tensor
+        mask_candidates(neg, candidates, prep.layout.chunk_size, own, known)

@@ -25,6 +25,9 @@ class BatchSettings:
     disable_lhs_negs: bool = False
     disable_rhs_negs: bool = False
     max_norm: float | None = None
+    # Sampled offline evaluation (pbg_core.evaluation.sampling): uniform negatives are distinct
+    # per chunk, and a candidate equal to the edge's own entity (or a known edge) is masked.
+    distinct_candidates: bool = False
 
     def for_holdout(self, eval_num_batch_negs: int | None, eval_num_uniform_negs: int | None) -> BatchSettings:
         """The settings of held-out evaluation during training: PBG applies ``eval_num_*_negs``

@@ -217,6 +217,21 @@ def test_eval_json_is_the_last_stdout_line(
     assert 0 < metrics["mrr"] <= 1 and 0 <= metrics["r1"] <= metrics["r10"] <= metrics["r50"] <= 1
 
 
+def test_sampled_eval_prints_what_it_ranked_and_json_has_the_sample(
+    imported: SimpleNamespace, cli_env: dict[str, str], trained_cli: subprocess.CompletedProcess[str]
+) -> None:
+    assert trained_cli.returncode == 0, trained_cli.stderr
+    args = ("eval", "config.json", "-p", "edge_paths=data/test", "--sample-edges", "100", "--candidates", "50")
+    done = run_pbg(cli_env, imported.root, *args, "--filtered", "--json")
+    assert done.returncode == 0, done.stderr
+    stats, sampled, last = done.stdout.strip().splitlines()[-3:]
+    assert stats.startswith("Stats: ") and stats.endswith("count: 100") and "candidates" not in stats
+    assert sampled == "ranked 100 of 400 test edges against 50 uniformly sampled candidates per side (seed 0)"
+    metrics = json.loads(last)
+    assert (metrics["count"], metrics["total_edges"], metrics["sample_edges"]) == (100, 400, 100)
+    assert (metrics["candidates"], metrics["sample_seed"]) == (50, 0)
+
+
 EXPORT_ARGS = (
     "export",
     "config.json",

@@ -30,6 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+from pbg_core.edgelist import EdgeList
+from pbg_core.types import Bucket
+from storage.edges import EdgeStore
 
 PBG = str(Path(sys.executable).with_name("pbg"))
 TREE = Path(__file__).resolve().parents[2]
@@ -101,6 +106,21 @@ def _cases() -> list[Case]:
             ("eval", "config.json", "--filtered", "--filter-path", "data/gone"),
             ("data/gone", "edge path does not exist", "--filter-path"),
         ),
+        # -- pbg eval's sampled evaluation (trained.json: a trained 200-node graph) ------------------
+        Case(
+            "zero sampled edges", ("eval", "trained.json", "--sample-edges", "0"), ("--sample-edges", "'0'", ">= 1"), 2
+        ),
+        Case("zero candidates", ("eval", "trained.json", "--candidates", "0"), ("--candidates", "'0'", ">= 1"), 2),
+        Case(
+            "more candidates than entities",
+            ("eval", "trained.json", "--candidates", "201"),
+            ("--candidates 201", "give 1 to 200", "entity type 'node' partition 0 has 200 entities"),
+        ),
+        Case(
+            "candidates without edges",
+            ("eval", "no_edges.json", "--sample-edges", "10", "--candidates", "5"),
+            ("--sample-edges/--candidates", "no_edges", "hold no edges"),
+        ),
         Case(
             "no server at PREFECT_API_URL",
             ok,
@@ -157,7 +177,7 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
-def _write_inputs(root: Path, graph: Any, config_for: Callable[..., dict[str, Any]]) -> None:
+def _write_inputs(root: Path, graph: Any, config_for: Callable[..., dict[str, Any]], trained: Any) -> None:
     """The configs and files every case reads, in ``root`` (the commands' working directory)."""
     rng = random.Random(0)
     lines = "".join(f"n{rng.randrange(200)}\tlinked\tn{rng.randrange(200)}\n" for _ in range(20_000)).encode()
@@ -172,6 +192,9 @@ def _write_inputs(root: Path, graph: Any, config_for: Callable[..., dict[str, An
         (root / name).write_text(json.dumps({**config, **changes}))
 
     save("config.json")
+    (root / "trained.json").write_text(json.dumps(trained.config))
+    EdgeStore(str(root / "no_edges")).save(Bucket(0, 0), EdgeList.from_tensors(*[torch.empty(0, dtype=torch.long)] * 3))
+    (root / "no_edges.json").write_text(json.dumps({**trained.config, "edge_paths": [str(root / "no_edges")]}))
     save("unknown.json", num_epoch=3)
     save("outside.json", entity_path="train.tsv/data", edge_paths=["train.tsv/data/edges"])
     save(
@@ -225,6 +248,7 @@ def _run(case: Case, root: Path, base_env: dict[str, str], api_url: str) -> Outc
 def outcomes(
     prefect_harness: None,
     graph: Any,
+    trained: Any,
     config_for: Callable[..., dict[str, Any]],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Outcome]:
@@ -232,7 +256,7 @@ def outcomes(
     from prefect.settings import PREFECT_API_URL
 
     root = tmp_path_factory.mktemp("cli_errors")
-    _write_inputs(root, graph, config_for)
+    _write_inputs(root, graph, config_for, trained)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PBG_"))}
     env["PYTHONPATH"] = str(TREE)
     env["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect_home"))

@@ -95,3 +95,42 @@ def test_filtered_eval_without_all_negs_is_refused(trained: Any, graph: Any) -> 
     config = parse_config({**trained.config, "edge_paths": [graph.test_path]})
     with pytest.raises(ConfigError, match="all_negs"):
         pbg_eval(config=config, filter_paths=[graph.train_path, graph.test_path])
+
+
+# ---- sampled evaluation ------------------------------------------------------------------------
+RANKS = ("pos_rank", "mrr", "r1", "r10", "r50")
+
+
+def test_every_entity_as_candidates_ranks_as_full_ranking(
+    trained: Any, graph: Any, raw_and_filtered: tuple[dict[str, float], dict[str, float]]
+) -> None:
+    """K = the partition's entity count: the candidates are every entity, so raw and filtered
+    ranks are the all_negs path's (the AUC draws its pairs differently)."""
+    config = all_negs_config(trained.config, graph.test_path)  # all_negs is on: --candidates turns it off
+    raw, filtered = raw_and_filtered
+    sampled_raw = pbg_eval(config=config, candidates=NUM_NODES)
+    sampled_filtered = pbg_eval(config=config, filter_paths=[graph.train_path, graph.test_path], candidates=NUM_NODES)
+    for full, sampled in ((raw, sampled_raw), (filtered, sampled_filtered)):
+        assert sampled["count"] == full["count"] == graph.num_test_edges
+        assert {name: sampled[name] for name in RANKS} == pytest.approx({name: full[name] for name in RANKS})
+    assert sampled_filtered["mrr"] > sampled_raw["mrr"] + 0.05  # the filter reaches the candidates
+
+
+def test_a_sample_is_seeded_and_says_what_it_ranked(trained: Any, graph: Any) -> None:
+    config = parse_config({**trained.config, "edge_paths": [graph.train_path, graph.test_path]})
+    first, again, other = (
+        pbg_eval(config=config, sample_edges=60, candidates=25, sample_seed=seed) for seed in (3, 3, 4)
+    )
+    assert first == again and first["mrr"] != other["mrr"]
+    assert first["count"] == 60 and first["total_edges"] == graph.num_train_edges + graph.num_test_edges
+    assert (first["sample_edges"], first["candidates"], first["sample_seed"]) == (60, 25, 3)
+    # Fewer candidates than entities: a higher MRR than full ranking's, never comparable to it.
+    assert first["mrr"] > pbg_eval(config=config, sample_edges=60, sample_seed=3)["mrr"]
+
+
+def test_sampling_options_below_one_are_refused_by_the_flow(trained: Any, graph: Any) -> None:
+    config = parse_config({**trained.config, "edge_paths": [graph.test_path]})
+    with pytest.raises(ConfigError, match="--sample-edges 0 is not allowed; give a whole number >= 1"):
+        pbg_eval(config=config, sample_edges=0)
+    with pytest.raises(ConfigError, match=r"--candidates 201 is not allowed: give 1 to 200"):
+        pbg_eval(config=config, candidates=201)
