@@ -88,10 +88,14 @@ def edge_keys(params: GraphParams) -> tuple[np.ndarray, dict[str, int]]:
     """Exactly ``params.edges`` distinct non-loop edge keys in a seeded random order, and counts.
 
     Raises:
-        ValueError: if the graph cannot hold that many distinct non-loop edges.
+        ValueError: if ``params.edges`` exceeds half of the ``nodes * (nodes - 1)`` possible
+            directed edges (past that, redrawing duplicates under a skewed law may not end).
     """
     if params.edges > params.nodes * (params.nodes - 1) // 2:
-        raise ValueError(f"{params.edges} edges do not fit a simple graph of {params.nodes} nodes")
+        raise ValueError(
+            f"{params.edges} edges: at most half of the {params.nodes * (params.nodes - 1)} directed "
+            f"edges of {params.nodes} nodes are allowed ({params.nodes * (params.nodes - 1) // 2})"
+        )
     rng = np.random.default_rng(params.seed)
     sides = (_cdf(rng, params.nodes, params.alpha), _cdf(rng, params.nodes, params.alpha))
     keys = np.empty(params.edges, dtype=np.int64)

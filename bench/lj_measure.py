@@ -86,6 +86,24 @@ def _group_pids(pgid: int) -> list[int]:
     return found
 
 
+def _kill_and_wait(pgid: int, pids: list[int], timeout_s: float = 10.0) -> None:
+    """SIGKILL ``pids``, then wait until none of the group is alive (a zombie counts as gone).
+
+    Raises:
+        RuntimeError: if some are still alive after ``timeout_s`` (named, to be killed by hand).
+    """
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout_s
+    while pids and (alive := _group_pids(pgid)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {alive} of group {pgid} survived SIGKILL for {timeout_s} s")
+        time.sleep(0.05)
+
+
 def _has_marker(paths: tuple[Path, ...], marker: str) -> bool:
     """Whether any of the files contains ``marker`` (read whole: only used before it appears)."""
     return any(marker in path.read_text(errors="replace") for path in paths if path.exists())
@@ -164,11 +182,7 @@ def run_io_measured(
                 _signal_step(proc.pid, time.perf_counter() - clock_start, deadline_s, grace_s, sent)
             reaper.exited.wait(interval)
     leftovers = _group_pids(proc.pid)
-    for pid in leftovers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    _kill_and_wait(proc.pid, leftovers)
     at_exit = reaper.io.get("write_bytes", 0)
     method = "main process /proc/<pid>/io at exit (WNOWAIT; reaped children included)"
     if peak_writes > at_exit:

@@ -13,7 +13,9 @@ Ours (``pbg train -v``: the engine's step lines, ``HH:MM:SS.mmm | LEVEL | name -
 - **other**: epoch minus everything above (log lines, bucket bookkeeping, anything unlabelled).
 
 PBG 1.0.0 logs per bucket ``( l , r ): bucket i / n : Processed N edges in T s ( X M/sec );
-io: S s ( Y MB/sec )``: ``T`` is its HOGWILD compute time, ``S`` its partition I/O for the bucket.
+io: S s ( Y MB/sec )``: ``T`` is its HOGWILD compute time (including ``hogwild_delay``, which every worker but the
+first sleeps at every bucket of epoch 0), ``S`` the time before it: partition swap, edge
+loading (and held-out evaluation when ``eval_fraction`` > 0).
 """
 
 from __future__ import annotations
