@@ -184,6 +184,19 @@ def run_all(args: argparse.Namespace, params: lj_graph.GraphParams, rundir: Path
     return result
 
 
+def commands_run(payload: dict) -> list[dict[str, object]]:
+    """Every measured command of the run, in order: step, argv, working directory, exit status."""
+    steps = (("import", "import"), ("ours train", "ours"), ("eval", "eval"), ("pbg train", "pbg"))
+    listed = []
+    for step, key in steps:
+        record = payload.get(key)
+        command = record.get("command") if isinstance(record, dict) else None
+        if command:
+            cwd = str(Path(command["stdout_path"]).parent)
+            listed.append({"step": step, "argv": command["argv"], "cwd": cwd, "returncode": command["returncode"]})
+    return listed
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -215,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         "minimum_bytes_written": lj_setup.checkpoint_version_bytes(result["graph"]["summary"]["distinct_nodes"]),
         **result,
     }
+    payload["commands"] = commands_run(payload)
     print_report(payload)
     name = "livejournal" if args.scale == 1.0 else f"livejournal_scale{args.scale:g}"
     print(f"wrote {write_json(name, payload)}")

@@ -62,7 +62,10 @@ def epoch_rows(payload: dict) -> list[list[object]]:
     """Seconds and share of our epoch per part (n/a where not recorded)."""
     epoch = _get(payload, "ours", "epoch") or {}
     seconds, share = epoch.get("seconds", {}), epoch.get("share", {})
-    return [[part, _na(seconds.get(part)), _na(share.get(part))] for part in seconds]
+    rows = [[part, _na(seconds.get(part)), _na(share.get(part))] for part in seconds]
+    overlapped, total = epoch.get("overlapped_io_s"), epoch.get("epoch_s")
+    rows.append(["(overlapped) background partition I/O", _na(overlapped), _na(ratio(overlapped, total))])
+    return rows
 
 
 def print_report(payload: dict) -> None:
@@ -79,7 +82,7 @@ def print_report(payload: dict) -> None:
         f"{_get(payload, 'pbg', 'command', 'leftover_pids')}"
         if payload.get("pbg")
         else None,
-        "load-ahead / save-behind waits: not recorded by this engine (no timing key with 'wait')"
+        "load-ahead / save-behind: not recorded by this engine (no io.background_seconds, no timing key with 'wait')"
         if _get(payload, "ours", "epoch", "seconds", "load_ahead_save_behind_waits") is None
         and "load_ahead_save_behind_waits" in (_get(payload, "ours", "epoch", "seconds") or {})
         else None,

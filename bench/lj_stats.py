@@ -6,11 +6,14 @@ Ours (``pbg train -v``: the engine's step lines, ``HH:MM:SS.mmm | LEVEL | name -
 - **checkpoint**: ``writing checkpoint version V`` -> ``committing version V``;
 - per bucket, from ``<checkpoint_path>/training_stats.json`` rows: ``timing.train`` (HOGWILD
   compute), ``timing.load_edges``, ``timing.save`` (the bucket's progress save: its dirty
-  partitions and the progress record), ``timing.eval_before/after``, and ``io`` (the partition
-  swap before the bucket: ``seconds``, ``bytes_read``, ``bytes_written``). Any ``timing`` key
-  with ``wait`` in its name (load-ahead / save-behind waits, not recorded by every engine
-  version) is summed under its own name; a figure no row carries is reported as None ("n/a").
+  partitions and the progress record), ``timing.eval_before/after``, and ``io``: ``seconds``
+  is partition I/O on the training thread (loads and evicting saves; with load-ahead /
+  save-behind, the time it waited for the I/O thread), ``bytes_read``, ``bytes_written``. Any
+  ``timing`` key with ``wait`` in its name is summed under its own name; a figure no row
+  carries is reported as None ("n/a").
 - **other**: epoch minus everything above (log lines, bucket bookkeeping, anything unlabelled).
+- **overlapped** (not part of the sum: it runs while a bucket trains): ``io.background_seconds``,
+  partition I/O done on the I/O thread, where the engine records it.
 
 PBG 1.0.0 logs per bucket ``( l , r ): bucket i / n : Processed N edges in T s ( X M/sec );
 io: S s ( Y MB/sec )``: ``T`` is its HOGWILD compute time (including ``hogwild_delay``, which every worker but the
@@ -81,7 +84,7 @@ def epoch_breakdown(rows: list[dict], log_text: str) -> dict[str, object]:
     wait_keys = sorted({k for row in rows for k in row.get("timing", {}) if "wait" in k})
     parts: dict[str, float | None] = {
         "train": _total(rows, "timing", "train"),
-        "partition_swap_io": _total(rows, "io", "seconds"),
+        "partition_io_on_training_thread": _total(rows, "io", "seconds"),
         "load_edges": _total(rows, "timing", "load_edges"),
         "progress_saves": _total(rows, "timing", "save"),
         "eval_before": _total(rows, "timing", "eval_before"),
@@ -91,11 +94,13 @@ def epoch_breakdown(rows: list[dict], log_text: str) -> dict[str, object]:
     }
     known = [v for v in parts.values() if v is not None]
     parts["other"] = epoch - sum(known) if epoch is not None else None
-    if not wait_keys:
+    background = _total(rows, "io", "background_seconds")
+    if not wait_keys and background is None:
         parts["load_ahead_save_behind_waits"] = None  # not recorded by this engine version
     return {
         "epoch_s": epoch,
         "seconds": parts,
+        "overlapped_io_s": background,
         "share": {k: (v / epoch if v is not None and epoch else None) for k, v in parts.items()},
         "log_marks_found": {k: v is not None for k, v in marks.items()},
     }

@@ -33,11 +33,16 @@ def test_epoch_parts_add_up_across_midnight() -> None:
     epoch = lj_stats.epoch_breakdown(rows, OURS_LOG)
     seconds = epoch["seconds"]
     assert epoch["epoch_s"] == pytest.approx(17.0)
-    assert seconds["train"] == 10.0 and seconds["progress_saves"] == 3.0 and seconds["partition_swap_io"] == 2.0
+    assert (
+        seconds["train"] == 10.0
+        and seconds["progress_saves"] == 3.0
+        and seconds["partition_io_on_training_thread"] == 2.0
+    )
     assert seconds["load_edges"] == 1.0 and seconds["checkpoint"] == pytest.approx(1.5)
     assert seconds["other"] == pytest.approx(17.0 - 10 - 3 - 2 - 1 - 1.5)
     assert seconds["eval_before"] is None and epoch["share"]["eval_before"] is None
     assert seconds["load_ahead_save_behind_waits"] is None  # no row records a wait
+    assert epoch["overlapped_io_s"] is None
     assert epoch["share"]["train"] == pytest.approx(10 / 17)
 
 
@@ -73,3 +78,13 @@ def test_pbg_bucket_lines() -> None:
     figures = lj_stats.pbg_throughput(log)
     assert (figures["buckets"], figures["edges"]) == (2, 21221)
     assert figures["compute_s"] == pytest.approx(5.23) and figures["io_s"] == pytest.approx(0.17)
+
+
+def test_background_io_is_reported_beside_the_epoch_not_in_it() -> None:
+    rows = [row(10, 4.0, 1.0, 0.5), row(30, 6.0, 2.0, 1.5)]
+    for item, background in zip(rows, (3.0, 4.0), strict=True):
+        item["io"]["background_seconds"] = background
+    epoch = lj_stats.epoch_breakdown(rows, OURS_LOG)
+    assert epoch["overlapped_io_s"] == 7.0
+    assert epoch["seconds"]["other"] == pytest.approx(17.0 - 10 - 3 - 2 - 1 - 1.5)
+    assert "load_ahead_save_behind_waits" not in epoch["seconds"]
