@@ -59,12 +59,13 @@ def side_rows(payload: dict) -> list[list[object]]:
 
 
 def epoch_rows(payload: dict) -> list[list[object]]:
-    """Seconds and share of our epoch per part (n/a where not recorded)."""
+    """Seconds and share of our epoch per part, then the engine's own counters (n/a: not recorded)."""
     epoch = _get(payload, "ours", "epoch") or {}
     seconds, share = epoch.get("seconds", {}), epoch.get("share", {})
     rows = [[part, _na(seconds.get(part)), _na(share.get(part))] for part in seconds]
-    overlapped, total = epoch.get("overlapped_io_s"), epoch.get("epoch_s")
-    rows.append(["(overlapped) background partition I/O", _na(overlapped), _na(ratio(overlapped, total))])
+    rows.append(["epoch", _na(epoch.get("epoch_s")), 1.0 if epoch.get("epoch_s") else NA])
+    counters, counter_share = epoch.get("engine_counters", {}), epoch.get("engine_counter_share", {})
+    rows += [[f"({name}, not in the sum)", _na(v), _na(counter_share.get(name))] for name, v in counters.items()]
     return rows
 
 
@@ -82,9 +83,9 @@ def print_report(payload: dict) -> None:
         f"{_get(payload, 'pbg', 'command', 'leftover_pids')}"
         if payload.get("pbg")
         else None,
-        "load-ahead / save-behind: not recorded by this engine (no io.background_seconds, no timing key with 'wait')"
-        if _get(payload, "ours", "epoch", "seconds", "load_ahead_save_behind_waits") is None
-        and "load_ahead_save_behind_waits" in (_get(payload, "ours", "epoch", "seconds") or {})
+        "load-ahead / save-behind: this engine records neither io.background_seconds nor a timing key with 'wait'"
+        if _get(payload, "ours", "epoch", "engine_counters", "io.background_seconds") is None
+        and _get(payload, "ours", "epoch") is not None
         else None,
     ]
     for note in notes:

@@ -1,19 +1,24 @@
 """Where an epoch's time went, from our stats rows and step log lines, and PBG 1.0.0's log.
 
-Ours (``pbg train -v``: the engine's step lines, ``HH:MM:SS.mmm | LEVEL | name - message``):
-- **epoch**: from the first ``bucket (l, r) (1 of N): swapping partitions`` line to the
-  ``committing version V`` line (the pointer write itself is milliseconds);
+Ours (``pbg train -v``: the engine's step lines, ``HH:MM:SS.mmm | LEVEL | name - message``).
+The epoch runs from the first ``bucket (l, r) (1 of N): swapping partitions`` line to
+``committing version V`` (the pointer write itself is milliseconds), and is split without
+overlap by the step lines of each bucket (swapping -> ``training N edges`` -> ``trained`` ->
+the next bucket's swapping, or ``writing checkpoint version V``) and the per-bucket rows of
+``<checkpoint_path>/training_stats.json``:
+- **train**: ``timing.train`` (HOGWILD compute);
+- **partition_io_wait**: swapping -> training, minus ``timing.load_edges`` and
+  ``timing.eval_before`` (also listed): the time the training thread spent on partition loads
+  and evicting saves, or waiting for them when they run behind compute;
+- **progress_saves**: ``timing.save`` (the save point after a bucket: dirty partitions, model,
+  progress record); **eval_after**: ``timing.eval_after``;
 - **checkpoint**: ``writing checkpoint version V`` -> ``committing version V``;
-- per bucket, from ``<checkpoint_path>/training_stats.json`` rows: ``timing.train`` (HOGWILD
-  compute), ``timing.load_edges``, ``timing.save`` (the bucket's progress save: its dirty
-  partitions and the progress record), ``timing.eval_before/after``, and ``io``: ``seconds``
-  is partition I/O on the training thread (loads and evicting saves; with load-ahead /
-  save-behind, the time it waited for the I/O thread), ``bytes_read``, ``bytes_written``. Any
-  ``timing`` key with ``wait`` in its name is summed under its own name; a figure no row
-  carries is reported as None ("n/a").
-- **other**: epoch minus everything above (log lines, bucket bookkeeping, anything unlabelled).
-- **overlapped** (not part of the sum: it runs while a bucket trains): ``io.background_seconds``,
-  partition I/O done on the I/O thread, where the engine records it.
+- **other**: the epoch minus the above (log lines, bookkeeping, anything unlabelled).
+Beside the split, not in its sum, the engine's own counters where its rows carry them:
+``io.seconds`` (partition I/O on the training thread; an engine that records the row after
+the save point counts the save's partition writes there too), ``io.background_seconds``
+(partition I/O done on an I/O thread while buckets train), and any ``timing`` key with
+``wait`` in its name. A figure no row or line gives is None ("n/a"), never a guess.
 
 PBG 1.0.0 logs per bucket ``( l , r ): bucket i / n : Processed N edges in T s ( X M/sec );
 io: S s ( Y MB/sec )``: ``T`` is its HOGWILD compute time (including ``hogwild_delay``, which every worker but the
@@ -29,9 +34,13 @@ import re
 from pathlib import Path
 
 _OURS_LINE = re.compile(r"^(\d{2}:\d{2}:\d{2}\.\d{3}) \|[^|]*\| (\S+) - (.*)$")
-_FIRST_SWAP = re.compile(r"bucket \(\d+, \d+\) \(1 of \d+\): swapping partitions")
-_WRITING = re.compile(r"writing checkpoint version (\d+)")
-_COMMIT = re.compile(r"committing version (\d+)")
+_STEPS = (
+    ("swap", re.compile(r"bucket \(\d+, \d+\) \((\d+) of \d+\): swapping partitions")),
+    ("train", re.compile(r"bucket \(\d+, \d+\): training \d+ edges on")),
+    ("trained", re.compile(r"bucket \(\d+, \d+\): trained \d+ edges in")),
+    ("writing", re.compile(r"writing checkpoint version \d+")),
+    ("commit", re.compile(r"committing version \d+")),
+)
 _PBG_BUCKET = re.compile(r"Processed (\d+) edges in ([0-9.]+) s .*?io: ([0-9.]+) s")
 
 
@@ -46,21 +55,41 @@ def _span(start: float | None, end: float | None) -> float | None:
     return end - start if end >= start else end - start + 86400  # across midnight
 
 
-def log_marks(text: str) -> dict[str, float | None]:
-    """Seconds-of-day of the epoch's first swap, the checkpoint write, and the commit."""
-    marks: dict[str, float | None] = {"first_swap": None, "writing": None, "commit": None}
+def step_events(text: str) -> list[tuple[str, float]]:
+    """(step, seconds of day) of the engine's step lines from the first bucket's swap on."""
+    events: list[tuple[str, float]] = []
     for line in text.splitlines():
         match = _OURS_LINE.match(line)
         if not match:
             continue
-        when, message = _seconds(match.group(1)), match.group(3)
-        if marks["first_swap"] is None and _FIRST_SWAP.search(message):
-            marks["first_swap"] = when
-        elif _WRITING.search(message):
-            marks["writing"] = when
-        elif _COMMIT.search(message):
-            marks["commit"] = when
-    return marks
+        for step, pattern in _STEPS:
+            found = pattern.search(match.group(3))
+            if not found:
+                continue
+            if step == "swap" and found.group(1) == "1":
+                events = []  # the pass starts (again, after a resumed or repeated first bucket)
+            events.append((step, _seconds(match.group(1))))
+            break
+    return events
+
+
+def log_spans(text: str) -> dict[str, float | None]:
+    """Epoch, swapping -> training (summed over buckets) and checkpoint seconds from the step lines."""
+    events = step_events(text)
+    first = {step: when for step, when in reversed(events)}
+    last = dict(events)
+    before_train, swap_at = 0.0, None
+    for step, when in events:
+        if step == "swap":
+            swap_at = when
+        elif step == "train" and swap_at is not None:
+            before_train += _span(swap_at, when) or 0.0
+            swap_at = None
+    return {
+        "epoch": _span(first.get("swap"), last.get("commit")),
+        "swap_to_train": before_train if "train" in first else None,
+        "checkpoint": _span(last.get("writing"), last.get("commit")),
+    }
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -77,32 +106,37 @@ def _total(rows: list[dict], section: str, key: str) -> float | None:
     return sum(values) if values else None
 
 
+def _minus(total: float | None, *parts: float | None) -> float | None:
+    return None if total is None else total - sum(p for p in parts if p is not None)
+
+
 def epoch_breakdown(rows: list[dict], log_text: str) -> dict[str, object]:
-    """Epoch seconds and each part's seconds and share of it (None where not recorded)."""
-    marks = log_marks(log_text)
-    epoch = _span(marks["first_swap"], marks["commit"])
-    wait_keys = sorted({k for row in rows for k in row.get("timing", {}) if "wait" in k})
+    """Epoch seconds, its non-overlapping parts and their shares, and the engine's own counters."""
+    spans = log_spans(log_text)
+    epoch = spans["epoch"]
+    load, eval_before = _total(rows, "timing", "load_edges"), _total(rows, "timing", "eval_before")
     parts: dict[str, float | None] = {
         "train": _total(rows, "timing", "train"),
-        "partition_io_on_training_thread": _total(rows, "io", "seconds"),
-        "load_edges": _total(rows, "timing", "load_edges"),
+        "partition_io_wait": _minus(spans["swap_to_train"], load, eval_before),
+        "load_edges": load,
+        "eval_before": eval_before,
         "progress_saves": _total(rows, "timing", "save"),
-        "eval_before": _total(rows, "timing", "eval_before"),
         "eval_after": _total(rows, "timing", "eval_after"),
-        "checkpoint": _span(marks["writing"], marks["commit"]),
-        **{f"wait:{k}": _total(rows, "timing", k) for k in wait_keys},
+        "checkpoint": spans["checkpoint"],
     }
-    known = [v for v in parts.values() if v is not None]
-    parts["other"] = epoch - sum(known) if epoch is not None else None
-    background = _total(rows, "io", "background_seconds")
-    if not wait_keys and background is None:
-        parts["load_ahead_save_behind_waits"] = None  # not recorded by this engine version
+    parts["other"] = _minus(epoch, *parts.values())
+    wait_keys = sorted({k for row in rows for k in row.get("timing", {}) if "wait" in k})
+    counters = {
+        "io.seconds": _total(rows, "io", "seconds"),
+        "io.background_seconds": _total(rows, "io", "background_seconds"),
+        **{f"timing.{k}": _total(rows, "timing", k) for k in wait_keys},
+    }
     return {
         "epoch_s": epoch,
         "seconds": parts,
-        "overlapped_io_s": background,
         "share": {k: (v / epoch if v is not None and epoch else None) for k, v in parts.items()},
-        "log_marks_found": {k: v is not None for k, v in marks.items()},
+        "engine_counters": counters,
+        "engine_counter_share": {k: (v / epoch if v is not None and epoch else None) for k, v in counters.items()},
     }
 
 

@@ -10,12 +10,17 @@ import pytest
 
 LABEL = "INFO    | pbg_core.session.engine - epoch 1/1 · path 1/1 · chunk 1/1:"
 OURS_LOG = "\n".join(
-    [
-        f"23:59:50.000 | {LABEL} bucket (1, 1) (1 of 2): swapping partitions",
-        f"23:59:51.000 | {LABEL} bucket (1, 1): training 10 edges on 2 workers",
-        f"23:59:55.000 | {LABEL} bucket (0, 1) (2 of 2): swapping partitions",
-        f"00:00:05.500 | {LABEL} writing checkpoint version 1",
-        f"00:00:07.000 | {LABEL} committing version 1",
+    f"{stamp} | {LABEL} {message}"
+    for stamp, message in [
+        ("23:59:50.000", "bucket (1, 1) (1 of 2): swapping partitions"),
+        ("23:59:52.000", "bucket (1, 1): training 10 edges on 2 workers"),
+        ("23:59:56.000", "bucket (1, 1): trained 10 edges in 4.00 s (2 edges/s); count 10"),
+        ("23:59:56.100", "bucket (1, 1): saving its partitions and progress"),
+        ("23:59:57.000", "bucket (0, 1) (2 of 2): swapping partitions"),
+        ("23:59:59.500", "bucket (0, 1): training 30 edges on 2 workers"),
+        ("00:00:05.500", "bucket (0, 1): trained 30 edges in 6.00 s (5 edges/s); count 30"),
+        ("00:00:05.600", "writing checkpoint version 1"),
+        ("00:00:07.000", "committing version 1"),
     ]
 )
 
@@ -28,34 +33,43 @@ def row(count: int, train: float, save: float, io_s: float, **timing: float) -> 
     }
 
 
-def test_epoch_parts_add_up_across_midnight() -> None:
-    rows = [row(10, 4.0, 1.0, 0.5), row(30, 6.0, 2.0, 1.5)]
+def test_epoch_parts_do_not_overlap_and_add_up_across_midnight() -> None:
+    rows = [row(10, 4.0, 0.8, 0.5), row(30, 6.0, 0.0, 1.5)]
     epoch = lj_stats.epoch_breakdown(rows, OURS_LOG)
     seconds = epoch["seconds"]
     assert epoch["epoch_s"] == pytest.approx(17.0)
-    assert (
-        seconds["train"] == 10.0
-        and seconds["progress_saves"] == 3.0
-        and seconds["partition_io_on_training_thread"] == 2.0
-    )
-    assert seconds["load_edges"] == 1.0 and seconds["checkpoint"] == pytest.approx(1.5)
-    assert seconds["other"] == pytest.approx(17.0 - 10 - 3 - 2 - 1 - 1.5)
+    # swapping -> training is 2.0 s + 2.5 s; 0.5 s of each is edge loading.
+    assert seconds["partition_io_wait"] == pytest.approx(3.5) and seconds["load_edges"] == 1.0
+    assert seconds["train"] == 10.0 and seconds["progress_saves"] == 0.8
+    assert seconds["checkpoint"] == pytest.approx(1.4)
+    assert seconds["other"] == pytest.approx(17.0 - 10 - 3.5 - 1 - 0.8 - 1.4)
     assert seconds["eval_before"] is None and epoch["share"]["eval_before"] is None
-    assert seconds["load_ahead_save_behind_waits"] is None  # no row records a wait
-    assert epoch["overlapped_io_s"] is None
     assert epoch["share"]["train"] == pytest.approx(10 / 17)
+    # The engine's counters are listed beside the split, not in it.
+    assert epoch["engine_counters"] == {"io.seconds": 2.0, "io.background_seconds": None}
 
 
-def test_wait_fields_are_summed_under_their_own_names() -> None:
+def test_wait_fields_and_background_io_are_counters() -> None:
     rows = [row(10, 4.0, 1.0, 0.5, wait_load=0.25), row(30, 6.0, 2.0, 1.5, wait_load=0.5, wait_save=1.0)]
-    seconds = lj_stats.epoch_breakdown(rows, OURS_LOG)["seconds"]
-    assert seconds["wait:wait_load"] == 0.75 and seconds["wait:wait_save"] == 1.0
-    assert "load_ahead_save_behind_waits" not in seconds
+    for item, background in zip(rows, (3.0, 4.0), strict=True):
+        item["io"]["background_seconds"] = background
+    epoch = lj_stats.epoch_breakdown(rows, OURS_LOG)
+    counters = epoch["engine_counters"]
+    assert counters["timing.wait_load"] == 0.75 and counters["timing.wait_save"] == 1.0
+    assert counters["io.background_seconds"] == 7.0
+    assert epoch["seconds"]["other"] == pytest.approx(17.0 - 10 - 3.5 - 1 - 3 - 1.4)
+
+
+def test_a_pass_that_starts_again_is_measured_from_its_last_start() -> None:
+    again = f"23:59:40.000 | {LABEL} bucket (1, 1) (1 of 2): swapping partitions\n" + OURS_LOG
+    assert lj_stats.epoch_breakdown([row(10, 4.0, 1.0, 0.5)], again)["epoch_s"] == pytest.approx(17.0)
 
 
 def test_without_step_lines_the_epoch_is_not_guessed() -> None:
     epoch = lj_stats.epoch_breakdown([row(10, 4.0, 1.0, 0.5)], "trained: checkpoints is at version 1")
-    assert epoch["epoch_s"] is None and epoch["seconds"]["other"] is None and epoch["seconds"]["checkpoint"] is None
+    seconds = epoch["seconds"]
+    assert epoch["epoch_s"] is None and seconds["other"] is None
+    assert seconds["checkpoint"] is None and seconds["partition_io_wait"] is None
 
 
 def test_ours_throughput_and_rows_file(tmp_path: Path) -> None:
@@ -78,13 +92,3 @@ def test_pbg_bucket_lines() -> None:
     figures = lj_stats.pbg_throughput(log)
     assert (figures["buckets"], figures["edges"]) == (2, 21221)
     assert figures["compute_s"] == pytest.approx(5.23) and figures["io_s"] == pytest.approx(0.17)
-
-
-def test_background_io_is_reported_beside_the_epoch_not_in_it() -> None:
-    rows = [row(10, 4.0, 1.0, 0.5), row(30, 6.0, 2.0, 1.5)]
-    for item, background in zip(rows, (3.0, 4.0), strict=True):
-        item["io"]["background_seconds"] = background
-    epoch = lj_stats.epoch_breakdown(rows, OURS_LOG)
-    assert epoch["overlapped_io_s"] == 7.0
-    assert epoch["seconds"]["other"] == pytest.approx(17.0 - 10 - 3 - 2 - 1 - 1.5)
-    assert "load_ahead_save_behind_waits" not in epoch["seconds"]
