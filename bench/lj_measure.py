@@ -45,6 +45,7 @@ class Measured:
     stderr_path: str
     signals: list[str] = field(default_factory=list)
     leftover_pids: list[int] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)  # "pid command line" of each leftover
 
     @property
     def ok(self) -> bool:
@@ -70,6 +71,14 @@ def proc_io(pid: int) -> dict[str, int]:
 
 def _tree_writes(root: int) -> int:
     return sum(proc_io(pid).get("write_bytes", 0) for pid in process_tree(root))
+
+
+def _cmdline(pid: int) -> str:
+    """The command line of ``pid`` (at most 200 characters; empty if it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200].strip()
+    except OSError:
+        return ""
 
 
 def _group_pids(pgid: int) -> list[int]:
@@ -182,6 +191,7 @@ def run_io_measured(
                 _signal_step(proc.pid, time.perf_counter() - clock_start, deadline_s, grace_s, sent)
             reaper.exited.wait(interval)
     leftovers = _group_pids(proc.pid)
+    described = [f"{pid} {_cmdline(pid)}" for pid in leftovers]
     _kill_and_wait(proc.pid, leftovers)
     at_exit = reaper.io.get("write_bytes", 0)
     method = "main process /proc/<pid>/io at exit (WNOWAIT; reaped children included)"
@@ -199,4 +209,5 @@ def run_io_measured(
         stderr_path=str(err_path),
         signals=sent,
         leftover_pids=leftovers,
+        leftovers=described,
     )

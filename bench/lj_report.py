@@ -80,7 +80,7 @@ def print_report(payload: dict) -> None:
         "bytes written: " + str(_get(payload, "ours", "command", "write_bytes_method")),
         f"PBG stopped: {_get(payload, 'pbg', 'command', 'signals')}; finished its epoch: "
         f"{_get(payload, 'pbg', 'finished_epoch')}; left running afterwards (killed): "
-        f"{_get(payload, 'pbg', 'command', 'leftover_pids')}"
+        f"{_get(payload, 'pbg', 'command', 'leftovers')}"
         if payload.get("pbg")
         else None,
         "load-ahead / save-behind: this engine records neither io.background_seconds nor a timing key with 'wait'"

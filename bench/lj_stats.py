@@ -7,9 +7,10 @@ overlap by the step lines of each bucket (swapping -> ``training N edges`` -> ``
 the next bucket's swapping, or ``writing checkpoint version V``) and the per-bucket rows of
 ``<checkpoint_path>/training_stats.json``:
 - **train**: ``timing.train`` (HOGWILD compute);
-- **partition_io_wait**: swapping -> training, minus ``timing.load_edges`` and
-  ``timing.eval_before`` (also listed): the time the training thread spent on partition loads
-  and evicting saves, or waiting for them when they run behind compute;
+- **partition_swap_step**: swapping -> training, minus ``timing.load_edges`` and
+  ``timing.eval_before`` (also listed): partition loads and evicting saves on the training
+  thread (or its waits for them when they run behind compute), plus the step's own overhead
+  (the Prefect task runs between the two lines);
 - **progress_saves**: ``timing.save`` (the save point after a bucket: dirty partitions, model,
   progress record); **eval_after**: ``timing.eval_after``;
 - **checkpoint**: ``writing checkpoint version V`` -> ``committing version V``;
@@ -117,7 +118,7 @@ def epoch_breakdown(rows: list[dict], log_text: str) -> dict[str, object]:
     load, eval_before = _total(rows, "timing", "load_edges"), _total(rows, "timing", "eval_before")
     parts: dict[str, float | None] = {
         "train": _total(rows, "timing", "train"),
-        "partition_io_wait": _minus(spans["swap_to_train"], load, eval_before),
+        "partition_swap_step": _minus(spans["swap_to_train"], load, eval_before),
         "load_edges": load,
         "eval_before": eval_before,
         "progress_saves": _total(rows, "timing", "save"),

@@ -44,6 +44,7 @@ def test_deadline_escalates_and_leftovers_are_killed(tmp_path: Path) -> None:
     assert [s.split()[0] for s in measured.signals] == ["SIGINT", "SIGTERM"]
     assert measured.returncode != 0
     assert len(measured.leftover_pids) == 1
+    assert "signal.SIG_IGN" in measured.leftovers[0]
     assert not alive(measured.leftover_pids[0])
 
 

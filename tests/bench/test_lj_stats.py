@@ -39,7 +39,7 @@ def test_epoch_parts_do_not_overlap_and_add_up_across_midnight() -> None:
     seconds = epoch["seconds"]
     assert epoch["epoch_s"] == pytest.approx(17.0)
     # swapping -> training is 2.0 s + 2.5 s; 0.5 s of each is edge loading.
-    assert seconds["partition_io_wait"] == pytest.approx(3.5) and seconds["load_edges"] == 1.0
+    assert seconds["partition_swap_step"] == pytest.approx(3.5) and seconds["load_edges"] == 1.0
     assert seconds["train"] == 10.0 and seconds["progress_saves"] == 0.8
     assert seconds["checkpoint"] == pytest.approx(1.4)
     assert seconds["other"] == pytest.approx(17.0 - 10 - 3.5 - 1 - 0.8 - 1.4)
@@ -69,7 +69,7 @@ def test_without_step_lines_the_epoch_is_not_guessed() -> None:
     epoch = lj_stats.epoch_breakdown([row(10, 4.0, 1.0, 0.5)], "trained: checkpoints is at version 1")
     seconds = epoch["seconds"]
     assert epoch["epoch_s"] is None and seconds["other"] is None
-    assert seconds["checkpoint"] is None and seconds["partition_io_wait"] is None
+    assert seconds["checkpoint"] is None and seconds["partition_swap_step"] is None
 
 
 def test_ours_throughput_and_rows_file(tmp_path: Path) -> None:
