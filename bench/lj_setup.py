@@ -67,7 +67,8 @@ def bytes_needed(nodes: int, edges: int, have_graph: bool, have_import: bool) ->
     """Disk the run may still need, by item (estimates, rounded up; see the README entry).
 
     - TSV: at most 16 bytes per edge (two ids of up to 7 digits, a tab, a newline);
-    - imported edges: int64 lhs and rhs per edge, plus as much again for the importer's staging;
+    - imported edges: 24 bytes per edge (measured: lhs, rhs and relation, int64), plus as much
+      again for the importer's staging;
     - our checkpoint: two versions of every partition (the committed one and the one being
       written), plus two partitions in flight in the progress area;
     - PBG's run writes into its own checkpoint directory after ours is removed, so it needs
@@ -76,7 +77,7 @@ def bytes_needed(nodes: int, edges: int, have_graph: bool, have_import: bool) ->
     version = checkpoint_version_bytes(nodes)
     return {
         "tsv": 0 if have_graph else 16 * edges,
-        "imported_edges": 0 if have_import else 2 * 16 * edges,
+        "imported_edges": 0 if have_import else 2 * 24 * edges,
         "checkpoint_two_versions": 2 * version,
         "partitions_in_flight": 2 * version // PARTITIONS,
     }
