@@ -69,8 +69,9 @@ def bytes_needed(nodes: int, edges: int, have_graph: bool, have_import: bool) ->
     - TSV: at most 16 bytes per edge (two ids of up to 7 digits, a tab, a newline);
     - imported edges: 24 bytes per edge (measured: lhs, rhs and relation, int64), plus as much
       again for the importer's staging;
-    - our checkpoint: two versions of every partition (the committed one and the one being
-      written), plus two partitions in flight in the progress area;
+    - our checkpoint: two versions' worth of every partition (the one being written, and the
+      committed one or, in a first epoch, the bucket progress areas, whose files are copied to
+      the version's names when the checkpoint is written), plus two partitions in flight;
     - PBG's run writes into its own checkpoint directory after ours is removed, so it needs
       at most one version, which the two above already cover.
     """
