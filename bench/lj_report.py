@@ -42,6 +42,7 @@ def side_rows(payload: dict) -> list[list[object]]:
         ["buckets trained", _get(ours, "throughput", "buckets"), _get(pbg, "throughput", "buckets"), None],
         ["edges trained", _get(ours, "throughput", "edges"), _get(pbg, "throughput", "edges"), None],
         ["compute (s)", _get(ours, "throughput", "compute_s"), _get(pbg, "throughput", "compute_s"), None],
+        ["bucket start -> training (s)", _get(ours, "epoch", "swap_to_train_s"), _get(pbg, "throughput", "io_s"), None],
         ["train edges/s", ours_eps, pbg_eps, ratio(ours_eps, pbg_eps)],
         [
             "peak tree RSS (GiB)",
@@ -77,6 +78,12 @@ def print_report(payload: dict) -> None:
     print(format_table(["our epoch", "seconds", "share"], epoch_rows(payload)))
     notes = [
         f"eval: {_get(payload, 'eval', 'reason')}" if _get(payload, "eval", "reason") else None,
+        f"eval failed:\n{_get(payload, 'eval', 'command', 'stderr_tail')}"
+        if _get(payload, "eval", "status") == "failed" and _get(payload, "eval", "command", "stderr_tail")
+        else None,
+        "import wall: from the earlier run that made this import (cached)"
+        if _get(payload, "import", "cached")
+        else None,
         "bytes written: " + str(_get(payload, "ours", "command", "write_bytes_method")),
         f"PBG stopped: {_get(payload, 'pbg', 'command', 'signals')}; finished its epoch: "
         f"{_get(payload, 'pbg', 'finished_epoch')}; left running afterwards (killed): "

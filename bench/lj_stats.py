@@ -134,6 +134,7 @@ def epoch_breakdown(rows: list[dict], log_text: str) -> dict[str, object]:
     }
     return {
         "epoch_s": epoch,
+        "swap_to_train_s": spans["swap_to_train"],  # beside PBG's per-bucket "io: S s"
         "seconds": parts,
         "share": {k: (v / epoch if v is not None and epoch else None) for k, v in parts.items()},
         "engine_counters": counters,

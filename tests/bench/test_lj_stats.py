@@ -39,6 +39,7 @@ def test_epoch_parts_do_not_overlap_and_add_up_across_midnight() -> None:
     seconds = epoch["seconds"]
     assert epoch["epoch_s"] == pytest.approx(17.0)
     # swapping -> training is 2.0 s + 2.5 s; 0.5 s of each is edge loading.
+    assert epoch["swap_to_train_s"] == pytest.approx(4.5)
     assert seconds["partition_swap_step"] == pytest.approx(3.5) and seconds["load_edges"] == 1.0
     assert seconds["train"] == 10.0 and seconds["progress_saves"] == 0.8
     assert seconds["checkpoint"] == pytest.approx(1.4)
