@@ -13,7 +13,7 @@ else ifeq ($(wildcard $(PY)),)
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import compat pbg-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import bench-livejournal compat pbg-venv clean
 
 $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -86,6 +86,10 @@ bench-export: $(STAMP) pbg-venv
 
 bench-deploy-latency: $(STAMP)
 	$(PY) bench/deploy_latency.py
+
+## LiveJournal-sized graph (4.85M nodes, 68.5M edges, d=1024, 8 partitions), one epoch, PBG 1.0.0 beside it: 1-2 h, about 49 GB of free disk
+bench-livejournal: $(STAMP) pbg-venv
+	$(PY) bench/livejournal.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

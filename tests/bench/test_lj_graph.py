@@ -1,0 +1,66 @@
+"""bench/lj_graph.py: exact counts, no self-loops or duplicates, seeded, split and cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lj_graph
+import numpy as np
+import pytest
+
+SMALL = lj_graph.GraphParams(nodes=300, edges=6000, seed=3, alpha=0.5, test_fraction=0.01)
+
+
+def read_edges(path: Path) -> np.ndarray:
+    return np.loadtxt(path, dtype=np.int64, delimiter="\t", ndmin=2)
+
+
+def test_edges_are_distinct_loop_free_and_exactly_counted() -> None:
+    keys, counts = lj_graph.edge_keys(SMALL)
+    lhs, rhs = keys // SMALL.nodes, keys % SMALL.nodes
+    assert len(keys) == SMALL.edges
+    assert len(np.unique(keys)) == SMALL.edges
+    assert not np.any(lhs == rhs)
+    # 6000 edges among 300 heavy-tailed nodes collide often: the redraw path ran.
+    assert counts["duplicates_redrawn"] > 0
+
+
+def test_same_seed_same_graph_other_seed_other_graph() -> None:
+    first, _ = lj_graph.edge_keys(SMALL)
+    again, _ = lj_graph.edge_keys(SMALL)
+    other, _ = lj_graph.edge_keys(lj_graph.GraphParams(300, 6000, 4, 0.5, 0.01))
+    assert np.array_equal(first, again)
+    assert not np.array_equal(first, other)
+
+
+def test_degrees_are_heavy_tailed() -> None:
+    params = lj_graph.GraphParams(nodes=20_000, edges=200_000, seed=0, alpha=0.5, test_fraction=0.01)
+    keys, _ = lj_graph.edge_keys(params)
+    out_degree = np.bincount(keys // params.nodes, minlength=params.nodes)
+    # Chung-Lu with weights (rank+1)^-0.5: the top node expects about E / (2 sqrt N) = 707 edges.
+    assert out_degree.max() > 20 * np.median(out_degree)
+
+
+def test_files_split_and_cache(tmp_path: Path) -> None:
+    meta = lj_graph.ensure_graph(SMALL, tmp_path)
+    train, test = read_edges(tmp_path / "train.tsv"), read_edges(tmp_path / "test.tsv")
+    assert (len(train), len(test)) == (5940, 60) == (meta["summary"]["train_edges"], meta["summary"]["test_edges"])
+    together = {tuple(e) for e in np.concatenate([train, test]).tolist()}
+    assert len(together) == SMALL.edges  # the splits do not overlap
+    assert meta["cached"] is False
+    assert lj_graph.ensure_graph(SMALL, tmp_path)["cached"] is True
+    changed = lj_graph.GraphParams(300, 6000, 3, 0.5, 0.02)
+    assert lj_graph.ensure_graph(changed, tmp_path)["cached"] is False
+    assert json.loads((tmp_path / "graph.json").read_text())["params"]["test_fraction"] == 0.02
+    assert len(read_edges(tmp_path / "test.tsv")) == 120
+
+
+def test_more_than_half_the_possible_edges_is_refused() -> None:
+    with pytest.raises(ValueError, match="46 edges: at most half of the 90 directed edges of 10 nodes"):
+        lj_graph.edge_keys(lj_graph.GraphParams(10, 46, 0, 0.5, 0.01))
+
+
+def test_scale_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="--scale must be in"):
+        lj_graph.scaled(1.5, 0)
