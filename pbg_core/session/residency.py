@@ -45,7 +45,7 @@ class IoCounter:
 
     bytes_read: int = 0
     bytes_written: int = 0
-    seconds: float = 0.0  # the training thread waiting for partition I/O (or doing it)
+    seconds: float = 0.0  # the swap: the training thread waiting for partition I/O, or doing it
     background_seconds: float = 0.0  # partition I/O done on the I/O thread meanwhile
 
     def reset(self) -> None:
@@ -176,11 +176,10 @@ class PartitionResidency:
 
     def settle(self) -> None:
         """Wait for every background job and apply it (before saves, commits and restores)."""
+        # Timed by the step that settles (a save point's or the checkpoint's own timing), not as swap I/O.
         if self.io_thread is not None:
-            started = time.perf_counter()
             for key in list(self.io_thread.pending):
                 self._collect(self.io_thread.wait(key))
-            self.io.seconds += time.perf_counter() - started
 
     def mark_dirty(self, keys: Iterable[PartitionKey], position: int = FINAL) -> None:
         """Record that these partitions were trained (by the bucket at ``position``) since saved."""
@@ -199,11 +198,10 @@ class PartitionResidency:
             return False
         where = self.save_position if position is None else position
         handle = self.resident[key]
-        started = time.perf_counter()
+        # Not timed here: a swap times all its I/O (make_room), a save point and the checkpoint theirs.
         self.io.bytes_written += write(
             handle, self._target(where), self.open_version, self.embedding_lr, self.metadata()
         )
-        self.io.seconds += time.perf_counter() - started
         self.dirty.discard(key)
         self.locations[key] = where
         return True
