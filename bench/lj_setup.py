@@ -70,8 +70,9 @@ def bytes_needed(nodes: int, edges: int, have_graph: bool, have_import: bool) ->
     - imported edges: 24 bytes per edge (measured: lhs, rhs and relation, int64), plus as much
       again for the importer's staging;
     - our checkpoint: two versions' worth of every partition (the one being written, and the
-      committed one or, in a first epoch, the bucket progress areas, whose files are copied to
-      the version's names when the checkpoint is written), plus two partitions in flight;
+      committed one or, in a first epoch, the last save point's saves in the progress area,
+      deleted only once the pass's last bucket has saved everything under the version's names),
+      plus two partitions in flight;
     - PBG's run writes into its own checkpoint directory after ours is removed, so it needs
       at most one version, which the two above already cover.
     """
