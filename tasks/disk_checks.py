@@ -32,11 +32,8 @@ def model_bytes(session: TrainingSession) -> int:
 def dirty_bytes(session: TrainingSession) -> int:
     """What saving every dirty resident partition (and the model, if changed) writes."""
     residency = session.residency
-    total = sum(
-        residency.handle(key).embeddings.numel() * 4 + residency.handle(key).state.numel() * 4 + FILE_SLACK
-        for key in residency.dirty
-        if key in residency.resident
-    )
+    files = sum(1 for key in residency.dirty if key in residency.resident)
+    total = residency.dirty_bytes() + files * FILE_SLACK
     return total + (model_bytes(session) if session.model_state.dirty else 0)
 
 

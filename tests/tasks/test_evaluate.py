@@ -46,17 +46,22 @@ def evaluated_mrr(run: str, edge_path: str) -> float:
     return float(result["sums"]["mrr"] / result["count"])
 
 
+def train_and_commit(run: Any, train_buckets: Any) -> None:
+    """Train every remaining iteration of ``run`` through the tasks, committing each."""
+    handle = open_training_session.fn(run)
+    try:
+        for iteration in plan_training.fn(run).remaining:
+            train_buckets(handle, iteration)
+            write_checkpoint.fn(handle, iteration)
+            switch_version.fn(handle, iteration)
+    finally:
+        close_training_session.fn(handle)
+
+
 def trained_then_evaluated(config: Any, train_buckets: Any) -> float:
     """Train ``config``'s iterations through the tasks, commit each, then evaluate the last version."""
     with opened_run(config) as run:
-        handle = open_training_session.fn(run)
-        try:
-            for iteration in plan_training.fn(run).remaining:
-                train_buckets(handle, iteration)
-                write_checkpoint.fn(handle, iteration)
-                switch_version.fn(handle, iteration)
-        finally:
-            close_training_session.fn(handle)
+        train_and_commit(run, train_buckets)
         return evaluated_mrr(run, config.edge_paths[0])
 
 
@@ -79,14 +84,7 @@ def trained_2x2(
     checkpoint = tmp_path_factory.mktemp("sampled") / "ckpt"
     raw = config_for(graph_2x2, checkpoint, num_epochs=1, global_emb=False, batch_size=1000)
     with opened_run(parse_config(raw)) as run:
-        handle = open_training_session.fn(run)
-        try:
-            for iteration in plan_training.fn(run).remaining:
-                train_buckets(handle, iteration)
-                write_checkpoint.fn(handle, iteration)
-                switch_version.fn(handle, iteration)
-        finally:
-            close_training_session.fn(handle)
+        train_and_commit(run, train_buckets)
     return raw
 
 
