@@ -4,13 +4,14 @@ Steps (all under bench/work/livejournal/<graph tag>/, cached where said):
 1. Free space first: the bytes the run may still need (bench/lj_setup.bytes_needed) against
    what the file system has; a one-line refusal when short.
 2. A seeded LiveJournal-shaped graph (bench/lj_graph.py: 4.85M nodes, 68.5M distinct directed
-   edges times ``--scale``, power-law degrees, no self-loops or duplicates, 1% held-out test
-   split), cached by its parameters.
+   edges times ``--scale``, power-law degrees, planted communities of ``--community-size`` nodes
+   that hold all but a ``--mix`` share of the edges, no self-loops or duplicates, 1% held-out
+   test split), cached by its parameters.
 3. ``pbg import`` of both splits with PBG's LiveJournal config at 8 partitions (cached by a
    marker; the import's figures are kept in it).
 4. ``pbg train -v`` for one epoch from scratch on local disk (``eval_fraction`` 0 unless
    ``--pbg-eval-fraction``): wall time, epoch time and where it went (bench/lj_stats.py), train
-   edges/s, peak RSS of the process tree and bytes written (bench/lj_measure.py) against the
+   edges/s, peak memory of the process tree (PSS: shared-memory slots counted once) and bytes written (bench/lj_measure.py) against the
    minimum (every partition written once: nodes x (1024 + 1) x 4 bytes).
 5. ``pbg eval CONFIG -p edge_paths=edges/test --sample-edges 10000 --candidates 1000 --json``
    (MRR, Hits@10), if this tree's ``pbg eval`` has those options. Then our checkpoint is removed
@@ -51,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale", type=float, default=1.0, help="times LiveJournal's nodes and edges (0.01: a check)")
     parser.add_argument("--seed", type=int, default=0, help="graph seed and our -p seed")
     parser.add_argument("--alpha", type=float, default=0.5, help="power-law exponent of the Chung-Lu weights")
+    parser.add_argument("--community-size", type=int, default=1000, help="nodes per planted community (0: none)")
+    parser.add_argument("--mix", type=float, default=0.3, help="share of edges whose target ignores communities")
     parser.add_argument("--pbg-seconds", type=float, default=600.0, help="PBG 1.0.0 trains this long, then stops")
     parser.add_argument("--pbg-eval-fraction", action="store_true", help="keep PBG's eval_fraction 0.05 (else 0)")
     parser.add_argument("--hogwild-delay", type=float, default=2.0, help="config value (PBG's file: 2; see README)")
@@ -107,8 +110,11 @@ def train_ours(rundir: Path, seed: int, env: dict[str, str], lock: Path | None) 
     shutil.rmtree(rundir / "checkpoints", ignore_errors=True)
     m = run([str(ours_bin()), "train", "config.py", "-v", "-p", f"seed={seed}"], rundir, "train", env, lock)
     rows = lj_stats.read_rows(rundir / "checkpoints" / "training_stats.json")
+    plan = lj_stats.memory_plan(m.text())
     return {
         "command": command_record(m),
+        "memory_plan": plan,
+        "memory_plan_bytes": plan["total_bytes"] if plan else None,
         "throughput": lj_stats.ours_throughput(rows),
         "epoch": lj_stats.epoch_breakdown(rows, m.text()),
     }
@@ -154,7 +160,7 @@ def train_pbg(rundir: Path, args: argparse.Namespace) -> dict[str, object]:
 
 def prepare(args: argparse.Namespace) -> tuple[lj_graph.GraphParams, Path, dict[str, int]]:
     """Graph parameters, the run directory (configs written) and the disk estimate."""
-    params = lj_graph.scaled(args.scale, args.seed, args.alpha)
+    params = lj_graph.scaled(args.scale, args.seed, args.alpha, community_size=args.community_size, mix=args.mix)
     base = WORK / params.tag()
     rundir = base / "run"
     eval_fraction = 0.05 if args.pbg_eval_fraction else 0.0

@@ -8,6 +8,13 @@ in chunks of ``CHUNK`` edges). With ``alpha = 0.5`` the expected degrees follow 
 exponent ``1 + 1/alpha = 3``; at LiveJournal's size (4.85M nodes, 68.5M edges) the largest
 expected out/in-degree is about 15k, near LiveJournal's own (about 20k out, 14k in).
 
+Planted communities (so that ranking quality means something: a plain Chung-Lu graph has no
+structure beyond its degrees, and every model ranks at chance): node ``i`` belongs to community
+``i % communities``. A ``mix`` share of the edges draws its target from the whole graph as above;
+the rest draws it from the source's own community, still proportional to the in-weight (one
+cumulative array over the nodes grouped by community, each draw confined to its community's
+range). ``communities = 0`` gives the plain Chung-Lu graph.
+
 Self-loops are dropped and redrawn; duplicate edges are removed (LiveJournal is a simple graph)
 and redrawn until exactly ``num_edges`` distinct edges exist, so the counts are exact. The edges
 are then shuffled (seeded) and the first ``test_fraction`` of them become the test split.
@@ -44,19 +51,63 @@ class GraphParams:
     seed: int
     alpha: float
     test_fraction: float
+    communities: int = 0
+    mix: float = 1.0
 
     def tag(self) -> str:
         """Directory name for this graph."""
-        return f"n{self.nodes}-e{self.edges}-s{self.seed}-a{self.alpha:g}-t{self.test_fraction:g}"
+        tag = f"n{self.nodes}-e{self.edges}-s{self.seed}-a{self.alpha:g}-t{self.test_fraction:g}"
+        return tag + (f"-c{self.communities}-m{self.mix:g}" if self.communities else "")
 
 
-def scaled(scale: float, seed: int, alpha: float = 0.5, test_fraction: float = 0.01) -> GraphParams:
-    """LiveJournal's node and edge counts times ``scale`` (each at least 2 nodes / 100 edges)."""
+def scaled(
+    scale: float, seed: int, alpha: float = 0.5, test_fraction: float = 0.01, community_size: int = 0, mix: float = 1.0
+) -> GraphParams:
+    """LiveJournal's node and edge counts times ``scale`` (each at least 2 nodes / 100 edges).
+
+    ``community_size`` > 0 plants ``nodes // community_size`` communities (at least 2) with a
+    ``mix`` share of the edges crossing between them at random.
+    """
     if not 0 < scale <= 1:
         raise ValueError(f"--scale must be in (0, 1], got {scale}")
-    return GraphParams(
-        max(2, round(FULL_NODES * scale)), max(100, round(FULL_EDGES * scale)), seed, alpha, test_fraction
-    )
+    if not 0 <= mix <= 1:
+        raise ValueError(f"--mix must be in [0, 1], got {mix}")
+    nodes = max(2, round(FULL_NODES * scale))
+    communities = max(2, nodes // community_size) if community_size > 0 else 0
+    return GraphParams(nodes, max(100, round(FULL_EDGES * scale)), seed, alpha, test_fraction, communities, mix)
+
+
+@dataclass(frozen=True)
+class Communities:
+    """In-weights laid out by community: ``order`` lists the nodes grouped by community, ``cum``
+    is the running sum of their in-weights, ``lo``/``hi`` bound each community's range of it."""
+
+    order: np.ndarray
+    cum: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    last: np.ndarray  # index in ``order`` of each community's last node
+
+
+def communities_of(side: tuple[np.ndarray, np.ndarray], alpha: float, count: int) -> Communities:
+    """The in-side's weights regrouped so one draw can be confined to a community."""
+    ranks_to_ids = side[1]
+    nodes = len(ranks_to_ids)
+    weight = np.empty(nodes, dtype=np.float64)
+    weight[ranks_to_ids] = np.arange(1, nodes + 1, dtype=np.float64) ** -alpha
+    order = np.argsort(np.arange(nodes) % count, kind="stable")
+    cum = np.cumsum(weight[order])
+    ends = np.cumsum(np.bincount(np.arange(nodes) % count, minlength=count))
+    lo = np.concatenate([[0.0], cum[ends[:-1] - 1]])
+    return Communities(order, cum, lo, cum[ends - 1], ends - 1)
+
+
+def _draw_within(rng: np.random.Generator, planted: Communities, sources: np.ndarray) -> np.ndarray:
+    """A target per source from the source's own community, proportional to the in-weight."""
+    group = sources % len(planted.lo)
+    u = planted.lo[group] + rng.random(len(sources)) * (planted.hi[group] - planted.lo[group])
+    index = np.minimum(np.searchsorted(planted.cum, u, side="right"), planted.last[group])
+    return planted.order[index]
 
 
 def _cdf(rng: np.random.Generator, nodes: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -72,12 +123,17 @@ def _draw(rng: np.random.Generator, side: tuple[np.ndarray, np.ndarray], count: 
     return ids[np.minimum(ranks, len(ids) - 1)]
 
 
-def _fill(rng: np.random.Generator, params: GraphParams, sides: tuple, out: np.ndarray) -> None:
+def _fill(
+    rng: np.random.Generator, params: GraphParams, sides: tuple, planted: Communities | None, out: np.ndarray
+) -> None:
     """Fill ``out`` with edge keys ``lhs * nodes + rhs`` without self-loops, in chunks."""
     filled = 0
     while filled < len(out):
         count = min(CHUNK, len(out) - filled)
         lhs, rhs = _draw(rng, sides[0], count), _draw(rng, sides[1], count)
+        if planted is not None:
+            inside = rng.random(count) >= params.mix
+            rhs[inside] = _draw_within(rng, planted, lhs[inside])
         keep = lhs != rhs  # self-loops are redrawn by the next round of the loop
         keys = lhs[keep] * params.nodes + rhs[keep]
         out[filled : filled + len(keys)] = keys
@@ -98,8 +154,9 @@ def edge_keys(params: GraphParams) -> tuple[np.ndarray, dict[str, int]]:
         )
     rng = np.random.default_rng(params.seed)
     sides = (_cdf(rng, params.nodes, params.alpha), _cdf(rng, params.nodes, params.alpha))
+    planted = communities_of(sides[1], params.alpha, params.communities) if params.communities else None
     keys = np.empty(params.edges, dtype=np.int64)
-    _fill(rng, params, sides, keys)
+    _fill(rng, params, sides, planted, keys)
     redrawn = 0
     while True:
         keys = np.unique(keys)  # sorted and distinct: duplicates are redrawn below
@@ -108,7 +165,7 @@ def edge_keys(params: GraphParams) -> tuple[np.ndarray, dict[str, int]]:
             break
         redrawn += missing
         extra = np.empty(missing, dtype=np.int64)
-        _fill(rng, params, sides, extra)
+        _fill(rng, params, sides, planted, extra)
         keys = np.concatenate([keys, extra])
     rng.shuffle(keys)
     return keys, {"duplicates_redrawn": redrawn}
@@ -126,8 +183,8 @@ def _write(path: Path, keys: np.ndarray, nodes: int) -> None:
     tmp.replace(path)
 
 
-def summarize(keys: np.ndarray, nodes: int, test_size: int) -> dict[str, int]:
-    """Distinct nodes, maximum out/in-degree, and test nodes absent from the train split."""
+def summarize(keys: np.ndarray, nodes: int, test_size: int, communities: int = 0) -> dict[str, int]:
+    """Edges inside a community, distinct nodes, maximum degrees, test nodes absent from train."""
     lhs, rhs = keys // nodes, keys % nodes
     out_deg, in_deg = np.bincount(lhs, minlength=nodes), np.bincount(rhs, minlength=nodes)
     train_seen = np.zeros(nodes, dtype=bool)
@@ -135,6 +192,7 @@ def summarize(keys: np.ndarray, nodes: int, test_size: int) -> dict[str, int]:
     train_seen[rhs[test_size:]] = True
     test_nodes = np.unique(np.concatenate([lhs[:test_size], rhs[:test_size]]))
     return {
+        "within_community_edges": int(np.count_nonzero(lhs % communities == rhs % communities)) if communities else 0,
         "distinct_nodes": int(np.count_nonzero(out_deg + in_deg)),
         "max_out_degree": int(out_deg.max()),
         "max_in_degree": int(in_deg.max()),
@@ -162,7 +220,7 @@ def ensure_graph(params: GraphParams, directory: Path) -> dict[str, object]:
     _write(files["test"], keys[:test_size], params.nodes)
     _write(files["train"], keys[test_size:], params.nodes)
     summary = {"train_edges": len(keys) - test_size, "test_edges": test_size, **counts}
-    summary.update(summarize(keys, params.nodes, test_size))
+    summary.update(summarize(keys, params.nodes, test_size, params.communities))
     meta = {"params": asdict(params), "summary": summary, **{k: str(p) for k, p in files.items()}}
     meta_path.write_text(json.dumps(meta, indent=2))
     return {**meta, "cached": False}

@@ -32,12 +32,13 @@ from _common import process_tree, tree_memory
 
 @dataclass
 class Measured:
-    """Exit status, wall time, peak tree memory, bytes written, and the signals sent."""
+    """Exit status, wall time, peak tree memory (RSS and PSS), bytes written, and the signals sent."""
 
     argv: list[str]
     returncode: int
     wall_s: float
-    peak_rss_bytes: int
+    peak_rss_bytes: int  # summed RSS: counts a page shared by k processes k times
+    peak_pss_bytes: int  # summed PSS: each shared page split among its sharers, so counted once
     write_bytes: int
     cancelled_write_bytes: int
     write_bytes_method: str
@@ -172,7 +173,7 @@ def run_io_measured(
     """
     cwd.mkdir(parents=True, exist_ok=True)
     out_path, err_path = cwd / f"{log_name}.out", cwd / f"{log_name}.err"
-    peak_rss = peak_writes = 0
+    peak_rss = peak_pss = peak_writes = 0
     sent: list[str] = []
     with out_path.open("w") as out, err_path.open("w") as err:
         start = time.perf_counter()
@@ -183,7 +184,8 @@ def run_io_measured(
         reaper.start()
         clock_start = None if start_marker else start
         while not reaper.exited.is_set():
-            peak_rss = max(peak_rss, tree_memory(proc.pid)[0])
+            rss, pss, _ = tree_memory(proc.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             peak_writes = max(peak_writes, _tree_writes(proc.pid))
             if clock_start is None and _has_marker((out_path, err_path), start_marker or ""):
                 clock_start = time.perf_counter()
@@ -202,6 +204,7 @@ def run_io_measured(
         returncode=proc.returncode,
         wall_s=reaper.ended - start,
         peak_rss_bytes=peak_rss,
+        peak_pss_bytes=peak_pss,
         write_bytes=max(at_exit, peak_writes),
         cancelled_write_bytes=reaper.io.get("cancelled_write_bytes", 0),
         write_bytes_method=method,

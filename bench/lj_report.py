@@ -50,6 +50,13 @@ def side_rows(payload: dict) -> list[list[object]]:
             _gib(_get(pbg, "command", "peak_rss_bytes")),
             None,
         ],
+        [
+            "peak tree PSS (GiB)",
+            _gib(_get(ours, "command", "peak_pss_bytes")),
+            _gib(_get(pbg, "command", "peak_pss_bytes")),
+            None,
+        ],
+        ["memory plan (GiB)", _gib(_get(ours, "memory_plan_bytes")), None, None],
         ["bytes written (GiB)", _gib(written), _gib(_get(pbg, "command", "write_bytes")), None],
         ["minimum bytes (GiB)", _gib(minimum), None, None],
         ["written / minimum", ratio(written, minimum), None, None],

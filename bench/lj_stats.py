@@ -168,3 +168,24 @@ def pbg_throughput(log_text: str) -> dict[str, object]:
         "edges_per_s": edges / seconds if seconds else None,
         "source": "PBG log 'Processed N edges in T s ... io: S s' per bucket",
     }
+
+
+PLAN_LINE = re.compile(
+    r"memory plan: (?P<resident>\d+) of (?P<partitions>\d+) partitions resident \+ (?P<in_flight>\d+) in flight"
+    r".*= (?P<total>[0-9.]+) GB of (?P<available>[0-9.]+) GB available"
+)
+
+
+def memory_plan(log_text: str) -> dict[str, object] | None:
+    """The memory plan our ``pbg train`` logged: resident and in-flight slots, bound in bytes."""
+    found = PLAN_LINE.search(log_text)
+    if found is None:
+        return None
+    return {
+        "resident": int(found["resident"]),
+        "partitions": int(found["partitions"]),
+        "in_flight": int(found["in_flight"]),
+        "total_bytes": round(float(found["total"]) * 1e9),  # describe() prints decimal GB
+        "available_bytes": round(float(found["available"]) * 1e9),
+        "line": found[0],
+    }

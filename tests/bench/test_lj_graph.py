@@ -64,3 +64,26 @@ def test_more_than_half_the_possible_edges_is_refused() -> None:
 def test_scale_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="--scale must be in"):
         lj_graph.scaled(1.5, 0)
+
+
+def test_planted_communities_hold_all_but_the_mixed_share() -> None:
+    params = lj_graph.GraphParams(20_000, 200_000, 0, 0.5, 0.01, communities=20, mix=0.3)
+    keys, _ = lj_graph.edge_keys(params)
+    lhs, rhs = keys // params.nodes, keys % params.nodes
+    inside = np.mean(lhs % 20 == rhs % 20)
+    # 70% drawn inside, plus 1/20 of the 30% drawn anywhere; duplicates redrawn shift it a little.
+    assert 0.70 < inside < 0.76
+    assert len(np.unique(keys)) == params.edges and not np.any(lhs == rhs)
+    in_degree = np.bincount(rhs, minlength=params.nodes)
+    assert in_degree.max() > 20 * np.median(in_degree)  # still heavy-tailed inside communities
+    summary = lj_graph.summarize(keys, params.nodes, 2000, params.communities)
+    assert summary["within_community_edges"] == int(np.count_nonzero(lhs % 20 == rhs % 20))
+
+
+def test_community_size_sets_the_count_and_the_tag() -> None:
+    params = lj_graph.scaled(0.01, 0, community_size=1000, mix=0.3)
+    assert params.communities == params.nodes // 1000
+    assert params.tag().endswith(f"-c{params.communities}-m0.3")
+    assert "-c" not in lj_graph.scaled(0.01, 0).tag()
+    with pytest.raises(ValueError, match="--mix must be in"):
+        lj_graph.scaled(0.01, 0, community_size=1000, mix=1.5)

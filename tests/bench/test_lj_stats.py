@@ -93,3 +93,15 @@ def test_pbg_bucket_lines() -> None:
     figures = lj_stats.pbg_throughput(log)
     assert (figures["buckets"], figures["edges"]) == (2, 21221)
     assert figures["compute_s"] == pytest.approx(5.23) and figures["io_s"] == pytest.approx(0.17)
+
+
+def test_memory_plan_line_is_read_back() -> None:
+    line = (
+        "21:15:38.480 | INFO    | pbg_core.session.build - memory plan: 6 of 8 partitions resident + 2 in flight "
+        "x 2.49 GB, model 0.00 GB, edges 0.14 GB, overhead 1.5 GiB = 21.67 GB of 23.71 GB available (MemAvailable)"
+    )
+    plan = lj_stats.memory_plan("before\n" + line + "\nafter")
+    assert plan is not None
+    assert (plan["resident"], plan["partitions"], plan["in_flight"]) == (6, 8, 2)
+    assert (plan["total_bytes"], plan["available_bytes"]) == (21_670_000_000, 23_710_000_000)
+    assert lj_stats.memory_plan("no plan here") is None
