@@ -53,3 +53,7 @@ class TrainingDivergedError(PbgError, RuntimeError):
 
 class WorkerDiedError(PbgError, RuntimeError):
     """A HOGWILD worker process exited unexpectedly."""
+
+
+class SharedMemoryFull(PbgError, MemoryError):
+    """A shared-memory allocation failed: names the bytes wanted and where shared memory lives (``/dev/shm``)."""

@@ -7,6 +7,11 @@
   (memory.usage_in_bytes - total_inactive_file)`` likewise; a limit of 2^62 or more (the
   kernel's page-rounded LONG_MAX) means none.
 - ``MemAvailable`` of ``/proc/meminfo``: what the kernel thinks can be allocated without swapping.
+- Free space of ``/dev/shm`` plus the plan's private overhead: partition slots, the model, its
+  optimizer state and a bucket's edges live in shared memory (the HOGWILD workers map them), which
+  torch allocates as files in ``/dev/shm``. A container's ``/dev/shm`` is often far smaller than
+  its memory (docker's default is 64 MB), and a full one fails the allocation, so it bounds
+  everything but the private overhead.
 
 Inactive file pages are page cache the kernel reclaims before the cgroup's OOM killer runs
 (docker's ``stats`` subtracts them the same way); counting them as used would report a
@@ -19,7 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pbg_core.session.memory_plan import Available
+from pbg_core.session.memory_plan import FIXED_OVERHEAD_BYTES, Available
 
 UNLIMITED = 1 << 62
 
@@ -31,13 +36,29 @@ class HostFiles:
     meminfo: str = "/proc/meminfo"
     cgroup: str = "/proc/self/cgroup"
     mountinfo: str = "/proc/self/mountinfo"
+    shm: str | None = "/dev/shm"  # None: not counted
 
 
 def memory_available(files: HostFiles | None = None) -> Available | None:
-    """The smaller of the cgroup headroom and MemAvailable, naming its source; None if neither is known."""
+    """The smallest of the cgroup headroom, MemAvailable and /dev/shm's room, naming its source; None if none is known."""
     files = files or HostFiles()
-    candidates = [c for c in (cgroup_headroom(files), meminfo_available(files.meminfo)) if c is not None]
+    shm = shared_memory_room(files.shm) if files.shm else None
+    candidates = [c for c in (cgroup_headroom(files), meminfo_available(files.meminfo), shm) if c is not None]
     return min(candidates, key=lambda a: a.num_bytes, default=None)
+
+
+def shared_memory_room(path: str) -> Available | None:
+    """Free space of the shared-memory file system at ``path`` plus the private overhead; None if absent."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    source = (
+        f"{free / 1e9:.2f} GB free in {path} (shared memory: partition slots, model, edges) plus "
+        f"{FIXED_OVERHEAD_BYTES / 2**30:.1f} GiB private overhead; docker: --shm-size"
+    )
+    return Available(free + FIXED_OVERHEAD_BYTES, source)
 
 
 def meminfo_available(path: str) -> Available | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pbg_core.errors import PbgError, ShapeError, UnknownNameError
+from pbg_core.errors import PbgError, ShapeError, SharedMemoryFull, UnknownNameError
 from pbg_core.types import EntityName, FloatTensorType, Partition, PartitionKey, Side, SideKey
 
 SlotRef = tuple[int, int]  # (slot index, row count)
@@ -136,15 +136,15 @@ def shared_empty(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> 
     into a shared segment (twice the peak memory); this allocates the segment once.
 
     Raises:
-        MemoryError: naming the size when the shared-memory allocation fails (a full
+        SharedMemoryFull: naming the size when the shared-memory allocation fails (a full
             ``/dev/shm`` is the usual cause in containers).
     """
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     try:
         storage: torch.UntypedStorage = torch.UntypedStorage._new_shared(nbytes)
     except RuntimeError as exc:
-        raise MemoryError(
-            f"could not allocate {nbytes} bytes of shared memory for a tensor of shape {shape}: {exc}; "
+        raise SharedMemoryFull(
+            f"could not allocate {nbytes / 1e9:.2f} GB of shared memory for a tensor of shape {shape}: {exc}; "
             "check free space in /dev/shm (docker: --shm-size)"
         ) from exc
     tensor: torch.Tensor = torch.empty(0, dtype=dtype).set_(storage, 0, shape)  # type: ignore[call-overload]  # torch's stubs have no (UntypedStorage, offset, size) overload; torch accepts it

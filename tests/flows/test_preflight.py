@@ -154,3 +154,34 @@ def test_the_progress_directory_name_is_storage_s() -> None:
     from storage.progress import PROGRESS_DIR as STORAGE_PROGRESS_DIR
 
     assert PROGRESS_DIR == STORAGE_PROGRESS_DIR
+
+
+def in_small_shm(code: str, size: str = "16m") -> subprocess.CompletedProcess[str]:
+    """Run Python ``code`` in a private mount namespace whose /dev/shm is a ``size`` tmpfs (as docker --shm-size)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a private /dev/shm needs root and unshare(1)")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a mount namespace here: {probe.stderr.strip()}")
+    script = f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {sys.executable} -c "$0"'
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, code], capture_output=True, text=True, timeout=120)
+
+
+def test_a_small_dev_shm_is_refused_before_training(config: dict[str, Any], graph: Any, tmp_path: Path) -> None:
+    entities = tmp_path / "entities"
+    shutil.copytree(graph.entity_path, entities)
+    (entities / "entity_count_node_0.txt").write_text("5000000\n")  # 5M rows x (d + 1) x 4 B: far over 16 MiB
+    raw = {**config, "entity_path": str(entities), "edge_paths": [str(entities / Path(graph.train_path).name)]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    code = (
+        "import json; from flows.preflight import check_local_inputs; from pbg_core.config import parse_config\n"
+        f"try:\n    check_local_inputs(parse_config(json.load(open({str(path)!r}))), training=True)\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\nelse:\n    print('passed')"
+    )
+    done = in_small_shm(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("MemoryPlanError memory: 1 partition(s) need"), done.stdout
+    assert "0.02 GB free in /dev/shm (shared memory" in done.stdout and "--shm-size" in done.stdout
+    assert "use num_partitions >= " in done.stdout
+    assert in_small_shm(code, size="4g").stdout.strip() == "passed"  # the same run with room in /dev/shm

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
-from storage.host_memory import HostFiles, cgroup_headroom, meminfo_available, memory_available
+from pbg_core.session.memory_plan import FIXED_OVERHEAD_BYTES
+from storage.host_memory import HostFiles, cgroup_headroom, meminfo_available, memory_available, shared_memory_room
 
 MEMINFO = """MemTotal:       24683664 kB
 MemFree:         1931724 kB
@@ -17,7 +20,7 @@ def host(tmp_path: Path, cgroup: str, mountinfo: str, meminfo: str = MEMINFO) ->
     (tmp_path / "meminfo").write_text(meminfo)
     (tmp_path / "cgroup").write_text(cgroup)
     (tmp_path / "mountinfo").write_text(mountinfo)
-    return HostFiles(str(tmp_path / "meminfo"), str(tmp_path / "cgroup"), str(tmp_path / "mountinfo"))
+    return HostFiles(str(tmp_path / "meminfo"), str(tmp_path / "cgroup"), str(tmp_path / "mountinfo"), shm=None)
 
 
 def write(directory: Path, **files: str) -> None:
@@ -107,3 +110,21 @@ def test_this_host_has_a_figure() -> None:
     found = memory_available()
     total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024  # MemTotal, the first line
     assert found is not None and 0 < found.num_bytes <= total
+
+
+def test_shared_memory_room_is_free_space_plus_the_private_overhead(tmp_path: Path) -> None:
+    room = shared_memory_room(str(tmp_path))
+    stat = os.statvfs(tmp_path)
+    assert room is not None
+    # Another process may write to the disk between the two statvfs calls: within 64 MiB.
+    assert abs(room.num_bytes - (stat.f_bavail * stat.f_frsize + FIXED_OVERHEAD_BYTES)) < 64 << 20
+    assert str(tmp_path) in room.source and "--shm-size" in room.source
+    assert shared_memory_room(str(tmp_path / "absent")) is None
+
+
+def test_a_small_shared_memory_bounds_the_figure(tmp_path: Path, small_disk: Callable[[int], Path]) -> None:
+    files = host(tmp_path, "0::/\n", "")
+    shm = small_disk(16 << 20)  # a real 16 MiB tmpfs, as docker's --shm-size=16m
+    found = memory_available(HostFiles(files.meminfo, files.cgroup, files.mountinfo, shm=str(shm)))
+    assert found is not None and found.num_bytes == (16 << 20) + FIXED_OVERHEAD_BYTES
+    assert found.source.startswith(f"0.02 GB free in {shm} (shared memory")
