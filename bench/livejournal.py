@@ -22,6 +22,8 @@ Steps (all under bench/work/livejournal/<graph tag>/, cached where said):
 
 Run: ``python bench/livejournal.py [--scale 1.0] [--pbg-seconds 600] [--skip-pbg]``. Writes
 bench/results/livejournal.json (``--scale`` below 1: livejournal_scale<scale>.json).
+``--resident-partitions N`` keeps only N partitions in memory (real swaps on a machine that could
+hold them all); its logs and JSON get a ``_residentN`` suffix.
 """
 
 from __future__ import annotations
@@ -60,10 +62,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="HOGWILD workers")
     parser.add_argument("--sample-edges", type=int, default=10_000, help="test edges ranked by pbg eval")
     parser.add_argument("--candidates", type=int, default=1000, help="uniform candidates per ranked edge")
+    parser.add_argument(
+        "--resident-partitions", type=int, help="our config's resident_partitions (default: as many as fit)"
+    )
     parser.add_argument("--skip-pbg", action="store_true", help="our side only")
     parser.add_argument("--keep-checkpoint", action="store_true", help="keep our checkpoint (PBG then needs room)")
     parser.add_argument("--lock", type=Path, help="flock this file around every measured command")
     return parser.parse_args(argv)
+
+
+def suffix(args: argparse.Namespace) -> str:
+    """Log and result names of a run with a forced resident count (kept apart from the default run's)."""
+    return "" if args.resident_partitions is None else f"_resident{args.resident_partitions}"
 
 
 def run(
@@ -105,10 +115,13 @@ def import_graph(rundir: Path, graph: dict, env: dict[str, str], lock: Path | No
     return {**record, "cached": False}
 
 
-def train_ours(rundir: Path, seed: int, env: dict[str, str], lock: Path | None) -> dict[str, object]:
+def train_ours(rundir: Path, args: argparse.Namespace, env: dict[str, str]) -> dict[str, object]:
     """One epoch from scratch: the command's figures plus the stats rows' and log's breakdown."""
     shutil.rmtree(rundir / "checkpoints", ignore_errors=True)
-    m = run([str(ours_bin()), "train", "config.py", "-v", "-p", f"seed={seed}"], rundir, "train", env, lock)
+    argv = [str(ours_bin()), "train", "config.py", "-v", "-p", f"seed={args.seed}"]
+    if args.resident_partitions is not None:
+        argv += ["-p", f"resident_partitions={args.resident_partitions}"]
+    m = run(argv, rundir, "train" + suffix(args), env, args.lock)
     rows = lj_stats.read_rows(rundir / "checkpoints" / "training_stats.json")
     plan = lj_stats.memory_plan(m.text())
     return {
@@ -135,7 +148,7 @@ def evaluate(rundir: Path, args: argparse.Namespace, env: dict[str, str]) -> dic
         return {"status": "skipped", "reason": "pbg eval has no --sample-edges yet"}
     argv = [str(ours_bin()), "eval", "config.py", "-p", "edge_paths=edges/test", "--sample-edges"]
     argv += [str(args.sample_edges), "--candidates", str(args.candidates), "--json"]
-    m = run(argv, rundir, "eval", env, args.lock)
+    m = run(argv, rundir, "eval" + suffix(args), env, args.lock)
     record: dict[str, object] = {"status": "ok" if m.ok else "failed", "command": command_record(m)}
     lines = Path(m.stdout_path).read_text().strip().splitlines()
     if m.ok and lines:
@@ -181,7 +194,7 @@ def run_all(args: argparse.Namespace, params: lj_graph.GraphParams, rundir: Path
     result: dict[str, object] = {"graph": graph, "import": import_graph(rundir, graph, env, args.lock)}
     if not result["import"].get("cached") and not result["import"]["command"]["ok"]:
         return {**result, "failed": "import"}
-    result["ours"] = train_ours(rundir, args.seed, env, args.lock)
+    result["ours"] = train_ours(rundir, args, env)
     result["eval"] = evaluate(rundir, args, env) if result["ours"]["command"]["ok"] else {"status": "skipped"}
     if not args.keep_checkpoint:
         shutil.rmtree(rundir / "checkpoints", ignore_errors=True)
@@ -236,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     payload["commands"] = commands_run(payload)
     print_report(payload)
-    name = "livejournal" if args.scale == 1.0 else f"livejournal_scale{args.scale:g}"
+    name = ("livejournal" if args.scale == 1.0 else f"livejournal_scale{args.scale:g}") + suffix(args)
     print(f"wrote {write_json(name, payload)}")
     ours_ok = bool(result.get("ours", {}).get("command", {}).get("ok"))
     return 1 if payload.get("failed") or not ours_ok else 0
