@@ -157,18 +157,27 @@ def edge_keys(params: GraphParams) -> tuple[np.ndarray, dict[str, int]]:
     planted = communities_of(sides[1], params.alpha, params.communities) if params.communities else None
     keys = np.empty(params.edges, dtype=np.int64)
     _fill(rng, params, sides, planted, keys)
+    keys = np.unique(keys)  # sorted and distinct: duplicates are redrawn below
     redrawn = 0
-    while True:
-        keys = np.unique(keys)  # sorted and distinct: duplicates are redrawn below
-        missing = params.edges - len(keys)
-        if missing == 0:
-            break
+    while (missing := params.edges - len(keys)) > 0:
         redrawn += missing
         extra = np.empty(missing, dtype=np.int64)
         _fill(rng, params, sides, planted, extra)
-        keys = np.concatenate([keys, extra])
+        keys = _merge_new(keys, extra)
     rng.shuffle(keys)
     return keys, {"duplicates_redrawn": redrawn}
+
+
+def _merge_new(keys: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """``np.unique(concatenate([keys, extra]))`` for sorted distinct ``keys``, without sorting them again.
+
+    The redraw rounds' tail is thousands of keys against tens of millions: one sort of the
+    whole set per round made the full-size graph take over ten minutes.
+    """
+    extra = np.unique(extra)
+    at = np.searchsorted(keys, extra)
+    seen = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == extra)
+    return np.insert(keys, at[~seen], extra[~seen])
 
 
 def _write(path: Path, keys: np.ndarray, nodes: int) -> None:

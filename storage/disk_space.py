@@ -37,14 +37,19 @@ def free_bytes(path: str) -> int:
 
 
 def version_bytes_on_disk(checkpoint_path: str, version: int) -> int:
-    """Bytes of ``version``'s embeddings and model files already in a local checkpoint directory (0 if remote)."""
+    """Bytes of ``version``'s embeddings and model files already written in a local checkpoint directory (0 if remote).
+
+    A file that is a hard link to a bucket-progress save (a promoted one) shares that save's
+    bytes: it is not counted, as promoting it took no room.
+    """
     local = local_path(checkpoint_path)
     if local is None or not os.path.isdir(local):
         return 0
     total = 0
     for entry in os.scandir(local):
         if entry.is_file() and layout.parse_checkpoint_file(entry.name) == version:
-            total += entry.stat().st_size
+            stat = entry.stat()
+            total += stat.st_size if stat.st_nlink == 1 else 0
     return total
 
 

@@ -6,8 +6,10 @@ What each step writes, and so what it needs free (:func:`storage.disk_space.chec
   row-Adagrad state) and the model when it changed, plus :data:`FILE_SLACK` per file: exactly
   what :meth:`~pbg_core.session.residency.PartitionResidency.save_dirty` may write (a swap
   saves only the leaving ones: counting all dirty ones errs on the safe side).
-- ``write-checkpoint``: the whole version ``v + 1`` (every partition and the model), minus the
-  ``v + 1`` files already written (the last bucket's saves, an earlier attempt's copies).
+- ``write-checkpoint``: the whole version ``v + 1`` (every partition and the model), minus what
+  it promotes from the bucket progress area (hard links on local disk: no new bytes; see
+  :meth:`~pbg_core.session.residency.PartitionResidency.promoted_keys`) and minus the ``v + 1``
+  files already written (the last bucket's saves, an earlier attempt's writes).
 
 One check per step, not per file: a step that would run out of space fails before its first
 write, and the committed version ``v`` is never written to either way.
@@ -37,11 +39,14 @@ def dirty_bytes(session: TrainingSession) -> int:
     return total + (model_bytes(session) if session.model_state.dirty else 0)
 
 
-def version_bytes(session: TrainingSession, config: ConfigSchema) -> int:
-    """Every partition of a version (embeddings and row-Adagrad state) and the model."""
+def completion_bytes(session: TrainingSession, config: ConfigSchema) -> int:
+    """What ``write-checkpoint`` writes: every partition (embeddings and row-Adagrad state) and the
+    model, except those promoted from a progress-area save."""
     counts = session.residency.counts
-    partitions = sum(count * row_bytes(config.entity_dimension(entity)) for (entity, _), count in counts.items())
-    return partitions + len(counts) * FILE_SLACK + model_bytes(session)
+    promoted = set(session.residency.promoted_keys())
+    written = {key: count for key, count in counts.items() if key not in promoted}
+    partitions = sum(count * row_bytes(config.entity_dimension(entity)) for (entity, _), count in written.items())
+    return partitions + len(written) * FILE_SLACK + (0 if session.model_promoted() else model_bytes(session))
 
 
 def check_before_bucket_save(session: TrainingSession, checkpoint_path: str) -> None:
@@ -58,5 +63,5 @@ def check_before_checkpoint(session: TrainingSession, config: ConfigSchema, iter
     if committed >= iteration.version:
         return  # already committed: the step writes nothing
     present = version_bytes_on_disk(config.checkpoint_path, iteration.version)
-    needed = version_bytes(session, config) - present
+    needed = completion_bytes(session, config) - present
     check_disk_space(config.checkpoint_path, needed, committed, f"checkpoint version {iteration.version}")

@@ -9,12 +9,11 @@ task) and only ever passes it small values:
     evaluate("before") -> train -> evaluate("after") -> finish_bucket
     then: write_checkpoint -> switch_version -> preserve_version -> remove_old_version
 
-Checkpoint protocol: while version ``v`` is committed, every write goes to
-``v + 1`` names or to the progress area; ``switch_version`` writes the pointer
-last, so a crash before it leaves ``v`` intact. ``finish_bucket`` saves what the
-bucket changed and records it (:class:`~pbg_core.ports.PassProgress`), so a crash
-loses at most the bucket in flight: ``schedule_buckets`` of a rerun resumes after
-the last recorded bucket, with partitions and model state as that bucket left them.
+Checkpoint protocol: while version ``v`` is committed, every write goes to ``v + 1``
+names or to the progress area; ``switch_version`` writes the pointer last, so a crash before
+it leaves ``v`` intact. ``finish_bucket`` records saved progress at save points
+(:class:`~pbg_core.ports.PassProgress`): a rerun's ``schedule_buckets`` resumes after the last
+recorded bucket, with partitions and model state as that bucket left them.
 """
 
 from __future__ import annotations
@@ -48,9 +47,8 @@ from pbg_core.stats import Stats
 from pbg_core.types import Bucket
 
 logger = logging.getLogger(__name__)
-# Marks the step-by-step lines of an iteration (swap, train, save, write, commit, remove): the
-# run's logs keep them; a terminal shows them only with --verbose (flows/quiet.py). The
-# per-bucket results (trained, held-out stats) are plain lines: they always show.
+# Marks an iteration's step lines (swap, train, save, write, commit, remove): the run's logs keep
+# them; a terminal shows them only with --verbose (flows/quiet.py). Per-bucket results always show.
 STEP = {"pbg_step": True}
 
 
@@ -288,14 +286,19 @@ class TrainingSession:
         logger.info("%s: writing checkpoint version %d", iteration.label, iteration.version, extra=STEP)
         all_keys = [*self.settings.partitioned_keys(), *self.settings.unpartitioned_keys()]
         self.residency.complete_open_version(all_keys)
-        if self.model_state.dirty or progress.model is None:
-            self.model_state.save(self.store, iteration.version, self.residency.metadata())
-        elif progress.model != FINAL and self.progress_store is not None:
+        if self.model_promoted() and self.progress_store is not None and progress.model is not None:
             self.progress_store.promote(iteration.version, progress.model, None, 0)
+        elif self.model_state.dirty or progress.model is None:
+            self.model_state.save(self.store, iteration.version, self.residency.metadata())
         rows = list(progress.rows)
         average = chunk_average_row(rows, iteration)
         self.stats_sink.write(rows if average is None else [*rows, average])
         return iteration.version
+
+    def model_promoted(self) -> bool:
+        """Whether ``write_checkpoint`` promotes the model's progress-area save (no new bytes) instead of writing."""
+        model = self.progress.model if self.progress is not None else None
+        return not self.model_state.dirty and model not in (None, FINAL) and self.progress_store is not None
 
     def switch_version(self, iteration: Iteration) -> int:
         """Commit: write the version pointer (atomic), then treat memory as that version."""
@@ -344,15 +347,9 @@ class TrainingSession:
         return dispatch(*job, torch.arange(len(edges)), ("offline", *bucket), "offline", filter_index)
 
     def _check(self, edges: EdgeList, where: str, bucket: Bucket) -> None:
-        check_edges(
-            edges,
-            where,
-            bucket,
-            self.settings.relation_sides,
-            self.settings.partition_of(bucket),
-            self.residency.counts,
-            self.settings.featurized,
-        )
+        settings = self.settings
+        sides, partitions, featurized = settings.relation_sides, settings.partition_of(bucket), settings.featurized
+        check_edges(edges, where, bucket, sides, partitions, self.residency.counts, featurized)
 
     def _run_jobs(self, job: Any, indices: torch.Tensor, purpose: str, shuffle: bool) -> Stats:
         record, iteration = self._record(), self._require_iteration()

@@ -210,6 +210,19 @@ class PartitionResidency:
         """Bytes a save of every dirty resident partition would write (embeddings and state)."""
         return sum(slot_bytes(self.resident[key]) for key in self.dirty if key in self.resident)
 
+    def promoted_keys(self) -> list[PartitionKey]:
+        """Partitions :meth:`complete_open_version` names by promoting a progress-area save, not by writing.
+
+        (A hard link on local disk: they take no new room.)
+        """
+        if self.progress is None:
+            return []
+        return sorted(
+            key
+            for key, where in self.locations.items()
+            if where != FINAL and not (key in self.resident and key in self.dirty)
+        )
+
     def save_dirty(self, position: int) -> list[PartitionKey]:
         """Save every dirty resident partition into ``position``'s area; returns the keys saved."""
         self.settle()  # partitions written behind must be on disk before a record names them

@@ -87,3 +87,12 @@ def test_community_size_sets_the_count_and_the_tag() -> None:
     assert "-c" not in lj_graph.scaled(0.01, 0).tag()
     with pytest.raises(ValueError, match="--mix must be in"):
         lj_graph.scaled(0.01, 0, community_size=1000, mix=1.5)
+
+
+def test_merging_redrawn_keys_equals_a_unique_of_both() -> None:
+    rng = np.random.default_rng(5)
+    keys = np.unique(rng.integers(0, 1000, 400))
+    extra = rng.integers(0, 1000, 300)  # overlaps keys and itself
+    assert np.array_equal(lj_graph._merge_new(keys, extra), np.unique(np.concatenate([keys, extra])))
+    assert np.array_equal(lj_graph._merge_new(keys, np.array([], dtype=np.int64)), keys)
+    assert np.array_equal(lj_graph._merge_new(keys, np.array([10**6])), np.append(keys, 10**6))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import os
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,12 @@ def test_version_bytes_on_disk_counts_that_version_only(tmp_path: Path) -> None:
     assert version_bytes_on_disk(str(tmp_path), 3) == 110
     assert version_bytes_on_disk(str(tmp_path / "absent"), 3) == 0
     assert version_bytes_on_disk("s3://bucket/ckpt", 3) == 0
+
+
+def test_a_file_linked_to_a_progress_save_takes_no_room_of_its_own(tmp_path: Path) -> None:
+    area = tmp_path / "progress" / "v3-b5"
+    area.mkdir(parents=True)
+    (area / "embeddings_user_1.v3.h5").write_bytes(b"x" * 500)
+    os.link(area / "embeddings_user_1.v3.h5", tmp_path / "embeddings_user_1.v3.h5")  # a promoted save
+    (tmp_path / "embeddings_user_0.v3.h5").write_bytes(b"x" * 100)
+    assert version_bytes_on_disk(str(tmp_path), 3) == 100

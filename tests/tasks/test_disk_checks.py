@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 
 from pbg_core.config import parse_config
+from pbg_core.ports import FINAL
+from pbg_core.session.memory_plan import row_bytes
 from storage.checkpoints import CheckpointStore
-from storage.disk_space import NoSpaceForCheckpoint
+from storage.disk_space import NoSpaceForCheckpoint, version_bytes_on_disk
 from tasks.buckets import finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket
 from tasks.checkpoint import switch_version, write_checkpoint
+from tasks.disk_checks import FILE_SLACK, completion_bytes
 from tasks.plan import plan_training
 from tasks.runs import open_run
-from tasks.sessions import close_training_session, open_training_session
+from tasks.sessions import close_training_session, get_session, open_training_session
 
 
 def fill(disk: Path, leave: int) -> None:
@@ -80,3 +83,33 @@ def test_a_checkpoint_without_room_fails_before_writing(committed_v1: Any, train
     (disk / "ballast").unlink()  # room again: the retried step completes and commits
     assert write_checkpoint.fn(handle, second) == 2
     assert switch_version.fn(handle, second) == 2
+
+
+def test_partitions_promoted_by_a_link_need_no_room(
+    graph_4x4: Any, config_for: Any, small_disk: Callable[[int], Path], train_buckets: Any
+) -> None:
+    # progress_interval 0: every bucket saves into its progress area; write-checkpoint then links
+    # the partitions the last bucket did not touch into version 1's names instead of writing them.
+    disk = small_disk(8 << 20)
+    config = parse_config(config_for(graph_4x4, disk / "ckpt", num_epochs=1, dimension=400, progress_interval=0))
+    handle = open_training_session.fn(open_run(config))
+    try:
+        (first,) = plan_training.fn(open_run(config)).remaining
+        train_buckets(handle, first)
+        session = get_session(handle)
+        promoted = session.residency.promoted_keys()
+        assert promoted and all(session.residency.locations[key] != FINAL for key in promoted)
+        promoted_bytes = sum(session.residency.counts[key] * row_bytes(400) + FILE_SLACK for key in promoted)
+        needed = completion_bytes(session, config) - version_bytes_on_disk(config.checkpoint_path, 1)
+        # The model and the last bucket's partitions are on disk already: only slack is left to
+        # find room for. Counting the promoted partitions too would ask for more than is left.
+        room = 4 * FILE_SLACK
+        assert needed <= room < needed + promoted_bytes
+        fill(disk, room)
+        assert write_checkpoint.fn(handle, first) == 1
+        assert switch_version.fn(handle, first) == 1
+        linked = [disk / "ckpt" / f"embeddings_{entity}_{part}.v1.h5" for entity, part in promoted]
+        assert all(path.exists() for path in linked)
+        assert CheckpointStore(str(disk / "ckpt")).read_version() == 1
+    finally:
+        close_training_session.fn(handle)
