@@ -87,7 +87,7 @@ bench-export: $(STAMP) pbg-venv
 bench-deploy-latency: $(STAMP)
 	$(PY) bench/deploy_latency.py
 
-## LiveJournal-sized graph (4.85M nodes, 68.5M edges, d=1024, 8 partitions), one epoch, PBG 1.0.0 beside it: 1-2 h, about 49 GB of free disk
+## LiveJournal-sized graph (4.85M nodes, 68.5M edges, d=1024, 8 partitions), one epoch, PBG 1.0.0 beside it: about 45 min, about 49 GB of free disk
 bench-livejournal: $(STAMP) pbg-venv
 	$(PY) bench/livejournal.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
