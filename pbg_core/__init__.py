@@ -16,6 +16,7 @@ this, and ``tests/pbg_core/test_pbg_core_plan.py`` checks every import statement
 - :mod:`pbg_core.training`: one worker's batches, forward and backward;
 - :mod:`pbg_core.parallel`: HOGWILD worker processes and their shared memory;
 - :mod:`pbg_core.session`: the training session that runs buckets, passes and checkpoints.
+- :mod:`pbg_core.distributed`: one pass on several machines (which bucket each trains next).
 
 Subpackage ``__init__`` modules import nothing heavy (``pbg_core.parallel.worker_boot``
 must load without torch), except :mod:`pbg_core.config`, whose public names live there.

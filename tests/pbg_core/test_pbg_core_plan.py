@@ -19,7 +19,7 @@ ROOT = Path(pbg_core.__file__).parent
 # Top-level modules every part may use; they import no part.
 FOUNDATIONS = ("errors", "types", "registry", "seeding", "stats", "edgelist", "ports")
 # The parts, lowest first: a part may import the foundations and the parts before it.
-PARTS = ("config", "kernels", "model", "evaluation", "training", "parallel", "session")
+PARTS = ("config", "kernels", "model", "evaluation", "training", "parallel", "session", "distributed")
 
 
 def module_files(root: Path) -> dict[str, Path]:
