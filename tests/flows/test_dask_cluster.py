@@ -1,0 +1,83 @@
+"""flows.dask_cluster: the checks of a real Dask cluster (``dask scheduler`` / ``dask worker`` on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dask_processes import DaskProcesses, spawn_child
+from distributed import Client
+from s3_server import free_port
+
+from flows.dask_cluster import DAEMON_FIX, ClusterError, check_cluster, package_version
+
+FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+
+
+@pytest.fixture(autouse=True)
+def prefect_harness() -> Iterator[None]:
+    """No Prefect server here (overrides the directory's session fixture): nothing runs a flow."""
+    yield
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[DaskProcesses]:
+    """A scheduler without workers; the test starts the ones it needs."""
+    processes = DaskProcesses(tmp_path)
+    processes.start_scheduler()
+    yield processes
+    processes.stop()
+
+
+def test_a_fit_cluster_passes_and_its_workers_can_spawn(cluster: DaskProcesses) -> None:
+    cluster.start_worker(FIT)
+    cluster.start_worker(FIT)
+    info = check_cluster(cluster.address, machines=2)
+    assert info.address == cluster.address and len(info.workers) == 2
+    assert all(worker.startswith("tcp://127.0.0.1:") for worker in info.workers)
+    with Client(cluster.address, set_as_default=False) as client:
+        assert client.submit(spawn_child, pure=False).result(timeout=60) == 0
+
+
+def test_too_few_workers_name_the_count_and_num_machines(cluster: DaskProcesses) -> None:
+    cluster.start_worker(FIT)
+    with pytest.raises(ClusterError, match=r"1 worker\(s\) joined within 3 s, but num_machines is 2; start more"):
+        check_cluster(cluster.address, machines=2, timeout=3)
+
+
+def test_a_daemonic_worker_is_named_with_the_fix(cluster: DaskProcesses) -> None:
+    cluster.start_worker()  # Dask's default: a daemonic worker process under its nanny
+    with pytest.raises(ClusterError) as caught:
+        check_cluster(cluster.address, machines=1)
+    assert "cannot start the HOGWILD trainer processes" in str(caught.value) and DAEMON_FIX in str(caught.value)
+    daemonic = pytest.raises(AssertionError, match="daemonic processes are not allowed to have children")
+    with Client(cluster.address, set_as_default=False) as client, daemonic:  # the premise: spawning fails there
+        client.submit(spawn_child, pure=False).result(timeout=60)
+
+
+def test_a_worker_with_another_version_is_named(cluster: DaskProcesses, tmp_path: Path) -> None:
+    other = tmp_path / "other" / "pbg_flow-9.9.9.dist-info"
+    other.mkdir(parents=True)
+    (other / "METADATA").write_text("Metadata-Version: 2.1\nName: pbg-flow\nVersion: 9.9.9\n")
+    cluster.start_worker({**FIT, "PYTHONPATH": str(other.parent)})
+    with pytest.raises(ClusterError, match=rf"another pbg-flow than this one \({package_version()}\): tcp://"):
+        check_cluster(cluster.address, machines=1)
+    with pytest.raises(ClusterError, match=r": version 9.9.9; install pbg-flow=="):
+        check_cluster(cluster.address, machines=1)
+
+
+def test_an_address_nothing_answers_fails_fast_naming_it() -> None:
+    address = f"tcp://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(
+        ClusterError, match=rf"^dask_address {address}: no Dask scheduler answered \(.*; waited up to 2 s\); start one"
+    ):
+        check_cluster(address, machines=2, timeout=2)
+    assert time.monotonic() - started < 20
+
+
+def test_a_malformed_address_says_what_is_expected() -> None:
+    with pytest.raises(ClusterError, match=r"^dask_address 'nowhere': .*port.*; expected tcp://host:port$"):
+        check_cluster("nowhere", machines=2, timeout=2)
