@@ -11,6 +11,10 @@ A distributed run trains its buckets on the workers of an existing Dask cluster
 - every worker may start the HOGWILD trainer processes: Dask's worker processes are daemonic
   by default under a nanny, and a daemonic process cannot have children.
 
+Without a ``dask_address``, :func:`local_cluster` starts the cluster on this machine: a
+``distributed.LocalCluster`` of ``machines`` worker processes (the embedded default for tests
+and demos).
+
 The version is read on each worker through :func:`importlib.metadata.version` (standard
 library, so the call reaches a worker that lacks this package); the process check runs this
 module's own function, so it comes only after the version check passed.
@@ -19,11 +23,15 @@ module's own function, so it comes only after the version check passed.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import multiprocessing
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from distributed import Client
+import dask
+from distributed import Client, LocalCluster
 from distributed.comm.addressing import parse_address, parse_host_port
 
 from pbg_core.errors import PbgError
@@ -55,6 +63,29 @@ def package_version() -> str:
 def can_start_processes() -> bool:
     """Whether the calling process may start child processes (it is not daemonic); runs on a worker."""
     return not multiprocessing.current_process().daemon
+
+
+@contextmanager
+def local_cluster(machines: int) -> Iterator[str]:
+    """A cluster of ``machines`` worker processes on this machine; yields its scheduler's address.
+
+    One thread per worker (each trains one bucket at a time with its own HOGWILD processes),
+    bound to 127.0.0.1, no dashboard, workers allowed to start processes. Closed on exit,
+    workers included.
+    """
+    with dask.config.set({"distributed.worker.daemon": False}):
+        cluster = LocalCluster(
+            n_workers=machines,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    try:
+        yield str(cluster.scheduler_address)
+    finally:
+        cluster.close()
 
 
 def connect(address: str, timeout: float) -> Client:

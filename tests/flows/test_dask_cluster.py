@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from dask_processes import DaskProcesses, spawn_child
 from distributed import Client
 from s3_server import free_port
 
-from flows.dask_cluster import DAEMON_FIX, ClusterError, check_cluster, package_version
+from flows.dask_cluster import DAEMON_FIX, ClusterError, check_cluster, local_cluster, package_version
 
 FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
 
@@ -81,3 +82,24 @@ def test_an_address_nothing_answers_fails_fast_naming_it() -> None:
 def test_a_malformed_address_says_what_is_expected() -> None:
     with pytest.raises(ClusterError, match=r"^dask_address 'nowhere': .*port.*; expected tcp://host:port$"):
         check_cluster("nowhere", machines=2, timeout=2)
+
+
+def test_the_local_cluster_is_fit_and_leaves_nothing_running() -> None:
+    with local_cluster(2) as address:
+        assert address.startswith("tcp://127.0.0.1:")
+        assert len(check_cluster(address, machines=2).workers) == 2
+        with Client(address, set_as_default=False) as client:
+            pids = list(client.run(os.getpid).values())
+            assert client.submit(spawn_child, pure=False).result(timeout=60) == 0
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in pids)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
