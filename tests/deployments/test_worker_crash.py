@@ -126,7 +126,10 @@ def test_the_crash_automation_acted_on_no_run_that_ended(stack: Stack, long_run:
     """Only the killed run was marked CRASHED: no action on a completed run or subflow ("Action failed")."""
     # A misfire would come CRASH_AFTER_S after a run's last heartbeat, plus the triggers' periodic evaluation.
     time.sleep(max(0.0, long_run.ended + CRASH_AFTER_S + 15 - time.monotonic()))
-    assert server_log_records(stack, "Action failed") == []
+    # A second firing on the killed run itself, already CRASHED by the first, is refused harmlessly
+    # (seen once in CI); a misfire on a run that ended would name its state: COMPLETED.
+    failed = server_log_records(stack, "Action failed")
+    assert [r for r in failed if "Run is already in terminal state CRASHED" not in r] == []
     # Around the kill, the CRASHED state and the retry, writes burst: with Prefect's own SQLite
     # transactions the automation's note of a run's final state was refused, retried 3 times and
     # dropped once in four runs of this file (then the automation acted in vain on that completed
