@@ -6,16 +6,9 @@ import sys
 from pathlib import Path
 
 from lj_measure import run_io_measured
+from process_state import running
 
 MIB = 2**20
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie is dead; it waits only for its reaper)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_bytes_written_by_a_reaped_grandchild_are_counted(tmp_path: Path) -> None:
@@ -45,7 +38,7 @@ def test_deadline_escalates_and_leftovers_are_killed(tmp_path: Path) -> None:
     assert measured.returncode != 0
     assert len(measured.leftover_pids) == 1
     assert "signal.SIG_IGN" in measured.leftovers[0]
-    assert not alive(measured.leftover_pids[0])
+    assert not running(measured.leftover_pids[0])
 
 
 def test_no_deadline_before_the_start_marker(tmp_path: Path) -> None:

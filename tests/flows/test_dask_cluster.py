@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from dask_processes import DaskProcesses, spawn_child
 from distributed import Client
+from process_state import running
 from s3_server import free_port
 
 from flows.dask_cluster import DAEMON_FIX, ClusterError, check_cluster, local_cluster, package_version
@@ -92,14 +93,6 @@ def test_the_local_cluster_is_fit_and_leaves_nothing_running() -> None:
             pids = list(client.run(os.getpid).values())
             assert client.submit(spawn_child, pure=False).result(timeout=60) == 0
     deadline = time.monotonic() + 10
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(alive(pid) for pid in pids)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    assert not any(running(pid) for pid in pids)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_state import running
 
 from flows.local_server import LocalServerError, server_settings, start_local_server
 from flows.local_server_app import warm_up_after_startup
@@ -76,18 +77,9 @@ def test_the_server_dies_with_the_command_even_on_kill_9(prefect_home: Path, tmp
         command.kill()
         command.wait()
     deadline = time.monotonic() + 20
-    while _alive(server_pid):
+    while running(server_pid):
         assert time.monotonic() < deadline, f"server {server_pid} outlived its killed parent"
         time.sleep(0.1)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie counts as gone: it only waits to be reaped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
 
 
 def test_the_app_is_warmed_up_in_the_background_once_started() -> None:
