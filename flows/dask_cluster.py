@@ -34,17 +34,13 @@ import dask
 from distributed import Client, LocalCluster
 from distributed.comm.addressing import parse_address, parse_host_port
 
-from pbg_core.errors import PbgError
+from pbg_core.errors import ClusterError
 
 PACKAGE = "pbg-flow"
 DAEMON_FIX = (
     "start the workers with DASK_DISTRIBUTED__WORKER__DAEMON=False in their environment "
     "(or distributed.worker.daemon: false in their Dask config)"
 )
-
-
-class ClusterError(PbgError):
-    """The Dask cluster cannot run this training: names the address or worker and the fix."""
 
 
 @dataclass(frozen=True)

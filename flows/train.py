@@ -10,6 +10,7 @@ last saved bucket; raising ``num_epochs`` extends a finished run.
 # No `from __future__ import annotations`: Prefect validates the parameters of a flow run
 # started by `pbg serve` against the annotations, and string annotations were not resolved
 # there ("ConfigSchema is not fully defined").
+from contextlib import ExitStack
 from functools import partial
 from typing import Annotated, Any
 from uuid import UUID
@@ -19,6 +20,7 @@ from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
+from flows.cluster_training import cluster_address, train_on_cluster
 from flows.interrupts import cancel_on_interrupt, note_position
 from flows.pipeline import SubflowPipeline, run_body
 from pbg_core.config import ConfigSchema
@@ -39,6 +41,7 @@ from tasks.checkpoint import (
     switch_version,
     write_checkpoint,
 )
+from tasks.cluster_sessions import close_cluster_session, is_cluster_session, open_cluster_session
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.plan import TrainingPlan, check_inputs, plan_training
@@ -69,22 +72,13 @@ def train_iteration(
 
 
 def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:
-    """The iteration's tasks: per bucket swap, load, evaluate, train, evaluate, save; then commit."""
+    """The iteration's tasks: train every bucket (here, or on the cluster's machines); then commit."""
     note_position(iteration.label)  # for the resume hint if the command is interrupted
-    buckets = schedule_buckets(handle, iteration)
-    resumed = max(0, progress.buckets_per_iteration - len(buckets))  # done by an interrupted attempt
-    done = iteration.index * progress.buckets_per_iteration + resumed
-    trained, rows = [], []
-    for bucket in buckets:
-        swap_partitions(handle, bucket)
-        load_edges(handle, bucket)
-        before = evaluate_bucket(handle, "before") if evaluate else None
-        stats = train_bucket(handle)
-        after = evaluate_bucket(handle, "after") if evaluate else None
-        rows.append(finish_bucket(handle).get("row"))
-        done += 1
-        update_progress(progress.artifact_id, done, progress.total)
-        trained.append({"bucket": list(bucket), "train": stats, "eval_before": before, "eval_after": after})
+    if is_cluster_session(handle):
+        per = progress.buckets_per_iteration
+        trained, rows, resumed = train_on_cluster(handle, iteration, per, progress.artifact_id, progress.total)
+    else:
+        trained, rows, resumed = _train_buckets(handle, iteration, evaluate, progress)
     write_checkpoint(handle, iteration)
     switch_version(handle, iteration)
     preserve_version(handle, iteration)
@@ -96,6 +90,28 @@ def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress
         "resumed": resumed,
         "flow_run_id": flow_run.id,
     }  # the subflow's: its table artifact is posted there
+
+
+def _train_buckets(
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None], int]:
+    """Per bucket: swap, load, evaluate, train, evaluate, save; (trained, stats rows, buckets resumed)."""
+    buckets = schedule_buckets(handle, iteration)
+    resumed = max(0, progress.buckets_per_iteration - len(buckets))  # done by an interrupted attempt
+    done = iteration.index * progress.buckets_per_iteration + resumed
+    trained: list[dict[str, Any]] = []
+    rows: list[dict[str, Any] | None] = []
+    for bucket in buckets:
+        swap_partitions(handle, bucket)
+        load_edges(handle, bucket)
+        before = evaluate_bucket(handle, "before") if evaluate else None
+        stats = train_bucket(handle)
+        after = evaluate_bucket(handle, "after") if evaluate else None
+        rows.append(finish_bucket(handle).get("row"))
+        done += 1
+        update_progress(progress.artifact_id, done, progress.total)
+        trained.append({"bucket": list(bucket), "train": stats, "eval_before": before, "eval_after": after})
+    return trained, rows, resumed
 
 
 def _run_name() -> str:
@@ -122,6 +138,7 @@ def pbg(
     retrain: RetrainOptions | None = None,
     pause_every: Annotated[int, Field(ge=0)] = 0,
     pause_timeout_seconds: Annotated[int, Field(ge=1)] = 3600,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
     """Train graph embeddings as PyTorch-BigGraph does, resumable at every committed version.
 
@@ -139,10 +156,14 @@ def pbg(
             from the UI's Resume button. The process, its HOGWILD workers and the lease stay up.
         pause_timeout_seconds: A pause not resumed within this time fails the run (the
             committed checkpoint stays; a retry resumes from it).
+        dask_address: The Dask scheduler to train on when the config's num_machines > 1
+            (tcp://host:8786); overrides the config's. None and none in the config: a local
+            cluster of num_machines worker processes. See docs/distributed.md.
     """
     forward_engine_logs()
     logger = get_run_logger()
-    resolved = resolve_config(config, config_url, overrides or [])
+    cluster = [f"dask_address={dask_address}"] if dask_address else []
+    resolved = resolve_config(config, config_url, [*(overrides or []), *cluster])
     run_config = resolved
     if retrain is not None:  # the same directory for every retry of this flow run
         run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
@@ -178,7 +199,12 @@ def _train_remaining(
     artifact = start_progress(plan.committed_version * per, total, f"buckets trained of {config.checkpoint_path}")
     progress = RunProgress(artifact_id=artifact, total=total, buckets_per_iteration=per)
     results: list[dict[str, Any]] = []
-    handle = open_training_session(run)
+    stack = ExitStack()  # a local Dask cluster, if this run starts one
+    try:
+        handle = _open_session(run, config, stack)
+    except BaseException:
+        stack.close()
+        raise
     try:
         remaining = plan.remaining
         pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
@@ -200,8 +226,20 @@ def _train_remaining(
                 )
                 pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
     finally:
-        close_training_session(handle)
+        with stack:
+            if config.num_machines > 1:
+                close_cluster_session(handle)
+            else:
+                close_training_session(handle)
     return results
+
+
+def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
+    """The run's training session: in this process, or a coordinator of ``num_machines`` Dask workers."""
+    if config.num_machines == 1:
+        return open_training_session(run)
+    address, local = cluster_address(config, None, stack)
+    return open_cluster_session(run, address, local)
 
 
 def _run_iteration(

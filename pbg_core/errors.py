@@ -57,3 +57,11 @@ class WorkerDiedError(PbgError, RuntimeError):
 
 class SharedMemoryFull(PbgError, MemoryError):
     """A shared-memory allocation failed: names the bytes wanted and where shared memory lives (``/dev/shm``)."""
+
+
+class ClusterError(PbgError, RuntimeError):
+    """The Dask cluster of a distributed run cannot train it: names the address or worker and the fix."""
+
+
+class MachineLost(ClusterError):
+    """A machine (Dask worker) left the cluster while it trained a bucket: the bucket goes to another."""

@@ -34,6 +34,7 @@ class RunStores:
     checkpoint: CheckpointStore
     init: CheckpointStore | None
     stats: StatsLog
+    staged: bool = True  # remote progress staged locally (one machine); False: written through (a cluster)
 
     def memory_available(self) -> Available | None:
         """Memory this process may use (its cgroup's headroom or MemAvailable; see storage.host_memory)."""
@@ -42,14 +43,16 @@ class RunStores:
     @property
     def progress(self) -> CheckpointProgress | StagedProgress:
         """A new handle on the checkpoint's bucket-level progress area (storage.progress);
-        remote checkpoints stage it locally and upload in the background (storage.staged_progress)."""
+        remote checkpoints stage it locally and upload in the background (storage.staged_progress),
+        unless several machines share it (``staged=False``: each save is on the checkpoint's storage
+        when it returns, where every machine can read it)."""
         remote = CheckpointProgress(self.checkpoint)
-        if urls.is_local(urls.resolve(self.checkpoint.url, self.checkpoint.storage_options)[0]):
+        if not self.staged or urls.is_local(urls.resolve(self.checkpoint.url, self.checkpoint.storage_options)[0]):
             return remote
         return StagedProgress(remote, stage_dir_for(self.checkpoint.url))
 
 
-def open_run_stores(config: ConfigSchema) -> RunStores:
+def open_run_stores(config: ConfigSchema, staged: bool = True) -> RunStores:
     """Open the stores named by ``config`` (entity_path, edge_paths, checkpoint_path, init_path).
 
     Credentials come from ``config.storage_options`` when set there, else from the
@@ -62,4 +65,5 @@ def open_run_stores(config: ConfigSchema) -> RunStores:
         checkpoint=CheckpointStore(config.checkpoint_path, options),
         init=CheckpointStore(config.init_path, options) if config.init_path else None,
         stats=StatsLog(config.checkpoint_path, options),
+        staged=staged,
     )

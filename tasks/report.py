@@ -46,6 +46,7 @@ TABLE_COLUMNS = (
     "io_s",
     "seconds",
 )
+DISTRIBUTED_COLUMN = "worker"  # after TABLE_COLUMNS in a distributed run's rows: the Dask worker that trained it
 
 
 # ---- per-iteration table ------------------------------------------------------------------
@@ -56,7 +57,8 @@ def iteration_table(rows: Iterable[Row | None]) -> list[dict[str, Any]]:
         rows: Stats rows as written to ``training_stats.json`` (``finish_bucket``'s ``row``).
 
     Returns:
-        Dicts with the keys of :data:`TABLE_COLUMNS`; a value that is missing or not finite
+        Dicts with the keys of :data:`TABLE_COLUMNS` (and :data:`DISTRIBUTED_COLUMN` for a
+        distributed run's rows); a value that is missing or not finite
         is ``None`` (an empty cell in Prefect's table).
     """
     return [bucket_table_row(row) for row in rows if row is not None and SUMMARY_KEY not in row]
@@ -81,6 +83,7 @@ def bucket_table_row(row: Row) -> dict[str, Any]:
         "io_mb": round(sum(io_bytes) / 1e6, 3) if io_bytes else None,
         "io_s": _round(_number(io.get("seconds")), 3),
         "seconds": _round(sum(times), 3) if times else None,
+        **({DISTRIBUTED_COLUMN: row["machine"]} if "machine" in row else {}),
     }
 
 

@@ -58,6 +58,10 @@ class Registry(Generic[T]):
         self._items[handle] = item
         return handle
 
+    def put(self, handle: str, item: T) -> None:
+        """Keep ``item`` under an existing handle (another registry's: one handle, two views of a run)."""
+        self._items[handle] = item
+
     def get(self, handle: str) -> T:
         """The object of ``handle``.
 

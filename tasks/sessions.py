@@ -72,6 +72,12 @@ def register_session(session: TrainingSession, run: str, prefix: str = "train") 
     return _SESSIONS.add(prefix, _Live(session, run))
 
 
+def unregister_session(handle: str) -> TrainingSession | None:
+    """Forget the session of ``handle`` (not closed); None when it was not open (idempotent)."""
+    live = _SESSIONS.pop(handle)
+    return live.session if live is not None else None
+
+
 def prepare_training_session(config: ConfigSchema) -> bool:
     """Open the session of ``config`` ahead of its flow (a plain function, not a task).
 

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from pbg_core.config.cluster_rules import distributed_problems
 from pbg_core.config.sections import EntitySchema, RelationSchema
 from pbg_core.config.storage_options import StorageOptions
 from pbg_core.config.validators import (
@@ -34,7 +35,7 @@ from pbg_core.config.validators import (
 )
 from pbg_core.errors import UnknownNameError
 
-_UNSUPPORTED = "not supported by pbg-flow (single machine, CPU)"
+_UNSUPPORTED = "not supported by pbg-flow (CPU training; partitions move through storage)"
 # Validation context key: parse_config runs cross-field checks itself so it can
 # merge them with field errors; direct construction leaves it unset.
 DEFER_CROSS_FIELD = "pbg_defer_cross_field"
@@ -145,10 +146,28 @@ class ConfigSchema(BaseModel):
     dynamic_relations: bool = Field(
         False, description="Dynamic-relations mode: one relation entry, relation ids read from the edges."
     )
-    # Distributed (accepted for PBG compatibility; only single-machine CPU values are allowed)
-    num_machines: int = Field(1, ge=1, description="Trainer machines; only 1 is supported (single machine).")
+    # Distributed
+    num_machines: int = Field(
+        1,
+        ge=1,
+        description="Trainer machines. Above 1: each a Dask worker training one bucket at a time with its "
+        "own `workers` HOGWILD processes; partitions move through the checkpoint's storage (docs/distributed.md).",
+    )
+    dask_address: str | None = Field(
+        None,
+        description="Scheduler of the Dask cluster to train on when num_machines > 1 (tcp://host:8786); "
+        "None: a local cluster of num_machines worker processes on this machine. New field.",
+    )
+    shared_paths: bool = Field(
+        False,
+        description="With a dask_address: the local paths of this config are on a filesystem every worker "
+        "mounts at the same place (NFS, Lustre); otherwise they are refused (use s3:// URLs). New field.",
+    )
     num_partition_servers: int = Field(
-        -1, ge=-1, description="PBG partition servers (-1: local, 0: none); values > 0 are not supported."
+        -1,
+        ge=-1,
+        description="PBG partition servers (-1: local, 0: none, partitions through the checkpoint's storage, "
+        "which is what a distributed run does); values > 0 are not supported.",
     )
     distributed_init_method: str | None = Field(
         None, description="torch.distributed init URI (PBG compatibility; unused on one machine)."
@@ -236,6 +255,7 @@ def cross_field_problems(config: ConfigSchema) -> list[Problem]:
         *_mode_problems(config),
         *_partition_problems(config),
         *_unsupported_problems(config),
+        *_distributed_problems(config),
     ]
 
 
@@ -342,10 +362,27 @@ def _partition_problems(config: ConfigSchema) -> list[Problem]:
     return problems
 
 
+def _distributed_problems(config: ConfigSchema) -> list[Problem]:
+    lhs, rhs = (
+        {
+            t: config.entities[t].num_partitions
+            for t in dict.fromkeys(getattr(r, side) for r in config.relations)
+            if t in config.entities and config.entities[t].num_partitions > 1
+        }
+        for side in ("lhs", "rhs")
+    )
+    paths = {
+        "entity_path": config.entity_path,
+        **{f"edge_paths[{i}]": path for i, path in enumerate(config.edge_paths)},
+        "checkpoint_path": config.checkpoint_path,
+        "init_path": config.init_path or "",
+    }
+    found = distributed_problems(config.num_machines, config.dask_address, config.shared_paths, (lhs, rhs), paths)
+    return [_p(fields, message) for fields, message in found]
+
+
 def _unsupported_problems(config: ConfigSchema) -> list[Problem]:
     problems = []
-    if config.num_machines > 1:
-        problems.append(_p("num_machines", f"num_machines: {config.num_machines} is {_UNSUPPORTED}; allowed: 1"))
     if config.num_gpus > 0:
         problems.append(_p("num_gpus", f"num_gpus: {config.num_gpus} is {_UNSUPPORTED}; allowed: 0"))
     if config.num_partition_servers > 0:

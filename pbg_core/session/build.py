@@ -123,16 +123,16 @@ def _memory_plan(
 
 
 def _slots(
-    config: ConfigSchema, topology: PartitionTopology, plan: MemoryPlan | None, read_only: bool
+    config: ConfigSchema, topology: PartitionTopology, plan: MemoryPlan | None, spare_slots: bool
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Partitions of each partitioned type kept resident, and the spare slots beside them.
 
     Resident: the plan's count (``resident_partitions``, or as many as fit), else the config's.
-    Spare (training only, where a type has partitions left out): the plan's in-flight slots, one
+    Spare (``spare_slots``, where a type has partitions left out): the plan's in-flight slots, one
     read ahead while the other's partition is written behind (2 without a plan).
     """
     resident = topology.resident_slots(plan.resident if plan is not None else config.resident_partitions)
-    if read_only:
+    if not spare_slots:
         return resident, {}
     flying = plan.in_flight if plan is not None else 2
     spare = {e: min(flying, topology.num_partitions[e] - k) for e, k in resident.items()}
@@ -221,7 +221,9 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
     )
 
 
-def build_session(config: ConfigSchema, stores: Any, read_only: bool = False, sampled: bool = False) -> TrainingSession:
+def build_session(
+    config: ConfigSchema, stores: Any, read_only: bool = False, sampled: bool = False, read_ahead: bool = True
+) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
     Args:
@@ -231,6 +233,8 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False, sa
         read_only: For offline evaluation: nothing is ever written.
         sampled: Sampled offline evaluation: rank each side against distinct uniform candidates
             (``config`` is :func:`pbg_core.evaluation.sampling.candidate_config`'s).
+        read_ahead: Spare slots and an I/O thread to read the next bucket's partitions ahead and
+            write leaving ones behind (off for a cluster's machines: the next bucket is not known).
 
     Returns:
         A session whose workers are started and whose unpartitioned tables are resident.
@@ -249,7 +253,7 @@ def build_session(config: ConfigSchema, stores: Any, read_only: bool = False, sa
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
     plan = _memory_plan(config, topology, counts, num_dynamic, stores)
-    resident, spare = _slots(config, topology, plan, read_only)
+    resident, spare = _slots(config, topology, plan, read_ahead and not read_only)
     pool = _build_pool(config, topology, counts, {e: k + spare.get(e, 0) for e, k in resident.items()})
     residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
     residency.io_thread = PartitionIo() if spare else None

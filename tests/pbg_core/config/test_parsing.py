@@ -164,7 +164,7 @@ def test_cross_field_problems_reported_with_field_errors() -> None:
     assert problems_of(raw) == [
         "num_epochs: -1 must be >= 0",
         "relations[0].lhs: 'usr' is not an entity type; known: user, item",
-        "num_gpus: 1 is not supported by pbg-flow (single machine, CPU); allowed: 0",
+        "num_gpus: 1 is not supported by pbg-flow (CPU training; partitions move through storage); allowed: 0",
     ]
 
 

@@ -54,6 +54,8 @@ def test_defaults_equal_pbg() -> None:
         "hogwild_delay": 2.0,
         "dynamic_relations": False,
         "num_machines": 1,
+        "dask_address": None,
+        "shared_paths": False,
         "num_partition_servers": -1,
         "distributed_init_method": None,
         "distributed_tree_init_order": True,
@@ -90,6 +92,8 @@ def test_every_pbg_field_exists() -> None:
         "storage_options",
         "progress_interval",
         "resident_partitions",
+        "dask_address",
+        "shared_paths",
     }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
@@ -177,11 +181,12 @@ def two_relations(**fields: Any) -> dict[str, Any]:
         ),
         (
             minimal(num_machines=2),
-            "num_machines: 2 is not supported by pbg-flow (single machine, CPU); allowed: 1",
+            "num_machines: 2 needs partitioned entity types (PBG: cannot run distributed training with a single "
+            "partition); set num_partitions >= 4 for the entity types of your relations, or num_machines: 1",
         ),
         (
             minimal(num_partition_servers=2),
-            "num_partition_servers: 2 is not supported by pbg-flow (single machine, CPU); allowed: -1, 0",
+            "num_partition_servers: 2 is not supported by pbg-flow (CPU training; partitions move through storage); allowed: -1, 0",
         ),
     ],
 )
@@ -225,7 +230,7 @@ def test_featurized_types_must_be_unpartitioned() -> None:
 
 def test_gpu_rejected_and_dynamic_config_accepted() -> None:
     assert problems_of(minimal(num_gpus=1)) == [
-        "num_gpus: 1 is not supported by pbg-flow (single machine, CPU); allowed: 0"
+        "num_gpus: 1 is not supported by pbg-flow (CPU training; partitions move through storage); allowed: 0"
     ]
     config = parse_config(minimal(dynamic_relations=True, global_emb=False, num_partition_servers=0))
     assert config.dynamic_relations and not config.global_emb

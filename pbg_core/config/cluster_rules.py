@@ -1,0 +1,88 @@
+"""The config rules of a distributed run (``num_machines > 1``), on plain values.
+
+- Partitioned entity types are required (PBG: "cannot run distributed training with a single
+  partition"): each machine locks the partitions of the bucket it trains.
+- ``num_machines`` may not exceed the buckets that can train at once: with one partitioned
+  type on both sides, an off-diagonal bucket holds two of its ``n`` partitions, so ``n // 2``.
+- With a ``dask_address``, the workers run elsewhere: local paths are refused unless
+  ``shared_paths`` says every worker mounts them at the same place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+Problem = tuple[str, str]  # (the fields involved, space separated; the message line)
+
+
+def distributed_problems(
+    num_machines: int,
+    dask_address: str | None,
+    shared_paths: bool,
+    sides: tuple[Mapping[str, int], Mapping[str, int]],
+    paths: Mapping[str, str],
+) -> list[Problem]:
+    """Every rule a distributed config breaks (none when ``num_machines`` is 1).
+
+    Args:
+        num_machines: The config's.
+        dask_address: The config's (None: a local cluster).
+        shared_paths: The config's: local paths are on a filesystem every worker mounts.
+        sides: Partitioned entity types on the lhs and on the rhs side, with their num_partitions.
+        paths: Field name -> path or URL (entity_path, edge_paths[i], checkpoint_path, init_path).
+    """
+    if num_machines <= 1:
+        return []
+    problems = []
+    at_once = _buckets_at_once(*sides)
+    if at_once == 0:
+        problems.append(
+            (
+                "num_machines entities",
+                f"num_machines: {num_machines} needs partitioned entity types (PBG: cannot run distributed "
+                f"training with a single partition); set num_partitions >= {2 * num_machines} for the "
+                "entity types of your relations, or num_machines: 1",
+            )
+        )
+    elif num_machines > at_once:
+        problems.append(
+            (
+                "num_machines entities",
+                f"num_machines: {num_machines} is more than the {at_once} bucket(s) that can train at once "
+                f"with these partitions ({_describe(sides)}); set num_partitions >= {2 * num_machines}, "
+                f"or num_machines <= {at_once}",
+            )
+        )
+    local = [name for name, path in paths.items() if path and is_local_path(path)]
+    if dask_address and local and not shared_paths:
+        listed = ", ".join(f"{name} {paths[name]!r}" for name in local)
+        problems.append(
+            (
+                "dask_address shared_paths",
+                f"dask_address {dask_address}: the workers cannot read local paths ({listed}) unless every "
+                "worker mounts them at the same place; use s3:// URLs, or set shared_paths: true for a "
+                "shared filesystem (NFS, Lustre, ...)",
+            )
+        )
+    return problems
+
+
+def is_local_path(path: str) -> bool:
+    """Whether ``path`` is on this machine's filesystem (no URL scheme, or ``file://``)."""
+    return "://" not in path or path.startswith("file://")
+
+
+def _buckets_at_once(lhs: Mapping[str, int], rhs: Mapping[str, int]) -> int:
+    """How many buckets can hold disjoint partitions at once (0: nothing is partitioned)."""
+    if not lhs and not rhs:
+        return 0
+    if set(lhs) & set(rhs):  # one type on both sides: an off-diagonal bucket holds two of its partitions
+        return max(lhs.values()) // 2
+    if lhs and rhs:
+        return min(max(lhs.values()), max(rhs.values()))
+    return max({**lhs, **rhs}.values())
+
+
+def _describe(sides: tuple[Mapping[str, int], Mapping[str, int]]) -> str:
+    named = {**sides[0], **sides[1]}
+    return ", ".join(f"{name}: {count}" for name, count in sorted(named.items()))
