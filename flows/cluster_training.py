@@ -87,11 +87,11 @@ def train_on_cluster(
         try:
             outcome = future.result()
         except MachineLost as exc:
-            bucket = abandon_bucket(handle, machine)
+            bucket = abandon_bucket(handle, machine, lost=True)
             logger.warning("%s; its bucket %s goes to another worker", exc, tuple(bucket) if bucket else None)
             continue
         except BaseException as exc:  # noqa: BLE001 - raised below, once the buckets in flight are recorded
-            abandon_bucket(handle, machine)
+            abandon_bucket(handle, machine, lost=False)
             failures.append(exc)
             continue
         row = record_bucket(handle, machine, outcome)

@@ -6,8 +6,9 @@ A distributed run trains its buckets on the workers of an existing Dask cluster
 
 - the address is well formed and a scheduler answers there within ``timeout`` seconds (never a hang);
 - at least ``machines`` workers joined it within ``timeout``;
-- every worker has this package installed at this version (a worker running other code
-  would write checkpoints this run cannot read);
+- the scheduler and every worker have this package installed at this version (a worker running
+  other code would write checkpoints this run cannot read; the scheduler unpickles each bucket's
+  arguments, which are this package's types);
 - every worker may start the HOGWILD trainer processes: Dask's worker processes are daemonic
   by default under a nanny, and a daemonic process cannot have children.
 
@@ -145,12 +146,17 @@ def _wait_for_workers(client: Client, address: str, machines: int, timeout: floa
 def _check_versions(client: Client, workers: tuple[str, ...]) -> None:
     expected = package_version()
     found = client.run(importlib.metadata.version, PACKAGE, workers=list(workers), on_error="return")
+    # The scheduler unpickles every task's arguments (a bucket's carry this package's types).
+    try:
+        found["the scheduler"] = client.run_on_scheduler(importlib.metadata.version, PACKAGE)
+    except Exception as exc:  # noqa: BLE001 - reported as what the scheduler has
+        found["the scheduler"] = exc
     wrong = {w: v for w, v in found.items() if v != expected}
     if wrong:
         listed = "; ".join(f"{w}: {_describe(v)}" for w, v in sorted(wrong.items()))
         raise ClusterError(
-            f"Dask worker(s) run another {PACKAGE} than this one ({expected}): {listed}; "
-            f"install {PACKAGE}=={expected} on every worker"
+            f"the Dask cluster runs another {PACKAGE} than this one ({expected}): {listed}; "
+            f"install {PACKAGE}=={expected} on the scheduler and every worker"
         )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from tasks.sessions import register_session, unregister_session
 # reconnecting after its own timeout; this bounds the wait in any case).
 SCHEDULER_GRACE_SECONDS = 30.0
 POLL_SECONDS = 0.5
+LOST_AFTER_POLLS = 2  # a worker missing from two answers in a row (a second apart) is lost
 
 
 @dataclass
@@ -64,7 +66,23 @@ class ClusterRun:
 
     def workers(self) -> list[str]:
         """The scheduler's workers now, minus those lost during the run."""
-        return sorted(set(self.client.scheduler_info(n_workers=-1)["workers"]) - self.lost)
+        return sorted(live_workers(self.client) - self.lost)
+
+
+def live_workers(client: Client) -> set[str]:
+    """The workers the scheduler knows now (empty when it cannot be asked).
+
+    Asked directly: ``Client.scheduler_info()`` returns a cache that the client's own periodic
+    refresh overwrites with a worker-less summary, so a thread reading it may see no worker.
+    """
+    scheduler = client.scheduler
+    if scheduler is None:  # closed
+        return set()
+    try:
+        identity = client.sync(scheduler.identity, n_workers=-1)
+    except OSError:
+        return set()
+    return set(identity.get("workers", {}))
 
 
 _CLUSTER_RUNS: Registry[ClusterRun] = Registry("cluster session")
@@ -176,10 +194,10 @@ def assign_bucket(handle: str, machine: str) -> Assignment | None:
     return get_cluster_run(handle).coordinator.assign(machine)
 
 
-def abandon_bucket(handle: str, machine: str) -> Bucket | None:
-    """``machine`` failed or left: its bucket goes back to the pass."""
+def abandon_bucket(handle: str, machine: str, lost: bool) -> Bucket | None:
+    """``machine``'s bucket failed, or (``lost``) the machine left: the bucket goes back to the pass."""
     cluster = get_cluster_run(handle)
-    if machine not in cluster.workers():
+    if lost:
         cluster.lost.add(machine)
     return cluster.coordinator.abandon(machine)
 
@@ -233,6 +251,7 @@ def record_bucket(handle: str, machine: str, outcome: Outcome) -> dict[str, Any]
 def _wait(cluster: ClusterRun, future: Future[Outcome], machine: str) -> Outcome:
     """The future's result, watching that its worker and the scheduler are still there."""
     unreachable_since: float | None = None
+    missing = 0  # consecutive polls that did not find the worker
     while True:
         if future.status in ("finished", "error"):
             return future.result()  # an error: the machine's, raised here
@@ -247,10 +266,16 @@ def _wait(cluster: ClusterRun, future: Future[Outcome], machine: str) -> Outcome
             time.sleep(POLL_SECONDS)
             continue
         unreachable_since = None
-        if machine not in cluster.client.scheduler_info(n_workers=-1)["workers"]:
-            future.cancel()
-            raise MachineLost(f"Dask worker {machine} left the cluster while it trained a bucket")
+        if machine in live_workers(cluster.client):
+            missing = 0
+        else:
+            missing += 1
+            if missing >= LOST_AFTER_POLLS:
+                future.cancel()
+                raise MachineLost(f"Dask worker {machine} left the cluster while it trained a bucket")
         try:
             return future.result(timeout=POLL_SECONDS)
         except TimeoutError:
+            continue
+        except CancelledError:  # the client lost the scheduler: the loop's first branch decides
             continue

@@ -3,8 +3,9 @@
 Started from their command lines, as a user starts them by hand, each in its own process
 group (a worker's nanny and its worker process die together). The scheduler writes its
 address to a scheduler file, which the workers and the test read. Nothing binds beyond the
-loopback interface, and no dashboard is started. This directory is on their ``PYTHONPATH``,
-so a test can send them this module's functions (Dask pickles them by reference).
+loopback interface, and no dashboard is started. This directory is on their ``PYTHONPATH``
+(after the repository's), so a test can send them this module's functions (Dask pickles them
+by reference).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 DASK = str(Path(sys.executable).parent / "dask")
 TESTS_DIR = str(Path(__file__).parent)
+# Before the tests directory: its pbg_core/, tasks/, ... (test packages without __init__.py) would
+# otherwise shadow the project's packages as namespace packages on the workers and the scheduler.
+REPO_DIR = str(Path(__file__).parent.parent)
 
 
 def spawn_child() -> int:
@@ -72,7 +76,8 @@ class DaskProcesses:
                 proc.wait()
 
     def _spawn(self, argv: list[str], log: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-        paths = [TESTS_DIR, *filter(None, [env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))])]
+        own = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []  # the test's first (e.g. another version)
+        paths = [*own, REPO_DIR, TESTS_DIR, *filter(None, [os.environ.get("PYTHONPATH")])]
         full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(paths)}
         with (self.directory / log).open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full, start_new_session=True)
