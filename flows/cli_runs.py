@@ -31,11 +31,12 @@ SAMPLE_KEYS = ("total_edges", "sample_edges", "candidates", "sample_seed")
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``pbg train CONFIG``: the ``pbg`` flow on the config; prints the committed version."""
-    from flows.preflight import check_prefect_api, load_checked_config
+    from flows.preflight import check_dask_scheduler, check_prefect_api, load_checked_config
 
     # Before the server or any worker starts: a bad config or a missing input fails in under a second.
     config = load_checked_config(args.config, args.param, training=True)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    check_dask_scheduler(config.dask_address if config.num_machines > 1 else None)
     interrupts.describe_checkpoint_with(
         lambda: interrupts.committed_checkpoint(config.checkpoint_path, config.storage_options_for_fs())
     )
@@ -45,9 +46,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         _quiet_run_failures(args)
 
-        prestart_workers(config, training=True)
+        on_one_machine = config.num_machines == 1  # else the HOGWILD workers are the Dask workers'
+        if on_one_machine:
+            prestart_workers(config, training=True)
         if server is not None:  # while the server starts: the session, and Prefect's serializers
-            prepare_training_session(config)
+            if on_one_machine:
+                prepare_training_session(config)
             pbg.serialize_parameters(pbg.validate_parameters({"config": config}))
         started = time.perf_counter()
         with _local_run_settings(server), interrupts.flow_call():

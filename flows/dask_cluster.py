@@ -23,6 +23,7 @@ module's own function, so it comes only after the version check passed.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import logging
 import multiprocessing
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 import dask
 from distributed import Client, LocalCluster
 from distributed.comm.addressing import parse_address, parse_host_port
+from distributed.comm.core import connect as connect_comm
 
 from pbg_core.errors import ClusterError
 
@@ -77,6 +79,9 @@ def local_cluster(machines: int) -> Iterator[str]:
             processes=True,
             host="127.0.0.1",
             dashboard_address=None,
+            # The scheduler's HTTP server (health, metrics) starts anyway: a free loopback port,
+            # not 8787 (taken by another cluster, Dask warns and moves), and no dashboard.
+            scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
             silence_logs=logging.ERROR,
         )
     try:
@@ -86,13 +91,32 @@ def local_cluster(machines: int) -> Iterator[str]:
 
 
 def connect(address: str, timeout: float) -> Client:
-    """A client of the scheduler at ``address``.
-
-    A TCP connection is tried first: a Client that never connected still tries to close its
-    connection when collected, which prints a traceback at exit after the error was reported.
+    """A client of the scheduler at ``address``, once :func:`probe_scheduler` found one there.
 
     Raises:
-        ClusterError: the address is malformed, or nothing answered there within ``timeout`` seconds.
+        ClusterError: see :func:`probe_scheduler`; or the scheduler stopped answering since.
+    """
+    probe_scheduler(address, timeout)
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(
+            f"dask_address {address}: the Dask scheduler stopped answering ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Check that a Dask scheduler answers at ``address``, without a ``Client``.
+
+    A TCP connection, then Dask's ``identity`` handshake on a connection of its own: a Client
+    that never connected still tries to close its connection when collected, which prints a
+    traceback at exit (after a 10 s wait) once the error was reported; and a port where
+    something else listens (an HTTP server, a proxy) makes Dask read the first bytes of its
+    answer as a message length, which fails as an allocation of exabytes.
+
+    Raises:
+        ClusterError: the address is malformed, nothing answered there within ``timeout``
+            seconds, or what answered is not a Dask scheduler.
     """
     try:
         scheme, location = parse_address(address)
@@ -102,12 +126,33 @@ def connect(address: str, timeout: float) -> Client:
     try:
         if scheme in ("tcp", "tls"):
             socket.create_connection((host, port), timeout=timeout).close()
-        return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+    except OSError as exc:
         raise ClusterError(
             f"dask_address {address}: no Dask scheduler answered ({type(exc).__name__}: {exc}; waited up to "
             f"{timeout:g} s); start one with `dask scheduler`, or check the address and the network"
         ) from None
+    try:
+        identity = asyncio.run(asyncio.wait_for(_identity(address, timeout), timeout))  # the comm's own handshake too
+    except TimeoutError:
+        identity = f"no answer to Dask's handshake within {timeout:g} s"
+    except Exception:  # noqa: BLE001 - whatever answered, it does not speak Dask's protocol
+        identity = "its answer is not Dask's protocol"
+    if not isinstance(identity, dict) or identity.get("type") != "Scheduler":
+        found = identity if isinstance(identity, str) else "it is not a scheduler"
+        raise ClusterError(
+            f"dask_address {address}: something answered but not a Dask scheduler ({found}); check the "
+            "address and port (a scheduler listens on 8786 unless started with --port)"
+        )
+
+
+async def _identity(address: str, timeout: float) -> object:
+    """The scheduler's answer to Dask's ``identity`` message, on a connection of its own."""
+    comm = await connect_comm(address, timeout=timeout)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await asyncio.wait_for(comm.read(), timeout)
+    finally:
+        comm.abort()
 
 
 def check_cluster(address: str, machines: int, timeout: float = 30.0) -> ClusterInfo:

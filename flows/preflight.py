@@ -69,6 +69,19 @@ def check_prefect_api(api_url: str | None, timeout: float = 5.0) -> None:
     )
 
 
+def check_dask_scheduler(address: str | None, timeout: float = 5.0) -> None:
+    """Raise :class:`~pbg_core.errors.ClusterError` unless a Dask scheduler answers at ``address`` (when set).
+
+    Before the server starts; the flow's own check (:func:`flows.dask_cluster.check_cluster`)
+    then asks the scheduler for its workers and their versions. Dask is imported only here.
+    """
+    if not address:
+        return
+    from flows.dask_cluster import probe_scheduler
+
+    probe_scheduler(address, timeout)
+
+
 def load_checked_config(
     path: str, overrides: Sequence[str], training: bool, filter_paths: Sequence[str] = ()
 ) -> ConfigSchema:
@@ -149,7 +162,8 @@ def check_resources(
     sizes = run_sizes(config, topology, {k: v or 0 for k, v in counts.items()}, num_dynamic or 0, chunk)
     available = memory_available()
     if available is not None:
-        plan_memory(sizes, available, config.resident_partitions)
+        # A distributed run's coordinator here holds one bucket's slots; each machine plans its own.
+        plan_memory(sizes, available, 2 if config.num_machines > 1 else config.resident_partitions)
     if checkpoint_dir is None:
         return
     committed = _read_int(os.path.join(checkpoint_dir, layout.VERSION_FILE)) or 0

@@ -10,7 +10,9 @@ several per iteration. The flow's state is what the command's own summary says, 
   Execution was aborted by an interrupt signal", then "Finished in state Crashed(...)"):
   the command itself says what was interrupted and how to resume (:mod:`flows.interrupts`);
 - "Still processing items: N items remaining..." of Prefect's client queues while they
-  are drained at the end (a progress note, not a problem).
+  are drained at the end (a progress note, not a problem);
+- Dask's INFO lines (a local cluster's scheduler and workers starting and stopping) when
+  ``num_machines > 1``; its warnings stay.
 
 Of our own lines it drops the engine's step-by-step ones (marked ``pbg_step``: swapping
 partitions, training N edges, saving, writing, committing, removing versions; several per
@@ -47,6 +49,8 @@ class PrefectChatter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "pbg_step", False):
             return False
+        if record.name.startswith(("distributed", "dask")):  # a local Dask cluster's start and stop
+            return record.levelno > logging.INFO
         if not record.name.startswith("prefect"):
             return True
         message = str(record.msg)

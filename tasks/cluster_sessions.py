@@ -28,6 +28,7 @@ from pbg_core.distributed.coordinator import Coordinator
 from pbg_core.errors import ClusterError, MachineLost
 from pbg_core.parallel.worker_boot import default_num_workers
 from pbg_core.session.build import build_session
+from pbg_core.session.engine import STEP
 from pbg_core.session.iterations import Iteration
 from pbg_core.types import Bucket
 from storage.run_stores import open_run_stores
@@ -230,8 +231,8 @@ def train_bucket_on(handle: str, machine: str, assignment: Assignment) -> Outcom
     finally:
         future.release()
     logger = run_logger()
-    for line, _step in outcome.logs:
-        logger.info("%s", line)
+    for line, step in outcome.logs:
+        logger.info("%s", line, extra=STEP if step else None)
     return outcome
 
 

@@ -106,9 +106,16 @@ def _log_opened(source: str, num_workers: int, topology: PartitionTopology, resi
 
 
 def _memory_plan(
-    config: ConfigSchema, topology: PartitionTopology, counts: dict[PartitionKey, int], num_dynamic: int, stores: Any
+    config: ConfigSchema,
+    topology: PartitionTopology,
+    counts: dict[PartitionKey, int],
+    num_dynamic: int,
+    stores: Any,
+    spare_slots: bool,
 ) -> MemoryPlan | None:
     """The run's memory plan, logged; None when the stores cannot say what memory is available.
+
+    Without ``spare_slots`` (offline evaluation, a cluster's machine) nothing is in flight.
 
     Raises:
         MemoryPlanError: the partitions cannot fit (see :func:`~pbg_core.session.memory_plan.plan_memory`).
@@ -118,6 +125,8 @@ def _memory_plan(
         return None
     chunk = largest_chunk(stores.edges, topology.buckets(), config.num_edge_chunks, config.max_edges_per_chunk)
     plan = plan_memory(run_sizes(config, topology, counts, num_dynamic, chunk), available, config.resident_partitions)
+    if not spare_slots:
+        plan = replace(plan, in_flight=0)
     logger.info("%s", plan.describe())
     return plan
 
@@ -252,8 +261,9 @@ def build_session(
         check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
-    plan = _memory_plan(config, topology, counts, num_dynamic, stores)
-    resident, spare = _slots(config, topology, plan, read_ahead and not read_only)
+    spare_slots = read_ahead and not read_only
+    plan = _memory_plan(config, topology, counts, num_dynamic, stores, spare_slots)
+    resident, spare = _slots(config, topology, plan, spare_slots)
     pool = _build_pool(config, topology, counts, {e: k + spare.get(e, 0) for e, k in resident.items()})
     residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
     residency.io_thread = PartitionIo() if spare else None

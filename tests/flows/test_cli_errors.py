@@ -83,6 +83,11 @@ def _cases() -> list[Case]:
         Case("bad -p syntax", (*ok, "-p", "num_epochs"), ("'num_epochs'", "expected key=value")),
         Case("bad -p index", (*ok, "-p", "relations.3.lhs=x"), ("relations.3", "allowed indexes: 0..0")),
         Case("empty edge_paths", (*ok, "-p", "edge_paths="), ("edge_paths", "empty", "at least one")),
+        Case(
+            "machines without partitions",
+            (*ok, "-p", "num_machines=2"),
+            ("num_machines: 2", "needs partitioned entity types", "num_partitions >= 4"),
+        ),
         # -- inputs of train / eval -------------------------------------------------------------
         Case("missing edge path", (*ok, "-p", "edge_paths=data/nope"), ("data/nope", "does not exist", "pbg import")),
         Case("edge path is a file", (*ok, "-p", "edge_paths=train.tsv"), ("train.tsv", "is a file")),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ from process_state import running
 from s3_server import free_port
 
 from flows.dask_cluster import DAEMON_FIX, ClusterError, check_cluster, local_cluster, package_version
+from flows.preflight import check_dask_scheduler
 
 FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
 
@@ -96,3 +99,26 @@ def test_the_local_cluster_is_fit_and_leaves_nothing_running() -> None:
     while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(running(pid) for pid in pids)
+
+
+def test_a_port_where_something_else_answers_is_not_taken_for_a_scheduler() -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    address = f"tcp://127.0.0.1:{server.server_address[1]}"
+    try:
+        started = time.monotonic()
+        with pytest.raises(ClusterError, match=rf"^dask_address {address}: something answered but not a Dask"):
+            check_cluster(address, machines=2, timeout=3)
+        assert time.monotonic() - started < 10
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_preflight_probe_names_the_address_before_any_server_starts(cluster: DaskProcesses) -> None:
+    check_dask_scheduler(cluster.address)  # a scheduler answers: nothing raised, no worker needed
+    check_dask_scheduler(None)
+    address = f"tcp://127.0.0.1:{free_port()}"
+    with pytest.raises(ClusterError, match=rf"^dask_address {address}: no Dask scheduler answered"):
+        check_dask_scheduler(address, timeout=2)
