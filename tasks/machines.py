@@ -12,6 +12,7 @@ The machine's log lines of a bucket go back with its outcome, so they show in th
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from collections.abc import Iterator
@@ -58,9 +59,36 @@ def _machine(token: str, config: ConfigSchema) -> Machine:
         return machine
     for other in list(_MACHINES):  # another run's, left behind: free its memory first
         _MACHINES.pop(other).close()
+    undo_dask_malloc_trim()
     session = build_session(config, open_run_stores(config, staged=False), read_ahead=False)
     machine = _MACHINES[token] = Machine(session)
     return machine
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 32 << 20  # glibc's largest dynamic mmap threshold (64-bit)
+_TRIM_THRESHOLD = 2 * _MMAP_THRESHOLD
+
+
+def undo_dask_malloc_trim() -> bool:
+    """Give this worker glibc's default allocation behaviour back; whether it could.
+
+    Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, so that a worker
+    holding data frames returns freed memory to the OS. Setting it also freezes glibc's mmap
+    threshold at 128 KiB: every temporary array of a training batch above that is a fresh
+    mmap, page-faulted in, then unmapped. Measured on this project's training step: 2.7x slower
+    per edge than the same process without it. These are the values glibc's dynamic threshold
+    reaches on its own.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(
+            libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+        )
+    except (OSError, AttributeError):  # not glibc: nothing to undo
+        return False
 
 
 @contextmanager
