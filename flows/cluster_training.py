@@ -78,6 +78,11 @@ def train_on_cluster(
         if not running:
             if failures:
                 break
+            if cluster.scheduler_lost():
+                raise ClusterError(
+                    f"dask_address {cluster.address}: lost the Dask scheduler; the committed checkpoint and the "
+                    "buckets recorded so far are kept: a retry resumes from them"
+                )
             raise ClusterError(
                 f"dask_address {cluster.address}: no worker left to train the {cluster.coordinator.remaining} "
                 f"bucket(s) left of {iteration.label} (lost: {', '.join(sorted(cluster.lost)) or 'none'})"

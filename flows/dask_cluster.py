@@ -72,18 +72,20 @@ def local_cluster(machines: int) -> Iterator[str]:
     bound to 127.0.0.1, no dashboard, workers allowed to start processes. Closed on exit,
     workers included.
     """
-    with dask.config.set({"distributed.worker.daemon": False}):
-        cluster = LocalCluster(
-            n_workers=machines,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            # The scheduler's HTTP server (health, metrics) starts anyway: a free loopback port,
-            # not 8787 (taken by another cluster, Dask warns and moves), and no dashboard.
-            scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
-            silence_logs=logging.ERROR,
-        )
+    # For good, not for the block: a nanny reads it again when it restarts a worker it lost.
+    dask.config.set({"distributed.worker.daemon": False})
+    cluster = LocalCluster(
+        n_workers=machines,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=0,  # each machine plans its own memory; Dask would pause or kill it at its share
+        host="127.0.0.1",
+        dashboard_address=None,
+        # The scheduler's HTTP server (health, metrics) starts anyway: a free loopback port,
+        # not 8787 (taken by another cluster, Dask warns and moves), and no dashboard.
+        scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+        silence_logs=logging.ERROR,
+    )
     try:
         yield str(cluster.scheduler_address)
     finally:

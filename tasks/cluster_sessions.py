@@ -67,22 +67,26 @@ class ClusterRun:
 
     def workers(self) -> list[str]:
         """The scheduler's workers now, minus those lost during the run."""
-        return sorted(live_workers(self.client) - self.lost)
+        return sorted((live_workers(self.client) or set()) - self.lost)
+
+    def scheduler_lost(self) -> bool:
+        """Whether the client lost its scheduler (it reconnects for a while, then gives up)."""
+        return self.client.status != "running" or live_workers(self.client) is None
 
 
-def live_workers(client: Client) -> set[str]:
-    """The workers the scheduler knows now (empty when it cannot be asked).
+def live_workers(client: Client) -> set[str] | None:
+    """The workers the scheduler knows now; None when it cannot be asked.
 
     Asked directly: ``Client.scheduler_info()`` returns a cache that the client's own periodic
     refresh overwrites with a worker-less summary, so a thread reading it may see no worker.
     """
     scheduler = client.scheduler
     if scheduler is None:  # closed
-        return set()
+        return None
     try:
-        identity = client.sync(scheduler.identity, n_workers=-1)
-    except OSError:
-        return set()
+        identity = client.sync(scheduler.identity, n_workers=-1, callback_timeout=POLL_SECONDS * 10)
+    except (OSError, TimeoutError):
+        return None
     return set(identity.get("workers", {}))
 
 
@@ -256,7 +260,8 @@ def _wait(cluster: ClusterRun, future: Future[Outcome], machine: str) -> Outcome
     while True:
         if future.status in ("finished", "error"):
             return future.result()  # an error: the machine's, raised here
-        if cluster.client.status != "running" or future.status == "cancelled":
+        known = live_workers(cluster.client) if cluster.client.status == "running" else None
+        if known is None or future.status == "cancelled":
             unreachable_since = unreachable_since or time.monotonic()
             waited = time.monotonic() - unreachable_since
             if cluster.client.status in ("closing", "closed") or waited > SCHEDULER_GRACE_SECONDS:
@@ -267,7 +272,7 @@ def _wait(cluster: ClusterRun, future: Future[Outcome], machine: str) -> Outcome
             time.sleep(POLL_SECONDS)
             continue
         unreachable_since = None
-        if machine in live_workers(cluster.client):
+        if machine in known:
             missing = 0
         else:
             missing += 1

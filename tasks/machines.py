@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,6 +61,7 @@ def _machine(token: str, config: ConfigSchema) -> Machine:
     for other in list(_MACHINES):  # another run's, left behind: free its memory first
         _MACHINES.pop(other).close()
     undo_dask_malloc_trim()
+    os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)  # the HOGWILD children inherit the environment
     session = build_session(config, open_run_stores(config, staged=False), read_ahead=False)
     machine = _MACHINES[token] = Machine(session)
     return machine

@@ -82,6 +82,7 @@ class Coordinator:
         referenced = [where for where in [*progress.partitions.values(), progress.model] if where is not None]
         self.next_area = max([len(progress.order), *[where + 1 for where in referenced]])
         self.running = {}
+        self.merged = set()  # areas are numbered per pass: a new pass's start again
         self.iteration = iteration
         return remaining
 

@@ -81,8 +81,7 @@ def test_a_run_on_command_line_workers_completes(raw: dict[str, Any]) -> None:
     result = pbg(config=parse_config(raw))
     rows = bucket_rows(Path(raw["checkpoint_path"]))
     assert result["version"] == 3 and len(rows) == 48
-    assert {r["machine"] for r in rows} <= set(json.dumps(r["machine"]).strip('"') for r in rows)
-    assert len({r["machine"] for r in rows}) == 2
+    assert len({r["machine"] for r in rows}) == 2  # both workers trained
 
 
 def test_a_worker_killed_mid_run_gives_its_bucket_to_the_other(raw: dict[str, Any], cluster: DaskProcesses) -> None:

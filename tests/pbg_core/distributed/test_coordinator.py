@@ -103,6 +103,7 @@ def test_two_machines_train_every_bucket_once_and_the_commit_is_an_ordinary_chec
 def test_no_partition_is_held_by_two_machines_and_the_loss_falls(cluster: Cluster) -> None:
     coordinator = cluster.coordinator
     losses = []
+    shared_after = []
     for iteration in cluster.iterations():
         coordinator.start_pass(iteration)
         while coordinator.remaining:
@@ -119,7 +120,10 @@ def test_no_partition_is_held_by_two_machines_and_the_loss_falls(cluster: Cluste
             row = coordinator.complete(name, cluster.machines[name].train(coordinator.running[name]))
             losses.append(row["stats"]["metrics"]["loss"])
         cluster.commit(iteration)
+        shared_after.append({k: v.clone() for k, v in coordinator.session.model_state.model.state_dict().items()})
     assert sum(losses[16:]) < sum(losses[:16])  # the second epoch learned from the first
+    # Every pass changes the shared parameters (the relation operator), the second one too.
+    assert shared_after[0] and any(not torch.equal(shared_after[0][k], shared_after[1][k]) for k in shared_after[0])
 
 
 def test_a_machine_keeps_a_partition_it_saved_last_and_rereads_one_trained_elsewhere(cluster: Cluster) -> None:
