@@ -151,7 +151,10 @@ MOMENTS: dict[str, Callable[[Path], bool]] = {
 
 
 def run_one(moment: str, root: Path, config: dict[str, object], epochs: int) -> dict[str, object]:
-    """A fresh run on a fresh cluster with one worker process killed at ``moment``."""
+    """A fresh run on a fresh cluster with one worker process killed at ``moment``.
+
+    Long because it is one experiment read top to bottom: cluster, watcher, run, checks.
+    """
     shutil.rmtree(root, ignore_errors=True)
     cluster = Cluster(root / "dask")
     address = cluster.start()

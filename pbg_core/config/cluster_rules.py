@@ -11,8 +11,29 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 Problem = tuple[str, str]  # (the fields involved, space separated; the message line)
+
+
+def config_problems(config: Any) -> list[Problem]:
+    """:func:`distributed_problems` of a :class:`~pbg_core.config.ConfigSchema` (typed ``Any``: it is
+    the layer above)."""
+    lhs, rhs = (
+        {
+            t: config.entities[t].num_partitions
+            for t in dict.fromkeys(getattr(r, side) for r in config.relations)
+            if t in config.entities and config.entities[t].num_partitions > 1
+        }
+        for side in ("lhs", "rhs")
+    )
+    paths = {
+        "entity_path": config.entity_path,
+        **{f"edge_paths[{i}]": path for i, path in enumerate(config.edge_paths)},
+        "checkpoint_path": config.checkpoint_path,
+        "init_path": config.init_path or "",
+    }
+    return distributed_problems(config.num_machines, config.dask_address, config.shared_paths, (lhs, rhs), paths)
 
 
 def distributed_problems(

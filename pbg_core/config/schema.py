@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from pbg_core.config.cluster_rules import distributed_problems
+from pbg_core.config.cluster_rules import config_problems
 from pbg_core.config.sections import EntitySchema, RelationSchema
 from pbg_core.config.storage_options import StorageOptions
 from pbg_core.config.validators import (
@@ -363,22 +363,7 @@ def _partition_problems(config: ConfigSchema) -> list[Problem]:
 
 
 def _distributed_problems(config: ConfigSchema) -> list[Problem]:
-    lhs, rhs = (
-        {
-            t: config.entities[t].num_partitions
-            for t in dict.fromkeys(getattr(r, side) for r in config.relations)
-            if t in config.entities and config.entities[t].num_partitions > 1
-        }
-        for side in ("lhs", "rhs")
-    )
-    paths = {
-        "entity_path": config.entity_path,
-        **{f"edge_paths[{i}]": path for i, path in enumerate(config.edge_paths)},
-        "checkpoint_path": config.checkpoint_path,
-        "init_path": config.init_path or "",
-    }
-    found = distributed_problems(config.num_machines, config.dask_address, config.shared_paths, (lhs, rhs), paths)
-    return [_p(fields, message) for fields, message in found]
+    return [_p(fields, message) for fields, message in config_problems(config)]
 
 
 def _unsupported_problems(config: ConfigSchema) -> list[Problem]:

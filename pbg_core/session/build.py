@@ -242,8 +242,7 @@ def build_session(
         read_only: For offline evaluation: nothing is ever written.
         sampled: Sampled offline evaluation: rank each side against distinct uniform candidates
             (``config`` is :func:`pbg_core.evaluation.sampling.candidate_config`'s).
-        read_ahead: Spare slots and an I/O thread to read the next bucket's partitions ahead and
-            write leaving ones behind (off for a cluster's machines: the next bucket is not known).
+        read_ahead: Spare slots and an I/O thread for partitions in flight (off on a cluster's machine).
 
     Returns:
         A session whose workers are started and whose unpartitioned tables are resident.
