@@ -4,7 +4,9 @@ Prefect's own server app, unchanged, with its SQLite write transactions begun IM
 (:mod:`flows.prefect_server`: a write that meets another one waits for SQLite's lock instead of
 being refused with "database is locked", which Prefect answered 503 and its client retried
 after 2 s), behind :func:`warm_up_after_startup` (a few read-only requests once it has started,
-so the run's first requests do not pay for its lazy set-up).
+so the run's first requests do not pay for its lazy set-up), and :func:`one_start_at_a_time`
+(two commands starting on one new PREFECT_HOME would both run its database migrations, and one
+died with "No such index").
 
 Started by :mod:`flows.local_server` as ``python -m flows.local_server_app FD``: uvicorn serves on
 the listening socket the command bound and passed as file descriptor ``FD``. (Not ``uvicorn --fd``:
@@ -15,10 +17,12 @@ waits ~40 ms for a delayed ACK.)
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -28,6 +32,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+STARTUP_LOCK_NAME = "pbg-server-startup.lock"  # in PREFECT_HOME, beside its database
 WARM_UP_REQUESTS = (("GET", "/api/admin/version", b""), ("POST", "/api/flow_runs/filter", b'{"limit": 1}'))
 
 
@@ -55,6 +60,35 @@ def warm_up_after_startup(app: ASGIApp) -> ASGIApp:
     return wrapped
 
 
+def one_start_at_a_time(app: ASGIApp, lock_path: Path) -> ASGIApp:
+    """Wrap ``app`` so that its start-up (Prefect's database migrations) holds ``lock_path``.
+
+    An exclusive ``flock`` from the lifespan's start until start-up completed or failed: a
+    second server on the same PREFECT_HOME waits, then finds the migrations done. The lock
+    goes with the process if it dies.
+    """
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(lock_path, "a+b")  # noqa: SIM115 - closed when start-up ends, in send_then_release
+        await asyncio.to_thread(fcntl.flock, lock.fileno(), fcntl.LOCK_EX)
+
+        async def send_then_release(message: Message) -> None:
+            if message["type"] in ("lifespan.startup.complete", "lifespan.startup.failed") and not lock.closed:
+                lock.close()  # closing the file releases the lock
+            await send(message)
+
+        try:
+            await app(scope, receive, send_then_release)
+        finally:
+            lock.close()
+
+    return wrapped
+
+
 async def _warm_up(app: ASGIApp) -> None:
     """Send :data:`WARM_UP_REQUESTS` to ``app`` in this process (httpx's ASGI transport: no socket)."""
     import httpx  # already loaded by Prefect's server modules
@@ -74,11 +108,13 @@ def create_app() -> ASGIApp:
     """Prefect's server app (ephemeral mode: no UI, local-run services), SQLite writes begun
     IMMEDIATE (:mod:`flows.prefect_server`), warmed up in the background once started."""
     from prefect.server.api.server import create_app as prefect_create_app
+    from prefect.settings import get_current_settings
 
     from flows.prefect_server import install_immediate_writes
 
     install_immediate_writes()
-    return warm_up_after_startup(prefect_create_app(ephemeral=True, final=True))
+    app = warm_up_after_startup(prefect_create_app(ephemeral=True, final=True))
+    return one_start_at_a_time(app, Path(get_current_settings().home) / STARTUP_LOCK_NAME)
 
 
 def serve(fd: int) -> None:
