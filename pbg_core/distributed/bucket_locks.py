@@ -17,7 +17,11 @@ asks it for a bucket whenever a machine is free. The rules are PBG's:
 - **Tree initialisation** (``distributed_tree_init_order``, first pass of a fresh model
   only): after the very first bucket, a bucket can start only if all its lhs-side pairs or
   all its rhs-side pairs were already in a bucket that started, so every new partition is
-  first trained against one that is already trained.
+  first trained against one that is already trained. Beyond PBG, while some partition has
+  not started, a bucket that starts one goes before cheaper ones: PBG's cost rule keeps a
+  machine on the partitions it holds, and with one entity type on both sides no other
+  machine can start until three partitions have (measured on 4x4 with 2 machines: the
+  second idled for 5 of the first 16 buckets).
 
 Faults, which PBG does not handle: :meth:`BucketLocks.abandon` gives the bucket of a lost
 machine back to the pass and frees its locks; another machine then trains it from its
@@ -81,7 +85,9 @@ class BucketLocks:
         if not candidates:
             return None
         before = self._keys(self.previous[machine]) if machine in self.previous else None
-        chosen = min(candidates, key=lambda bucket: (self._cost(before, bucket), tuple(bucket)))
+        chosen = min(
+            candidates, key=lambda bucket: (self._stalls_the_tree(bucket), self._cost(before, bucket), tuple(bucket))
+        )
         self.running[machine] = chosen
         self._started.update(self._keys(chosen))
         return chosen
@@ -121,6 +127,12 @@ class BucketLocks:
         """Whether all of one side's pairs are in buckets that started (the tree initialisation rule)."""
         lhs, rhs = self.sides(bucket)
         return all(key in self._started for key in lhs) or all(key in self._started for key in rhs)
+
+    def _stalls_the_tree(self, bucket: Bucket) -> bool:
+        """Whether, in a tree-init pass with partitions still unstarted, ``bucket`` starts none of them."""
+        if not self.tree_init or not self._started:
+            return False
+        return self._keys(bucket) <= self._started
 
     def _cost(self, before: set[PartitionKey] | None, bucket: Bucket) -> float:
         if before is None:

@@ -93,6 +93,21 @@ def test_tree_init_starts_a_bucket_only_from_a_side_already_trained() -> None:
     assert plain.acquire("b") == Bucket(1, 1)  # without the rule it could
 
 
+def test_tree_init_prefers_a_bucket_that_starts_a_new_partition() -> None:
+    server = locks(4, tree_init=True)
+    server.acquire("a")
+    server.release("a")  # (0, 0)
+    assert server.acquire("a") == Bucket(0, 1)
+    server.release("a")
+    # PBG's cost rule alone would keep "a" on nodes 0 and 1 with (1, 0), and "b" idle meanwhile.
+    assert server.acquire("a") == Bucket(0, 2)
+    assert server.acquire("b") == Bucket(1, 3)  # starts node 3 (node 1 is trained and free)
+    server.release("a")
+    server.release("b")
+    # Every node has started: the cost rule alone decides again.
+    assert server.acquire("a") == Bucket(2, 0)  # the same nodes as its (0, 2)
+
+
 def test_a_resumed_pass_counts_its_finished_buckets_for_the_tree() -> None:
     server = BucketLocks(grid(3), one_type, {"node": 1.0}, tree_init=True, finished={Bucket(0, 0), Bucket(0, 1)})
     assert server.remaining == 7
