@@ -4,6 +4,7 @@
   partition"): each machine locks the partitions of the bucket it trains.
 - ``num_machines`` may not exceed the buckets that can train at once: with one partitioned
   type on both sides, an off-diagonal bucket holds two of its ``n`` partitions, so ``n // 2``.
+- A ``dask_address`` with ``num_machines: 1`` is refused (it would be ignored).
 - With a ``dask_address``, the workers run elsewhere: local paths are refused unless
   ``shared_paths`` says every worker mounts them at the same place.
 """
@@ -53,6 +54,15 @@ def distributed_problems(
         paths: Field name -> path or URL (entity_path, edge_paths[i], checkpoint_path, init_path).
     """
     if num_machines <= 1:
+        if dask_address:  # a cluster given for a run that would not use it: surely a mistake
+            return [
+                (
+                    "num_machines dask_address",
+                    f"dask_address {dask_address!r} is set but num_machines is {num_machines}, which trains on "
+                    "this machine; set num_machines to the number of Dask workers to train on (2 or more), "
+                    "or drop dask_address",
+                )
+            ]
         return []
     problems = []
     at_once = _buckets_at_once(*sides)

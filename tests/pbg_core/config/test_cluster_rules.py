@@ -17,7 +17,14 @@ def partitioned(users: int, items: int = 1, relations: list[dict[str, str]] | No
 
 
 def test_one_machine_needs_nothing_of_this() -> None:
-    assert parse_config(partitioned(1, dask_address="tcp://10.0.0.1:8786")).num_machines == 1
+    assert parse_config(partitioned(1)).num_machines == 1
+
+
+def test_a_cluster_for_one_machine_is_refused_not_ignored() -> None:
+    assert problems_of(partitioned(4), ("dask_address=tcp://10.0.0.1:8786",)) == [
+        "dask_address 'tcp://10.0.0.1:8786' is set but num_machines is 1, which trains on this machine; set "
+        "num_machines to the number of Dask workers to train on (2 or more), or drop dask_address"
+    ]
 
 
 def test_a_type_on_both_sides_trains_half_its_partitions_at_once() -> None:
