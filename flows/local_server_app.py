@@ -77,8 +77,8 @@ def one_start_at_a_time(app: ASGIApp, lock_path: Path) -> ASGIApp:
         await asyncio.to_thread(fcntl.flock, lock.fileno(), fcntl.LOCK_EX)
 
         async def send_then_release(message: Message) -> None:
-            if message["type"] in ("lifespan.startup.complete", "lifespan.startup.failed") and not lock.closed:
-                lock.close()  # closing the file releases the lock
+            if message["type"] in ("lifespan.startup.complete", "lifespan.startup.failed"):
+                lock.close()  # releases the lock (closing again later is a no-op)
             await send(message)
 
         try:

@@ -44,7 +44,7 @@ def distributed_problems(
     sides: tuple[Mapping[str, int], Mapping[str, int]],
     paths: Mapping[str, str],
 ) -> list[Problem]:
-    """Every rule a distributed config breaks (none when ``num_machines`` is 1).
+    """Every rule a distributed config breaks (with ``num_machines`` 1: only a ``dask_address`` set).
 
     Args:
         num_machines: The config's.
