@@ -11,7 +11,7 @@ machine's bucket takes
     overhead = the coordinator's per-bucket orchestration (tasks, record), serial in the flow
 
 and the coordinator records one bucket at a time (its overhead cannot overlap itself). Every
-input is a measurement of this project on this machine (bench/distributed.py, bench/speed.py,
+input is a measurement of this project on this machine (bench/cluster_scaling.py, bench/speed.py,
 bench/s3_speed.py) or a stated assumption (cores per machine, storage bandwidth); the defaults
 are the figures docs/scaling.md quotes. Writes bench/results/scaling_model.json.
 

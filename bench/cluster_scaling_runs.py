@@ -1,4 +1,4 @@
-"""The commands bench/distributed.py runs, and how: set-up, files, measured runs, one training's record.
+"""The commands bench/cluster_scaling.py runs, and how: set-up, files, measured runs, one training's record.
 
 - the run's :class:`Setup` and its graph's parameters; the import and training configs;
 - :func:`run` and :func:`run_together`: measured commands under the lock, after a wait for a quiet
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import lj_graph
 from _common import WORK_DIR, measurement_lock, mib, ours_bin, run_measured, tail
-from distributed_rows import bucket_rows, log_phases, partition_file_bytes, summarize_rows
+from cluster_scaling_rows import bucket_rows, log_phases, partition_file_bytes, summarize_rows
 
 WORK = WORK_DIR / "distributed"
 ENTITY = "node"

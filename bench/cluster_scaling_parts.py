@@ -1,4 +1,4 @@
-"""The two parts of bench/distributed.py: quality parity, and scaling with its ceiling measurement.
+"""The two parts of bench/cluster_scaling.py: quality parity, and scaling with its ceiling measurement.
 
 - quality: per seed, 1 then 2 machines trained and evaluated (:func:`run_quality`), a finished
   seed's record reused by a later invocation with the same commands (:func:`cached_quality`);
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import ours_bin, ratio, tail
-from distributed_runs import Job, evaluate, fresh_checkpoint, run_together, train_argv, train_record, train_run
+from cluster_scaling_runs import Job, evaluate, fresh_checkpoint, run_together, train_argv, train_record, train_run
 
 MRR_BAR = 0.01
 SPEEDUP_BAR = 1.7

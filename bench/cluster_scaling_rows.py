@@ -1,4 +1,4 @@
-"""What bench/distributed.py reads back from one finished ``pbg train``: its stats rows, its log, its files.
+"""What bench/cluster_scaling.py reads back from one finished ``pbg train``: its stats rows, its log, its files.
 
 - :func:`summarize_rows`: the run's rates (one trainer's in-bucket rate, all machines' in-bucket
   rate together, the whole-run rate), the mean of each ``timing`` field, the bucket time per

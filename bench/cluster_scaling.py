@@ -52,7 +52,7 @@ import cached by their parameters and a marker).
    times divided by ``num_machines`` (what is not inside a bucket on an average machine:
    start-up, cluster start, machine build, bucket hand-out and recording, idle machines,
    checkpoint commits, shutdown), and the wall time cut at the log lines
-   (distributed_rows.log_phases).
+   (cluster_scaling_rows.log_phases).
 
 Every command runs through bench/_common.run_measured (wall time spawn -> exit, peak RSS of the
 process tree, logs next to the run) with one temporary PREFECT_HOME for the whole script (the
@@ -63,13 +63,13 @@ The machine is shared: before each command (each ceiling pair) the script waits
 seconds other people's processes took during the command (during the pair, from the first spawn
 to the last exit).
 
-Modules: distributed_runs (set-up, configs, measured commands, one training's record),
-distributed_parts (the quality and scaling parts, the ceiling pair, the figures),
-distributed_rows (stats rows, log phases, partition files), distributed_report (the tables).
+Modules: cluster_scaling_runs (set-up, configs, measured commands, one training's record),
+cluster_scaling_parts (the quality and scaling parts, the ceiling pair, the figures),
+cluster_scaling_rows (stats rows, log phases, partition files), cluster_scaling_report (the tables).
 
-Run: ``python bench/distributed.py [--quick] [--skip-quality] [--skip-scaling] [--skip-ceiling]
+Run: ``python bench/cluster_scaling.py [--quick] [--skip-quality] [--skip-scaling] [--skip-ceiling]
 [--seeds 0,1,2] [--epochs 3] [--dimension 100] [--repeats 2] [--rerun] [--quiet-wait 300]
-[--lock PATH]``. Writes bench/results/distributed.json (``--quick``: distributed_quick.json;
+[--lock PATH]``. Writes bench/results/cluster_scaling.json (``--quick``: cluster_scaling_quick.json;
 20k nodes, 202k train edges, 1 seed, 2 epochs, 1 round). Exit status 1 if a command failed.
 """
 
@@ -88,9 +88,9 @@ from typing import Any
 
 import lj_graph
 from _common import ToolMissingError, machine_info, ours_bin, write_json
-from distributed_parts import cached_quality, run_quality, run_scaling
-from distributed_report import all_runs, print_report
-from distributed_runs import (
+from cluster_scaling_parts import cached_quality, run_quality, run_scaling
+from cluster_scaling_report import all_runs, print_report
+from cluster_scaling_runs import (
     QUIET,
     WORK,
     Setup,
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ours_bin()
     except ToolMissingError as error:
-        print(f"distributed: error: {error}", file=sys.stderr)
+        print(f"cluster_scaling: error: {error}", file=sys.stderr)
         return 1
     QUIET["max_wait_s"] = args.quiet_wait
     setup = setup_of(args)
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(prefect_home, ignore_errors=True)
     if "minimum_bytes_per_epoch" in payload:
         print_report(payload)
-    path = write_json("distributed_quick" if args.quick else "distributed", payload)
+    path = write_json("cluster_scaling_quick" if args.quick else "cluster_scaling", payload)
     print(f"wrote {path}")
     return 1 if failed else 0
 

@@ -1,4 +1,4 @@
-"""The tables bench/distributed.py prints from its payload (the JSON it writes).
+"""The tables bench/cluster_scaling.py prints from its payload (the JSON it writes).
 
 The graph and model; quality parity (MRR per seed and setting, the verdict); scaling (every run's
 rates, bytes per epoch and gap, the figures per round, their medians, which figure the bar is on
@@ -14,8 +14,8 @@ import statistics
 from typing import Any
 
 from _common import format_table, mib, ratio
-from distributed_parts import BAR_FIGURE, MRR_BAR, SPEEDUP_BAR
-from distributed_runs import PARTITIONS
+from cluster_scaling_parts import BAR_FIGURE, MRR_BAR, SPEEDUP_BAR
+from cluster_scaling_runs import PARTITIONS
 
 ROUND_FIGURES = (
     "whole_run_speedup",
