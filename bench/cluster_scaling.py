@@ -9,14 +9,16 @@ dominate its compute). Everything lives under bench/work/distributed/<graph tag>
 import cached by their parameters and a marker).
 
 1. **Quality parity**: the same config (d=100, dot comparator, softmax loss, lr 0.1, one relation
-   with operator ``none``, 50 batch + 50 uniform negatives, ``eval_fraction`` 0, 3 epochs)
-   trained from scratch per seed with ``num_machines`` 1 (``workers`` unset: all usable cores)
-   and 2 (a local Dask cluster the flow starts; each machine ``cores // 2`` HOGWILD trainers),
-   then ``pbg eval --filtered`` of the test split with ``all_negs`` (every entity of the true
-   entity's partition is a candidate, as PBG ranks; train and test edges filtered). Bar: |mean
-   MRR of 2 machines - mean MRR of 1 machine| <= 0.01. A finished seed's record is kept in its
-   run directory and reused by a later invocation with the same commands (``--rerun`` trains
-   again): the quality part is resumable.
+   with operator ``--operator``, default ``diagonal``, so that every bucket changes parameters
+   the machines share, 50 batch + 50 uniform negatives, ``eval_fraction`` 0, 3 epochs) trained
+   from scratch per seed with ``num_machines`` 1 (``workers`` unset: all usable cores), 2 (a
+   local Dask cluster the flow starts; each machine ``cores // 2`` HOGWILD trainers) and 2 with
+   ``distributed_shared_merge: average`` instead of the default delta, then ``pbg eval
+   --filtered`` of the test split with ``all_negs`` (every entity of the true entity's
+   partition is a candidate, as PBG ranks; train and test edges filtered). Bar: |mean MRR of 2
+   machines (delta) - mean MRR of 1 machine| <= 0.01; average - delta is reported beside it. A
+   finished seed's record is kept in its run directory and reused by a later invocation with the
+   same commands (``--rerun`` trains again): the quality part is resumable.
 2. **Scaling**: ``workers: 1`` everywhere, seed 0, never cached; ``--repeats`` rounds, each of
    1 machine, then 2 machines, then (unless ``--skip-ceiling``) the **ceiling pair**: two
    1-machine trainings with the same config and seed started at the same moment (one quiet wait
@@ -88,7 +90,7 @@ from typing import Any
 
 import lj_graph
 from _common import ToolMissingError, machine_info, ours_bin, write_json
-from cluster_scaling_parts import cached_quality, run_quality, run_scaling
+from cluster_scaling_parts import SETTINGS, cached_quality, run_quality, run_scaling
 from cluster_scaling_report import all_runs, print_report
 from cluster_scaling_runs import (
     QUIET,
@@ -118,6 +120,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", help="comma-separated training seeds (default 0,1,2; --quick: 0)")
     parser.add_argument("--epochs", type=int, help="num_epochs of every run (default 3; --quick: 2)")
     parser.add_argument("--dimension", type=int, default=100, help="embedding dimension")
+    parser.add_argument(
+        "--operator", default="diagonal", help="the relation's operator (default diagonal: shared parameters to merge)"
+    )
     parser.add_argument("--lr", type=float, default=0.1, help="Adagrad learning rate")
     parser.add_argument("--nodes", type=int, help="graph nodes (default 400k; --quick: 20k)")
     parser.add_argument("--edges", type=int, help="distinct edges, test split included (default 8.08M; --quick: 204k)")
@@ -165,6 +170,7 @@ def setup_of(args: argparse.Namespace) -> Setup:
         batch_size=1000,
         num_batch_negs=50,
         num_uniform_negs=50,
+        operator=args.operator,
     )
 
 
@@ -185,7 +191,7 @@ def run_parts(
     minimum = sum(counts) * (setup.dimension + 1) * 4
     payload.update(partition_rows=counts, minimum_bytes_per_epoch=minimum)
     quality_to_train = not args.skip_quality and any(
-        cached_quality(base, config, m, seed, args)[1] is None for seed in args.seeds for m in (1, 2)
+        cached_quality(base, config, s, seed, args)[1] is None for seed in args.seeds for s in SETTINGS
     )
     if quality_to_train or not args.skip_scaling:
         payload["warm_up"] = warm_up(base, config, env, args.lock)

@@ -1,7 +1,8 @@
 """The two parts of bench/cluster_scaling.py: quality parity, and scaling with its ceiling measurement.
 
-- quality: per seed, 1 then 2 machines trained and evaluated (:func:`run_quality`), a finished
-  seed's record reused by a later invocation with the same commands (:func:`cached_quality`);
+- quality: per seed, each setting of :data:`SETTINGS` (1 machine; 2 with the delta merge; 2
+  averaging) trained and evaluated (:func:`run_quality`), a finished seed's record reused by a
+  later invocation with the same commands (:func:`cached_quality`);
 - scaling: per round, 1 then 2 machines, then the ceiling pair (:func:`ceiling_pair`: two
   1-machine trainings at once, each on its own PREFECT_HOME); the rounds' figures and their
   medians (:func:`scaling_figures`, :func:`scaling_summary`), the bar on
@@ -18,7 +19,7 @@ import statistics
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from _common import ours_bin, ratio, tail
 from cluster_scaling_runs import Job, evaluate, fresh_checkpoint, run_together, train_argv, train_record, train_run
@@ -34,10 +35,28 @@ def signature(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def cached_quality(base: Path, config: Path, machines: int, seed: int, args) -> tuple[str, dict[str, Any] | None]:
+class Setting(NamedTuple):
+    """A trained side of the quality part: its run-name part, machines, extra ``pbg train`` overrides."""
+
+    name: str
+    machines: int
+    extra: tuple[str, ...]
+    label: str
+
+
+# The bar compares m2 (PBG's parameter-server merge) with m1; m2-average is measured beside it.
+SETTINGS = (
+    Setting("m1", 1, (), "1 machine (all cores)"),
+    Setting("m2", 2, (), "2 Dask workers, shared merge delta"),
+    Setting("m2-average", 2, ("distributed_shared_merge=average",), "2 Dask workers, shared merge average"),
+)
+
+
+def cached_quality(base: Path, config: Path, setting: Setting, seed: int, args) -> tuple[str, dict[str, Any] | None]:
     """(signature of the seed's commands, its finished record if one with that signature exists)."""
-    rundir = base / "runs" / f"quality-m{machines}-s{seed}"
-    key = signature(config.read_text(), train_argv(config, rundir / "checkpoints", machines, seed, None))
+    rundir = base / "runs" / f"quality-{setting.name}-s{seed}"
+    argv = train_argv(config, rundir / "checkpoints", setting.machines, seed, None, setting.extra)
+    key = signature(config.read_text(), argv)
     path = rundir / "record.json"
     if path.exists() and not args.rerun:
         record = json.loads(path.read_text())
@@ -46,16 +65,16 @@ def cached_quality(base: Path, config: Path, machines: int, seed: int, args) -> 
     return key, None
 
 
-def quality_seed(base: Path, config: Path, machines: int, seed: int, minimum: int, args, env) -> dict[str, Any]:
+def quality_seed(base: Path, config: Path, setting: Setting, seed: int, minimum: int, args, env) -> dict[str, Any]:
     """Train and evaluate one (setting, seed), or reuse its record if the same commands finished."""
-    name = f"quality-m{machines}-s{seed}"
+    name = f"quality-{setting.name}-s{seed}"
     rundir = base / "runs" / name
-    key, cached = cached_quality(base, config, machines, seed, args)
+    key, cached = cached_quality(base, config, setting, seed, args)
     if cached is not None:
         print(f"{name}: recorded (MRR {cached['eval']['metrics']['mrr']:.4f}), reused", flush=True)
         return {**cached, "cached": True}
     (rundir / "record.json").unlink(missing_ok=True)
-    record = train_run(base, config, name, machines, seed, None, minimum, env, args.lock)
+    record = train_run(base, config, name, setting.machines, seed, None, minimum, env, args.lock, setting.extra)
     record["signature"] = key
     if record["ok"]:
         record["eval"] = evaluate(base, config, rundir, env, args.lock)
@@ -66,11 +85,11 @@ def quality_seed(base: Path, config: Path, machines: int, seed: int, minimum: in
 
 
 def run_quality(base: Path, config: Path, minimum: int, args, env) -> dict[str, Any]:
-    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    runs: dict[str, list[dict[str, Any]]] = {s.name: [] for s in SETTINGS}
     for seed in args.seeds:
-        for machines in (1, 2):  # side by side per seed
-            runs[machines].append(quality_seed(base, config, machines, seed, minimum, args, env))
-    summary: dict[str, Any] = {"runs": runs}
+        for setting in SETTINGS:  # side by side per seed
+            runs[setting.name].append(quality_seed(base, config, setting, seed, minimum, args, env))
+    summary: dict[str, Any] = {"runs": runs, "labels": {s.name: s.label for s in SETTINGS}}
     means = {}
     for machines, records in runs.items():
         metrics = [r["eval"]["metrics"] for r in records if r.get("eval", {}).get("ok")]
@@ -80,9 +99,11 @@ def run_quality(base: Path, config: Path, minimum: int, args, env) -> dict[str, 
             }
             means[machines]["mrr_std"] = statistics.stdev(m["mrr"] for m in metrics) if len(metrics) > 1 else 0.0
     summary["mean"] = means
-    if len(means) == 2:
-        diff = means[2]["mrr"] - means[1]["mrr"]
+    if "m1" in means and "m2" in means:
+        diff = means["m2"]["mrr"] - means["m1"]["mrr"]
         summary.update(mrr_difference=diff, passed=abs(diff) <= MRR_BAR)
+    if "m2" in means and "m2-average" in means:
+        summary["average_minus_delta_mrr"] = means["m2-average"]["mrr"] - means["m2"]["mrr"]
     return summary
 
 

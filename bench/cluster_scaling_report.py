@@ -80,11 +80,11 @@ def print_report(payload: dict[str, Any]) -> None:
 def print_quality(quality: dict[str, Any]) -> None:
     print("\nQuality parity (filtered MRR, all_negs within the partition, test split):")
     rows = []
-    for machines, records in quality["runs"].items():
-        mean = quality["mean"].get(machines) or quality["mean"].get(str(machines))
+    for setting, records in quality["runs"].items():
+        mean = quality["mean"].get(setting)
         per_seed = " ".join(fmt(r.get("eval", {}).get("metrics", {}).get("mrr")) for r in records)
         walls = [r["wall_s"] for r in records if r.get("ok")]
-        label = "1 machine (all cores)" if int(machines) == 1 else "2 Dask workers (1 core each)"
+        label = quality.get("labels", {}).get(setting, setting)
         rows.append(
             [
                 label,
@@ -99,6 +99,8 @@ def print_quality(quality: dict[str, Any]) -> None:
     if "mrr_difference" in quality:
         verdict = "PASS" if quality["passed"] else "FAIL"
         print(f"2 machines - 1 machine: {quality['mrr_difference']:+.4f} (bar |diff| <= {MRR_BAR}): {verdict}")
+    if "average_minus_delta_mrr" in quality:
+        print(f"2 machines, shared merge average - delta: {quality['average_minus_delta_mrr']:+.4f} MRR")
 
 
 def print_scaling(scaling: dict[str, Any]) -> None:

@@ -49,6 +49,7 @@ class Setup:
     batch_size: int
     num_batch_negs: int
     num_uniform_negs: int
+    operator: str
 
 
 def graph_params(setup: Setup) -> lj_graph.GraphParams:
@@ -71,7 +72,7 @@ def config_dict(base: Path, setup: Setup, edge_paths: list[str]) -> dict[str, An
         "edge_paths": edge_paths,
         "checkpoint_path": str(base / "runs" / "unused"),
         "entities": {ENTITY: {"num_partitions": PARTITIONS}},
-        "relations": [{"name": "link", "lhs": ENTITY, "rhs": ENTITY, "operator": "none"}],
+        "relations": [{"name": "link", "lhs": ENTITY, "rhs": ENTITY, "operator": setup.operator}],
         "dimension": setup.dimension,
         "global_emb": False,
         "comparator": "dot",
@@ -241,10 +242,14 @@ def entity_counts(base: Path) -> list[int]:
 
 
 # ---- commands ---------------------------------------------------------------------------------
-def train_argv(config: Path, checkpoint: Path, machines: int, seed: int, workers: int | None) -> list[str]:
+def train_argv(
+    config: Path, checkpoint: Path, machines: int, seed: int, workers: int | None, extra: tuple[str, ...] = ()
+) -> list[str]:
+    """``pbg train`` of ``config`` with these overrides, then the ``extra`` ones (``field=value``)."""
     overrides = [f"checkpoint_path={checkpoint}", f"num_machines={machines}", f"seed={seed}"]
     if workers is not None:
         overrides.append(f"workers={workers}")
+    overrides.extend(extra)
     return [str(ours_bin()), "train", str(config), *[a for o in overrides for a in ("-p", o)]]
 
 
@@ -286,10 +291,11 @@ def train_run(
     minimum: int,
     env: dict[str, str],
     lock: Path | None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """One ``pbg train`` from scratch into runs/<name>/checkpoints, and its rows' summary."""
+    """One ``pbg train`` from scratch into runs/<name>/checkpoints (``extra``: more overrides), and its rows' summary."""
     checkpoint = fresh_checkpoint(base, name)
-    argv = train_argv(config, checkpoint, machines, seed, workers)
+    argv = train_argv(config, checkpoint, machines, seed, workers, extra)
     result = run(argv, checkpoint.parent, "train", env, lock)
     return train_record(result, name, checkpoint, machines, seed, workers, minimum)
 

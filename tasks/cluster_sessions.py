@@ -142,7 +142,12 @@ def open_cluster_session(run: str, address: str, local: bool) -> str:
         session.close()
         raise
     get_run(run).stores.checkpoint.save_config(config_to_json(config))  # secrets masked
-    coordinator = Coordinator(session, tree_init=config.distributed_tree_init_order, evaluate=config.eval_fraction > 0)
+    coordinator = Coordinator(
+        session,
+        tree_init=config.distributed_tree_init_order,
+        evaluate=config.eval_fraction > 0,
+        merge=config.distributed_shared_merge,
+    )
     cluster = ClusterRun(
         coordinator=coordinator,
         client=client,

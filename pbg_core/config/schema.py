@@ -31,6 +31,7 @@ from pbg_core.config.validators import (
     Comparator,
     LossFn,
     Regularizer,
+    SharedMerge,
     choice_validator,
 )
 from pbg_core.errors import UnknownNameError
@@ -163,6 +164,11 @@ class ConfigSchema(BaseModel):
         description="With a dask_address: the local paths of this config are on a filesystem every worker "
         "mounts at the same place (NFS, Lustre); otherwise they are refused (use s3:// URLs). New field.",
     )
+    distributed_shared_merge: SharedMerge = Field(
+        "delta",
+        description="How a machine's bucket joins the shared parameters: delta (added, as PBG's parameter "
+        "server) or average (mean with the flow's copy); docs/distributed.md has both measured. New field.",
+    )
     num_partition_servers: int = Field(
         -1,
         ge=-1,
@@ -205,7 +211,7 @@ class ConfigSchema(BaseModel):
         "read back is ignored, never used as a credential.",
     )
 
-    _choices = choice_validator("comparator", "loss_fn", "regularizer", "bucket_order")
+    _choices = choice_validator("comparator", "loss_fn", "regularizer", "bucket_order", "distributed_shared_merge")
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> ConfigSchema:

@@ -19,6 +19,7 @@ Comparator = Literal["dot", "cos", "l2", "squared_l2"]
 LossFn = Literal["ranking", "logistic", "softmax"]
 Regularizer = Literal["N3"]
 BucketOrder = Literal["random", "affinity", "inside_out", "outside_in"]
+SharedMerge = Literal["delta", "average"]
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
 

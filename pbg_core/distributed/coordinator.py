@@ -45,15 +45,17 @@ class Coordinator:
         session: The coordinator's session (no HOGWILD workers needed: it never trains).
         tree_init: ``distributed_tree_init_order`` (applied to the first pass of a fresh model).
         evaluate: Machines rank each bucket's held-out edges before and after training.
+        merge: ``distributed_shared_merge``, a key of :data:`.shared_state.MERGES`.
     """
 
-    def __init__(self, session: TrainingSession, tree_init: bool, evaluate: bool) -> None:
+    def __init__(self, session: TrainingSession, tree_init: bool, evaluate: bool, merge: str = "delta") -> None:
         if session.progress_store is None:
             raise ValueError("a distributed pass needs the checkpoint's progress area (a read-only session was given)")
         self.session = session
         self.progress_store = session.progress_store
         self.tree_init = tree_init
         self.evaluate = evaluate
+        self.merge = shared_state.MERGES[merge]
         self.stamps: dict[PartitionKey, Stamp] = {}
         self.running: dict[str, Assignment] = {}
         self.merged: set[int] = set()  # areas whose delta is added (a retried complete adds it once)
@@ -123,7 +125,7 @@ class Coordinator:
             )
         session, residency, iteration = self.session, self.session.residency, self._iteration()
         if assignment.area not in self.merged:
-            shared_state.add(shared_state.shared_tensors(session), outcome.delta)
+            self.merge(shared_state.shared_tensors(session), assignment.shared, outcome.delta)
             self.merged.add(assignment.area)
         stamp = (residency.open_version, assignment.area)
         for key in outcome.saved:

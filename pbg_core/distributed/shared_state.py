@@ -6,7 +6,9 @@ the coordinator's current copy and sends back what its training changed (a delta
 coordinator adds every delta to its copy as it arrives. Adagrad accumulators are sums of
 squared gradients, so adding their deltas is exact; two buckets training at once each see the
 other's changes from their next bucket on (PBG's asynchronous push and pull, here at bucket
-boundaries). docs/distributed.md has the measurements behind this choice.
+boundaries). docs/distributed.md has the measurements behind this choice, against the
+alternative also offered here: averaging the coordinator's copy with each machine's result
+(``distributed_shared_merge: average``).
 
 The tensors are named the same way on every machine built from the same config:
 ``model.<parameter>``, ``adagrad.<i>`` and ``embeddings.<type>`` / ``state.<type>``.
@@ -14,7 +16,7 @@ The tensors are named the same way on every machine built from the same config:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -72,6 +74,33 @@ def add(tensors: Mapping[str, torch.Tensor], change: Mapping[str, torch.Tensor])
     with torch.no_grad():
         for name, tensor in tensors.items():
             tensor.add_(change[name])
+
+
+def average(
+    tensors: Mapping[str, torch.Tensor], start: Mapping[str, torch.Tensor], change: Mapping[str, torch.Tensor]
+) -> None:
+    """Make the live ``tensors`` the mean of themselves and a machine's result (``start + change``).
+
+    Raises:
+        ValueError: the names or shapes differ.
+    """
+    _check_same(tensors, start)
+    _check_same(tensors, change)
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            tensor.add_(start[name]).add_(change[name]).mul_(0.5)
+
+
+def add_delta(
+    tensors: Mapping[str, torch.Tensor], start: Mapping[str, torch.Tensor], change: Mapping[str, torch.Tensor]
+) -> None:
+    """:func:`add` with the merge signature (``start`` is not needed: a delta is already relative)."""
+    add(tensors, change)
+
+
+Merge = Callable[[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]], None]
+# ``distributed_shared_merge``: how the coordinator folds a machine's bucket into its copy.
+MERGES: dict[str, Merge] = {"delta": add_delta, "average": average}
 
 
 def _check_same(tensors: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor]) -> None:

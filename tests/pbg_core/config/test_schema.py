@@ -94,6 +94,7 @@ def test_every_pbg_field_exists() -> None:
         "resident_partitions",
         "dask_address",
         "shared_paths",
+        "distributed_shared_merge",
     }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
