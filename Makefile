@@ -13,7 +13,7 @@ else ifeq ($(wildcard $(PY)),)
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import bench-livejournal compat pbg-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model compat pbg-venv clean
 
 $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -90,6 +90,18 @@ bench-deploy-latency: $(STAMP)
 ## LiveJournal-sized graph (4.85M nodes, 68.5M edges, d=1024, 8 partitions), one epoch, PBG 1.0.0 beside it: about 45 min, about 49 GB of free disk
 bench-livejournal: $(STAMP) pbg-venv
 	$(PY) bench/livejournal.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
+
+## 1 machine vs 2 Dask workers on an 8.08M-edge 4x4 planted graph: MRR parity (3 seeds; delta and average merges), scaling with its ceiling pair: about 45 min
+bench-cluster-scaling: $(STAMP)
+	$(PY) bench/cluster_scaling.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
+
+## kill -9 of a Dask worker (command-line cluster on 127.0.0.1) while training, saving, committing: a few minutes
+bench-cluster-faults: $(STAMP)
+	$(PY) bench/cluster_faults.py
+
+## docs/scaling.md's predictions: epoch time of a Twitter-sized graph on 1-64 machines from the measured per-bucket costs (seconds)
+bench-scaling-model: $(STAMP)
+	$(PY) bench/scaling_model.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

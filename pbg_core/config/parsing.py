@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, get_args, get_origin
@@ -115,12 +116,19 @@ def _element_schema(annotation: Any) -> Any:
 def _override_value(value: str, annotation: Any) -> Any:
     """Cast an override string the way PBG does: null, comma lists, lenient booleans.
 
+    A list may also be given as a JSON list (``edge_paths=["a","b"]``); PBG would split it on its
+    commas into paths such as ``["a"`` (and a path is then created with that name).
     Numbers stay strings: pydantic casts them and reports a bad one with its path.
+
+    Raises:
+        ValueError: a list value that starts with ``[`` but is not a JSON list.
     """
     base, optional = _without_none(annotation)
     if optional and value.strip().lower() in _NULL_STRINGS:
         return None
     if get_origin(base) is list:
+        if value.strip().startswith("["):
+            return _json_list(value)
         return value.split(",") if value else []
     if base is bool and value.strip().lower() in TRUE_STRINGS | FALSE_STRINGS:
         return value.strip().lower() in TRUE_STRINGS
@@ -165,6 +173,18 @@ def apply_override(data: dict[str, Any], override: str, root: type[BaseModel]) -
     return []  # unreachable: the loop returns at the last part
 
 
+def _json_list(value: str) -> list[Any]:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"starts with '[' but is not a JSON list ({error.msg} at character {error.pos}); "
+            'give a JSON list such as ["a","b"] or comma-separated values a,b'
+        ) from None
+    assert isinstance(parsed, list)  # valid JSON that starts with '[' is a list
+    return parsed
+
+
 # One step of an override's walk: its problems (or [] once applied), or the node and schema
 # the next part of the key applies to.
 _Step = list[str] | tuple[Any, Any]
@@ -180,7 +200,10 @@ def _model_step(node: dict[str, Any], schema: type[BaseModel], parts: list[str],
         return [f"{here}: unknown key{_suggest(part, schema.model_fields)}"]
     annotation = schema.model_fields[name].annotation
     if last:
-        node[name] = _override_value(value, annotation)
+        try:
+            node[name] = _override_value(value, annotation)
+        except ValueError as error:
+            return [f"{here}: {error}"]
         return []
     element = _element_schema(annotation)
     if element is None:

@@ -65,6 +65,19 @@ def test_overrides_dotted_list_bool_int_and_null() -> None:
     assert config.relation_lr is None and config.checkpoint_preservation_interval is None
 
 
+def test_a_list_override_may_be_a_json_list() -> None:
+    # PBG splits on commas only: '["/x"]' would become the path '["/x"]' (and a directory of that name).
+    assert parse_config(minimal(), ['edge_paths=["/data/a", "/data/b,c"]']).edge_paths == ["/data/a", "/data/b,c"]
+    assert parse_config(minimal(), ["edge_paths=[]"]).edge_paths == []
+
+
+def test_a_list_override_that_is_broken_json_names_the_field_and_both_forms() -> None:
+    assert problems_of(minimal(), ('edge_paths=["/data/a"',)) == [
+        "edge_paths: starts with '[' but is not a JSON list (Expecting ',' delimiter at character 10); "
+        'give a JSON list such as ["a","b"] or comma-separated values a,b'
+    ]
+
+
 def test_override_key_containing_equals_is_split_on_last() -> None:
     # PBG splits on the last '=': the key is "distributed_init_method=tcp://h:1", which is unknown.
     problems = problems_of(minimal(), ("distributed_init_method=tcp://h:1=2",))
