@@ -205,7 +205,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a config value; dotted paths reach nested ones (relations.0.all_negs=true), "
-        'lists are a,b or ["a","b"]. Credentials (storage_options.key/secret/token) work too and are never printed, but the "
+        'lists are a,b or ["a","b"]. '
+        "Credentials (storage_options.key/secret/token) work too and are never printed, but the "
         "process list shows them: prefer AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN",
     )
 
