@@ -31,7 +31,7 @@ demo: $(STAMP)
 ## test: lint and type checks, import-layer contracts, then the whole test suite
 test: lint
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 ## lint: ruff (lint rules and format check, in pyproject.toml) and mypy (strict for pbg_core, the default level for the rest)
 lint: $(STAMP)
@@ -99,7 +99,7 @@ bench-cluster-scaling: $(STAMP)
 bench-cluster-faults: $(STAMP)
 	$(PY) bench/cluster_faults.py
 
-## docs/scaling.md's predictions: epoch time of a Twitter-sized graph on 1-64 machines from the measured per-bucket costs (seconds)
+## docs/scaling.md's predictions: epoch time of a Twitter-sized graph on 1-64 machines from the measured per-bucket costs (a few minutes)
 bench-scaling-model: $(STAMP)
 	$(PY) bench/scaling_model.py
 
