@@ -60,7 +60,7 @@ def test_two_machines_rank_test_edges_as_well_as_one(cluster_config: dict[str, A
         config = {
             **cluster_config,
             "checkpoint_path": f"{cluster_config['checkpoint_path']}-{machines}",
-            "num_epochs": 6,
+            "num_epochs": 3,
         }
         pbg(config=parse_config({**config, "num_machines": machines}))
         evaluation = {**config, "edge_paths": [graph_4x4.test_path], "relations": relations}
