@@ -41,6 +41,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             skip_bad_lines=args.skip_bad_lines,
             force=args.force,
             unknown_relations=args.unknown_relations,
+            append=args.append,
         )
     print(report)
     return 0

@@ -59,6 +59,13 @@ def _add_import(sub: Subcommands) -> None:
         "--force", action="store_true", help="import even if the inputs' content and the options match the last import"
     )
     imp.add_argument(
+        "--append",
+        action="store_true",
+        help="add to the import in entity_path: names imported before keep their partition and offset, new "
+        "names go to the partitions' ends, the inputs go to the config's edge_paths (give new ones); "
+        "the same append twice imports once",
+    )
+    imp.add_argument(
         "--skip-bad-lines",
         action="store_true",
         help="skip and count malformed lines (the first ones are listed) instead of failing",

@@ -62,6 +62,7 @@ def pbg_import(
     skip_bad_lines: bool = False,
     unknown_relations: Literal["skip", "error"] = "skip",
     force: bool = False,
+    append: bool = False,
 ) -> dict[str, Any]:
     """Convert edge lists (TSV/CSV, .gz, Parquet; local or s3://) into the config's entity and edge files.
 
@@ -81,6 +82,7 @@ def pbg_import(
         unknown_relations: A relation name not in the config: "skip" the edge and count it (as
             PBG), or "error": the line is malformed (see `skip_bad_lines`).
         force: Import even if the inputs' content and the options match the last import.
+        append: Add to the import in entity_path; names imported before keep their places (`pbg import --append`).
     """
     forward_engine_logs()
     resolved = resolve_config(config, config_url, overrides or [])
@@ -96,6 +98,7 @@ def pbg_import(
         unknown_relations=unknown_relations,
         seed=resolved.seed,
         force=force,
+        append=append,
     )
     report = import_edges_task(resolved, inputs, options)
     get_run_logger().info("%s", report["summary"])

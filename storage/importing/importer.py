@@ -47,7 +47,15 @@ from pbg_core.session.partitions import PartitionTopology
 from storage.entities import EntityStore
 from storage.errors import StorageError
 from storage.fs import reads
-from storage.importing.manifest import fingerprint, read_manifest, remove_manifest, write_manifest
+from storage.importing.append import read_existing
+from storage.importing.manifest import (
+    fingerprint,
+    generation_history,
+    now_utc,
+    read_manifest,
+    remove_manifest,
+    write_manifest,
+)
 from storage.importing.parse import Column, Columns, ReadSpec
 from storage.importing.partition import EntityIndex
 from storage.importing.report import ImportReport, ProgressFn
@@ -75,10 +83,11 @@ def import_edges(
     skip_bad_lines: bool = False,
     force: bool = False,
     unknown_relations: str = "skip",
+    append: bool = False,
 ) -> ImportReport:
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
 
-    Long because its signature and docstring document the fourteen options of ``pbg import``;
+    Long because its signature and docstring document the fifteen options of ``pbg import``;
     the body is short (option checks, the unchanged-import shortcut, then :func:`_run_and_hash`).
 
     Args:
@@ -105,6 +114,9 @@ def import_edges(
             expected names, or with ``skip_bad_lines`` a counted, listed skip). Only
             meaningful with ``rel_col`` and standard relations (in dynamic mode every name
             is a relation).
+        append: Add to the import already in ``config.entity_path`` (:mod:`storage.importing.append`):
+            names imported before keep their (partition, offset), new ones are appended, the
+            inputs go to ``config.edge_paths``; the same append twice does nothing the second time.
         force: Import even when the inputs' content and the options match the last import
             (:mod:`storage.importing.manifest`); otherwise that case writes nothing and returns
             the last report with ``unchanged_since`` set.
@@ -132,8 +144,12 @@ def import_edges(
         "entity_min_count": entity_min_count,
         "seed": seed,
     }
+    if append:  # a separate key: an append never matches a plain import of the same files
+        options["append"] = True
     spec = _read_spec(config, options)
     check_outputs(config)  # before the manifest is looked for inside them
+    if append:
+        return _append(config, inputs, spec, options, progress, force)
     previous = None if force else read_manifest(config.entity_path, config.storage_options_for_fs())
     if previous is not None and not _outputs_complete(config):
         previous = None
@@ -192,6 +208,47 @@ def _run_and_hash(
             before_commit=lambda: remove_manifest(config.entity_path, so),
         )
     return report, None if later is None else later.result()
+
+
+def _append(
+    config: Any, inputs: list[str], spec: ReadSpec, options: dict[str, Any], progress: ProgressFn | None, force: bool
+) -> ImportReport:
+    """An appending import, or nothing if the same append is already recorded among the manifest's generations.
+
+    The existing import is read (and refused if it does not fit the config) before any input.
+    """
+    so = config.storage_options_for_fs()
+    existing = read_existing(config)
+    generations = generation_history(read_manifest(config.entity_path, so))
+    print_ = _fingerprint(config, inputs, options)
+    done = [g for g in generations if print_ is not None and g.get("fingerprint") == print_]
+    if done and not force and _outputs_complete(config):
+        unchanged = _unchanged_report(done[-1])
+        logger.info("append already imported as generation %s: %s", done[-1].get("generation"), unchanged)
+        return unchanged
+    report = run_import(
+        config,
+        inputs,
+        spec,
+        relation_type_min_count=options["relation_type_min_count"],
+        entity_min_count=options["entity_min_count"],
+        seed=options["seed"],
+        progress=progress,
+        existing=existing,
+    )
+    report.generation = len(generations)
+    report_dict = dataclasses.asdict(report)
+    entry: dict[str, Any] = {
+        "generation": len(generations),
+        "append": True,
+        "fingerprint": print_,
+        "imported_at": now_utc(),
+        "inputs": list(inputs),
+        "edge_paths": list(config.edge_paths),
+        "report": report_dict,
+    }
+    write_manifest(config.entity_path, print_, report_dict, so, generations=[*generations, entry])
+    return report
 
 
 def _fingerprint(config: Any, inputs: list[str], options: dict[str, Any]) -> str | None:

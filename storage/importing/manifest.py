@@ -64,7 +64,35 @@ def remove_manifest(entity_path: str, storage_options: Any = None) -> None:
     changes.remove(urls.join_url(entity_path, MANIFEST), missing_ok=True, storage_options=storage_options)
 
 
-def write_manifest(entity_path: str, print_: str, report: dict[str, Any], storage_options: Any = None) -> None:
-    """Record a complete import (written atomically, after every output is in place)."""
-    body = {"fingerprint": print_, "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "report": report}
+def write_manifest(
+    entity_path: str,
+    print_: str | None,
+    report: dict[str, Any],
+    storage_options: Any = None,
+    generations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Record a complete import (written atomically, after every output is in place); returns the body.
+
+    ``generations``: an appending import's history (:func:`generation_history`), this import last.
+    """
+    body: dict[str, Any] = {"fingerprint": print_, "imported_at": now_utc(), "report": report}
+    if generations is not None:
+        body["generations"] = generations
     atomic.write_text_atomic(urls.join_url(entity_path, MANIFEST), json.dumps(body, indent=2), storage_options)
+    return body
+
+
+def now_utc() -> str:
+    """The time as the manifest records it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def generation_history(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The imports an append builds on: the manifest's generations, or its one plain import as generation 0
+    (an import without a manifest, e.g. PBG's, is generation 0 with nothing known about it)."""
+    if not manifest:
+        return [{"generation": 0, "append": False, "fingerprint": None, "imported_at": None, "report": None}]
+    if isinstance(manifest.get("generations"), list):
+        return list(manifest["generations"])
+    keys = ("fingerprint", "imported_at", "report")
+    return [{"generation": 0, "append": False, **{k: manifest.get(k) for k in keys}}]

@@ -73,6 +73,73 @@ def assign(counts: np.ndarray, min_count: int, num_partitions: int, rng: np.rand
     return Assignment(order, starts, part_of, offset_of)
 
 
+def extend(old_sizes: list[int], counts: np.ndarray, min_count: int, rng: np.random.Generator) -> Assignment:
+    """An appending import's ids: the first ``sum(old_sizes)`` ids keep their (partition, offset),
+    the new ones seen ``min_count`` times or more are shuffled and added at partitions' ends.
+
+    Ids ``0 .. sum(old_sizes) - 1`` are the already imported names, partition after partition in
+    offset order; they are kept whatever their count (their rows are trained). The new names
+    fill the smallest partitions first (:func:`fill_counts`), so the sizes end as even as the
+    old ones allow, and within a partition they follow the shuffle.
+
+    Args:
+        old_sizes: Names per partition already imported (``P`` entries).
+        counts: Occurrences by id in the new inputs (old ids first).
+        min_count: Keep new ids with ``counts >= min_count``.
+        rng: Draws exactly one permutation of the kept new ids.
+    """
+    num_old = sum(old_sizes)
+    new = np.flatnonzero(counts[num_old:] >= min_count) + num_old
+    new = new[rng.permutation(len(new))]
+    added = fill_counts(old_sizes, len(new))
+    old_starts = partition_starts_of(old_sizes)
+    new_starts = partition_starts_of(added)
+    pieces = []
+    for part in range(len(old_sizes)):
+        pieces.append(np.arange(old_starts[part], old_starts[part + 1], dtype=np.int64))
+        pieces.append(new[new_starts[part] : new_starts[part + 1]].astype(np.int64))
+    order = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    sizes = [old + more for old, more in zip(old_sizes, added, strict=True)]
+    starts = partition_starts_of(sizes)
+    parts = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    part_of = np.full(len(counts), -1, dtype=np.int16 if len(sizes) < 2**15 else np.int32)
+    offset_of = np.zeros(len(counts), dtype=np.int32)
+    part_of[order] = parts
+    offset_of[order] = np.arange(len(order), dtype=np.int64) - np.asarray(starts, dtype=np.int64)[parts]
+    return Assignment(order, starts, part_of, offset_of)
+
+
+def fill_counts(sizes: list[int], extra: int) -> list[int]:
+    """How many of ``extra`` new names each partition gets so the smallest fill first (water level).
+
+    The result sums to ``extra``; afterwards no partition that received names is more than one
+    above another partition (a remainder goes to the originally smallest ones, then the lower index).
+    """
+    added = [0] * len(sizes)
+    if not sizes or extra <= 0:
+        return added
+    order = sorted(range(len(sizes)), key=lambda p: (sizes[p], p))
+    left, level, count = extra, sizes[order[0]], 0
+    while count < len(order) and left > 0:
+        count += 1  # raise the lowest `count` partitions together up to the next one's size
+        ceiling = sizes[order[count]] if count < len(order) else None
+        room = (ceiling - level) * count if ceiling is not None else left
+        step = min(room, left)
+        level_raise, remainder = divmod(step, count)
+        for rank in range(count):
+            added[order[rank]] += level_raise + (1 if rank < remainder else 0)
+        left -= step
+        level += level_raise
+        if remainder:
+            break  # the remainder never happens before the last step: room is a multiple of count
+    return added
+
+
+def partition_starts_of(sizes: list[int]) -> list[int]:
+    """Cumulative starts of partitions of the given sizes (``len(sizes) + 1`` entries)."""
+    return [0, *np.cumsum(sizes, dtype=np.int64).tolist()] if sizes else [0]
+
+
 class EntityIndex:
     """The shuffled names of one entity type, split into contiguous partitions (PBG's Dictionary).
 

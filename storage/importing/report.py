@@ -44,6 +44,8 @@ class ImportReport:
         shared_examples: The first few shared names of each pair.
         unknown_relations: The most frequent relation names not in the config (standard mode),
             with their edge counts (all of them are in ``skipped["unknown_relation"]``).
+        generation: An append's place in the import's history (the first import is 0); None otherwise.
+        new_entities: An append's new names per entity type (included in ``entity_counts``).
     """
 
     edges_read: int = 0
@@ -57,6 +59,8 @@ class ImportReport:
     shared_examples: dict[str, list[str]] = field(default_factory=dict)
     unknown_relations: dict[str, int] = field(default_factory=dict)
     unchanged_since: str | None = None  # set when a re-import found nothing changed (nothing written)
+    generation: int | None = None
+    new_entities: dict[EntityName, int] = field(default_factory=dict)
 
     def add_bad_lines(self, lines: list[str]) -> None:
         """Count skipped malformed lines and keep the first few for the report."""
@@ -80,6 +84,9 @@ class ImportReport:
             f"per input {', '.join(f'{n:,}' for n in self.edges_written)}; "
             f"skipped {skipped or 'none'}; entities {entities}; {self.relation_count} relation type(s)"
         )
+        if self.generation is not None:
+            new = ", ".join(f"{name}: {n:,}" for name, n in sorted(self.new_entities.items()))
+            text += f"\nappended as generation {self.generation}; new entities {new or 'none'} (earlier ones kept their places)"
         if self.unknown_relations:
             shown = ", ".join(f"{name!r} ({n:,})" for name, n in self.unknown_relations.items())
             text += f"\nrelation names not in the config (edges skipped): {shown}"

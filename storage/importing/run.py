@@ -21,7 +21,6 @@ fingerprint (:mod:`storage.importing.manifest`) is hashed alongside pass 1.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import tempfile
@@ -32,18 +31,18 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pbg_core.errors import ConfigError, UsageError
-from storage import layout
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound, OutputNotWritable
-from storage.fs import atomic, reads, urls
+from storage.fs import reads, urls
 from storage.importing import write as write_pass
+from storage.importing.append import Existing, seed_counter
 from storage.importing.count import ImportPlan, NameCounter
+from storage.importing.entity_files import write_entity_files
 from storage.importing.parquet import parquet_batches
 from storage.importing.parse import FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, is_parquet
-from storage.importing.partition import Assignment, assign
+from storage.importing.partition import Assignment, assign, extend
 from storage.importing.report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
 from storage.importing.spill import Spill
 from storage.importing.staging import Staging, StopSignalHold
@@ -170,40 +169,6 @@ def count_input(
             _consume(slow_batches(path, url, spec, delimiter), counter, spill, url, report, progress)
 
 
-def names_json(names: pa.Array) -> str:
-    """``json.dumps(names, indent=4)``, byte for byte, without a Python object per name when possible.
-
-    Names made only of printable ASCII other than ``"`` and ``\\`` need no escaping and are
-    joined directly; any other name sends the whole list through :func:`json.dumps`.
-    """
-    if len(names) == 0:
-        return "[]"
-    plain = pc.all(pc.match_substring_regex(names, r"^[\x20-\x21\x23-\x5b\x5d-\x7e]*$")).as_py()
-    if not plain:
-        return json.dumps(names.to_pylist(), indent=4)
-    return '[\n    "' + '",\n    "'.join(names.to_pylist()) + '"\n]'
-
-
-def _write_entity_files(
-    store: EntityStore, counter: NameCounter, entities: dict[str, Assignment], relation_names: list[str], dynamic: bool
-) -> None:
-    for name, assignment in entities.items():
-        names = counter.entities[name].names()
-        for part in range(assignment.num_partitions):
-            ids = assignment.part_ids(part)
-            store.save_count(name, part, len(ids))
-            # Written directly (not EntityStore.save_names): same bytes, a fraction of the time.
-            part_names = names.take(pa.array(ids, type=pa.int64()))
-            text = names_json(part_names.combine_chunks() if isinstance(part_names, pa.ChunkedArray) else part_names)
-            atomic.write_text_atomic(
-                urls.join_url(store.url, layout.entity_names_file(name, part)), text, store.storage_options
-            )
-    if dynamic:
-        store.save_dynamic_relation_count(len(relation_names))
-    # Always written, also in standard mode (PBG fix #212): export checks names against it.
-    store.save_dynamic_relation_names(relation_names)
-
-
 def _report_shared_names(counter: NameCounter, report: ImportReport) -> None:
     """Count names that occur under more than one entity type (see ``ImportReport.shared_names``)."""
     types = sorted(counter.entities)
@@ -248,8 +213,11 @@ def run_import(
     spill_dir: str | None = None,
     chunk_edges: int | None = None,
     before_commit: Callable[[], None] | None = None,
+    existing: Existing | None = None,
 ) -> ImportReport:
     """Import ``inputs`` into ``config.entity_path`` and ``config.edge_paths`` (see the module docstring).
+
+    Long because its docstring documents eleven options; the body is the two passes' calls.
 
     Args:
         config: The training config (``ConfigSchema``).
@@ -264,6 +232,8 @@ def run_import(
             (default :data:`storage.importing.write.CHUNK_EDGES`).
         before_commit: Called once everything is staged, right before the first file moves into
             place (the caller forgets its record of the previous import there).
+        existing: Append to this import (:mod:`storage.importing.append`): its names keep their
+            places, new names are added at the partitions' ends; None imports anew.
 
     Returns:
         The :class:`ImportReport`.
@@ -281,16 +251,29 @@ def run_import(
         ThreadPoolExecutor(max_workers=2, thread_name_prefix="pbg-import") as threads,
     ):
         counter = NameCounter(plan, threads)
+        if existing is not None:
+            seed_counter(counter, existing, plan.dynamic)
         counting = PhaseProgress(progress, "counting")
         spills = []
         for i, url in enumerate(inputs):
             spills.append(Spill(os.path.join(tmp, f"input{i}"), weighted))
             count_input(url, spills[-1], counter, spec, report, counting)
         counting.finish()
-        ids = _assign_ids(config, plan, counter, report, relation_type_min_count, entity_min_count, seed)
+        ids = _assign_ids(config, plan, counter, report, (relation_type_min_count, entity_min_count), seed, existing)
         writing = PhaseProgress(progress, "writing")
         _write_and_commit(
-            config, inputs, plan, spills, counter, ids, report, writing, weighted, chunk_edges, before_commit
+            config,
+            inputs,
+            plan,
+            spills,
+            counter,
+            ids,
+            report,
+            writing,
+            weighted,
+            chunk_edges,
+            before_commit,
+            append=existing is not None,
         )
         writing.finish()
     report.seconds = time.monotonic() - started
@@ -313,22 +296,41 @@ def _assign_ids(
     plan: ImportPlan,
     counter: NameCounter,
     report: ImportReport,
-    relation_type_min_count: int,
-    entity_min_count: int,
+    min_counts: tuple[int, int],
     seed: int | None,
+    existing: Existing | None,
 ) -> _Ids:
-    """Pass 2's ids: rare names dropped, one seeded shuffle (relations first, then entity types); the counts go to ``report``."""
+    """Pass 2's ids: rare names dropped, one seeded shuffle (relations first, then entity types); the counts go to ``report``.
+
+    ``min_counts``: (relation_type_min_count, entity_min_count). With ``existing`` (an append) the
+    names already imported keep their places and only the new ones are dropped or shuffled.
+    """
+    relation_type_min_count, entity_min_count = min_counts
     rng = np.random.default_rng(seed)
-    relations = assign(counter.relations.counts, relation_type_min_count, 1, rng) if plan.dynamic else None
+
+    def ids_of(counts: np.ndarray, min_count: int, num_partitions: int, old_sizes: list[int] | None) -> Assignment:
+        if old_sizes is None:
+            return assign(counts, min_count, num_partitions, rng)
+        return extend(old_sizes, counts, min_count, rng)
+
+    old_relations = None if existing is None else [len(existing.relation_names)]
+    relations = ids_of(counter.relations.counts, relation_type_min_count, 1, old_relations) if plan.dynamic else None
     if relations is not None:
         relation_names = counter.relations.names().take(pa.array(relations.order, type=pa.int64())).to_pylist()
     else:
         relation_names = [rel.name for rel in config.relations]
     entities = {
-        name: assign(counter.entities[name].counts, entity_min_count, plan.num_partitions[name], rng)
+        name: ids_of(
+            counter.entities[name].counts,
+            entity_min_count,
+            plan.num_partitions[name],
+            None if existing is None else existing.sizes(name),
+        )
         for name in plan.entity_types
     }
     report.entity_counts = {name: len(a.order) for name, a in entities.items()}
+    if existing is not None:
+        report.new_entities = {name: len(a.order) - sum(existing.sizes(name)) for name, a in entities.items()}
     _report_shared_names(counter, report)
     report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
     report.relation_count = len(relation_names)
@@ -347,13 +349,15 @@ def _write_and_commit(
     weighted: bool,
     chunk_edges: int,
     before_commit: Callable[[], None] | None,
+    append: bool = False,
 ) -> None:
     """Pass 2: map the spills into staged bucket files, stage the entity files, then move all into place.
 
-    Any failure removes everything staged; a stop signal during the moves is delivered once they are done.
+    Any failure removes everything staged (and, when appending, puts back the entity files it
+    replaced); a stop signal during the moves is delivered once they are done.
     """
     mapper = ChunkMapper(plan, ids.entities, ids.relations)
-    staging = Staging(plan.storage_options)
+    staging = Staging(plan.storage_options, keep_replaced=append)
     with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
         try:
             for spill, edge_path in zip(spills, config.edge_paths, strict=True):
@@ -369,7 +373,7 @@ def _write_and_commit(
                     ", ".join(inputs), nothing_imported(report, ids.relation_names, ids.entity_min_count)
                 )
             entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
-            _write_entity_files(entity_store, counter, ids.entities, ids.relation_names, plan.dynamic)
+            write_entity_files(entity_store, counter, ids.entities, ids.relation_names, plan.dynamic)
             if before_commit is not None:
                 before_commit()
             hold.hold()

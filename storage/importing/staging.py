@@ -31,12 +31,14 @@ class Staging:
     followed by deletes; each object still appears whole).
     """
 
-    def __init__(self, storage_options: Any = None) -> None:
+    def __init__(self, storage_options: Any = None, keep_replaced: bool = False) -> None:
         self.storage_options = storage_options
+        self.keep_replaced = keep_replaced
         self.token = uuid.uuid4().hex[:12]
         self.staged: list[tuple[str, str]] = []  # (staging url, final url)
         self.created_dirs: list[str] = []  # directories we made (urls)
         self.moved: list[str] = []  # final urls of files moved into place
+        self.replaced: list[tuple[str, str]] = []  # keep_replaced: (backup url, final url)
 
     def stage(self, final_url: str) -> str:
         """A fresh staging directory inside ``final_url`` (created, like ``final_url``)."""
@@ -50,13 +52,23 @@ class Staging:
         return staging_url
 
     def commit(self) -> None:
-        """Move every staged file into its final directory, in staging order."""
+        """Move every staged file into its final directory, in staging order.
+
+        With ``keep_replaced`` a file already at a final name is first moved aside into a hidden
+        backup directory, which :meth:`rollback` moves back and a finished commit deletes.
+        """
         for staging_url, final_url in self.staged:
             for name in reads.listdir(staging_url, self.storage_options):
                 target = urls.join_url(final_url, name)
+                if self.keep_replaced and reads.exists(target, self.storage_options):
+                    backup = urls.join_url(final_url, f".pbg-import-{self.token}-replaced", name)
+                    changes.move(target, backup, self.storage_options)
+                    self.replaced.append((backup, target))
                 changes.move(urls.join_url(staging_url, name), target, self.storage_options)
                 self.moved.append(target)
             changes.remove_tree(staging_url, self.storage_options)
+        for final_url in {final for _, final in self.staged}:
+            changes.remove_tree(urls.join_url(final_url, f".pbg-import-{self.token}-replaced"), self.storage_options)
 
     def rollback(self) -> None:
         """Remove every staged or moved file, and output directories this import created."""
@@ -64,6 +76,8 @@ class Staging:
             changes.remove_tree(staging_url, self.storage_options)
         for target in self.moved:
             changes.remove(target, storage_options=self.storage_options)
+        for backup, target in reversed(self.replaced):  # the files this import replaced, back in place
+            changes.move(backup, target, self.storage_options)
         # Children before parents: a child's URL is longer than its parent's.
         for url in sorted(self.created_dirs, key=len, reverse=True):
             changes.remove_empty_dir(url, self.storage_options)

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_io import all_files, get_text, join, put_text
 
+from storage.importing import staging as staging_module
 from storage.importing.staging import Staging, StopSignalHold
 
 
@@ -50,3 +52,48 @@ def test_nothing_is_held_before_hold(seen: list[int]) -> None:
         os.kill(os.getpid(), signal.SIGINT)
         assert seen == [signal.SIGINT]
     assert seen == [signal.SIGINT]
+
+
+# --- keep_replaced: an appending import must get back what it replaced if it fails ---
+
+
+def test_keep_replaced_commit_replaces_and_leaves_no_backup(store_root: str) -> None:
+    put_text(join(store_root, "out", "names.json"), "old")
+    staging = Staging(keep_replaced=True)
+    staged = staging.stage(join(store_root, "out"))
+    put_text(join(staged, "names.json"), "new")
+    put_text(join(staged, "count.txt"), "2")
+    staging.commit()
+    assert get_text(join(store_root, "out", "names.json")) == "new"
+    assert sorted(p.rsplit("/", 1)[-1] for p in all_files(join(store_root, "out"))) == ["count.txt", "names.json"]
+
+
+def test_keep_replaced_rollback_after_part_of_the_moves_restores_the_replaced_files(
+    store_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_text(join(store_root, "out", "a.json"), "old a")
+    put_text(join(store_root, "out", "b.json"), "old b")
+    staging = Staging(keep_replaced=True)
+    staged = staging.stage(join(store_root, "out"))
+    put_text(join(staged, "a.json"), "new a")
+    put_text(join(staged, "b.json"), "new b")
+    put_text(join(staged, "c.json"), "new c")
+    moves = 0
+    real_move = staging_module.changes.move
+
+    def failing_move(src: str, dst: str, storage_options: object = None) -> None:
+        nonlocal moves
+        moves += 1
+        if moves == 4:  # a's backup and a, b's backup, then the move of b fails
+            raise OSError("disk full")
+        real_move(src, dst, storage_options)
+
+    monkeypatch.setattr(staging_module.changes, "move", failing_move)
+    with pytest.raises(OSError, match="disk full"):
+        staging.commit()
+    monkeypatch.undo()
+    staging.rollback()
+    files = sorted(p.rsplit("/", 1)[-1] for p in all_files(join(store_root, "out")))
+    assert files == ["a.json", "b.json"]
+    assert get_text(join(store_root, "out", "a.json")) == "old a"
+    assert get_text(join(store_root, "out", "b.json")) == "old b"
