@@ -157,7 +157,12 @@ def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, 
 
 
 def check_checkpoint_fits(
-    store: PartitionStore, version: int, counts: dict[PartitionKey, int], dims: dict[str, int], required: bool
+    store: PartitionStore,
+    version: int,
+    counts: dict[PartitionKey, int],
+    dims: dict[str, int],
+    required: bool,
+    may_grow: bool = False,
 ) -> None:
     """Refuse, before any training, a checkpoint whose embeddings do not fit this config.
 
@@ -167,6 +172,8 @@ def check_checkpoint_fits(
         counts: Entity count per (entity, partition) from the entity files.
         dims: Embedding dimension per entity type.
         required: Every partition must be present (the run's own committed version).
+        may_grow: A partition may hold fewer rows than it has now (``init_path`` of a graph grown
+            by ``pbg import --append``: the new rows start fresh); never more.
 
     Raises:
         ShapeError: a partition's stored shape differs from (count, dimension), or one is missing.
@@ -181,7 +188,8 @@ def check_checkpoint_fits(
                 problems.append(f"entity type {entity!r} partition {part}: no embeddings file")
             continue
         found = store.embeddings_shape(entity, part, version)
-        if found != (count, dims[entity]):
+        grown = may_grow and found[1] == dims[entity] and found[0] < count
+        if found != (count, dims[entity]) and not grown:
             problems.append(
                 f"entity type {entity!r} partition {part}: stored shape {found}, this config "
                 f"expects ({count}, {dims[entity]}) (entity count, dimension)"
@@ -257,7 +265,7 @@ def build_session(
     dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
     check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
     if stores.init is not None:
-        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False)
+        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False, may_grow=True)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
     spare_slots = read_ahead and not read_only

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pbg_core.errors import PbgError
+from pbg_core.errors import PbgError, ShapeError
 from pbg_core.parallel.memory import SlotHandle
 from pbg_core.ports import FINAL, CheckpointMetadata, PartitionStore
 from pbg_core.seeding import torch_generator
@@ -21,11 +21,17 @@ from pbg_core.types import PartitionKey
 
 @dataclass(frozen=True)
 class Source:
-    """Where a partition's state comes from: ``store`` at ``version``, or random (store None)."""
+    """Where a partition's state comes from: ``store`` at ``version``, or random (store None).
+
+    ``grows``: the store may hold fewer rows than the partition has now (``init_path`` of a graph
+    that has grown since by ``pbg import --append``): its rows are the first ones, the others
+    start as a fresh model's would.
+    """
 
     label: str
     store: PartitionStore | None = None
     version: int = 0
+    grows: bool = False
 
 
 def source_of(
@@ -64,21 +70,42 @@ def source_of(
     if init_store is not None:
         init_version = init_store.read_version()
         if init_store.has_embeddings(entity, part, init_version):
-            return Source(f"init_path version {init_version}", init_store, init_version)
+            return Source(f"init_path version {init_version}", init_store, init_version, grows=True)
     return Source("random")  # nothing committed and no init_path file: a seeded random start
 
 
 def fill(handle: SlotHandle, source: Source, seed: int, init_scale: float) -> int:
-    """Read ``source`` into ``handle`` (or initialise it at random); returns the bytes read."""
+    """Read ``source`` into ``handle`` (or initialise it at random); returns the bytes read.
+
+    Raises:
+        ShapeError: the stored partition does not fit (more rows, or fewer where ``source`` may not grow).
+    """
     if source.store is None:
-        generator = torch_generator(seed, "init", handle.entity, handle.partition)
-        handle.embeddings.normal_(generator=generator).mul_(init_scale)
-        handle.state.zero_()
+        _random(handle, seed, init_scale)
         return 0
-    _, optim = source.store.load_embeddings(handle.entity, handle.partition, source.version, out=handle.embeddings)
-    if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), handle.state):
-        handle.state.zero_()
-    return handle.embeddings.numel() * 4
+    rows = handle.count
+    if source.grows:
+        stored_rows, _ = source.store.embeddings_shape(handle.entity, handle.partition, source.version)
+        if stored_rows > handle.count:
+            raise ShapeError(
+                f"{source.label} has {stored_rows} rows of entity type {handle.entity!r} partition "
+                f"{handle.partition}, more than the {handle.count} the entity files list now; "
+                "was the import replaced instead of appended to?"
+            )
+        if stored_rows < handle.count:
+            _random(handle, seed, init_scale)  # the new rows: as a fresh model's (the old are overwritten)
+            rows = stored_rows
+    embeddings, state = handle.embeddings[:rows], handle.state[:rows]
+    _, optim = source.store.load_embeddings(handle.entity, handle.partition, source.version, out=embeddings)
+    if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), state):
+        state.zero_()
+    return embeddings.numel() * 4
+
+
+def _random(handle: SlotHandle, seed: int, init_scale: float) -> None:
+    generator = torch_generator(seed, "init", handle.entity, handle.partition)
+    handle.embeddings.normal_(generator=generator).mul_(init_scale)
+    handle.state.zero_()
 
 
 def write(
