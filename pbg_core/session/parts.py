@@ -107,7 +107,8 @@ class ModelState:
         for candidate, candidate_version, label in candidates:
             if candidate.has_model(candidate_version):
                 state_dict, optim = candidate.load_model(candidate_version)
-                self._load(state_dict, optim, label)
+                # init_path may come from before an append added dynamic relation types.
+                self._load(state_dict, optim, label, grows=candidate is init_store)
                 self.source = label
                 return label
         return self.source
@@ -134,25 +135,37 @@ class ModelState:
         store.save_model(version, state_dict, model_public_names(state_dict), optim, metadata)
         self.dirty = False
 
-    def _load(self, state_dict: dict[str, torch.Tensor], optim: bytes | None, label: str) -> None:
+    def _load(self, state_dict: dict[str, torch.Tensor], optim: bytes | None, label: str, grows: bool = False) -> None:
+        """Copy a stored model (and its Adagrad sums) into this one.
+
+        ``grows``: a stored parameter may have fewer rows than this model's (dynamic relation types
+        appended since): it fills the first rows, the others keep a fresh model's values.
+        """
         own = self.model.state_dict()
         problems = [
             f"{key}: stored shape {tuple(value.shape)}, model shape {tuple(own[key].shape)}"
             for key, value in state_dict.items()
-            if key in own and own[key].shape != value.shape
+            if key in own and own[key].shape != value.shape and not (grows and fills_first_rows(value, own[key]))
         ]
         if problems:
             raise ShapeError(f"model of {label} does not fit this config: " + "; ".join(problems))
         with torch.no_grad():
             for key, value in state_dict.items():
-                if key in own:
+                if key in own and own[key].shape == value.shape:
                     own[key].copy_(value)
+                elif key in own:  # fewer rows (checked above): the first ones
+                    own[key][: len(value)].copy_(value)
         if optim is not None and self.optimizer is not None:
             loaded = state_from_bytes(optim)
             try:
-                self.optimizer.load_optimizer_state_dict(loaded)
+                self.optimizer.load_optimizer_state_dict(loaded, grows=grows)
             except ValueError as exc:
                 raise ShapeError(f"optimizer state of {label} does not fit this config: {exc}") from exc
+
+
+def fills_first_rows(stored: torch.Tensor, own: torch.Tensor) -> bool:
+    """Whether ``stored`` is ``own`` with fewer rows (same trailing shape)."""
+    return stored.dim() == own.dim() >= 1 and stored.shape[1:] == own.shape[1:] and stored.shape[0] < own.shape[0]
 
 
 def split_evenly(indices: torch.Tensor, parts: int) -> list[torch.Tensor]:

@@ -279,8 +279,11 @@ class AsyncAdagrad:
             ],
         }
 
-    def load_optimizer_state_dict(self, data: dict[str, Any]) -> None:
+    def load_optimizer_state_dict(self, data: dict[str, Any], grows: bool = False) -> None:
         """Restore accumulators saved by :meth:`optimizer_state_dict`.
+
+        ``grows``: a saved accumulator may have fewer rows than its parameter now (relation types
+        appended since): it fills the first rows, the others stay zero.
 
         Raises:
             ValueError: the number or shapes of the saved accumulators differ.
@@ -290,6 +293,11 @@ class AsyncAdagrad:
             raise ValueError(f"optimizer state has {len(state)} parameters, the model has {len(self.sums)}")
         for i, acc in enumerate(self.sums):
             saved = state[i]["sum"]
-            if saved.shape != acc.shape:
+            fewer_rows = grows and saved.dim() == acc.dim() >= 1 and saved.shape[1:] == acc.shape[1:]
+            if saved.shape != acc.shape and not (fewer_rows and saved.shape[0] < acc.shape[0]):
                 raise ValueError(f"optimizer state {i} has shape {tuple(saved.shape)}, expected {tuple(acc.shape)}")
-            acc.copy_(saved)
+            if saved.shape == acc.shape:
+                acc.copy_(saved)
+            else:
+                acc.zero_()
+                acc[: len(saved)].copy_(saved)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
+from pbg_core.config import parse_config
+from pbg_core.errors import ShapeError
+from pbg_core.session.build import _build_model_state
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.parts import MetadataSource, SessionSettings, config_json_text, split_evenly
 from pbg_core.types import Bucket, Side
@@ -49,3 +53,29 @@ def test_config_json_text_is_sorted_json_and_metadata_copies_the_iteration() -> 
     meta = source()
     source.iteration["epoch"] = 2
     assert meta.config_json == text and meta.iteration == {"epoch": 1}  # a snapshot, not a view
+
+
+def test_a_model_from_before_relation_types_were_appended_fills_the_first_rows() -> None:
+    raw = {
+        "entities": {"e": {"num_partitions": 1}},
+        "relations": [{"name": "all", "lhs": "e", "rhs": "e", "operator": "diagonal"}],
+        "dynamic_relations": True,
+        "global_emb": False,
+        "dimension": 4,
+        "entity_path": "x",
+        "edge_paths": ["y"],
+        "checkpoint_path": "z",
+    }
+    config = parse_config(raw)
+    old, new = _build_model_state(config, 2, 0.1), _build_model_state(config, 3, 0.1)
+    with torch.no_grad():
+        for param in old.model.parameters():
+            param.mul_(2.0)  # trained: no longer a fresh model's ones
+    stored = {k: v.clone() for k, v in old.model.state_dict().items()}
+    fresh = {k: v.clone() for k, v in new.model.state_dict().items()}
+    with pytest.raises(ShapeError, match=r"stored shape \(2, 4\), model shape \(3, 4\)"):
+        new._load(stored, None, "init_path version 1")
+    new._load(stored, None, "init_path version 1", grows=True)
+    for key, value in new.model.state_dict().items():
+        torch.testing.assert_close(value[:2], stored[key])
+        torch.testing.assert_close(value[2:], fresh[key][2:])  # the appended type starts fresh

@@ -65,6 +65,18 @@ def test_async_adagrad_elementwise_and_state_roundtrip() -> None:
     assert p.grad is None
 
 
+def test_async_adagrad_state_with_fewer_rows_fills_the_first_rows_only_when_it_may_grow() -> None:
+    saved = {"state": {0: {"sum": torch.tensor([[1.0, 2.0], [3.0, 4.0]])}}}
+    grown = AsyncAdagrad([nn.Parameter(torch.zeros(3, 2))], lr=0.1)
+    with pytest.raises(ValueError, match=r"shape \(2, 2\), expected \(3, 2\)"):
+        grown.load_optimizer_state_dict(saved)
+    grown.sums[0].fill_(9.0)
+    grown.load_optimizer_state_dict(saved, grows=True)
+    assert grown.sums[0].tolist() == [[1.0, 2.0], [3.0, 4.0], [0.0, 0.0]]  # the new row starts at zero
+    with pytest.raises(ValueError, match="shape"):  # another width is never a growth
+        AsyncAdagrad([nn.Parameter(torch.zeros(3, 3))], 0.1).load_optimizer_state_dict(saved, grows=True)
+
+
 def test_fold_duplicate_rows_sums_into_one_copy() -> None:
     idx = torch.tensor([5, 2, 5, 7, 2, 5])
     grads = torch.arange(12.0).view(6, 2)
