@@ -45,7 +45,7 @@ from typing import Any
 from pbg_core.errors import UsageError
 from pbg_core.session.partitions import PartitionTopology
 from storage.entities import EntityStore
-from storage.errors import StorageError
+from storage.errors import OutputExistsError, StorageError
 from storage.fs import reads
 from storage.importing.append import read_existing
 from storage.importing.manifest import (
@@ -130,6 +130,7 @@ def import_edges(
         DataNotFound: An input does not exist.
         BadDataError: A malformed line, an empty input, or every edge skipped (raised before
             anything is written).
+        OutputExistsError: A plain import (no ``append``, no ``force``) over an import grown by appends.
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
         raise UsageError(
@@ -151,6 +152,7 @@ def import_edges(
     if append:
         return _append(config, inputs, spec, options, progress, force)
     previous = None if force else read_manifest(config.entity_path, config.storage_options_for_fs())
+    _refuse_replacing_appends(config, previous)
     if previous is not None and not _outputs_complete(config):
         previous = None
     print_: str | None = None  # None: unreadable inputs (the import itself then says why)
@@ -208,6 +210,27 @@ def _run_and_hash(
             before_commit=lambda: remove_manifest(config.entity_path, so),
         )
     return report, None if later is None else later.result()
+
+
+def _refuse_replacing_appends(config: Any, previous: dict[str, Any] | None) -> None:
+    """A plain import over an import that appends have grown would give every name a new place.
+
+    Raises:
+        OutputExistsError: ``previous`` records appends (``force`` skips this check: it reads no manifest).
+    """
+    appends = [g for g in (previous or {}).get("generations") or [] if g.get("append")]
+    if appends:
+        raise OutputExistsError(
+            config.entity_path,
+            f"holds an import grown by {len(appends)} append(s) ({_generations(appends)}); a plain import "
+            "would replace it and move every entity, so models trained on it would no longer fit. "
+            "Use --append to add edges, another entity_path for a new import, or --force to replace it",
+        )
+
+
+def _generations(entries: list[dict[str, Any]]) -> str:
+    numbers = [int(g.get("generation", 0)) for g in entries]
+    return f"generation {numbers[0]}" if len(numbers) == 1 else f"generations {min(numbers)}-{max(numbers)}"
 
 
 def _append(

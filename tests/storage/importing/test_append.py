@@ -11,7 +11,7 @@ from store_io import StorePath
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
 from storage.entities import EntityStore
-from storage.errors import DataNotFound
+from storage.errors import DataNotFound, OutputExistsError
 from storage.importing.importer import import_edges
 
 
@@ -100,3 +100,17 @@ def test_new_dynamic_relations_are_appended_after_the_old_ones(root: StorePath) 
     assert report.generation == 1 and report.new_entities == {"e": 1} and report.relation_count == 3
     assert "appended as generation 1; new entities e: 1" in str(report)
     assert sorted((lhs, rel, rhs) for lhs, rel, rhs, _ in read_back(day1)) == sorted(tuple(x.split()) for x in lines)
+
+
+def test_a_plain_import_over_an_appended_import_is_refused_unless_forced(root: StorePath) -> None:
+    day0 = make_config(root, {"user": 1}, [("follows", "user", "user")])
+    src = write_tsv(root / "day0.tsv", ["a b", "b c"])
+    import_edges(day0, [src], lhs_col=0, rhs_col=1, seed=0)
+    day1 = make_config(root, {"user": 1}, [("follows", "user", "user")], edge_paths=[str(root / "edges-day1")])
+    import_edges(day1, [write_tsv(root / "day1.tsv", ["c d"])], lhs_col=0, rhs_col=1, seed=0, append=True)
+    grown = names_by_part(day1, "user")
+    with pytest.raises(OutputExistsError, match=r"grown by 1 append\(s\).*--append to add edges.*--force to replace"):
+        import_edges(day0, [src], lhs_col=0, rhs_col=1, seed=0)
+    assert names_by_part(day0, "user") == grown
+    import_edges(day0, [src], lhs_col=0, rhs_col=1, seed=0, force=True)
+    assert sorted(names_by_part(day0, "user")[0]) == ["a", "b", "c"]
