@@ -196,20 +196,34 @@ def _run_and_hash(
         later: Future[str | None] | None = None
         if hash_inputs:
             later = hasher.submit(_fingerprint, config, inputs, options)
-        report = run_import(
+        report = _run(
             config,
             inputs,
             spec,
-            relation_type_min_count=options["relation_type_min_count"],
-            entity_min_count=options["entity_min_count"],
-            seed=options["seed"],
-            progress=progress,
+            options,
+            progress,
             # Only now, when the first file is about to replace the last import's output: an
             # interrupted commit must not leave a manifest that matches, but an import that
             # fails before (a bad line, every edge skipped) leaves that output and its manifest.
             before_commit=lambda: remove_manifest(config.entity_path, so),
         )
     return report, None if later is None else later.result()
+
+
+def _run(
+    config: Any, inputs: list[str], spec: ReadSpec, options: dict[str, Any], progress: ProgressFn | None, **extra: Any
+) -> ImportReport:
+    """:func:`run_import` with the import's options (``extra``: its keyword arguments beyond them)."""
+    return run_import(
+        config,
+        inputs,
+        spec,
+        relation_type_min_count=options["relation_type_min_count"],
+        entity_min_count=options["entity_min_count"],
+        seed=options["seed"],
+        progress=progress,
+        **extra,
+    )
 
 
 def _refuse_replacing_appends(config: Any, previous: dict[str, Any] | None) -> None:
@@ -249,16 +263,7 @@ def _append(
         unchanged = _unchanged_report(done[-1])
         logger.info("append already imported as generation %s: %s", done[-1].get("generation"), unchanged)
         return unchanged
-    report = run_import(
-        config,
-        inputs,
-        spec,
-        relation_type_min_count=options["relation_type_min_count"],
-        entity_min_count=options["entity_min_count"],
-        seed=options["seed"],
-        progress=progress,
-        existing=existing,
-    )
+    report = _run(config, inputs, spec, options, progress, existing=existing)
     report.generation = len(generations)
     report_dict = dataclasses.asdict(report)
     entry: dict[str, Any] = {

@@ -67,8 +67,9 @@ class Staging:
                 changes.move(urls.join_url(staging_url, name), target, self.storage_options)
                 self.moved.append(target)
             changes.remove_tree(staging_url, self.storage_options)
-        for final_url in {final for _, final in self.staged}:
-            changes.remove_tree(urls.join_url(final_url, f".pbg-import-{self.token}-replaced"), self.storage_options)
+        # Only directories that got a backup: a plain import makes no extra request per directory.
+        for backup_dir in {posixpath.dirname(backup) for backup, _ in self.replaced}:
+            changes.remove_tree(backup_dir, self.storage_options)
 
     def rollback(self) -> None:
         """Remove every staged or moved file, and output directories this import created."""
