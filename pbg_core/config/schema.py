@@ -5,7 +5,7 @@ docs/formats.md, "Config files"), so PBG config files load unchanged, plus ``see
 text as a description: Prefect renders it in the deployment's parameter form, and
 ``model_json_schema()`` exposes it to any other tool. The sections (entity and relation
 types) are in :mod:`pbg_core.config.sections`, the shared field validators in
-:mod:`pbg_core.config.validators`.
+:mod:`pbg_core.config.validators`, the cross-field rules in :mod:`pbg_core.config.rules`.
 
 :func:`pbg_core.config.validation.parse_config` is the entry point for untrusted input
 (files, CLI) and reports every problem at once in a :class:`ConfigError`. Constructing
@@ -15,13 +15,12 @@ checks but reports them as a pydantic ``ValidationError``.
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from pbg_core.config.cluster_rules import config_problems
+from pbg_core.config.rules import Problem, cross_field_problems, warn_about
 from pbg_core.config.sections import EntitySchema, RelationSchema
 from pbg_core.config.storage_options import StorageOptions
 from pbg_core.config.validators import (
@@ -30,13 +29,13 @@ from pbg_core.config.validators import (
     BucketOrder,
     Comparator,
     LossFn,
+    NewEntityInit,
     Regularizer,
     SharedMerge,
     choice_validator,
 )
 from pbg_core.errors import UnknownNameError
 
-_UNSUPPORTED = "not supported by pbg-flow (CPU training; partitions move through storage)"
 # Validation context key: parse_config runs cross-field checks itself so it can
 # merge them with field errors; direct construction leaves it unset.
 DEFER_CROSS_FIELD = "pbg_defer_cross_field"
@@ -79,6 +78,12 @@ class ConfigSchema(BaseModel):
         description="Directory (or URL) for checkpoints; training resumes from the checkpoint found there."
     )
     init_path: str | None = Field(None, description="Checkpoint directory of initial embeddings and model.")
+    init_new_entities: NewEntityInit = Field(
+        "random",
+        description="Rows init_path lacks (entities added by `pbg import --append`): random (init_scale, as a "
+        "fresh model) or neighbor_mean (the mean of their neighbors that init_path trained, over the edges; "
+        "random where none). New field.",
+    )
     checkpoint_preservation_interval: int | None = Field(
         None, ge=1, description="Keep a snapshot of the checkpoint every this many epochs; None: never."
     )
@@ -211,7 +216,9 @@ class ConfigSchema(BaseModel):
         "read back is ignored, never used as a credential.",
     )
 
-    _choices = choice_validator("comparator", "loss_fn", "regularizer", "bucket_order", "distributed_shared_merge")
+    _choices = choice_validator(
+        "comparator", "loss_fn", "regularizer", "bucket_order", "distributed_shared_merge", "init_new_entities"
+    )
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> ConfigSchema:
@@ -247,154 +254,4 @@ class ConfigSchema(BaseModel):
         return self.storage_options.to_fsspec() if self.storage_options is not None else {}
 
 
-class Problem(NamedTuple):
-    """A cross-field problem: the top-level fields involved and the message line."""
-
-    fields: frozenset[str]
-    message: str
-
-
-def cross_field_problems(config: ConfigSchema) -> list[Problem]:
-    """Every cross-field rule ``config`` breaks: PBG's post-init checks, plus the modes we refuse."""
-    return [
-        *_relation_problems(config),
-        *_mode_problems(config),
-        *_partition_problems(config),
-        *_unsupported_problems(config),
-        *_distributed_problems(config),
-    ]
-
-
-def _p(fields: str, message: str) -> Problem:
-    return Problem(frozenset(fields.split()), message)
-
-
-def _relation_problems(config: ConfigSchema) -> list[Problem]:
-    known = ", ".join(config.entities)
-    problems = []
-    for i, rel in enumerate(config.relations):
-        for side in ("lhs", "rhs"):
-            entity = getattr(rel, side)
-            if entity not in config.entities:
-                problems.append(
-                    _p(
-                        "relations entities",
-                        f"relations[{i}].{side}: {entity!r} is not an entity type; known: {known}",
-                    )
-                )
-        if rel.operator == "complex_diagonal":
-            for entity in dict.fromkeys([rel.lhs, rel.rhs]):
-                dim = config.entity_dimension(entity) if entity in config.entities else 0
-                if dim % 2:
-                    problems.append(
-                        _p(
-                            "relations entities dimension",
-                            f"relations[{i}].operator: 'complex_diagonal' needs an even dimension, "
-                            f"but entity type {entity!r} has dimension {dim}",
-                        )
-                    )
-        if config.regularization_coef > 0 and rel.operator in ("linear", "affine"):
-            problems.append(
-                _p(
-                    "relations regularization_coef",
-                    f"relations[{i}].operator: {rel.operator!r} cannot be regularized "
-                    f"(regularization_coef={config.regularization_coef}); use none, translation, "
-                    "diagonal or complex_diagonal, or set regularization_coef=0",
-                )
-            )
-    return problems
-
-
-def _mode_problems(config: ConfigSchema) -> list[Problem]:
-    problems = []
-    if config.dynamic_relations and len(config.relations) != 1:
-        problems.append(
-            _p(
-                "relations dynamic_relations",
-                f"relations: dynamic_relations=True needs exactly one relation entry, got {len(config.relations)}",
-            )
-        )
-    if config.dynamic_relations and config.global_emb:
-        problems.append(
-            _p(
-                "global_emb dynamic_relations",
-                "global_emb: True is not allowed with dynamic_relations=True; set global_emb=False",
-            )
-        )
-    if config.disable_lhs_negs and config.disable_rhs_negs:
-        problems.append(
-            _p(
-                "disable_lhs_negs disable_rhs_negs",
-                "disable_lhs_negs, disable_rhs_negs: both are True, which leaves no negatives; at most one may be True",
-            )
-        )
-    if config.num_batch_negs > 0 and config.batch_size % config.num_batch_negs:
-        problems.append(
-            _p(
-                "batch_size num_batch_negs",
-                f"batch_size: {config.batch_size} must be a multiple of num_batch_negs ({config.num_batch_negs})",
-            )
-        )
-    return problems
-
-
-def _partition_problems(config: ConfigSchema) -> list[Problem]:
-    problems = []
-    for name, entity in config.entities.items():
-        if entity.featurized and entity.num_partitions != 1:
-            problems.append(
-                _p(
-                    "entities",
-                    f"entities.{name}.num_partitions: {entity.num_partitions} is not allowed for a "
-                    "featurized entity type; allowed: 1",
-                )
-            )
-    for side in ("lhs", "rhs"):
-        # PBG: types with 1 partition are unpartitioned; the others on a side must agree.
-        counts = {
-            t: config.entities[t].num_partitions
-            for t in dict.fromkeys(getattr(r, side) for r in config.relations)
-            if t in config.entities and config.entities[t].num_partitions > 1
-        }
-        if len(set(counts.values())) > 1:
-            listed = ", ".join(f"{t}={n}" for t, n in counts.items())
-            problems.append(
-                _p(
-                    "entities relations",
-                    f"entities: partitioned entity types on the {side} side must share one "
-                    f"num_partitions; got {listed}",
-                )
-            )
-    return problems
-
-
-def _distributed_problems(config: ConfigSchema) -> list[Problem]:
-    return [_p(fields, message) for fields, message in config_problems(config)]
-
-
-def _unsupported_problems(config: ConfigSchema) -> list[Problem]:
-    problems = []
-    if config.num_gpus > 0:
-        problems.append(_p("num_gpus", f"num_gpus: {config.num_gpus} is {_UNSUPPORTED}; allowed: 0"))
-    if config.num_partition_servers > 0:
-        problems.append(
-            _p(
-                "num_partition_servers",
-                f"num_partition_servers: {config.num_partition_servers} is {_UNSUPPORTED}; allowed: -1, 0",
-            )
-        )
-    return problems
-
-
-def warn_about(config: ConfigSchema) -> None:
-    """Warnings PBG gives for legal but dubious settings."""
-    if config.loss_fn == "logistic" and config.comparator == "cos":
-        warnings.warn(
-            "loss_fn='logistic' with comparator='cos' is not recommended: cosine scores lie in "
-            "[-1, 1], so the logistic loss cannot get close to 0; consider comparator='dot'",
-            UserWarning,
-            stacklevel=3,
-        )
-    if config.background_io:
-        # FutureWarning, not DeprecationWarning: it is meant for end users and shown by default.
-        warnings.warn("background_io is deprecated and ignored", FutureWarning, stacklevel=3)
+__all__ = ["DEFER_CROSS_FIELD", "ConfigSchema", "Problem", "cross_field_problems", "warn_about"]

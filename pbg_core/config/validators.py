@@ -20,6 +20,7 @@ LossFn = Literal["ranking", "logistic", "softmax"]
 Regularizer = Literal["N3"]
 BucketOrder = Literal["random", "affinity", "inside_out", "outside_in"]
 SharedMerge = Literal["delta", "average"]
+NewEntityInit = Literal["random", "neighbor_mean"]
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
 

@@ -95,6 +95,7 @@ def test_every_pbg_field_exists() -> None:
         "dask_address",
         "shared_paths",
         "distributed_shared_merge",
+        "init_new_entities",
     }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
