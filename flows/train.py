@@ -44,6 +44,7 @@ from tasks.checkpoint import (
 from tasks.cluster_sessions import close_cluster_session, is_cluster_session, open_cluster_session
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
+from tasks.new_rows import prepare_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.report import version_progress
 from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
@@ -177,6 +178,8 @@ def pbg(
             remove_leftovers(
                 run, plan.committed_version, plan.num_edge_chunks
             )  # of a run killed while removing or committing
+            if _starts_new_rows(run_config, plan):
+                prepare_new_rows(run)  # neighbor means of the entities init_path lacks
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
         finally:
@@ -250,6 +253,16 @@ def _run_iteration(
     result = train_iteration(handle, iteration, evaluate, progress)
     publish_iteration_table(iteration, result["rows"], result["resumed"], checkpoint_path, result["flow_run_id"])
     return result
+
+
+def _starts_new_rows(config: ConfigSchema, plan: TrainingPlan) -> bool:
+    """Whether rows init_path lacks start at their neighbors' mean: nothing committed yet, and asked for."""
+    return (
+        bool(plan.remaining)
+        and plan.committed_version == 0
+        and config.init_path is not None
+        and config.init_new_entities == "neighbor_mean"
+    )
 
 
 def _pause_due(pause_every: int, iteration: Iteration, total_iterations: int) -> bool:

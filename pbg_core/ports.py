@@ -100,6 +100,14 @@ class PartitionStore(Protocol):
         ...
 
 
+class NewRowSource(Protocol):
+    """Initial vectors of rows an ``init_path`` checkpoint lacks (``init_new_entities: neighbor_mean``)."""
+
+    def load_new_rows(self, entity: EntityName, part: Partition) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(row offsets, vectors) for (entity, part), or None when none were prepared."""
+        ...
+
+
 class VersionedStore(PartitionStore, Protocol):
     """A checkpoint directory the engine also commits, snapshots and prunes."""
 

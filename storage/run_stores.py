@@ -16,6 +16,7 @@ from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.fs import urls
 from storage.host_memory import memory_available
+from storage.new_rows import NewRowsFile
 from storage.progress import CheckpointProgress
 from storage.staged_progress import StagedProgress, stage_dir_for
 from storage.stats_log import StatsLog
@@ -27,13 +28,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunStores:
-    """The stores of one run: entities, edges per edge path, checkpoint, init, stats; and the memory available."""
+    """The stores of one run: entities, edges per edge path, checkpoint, init, stats, new rows; and the memory available."""
 
     entities: EntityStore
     edges: list[EdgeStore]
     checkpoint: CheckpointStore
     init: CheckpointStore | None
     stats: StatsLog
+    new_rows: NewRowsFile | None = None  # prepared starts of rows init_path lacks (neighbor means)
     staged: bool = True  # remote progress staged locally (one machine); False: written through (a cluster)
 
     def memory_available(self) -> Available | None:
@@ -65,5 +67,6 @@ def open_run_stores(config: ConfigSchema, staged: bool = True) -> RunStores:
         checkpoint=CheckpointStore(config.checkpoint_path, options),
         init=CheckpointStore(config.init_path, options) if config.init_path else None,
         stats=StatsLog(config.checkpoint_path, options),
+        new_rows=NewRowsFile(config.checkpoint_path, options) if config.init_path else None,
         staged=staged,
     )

@@ -221,6 +221,7 @@ def _build_residency(
         metadata=MetadataSource(config_json_text(config_to_json(config))),
         progress=None if read_only else getattr(stores, "progress", None),
         embedding_lr=config.lr,
+        new_rows=getattr(stores, "new_rows", None) if config.init_new_entities == "neighbor_mean" else None,
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pbg_core.errors import PbgError, ShapeError
 from pbg_core.parallel.memory import SlotHandle
-from pbg_core.ports import FINAL, CheckpointMetadata, PartitionStore
+from pbg_core.ports import FINAL, CheckpointMetadata, NewRowSource, PartitionStore
 from pbg_core.seeding import torch_generator
 from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
 from pbg_core.types import PartitionKey
@@ -25,13 +25,14 @@ class Source:
 
     ``grows``: the store may hold fewer rows than the partition has now (``init_path`` of a graph
     that has grown since by ``pbg import --append``): its rows are the first ones, the others
-    start as a fresh model's would.
+    start as a fresh model's would, or as ``new_rows`` gives them (neighbor means).
     """
 
     label: str
     store: PartitionStore | None = None
     version: int = 0
     grows: bool = False
+    new_rows: NewRowSource | None = None
 
 
 def source_of(
@@ -41,6 +42,7 @@ def source_of(
     open_version: int,
     committed: tuple[PartitionStore, int],
     init_store: PartitionStore | None,
+    new_rows: NewRowSource | None = None,
 ) -> Source:
     """Where ``key``'s state is, for the open version (see :mod:`pbg_core.session.residency`).
 
@@ -70,7 +72,7 @@ def source_of(
     if init_store is not None:
         init_version = init_store.read_version()
         if init_store.has_embeddings(entity, part, init_version):
-            return Source(f"init_path version {init_version}", init_store, init_version, grows=True)
+            return Source(f"init_path version {init_version}", init_store, init_version, grows=True, new_rows=new_rows)
     return Source("random")  # nothing committed and no init_path file: a seeded random start
 
 
@@ -94,12 +96,21 @@ def fill(handle: SlotHandle, source: Source, seed: int, init_scale: float) -> in
             )
         if stored_rows < handle.count:
             _random(handle, seed, init_scale)  # the new rows: as a fresh model's (the old are overwritten)
+            _new_rows(handle, source.new_rows)
             rows = stored_rows
     embeddings, state = handle.embeddings[:rows], handle.state[:rows]
     _, optim = source.store.load_embeddings(handle.entity, handle.partition, source.version, out=embeddings)
     if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), state):
         state.zero_()
     return embeddings.numel() * 4
+
+
+def _new_rows(handle: SlotHandle, new_rows: NewRowSource | None) -> None:
+    """Overwrite the prepared new rows (neighbor means) of the random start."""
+    loaded = None if new_rows is None else new_rows.load_new_rows(handle.entity, handle.partition)
+    if loaded is not None:
+        offsets, vectors = loaded
+        handle.embeddings[offsets] = vectors
 
 
 def _random(handle: SlotHandle, seed: int, init_scale: float) -> None:

@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from pbg_core.parallel.memory import EmbeddingPool, SlotHandle
-from pbg_core.ports import FINAL, PartitionStore, ProgressStore
+from pbg_core.ports import FINAL, NewRowSource, PartitionStore, ProgressStore
 from pbg_core.session.partition_io import IoJob, PartitionIo
 from pbg_core.session.partition_reads import Source, fill, slot_bytes, source_of, write
 from pbg_core.session.schedule import choose_evictions
@@ -102,6 +102,7 @@ class PartitionResidency:
     save_position: int = FINAL
     io: IoCounter = field(default_factory=IoCounter)
     io_thread: PartitionIo | None = None  # background loads and saves (None: every move waits)
+    new_rows: NewRowSource | None = None  # neighbor-mean starts of rows init_store lacks
 
     @property
     def open_version(self) -> int:
@@ -311,7 +312,9 @@ class PartitionResidency:
 
     def _source(self, key: PartitionKey) -> Source:
         committed = (self.store, self.committed_version)
-        return source_of(key, self.locations, self._target, self.open_version, committed, self.init_store)
+        return source_of(
+            key, self.locations, self._target, self.open_version, committed, self.init_store, self.new_rows
+        )
 
     def _save_behind(self, key: PartitionKey) -> None:
         """Hand a dirty partition leaving memory to the I/O thread (it is no longer resident)."""

@@ -14,6 +14,7 @@ from pbg_core.session.build import check_checkpoint_fits
 from pbg_core.session.partition_reads import Source, fill
 from pbg_core.training.optimizers import RowAdagrad, state_to_bytes
 from storage.checkpoints import CheckpointStore
+from storage.new_rows import NewRowsFile
 
 META = CheckpointMetadata(config_json="{}")
 
@@ -66,3 +67,17 @@ def test_the_check_before_training_lets_init_path_grow_but_not_change_dimension(
         check_checkpoint_fits(store, 1, {("e", 0): 8}, {"e": 6}, required=False, may_grow=True)
     with pytest.raises(ShapeError, match=r"expects \(3, 4\)"):
         check_checkpoint_fits(store, 1, {("e", 0): 3}, {"e": 4}, required=False, may_grow=True)
+
+
+def test_prepared_new_rows_replace_the_random_start_of_those_rows_only(tmp_path: Path) -> None:
+    store, embeddings, _ = saved(tmp_path, rows=5)
+    rows = NewRowsFile(str(tmp_path / "run"))
+    mean = torch.full((1, 4), 0.25)
+    rows.save({("e", 0): (torch.tensor([6]), mean)}, {"init_path": "x"})
+    handle, fresh = slot(8), slot(8)
+    fill(handle, Source("init_path version 1", store, 1, grows=True, new_rows=rows), seed=3, init_scale=1e-3)
+    fill(fresh, Source("random"), seed=3, init_scale=1e-3)
+    torch.testing.assert_close(handle.embeddings[:5], embeddings)
+    torch.testing.assert_close(handle.embeddings[6:7], mean)
+    torch.testing.assert_close(handle.embeddings[[5, 7]], fresh.embeddings[[5, 7]])  # no neighbor: random
+    assert torch.all(handle.state[5:] == 0)

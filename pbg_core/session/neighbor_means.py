@@ -1,0 +1,176 @@
+"""Neighbor-mean initial rows for entities a smaller ``init_path`` checkpoint lacks.
+
+After ``pbg import --append`` a partition lists more entities than the ``init_path`` checkpoint
+trained: its first rows are the old entities, the rest are new (:mod:`pbg_core.session.partition_reads`).
+A new entity starts at random by default. With ``init_new_entities: neighbor_mean`` it starts as
+the mean of the trained embeddings of its old neighbors over the run's edges (either side, any
+relation): a cold entity then begins where its neighborhood is, instead of near the origin.
+New entities without an old neighbor stay random; featurized types are left alone (their rows
+are features, not entities).
+
+:func:`neighbor_means` reads each bucket once, keeps only the edges joining a new row to an old
+one, then reads each old partition those edges touch once and averages. Memory: the new rows'
+sums and the selected edges, never more than one old partition.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pbg_core.config import ConfigSchema
+from pbg_core.edgelist import EdgeList
+from pbg_core.ports import EdgeSource, PartitionStore
+from pbg_core.session.build import build_topology
+from pbg_core.types import Bucket, PartitionKey
+
+logger = logging.getLogger(__name__)
+
+NewRows = dict[PartitionKey, tuple[torch.Tensor, torch.Tensor]]  # key -> (row offsets, initial vectors)
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """What :func:`neighbor_means` needs of the config and the entity files.
+
+    Attributes:
+        relation_sides: (lhs type, rhs type) per relation id.
+        num_partitions: Partition count per entity type (1: unpartitioned).
+        counts: Entity count per (type, partition) now.
+        old_counts: Rows the init checkpoint holds per (type, partition), for those it holds.
+        featurized: Featurized entity types (never averaged).
+        buckets: Every bucket of the partition grid.
+    """
+
+    relation_sides: Sequence[tuple[str, str]]
+    num_partitions: Mapping[str, int]
+    counts: Mapping[PartitionKey, int]
+    old_counts: Mapping[PartitionKey, int]
+    featurized: frozenset[str] = frozenset()
+    buckets: Sequence[Bucket] = (Bucket(0, 0),)
+
+    def key(self, entity: str, part: int) -> PartitionKey:
+        """The (type, partition) of an entity of ``entity`` in a bucket side of partition ``part``."""
+        return (entity, part if self.num_partitions[entity] > 1 else 0)
+
+    def grown(self) -> dict[PartitionKey, int]:
+        """Keys whose init rows are fewer than their entities: key -> old row count."""
+        return {
+            key: old for key, old in self.old_counts.items() if old < self.counts[key] and key[0] not in self.featurized
+        }
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Edges joining new rows of ``target`` to old rows of a neighbor partition."""
+
+    target: PartitionKey
+    rows: torch.Tensor  # offsets of the new rows, minus the old count
+    neighbors: torch.Tensor  # offsets of their old neighbors
+
+
+def neighbor_means(
+    shape: GraphShape,
+    sources: Iterable[EdgeSource],
+    load_old: Callable[[PartitionKey], torch.Tensor],
+) -> NewRows:
+    """Initial vectors of the new rows that have old neighbors, per grown (type, partition).
+
+    Args:
+        shape: Relations, partitions and row counts (see :class:`GraphShape`).
+        sources: The edge paths to take neighbors from.
+        load_old: The init checkpoint's embeddings of a (type, partition) it holds.
+
+    Returns:
+        key -> (offsets of the rows given a mean, their vectors); keys with none are left out.
+    """
+    grown = shape.grown()
+    if not grown:
+        return {}
+    pairs: dict[PartitionKey, list[_Pairs]] = defaultdict(list)
+    for source in sources:
+        for bucket in shape.buckets:
+            if source.num_edges(bucket) > 0:
+                for neighbor, found in _pairs_in(shape, grown, bucket, source.load_chunk(bucket, 0, 1)):
+                    pairs[neighbor].append(found)
+    totals: dict[PartitionKey, torch.Tensor] = {}
+    vectors: dict[PartitionKey, torch.Tensor] = {}
+    for neighbor, items in pairs.items():
+        embeddings = load_old(neighbor)
+        for item in items:
+            if item.target not in vectors:  # the dimension is the checkpoint's: known once one is read
+                new_rows = shape.counts[item.target] - grown[item.target]
+                vectors[item.target] = torch.zeros(new_rows, embeddings.shape[1])
+                totals[item.target] = torch.zeros(new_rows)
+            vectors[item.target].index_add_(0, item.rows, embeddings[item.neighbors])
+            totals[item.target].index_add_(0, item.rows, torch.ones(len(item.rows)))
+    result: NewRows = {}
+    for key, total in totals.items():
+        given = torch.nonzero(total > 0).flatten()
+        result[key] = (given + grown[key], vectors[key][given] / total[given].unsqueeze(1))
+        logger.info(
+            "%s partition %d: %d of %d new rows start as the mean of their trained neighbors",
+            key[0],
+            key[1],
+            len(given),
+            len(total),
+        )
+    return result
+
+
+def _pairs_in(
+    shape: GraphShape, grown: Mapping[PartitionKey, int], bucket: Bucket, edges: EdgeList
+) -> Iterable[tuple[PartitionKey, _Pairs]]:
+    """(neighbor key, pairs) for every relation of ``edges`` that joins a new row to an old one."""
+    for rel in torch.unique(edges.rel).tolist():
+        lhs_type, rhs_type = shape.relation_sides[rel]
+        if lhs_type in shape.featurized or rhs_type in shape.featurized:
+            continue
+        chosen = edges.rel == rel
+        lhs_key, rhs_key = shape.key(lhs_type, bucket.lhs), shape.key(rhs_type, bucket.rhs)
+        lhs, rhs = edges.lhs.tensor[chosen], edges.rhs.tensor[chosen]
+        for target, rows, other, neighbors in ((lhs_key, lhs, rhs_key, rhs), (rhs_key, rhs, lhs_key, lhs)):
+            if target not in grown or other not in shape.old_counts:
+                continue
+            old = grown[target]
+            # An old neighbor is a row the init checkpoint trained: below its old count.
+            other_old = grown.get(other, shape.old_counts[other])
+            keep = (rows >= old) & (neighbors < other_old)
+            if bool(keep.any()):
+                yield other, _Pairs(target, rows[keep] - old, neighbors[keep])
+
+
+def graph_shape(config: ConfigSchema, entities: Any, init_store: PartitionStore) -> GraphShape:
+    """The :class:`GraphShape` of ``config``'s entity files (``entities``: an entity store) and ``init_store``."""
+    topology = build_topology(config)
+    keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    if config.dynamic_relations:
+        template = config.relations[0]
+        sides = [(template.lhs, template.rhs)] * entities.load_dynamic_relation_count()
+    else:
+        sides = [(relation.lhs, relation.rhs) for relation in config.relations]
+    return GraphShape(
+        relation_sides=sides,
+        num_partitions={name: entity.num_partitions for name, entity in config.entities.items()},
+        counts={key: entities.load_count(*key) for key in keys},
+        old_counts=old_row_counts(init_store, init_store.read_version(), keys),
+        featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
+        buckets=topology.buckets(),
+    )
+
+
+def old_row_counts(store: PartitionStore, version: int, keys: Iterable[PartitionKey]) -> dict[PartitionKey, int]:
+    """Rows the checkpoint holds per (type, partition), for the keys it has embeddings of."""
+    return {
+        key: store.embeddings_shape(key[0], key[1], version)[0]
+        for key in keys
+        if store.has_embeddings(key[0], key[1], version)
+    }
+
+
+__all__ = ["GraphShape", "NewRows", "graph_shape", "neighbor_means", "old_row_counts"]

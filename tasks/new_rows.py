@@ -1,0 +1,59 @@
+"""Prepare the starts of the rows ``init_path`` lacks (``init_new_entities: neighbor_mean``).
+
+Runs before the training session opens, only while nothing is committed (a committed version
+already holds every row). The means are computed from the run's edge paths and the init
+checkpoint (:mod:`pbg_core.session.neighbor_means`) and written into the checkpoint directory
+(:mod:`storage.new_rows`), where every process that reads a partition from ``init_path`` finds
+them. A retry of the same run with the same ``init_path`` version and edge paths reuses the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from pbg_core.session.neighbor_means import graph_shape, neighbor_means
+from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.runs import get_run
+
+
+@task(
+    name="prepare-new-rows",
+    task_run_name="start new entities at their neighbors' mean",
+    cache_policy=NO_CACHE,
+    retries=STORAGE_RETRIES,
+    retry_delay_seconds=STORAGE_RETRY_DELAYS,
+    retry_condition_fn=retry_if_transient,
+)
+def prepare_new_rows(run: str) -> dict[str, Any]:
+    """Write the neighbor means of the new rows; returns counts per (type, partition) as ``"type/part"``.
+
+    Args:
+        run: The run's handle (:mod:`tasks.runs`); its config has ``init_path`` set and
+            ``init_new_entities: neighbor_mean``, and nothing is committed in its checkpoint.
+    """
+    logger = run_logger()
+    config, stores = get_run(run).config, get_run(run).stores
+    assert stores.init is not None and stores.new_rows is not None  # the flow calls this only with an init_path
+    init_version = stores.init.read_version()
+    source = {"init_path": stores.init.url, "version": init_version, "edge_paths": list(config.edge_paths)}
+    if stores.new_rows.source() == source:
+        logger.info("new rows already prepared from %s version %d: reusing them", stores.init.url, init_version)
+        return {"reused": True}
+    shape = graph_shape(config, stores.entities, stores.init)
+    grown = shape.grown()
+    if not grown:
+        logger.info("init_path %s holds every row: no new entities to start", stores.init.url)
+        stores.new_rows.remove()
+        return {"new_rows": 0}
+
+    def load_old(key: tuple[str, int]) -> Any:
+        return stores.init.load_embeddings(key[0], key[1], init_version)[0]  # type: ignore[union-attr]  # asserted above
+
+    rows = neighbor_means(shape, stores.edges, load_old)
+    stores.new_rows.save(rows, source)
+    new = sum(shape.counts[key] - old for key, old in grown.items())
+    given = sum(len(offsets) for offsets, _ in rows.values())
+    logger.info("%d of %d new entities start as the mean of their trained neighbors (the rest at random)", given, new)
+    return {"new_rows": new, "neighbor_mean": given}
