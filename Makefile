@@ -13,7 +13,7 @@ else ifeq ($(wildcard $(PY)),)
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model compat pbg-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days compat pbg-venv clean
 
 $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -40,10 +40,10 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 ## test-long: what the default run keeps short, at full length (CI runs it after `make test`):
-## a 100-iteration deployed run's server log, and Ctrl-C/SIGTERM/kill -9 at every moment
+## a 100-iteration deployed run's server log, Ctrl-C/SIGTERM/kill -9 at every moment, scheduled retraining runs
 test-long: $(STAMP)
 	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_long_run.py
-	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py
+	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py tests/deployments/test_retrain_deployment.py
 
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports
@@ -102,6 +102,10 @@ bench-cluster-faults: $(STAMP)
 ## docs/scaling.md's predictions: epoch time of a Twitter-sized graph on 1-64 machines from the measured per-bucket costs (a few minutes)
 bench-scaling-model: $(STAMP)
 	$(PY) bench/scaling_model.py
+
+## simulated days on an 800k-edge growing graph: incremental retraining vs from scratch every day, ~15 minutes
+bench-retrain-days: $(STAMP)
+	$(PY) bench/retrain_days.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

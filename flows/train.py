@@ -47,7 +47,17 @@ from tasks.lease import acquire_lease, release_lease
 from tasks.new_rows import prepare_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.report import version_progress
-from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
+from tasks.retrain import (
+    Arrivals,
+    finish_retrain,
+    latest_run,
+    nothing_new,
+    prepare_retrain,
+    receive_arrivals,
+    run_key_for,
+)
+from tasks.retrain_gate import GateFailed, evaluate_holdout, judge_gate, unpromoted_message
+from tasks.retrain_options import RetrainOptions
 from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
 from tasks.sessions import close_training_session, open_training_session
@@ -149,10 +159,9 @@ def pbg(
         overrides: PBG-style `key=value` overrides with dotted paths, e.g. `num_epochs=10`.
             Credentials are refused here (parameters are recorded in clear): use the AWS_*
             environment variables of the worker, or `storage_options` in a config file.
-        retrain: Scheduled retraining: `checkpoint_path` becomes a root under which each flow
-            run trains into its own directory, initialised from the previous run's latest
-            committed version; edge_paths may be glob patterns (new edge directories are
-            picked up by the next run); the last `keep_last` run directories are kept.
+        retrain: Scheduled retraining (docs/retraining.md): each flow run trains into its own
+            directory under `checkpoint_path`, from the latest promoted run; `incoming` imports
+            new edge lists first; `min_mrr` / `max_mrr_drop` gate the promotion (latest.json).
         pause_every: Pause the run after every N committed iterations (0: never); resume it
             from the UI's Resume button. The process, its HOGWILD workers and the lease stay up.
         pause_timeout_seconds: A pause not resumed within this time fails the run (the
@@ -162,34 +171,61 @@ def pbg(
             cluster of num_machines worker processes. See docs/distributed.md.
     """
     forward_engine_logs()
-    logger = get_run_logger()
     cluster = [f"dask_address={dask_address}"] if dask_address else []
     resolved = resolve_config(config, config_url, [*(overrides or []), *cluster])
-    run_config = resolved
-    if retrain is not None:  # the same directory for every retry of this flow run
-        run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
-        run_config = prepare_retrain(resolved, retrain, run_key)
+    run_config, arrivals = resolved, None
+    if retrain is not None:  # a directory of its own, the same for every retry of this flow run
+        run_config, arrivals = _start_retrain(resolved, retrain)
+        if arrivals is not None and arrivals.nothing_new:
+            return nothing_new(resolved, retrain)  # skipped, or failed (retrain.on_no_new_data)
     results: list[dict[str, Any]] = []
     with opened_run(run_config) as run:  # the run's stores, opened once: the tasks below take this handle
         chunks = check_inputs(run)  # before anything is written: nothing here depends on the checkpoint
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
-            remove_leftovers(
-                run, plan.committed_version, plan.num_edge_chunks
-            )  # of a run killed while removing or committing
+            # Leftovers of a run killed while removing or committing.
+            remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)
             if _starts_new_rows(run_config, plan):
                 prepare_new_rows(run)  # neighbor means of the entities init_path lacks
+            if arrivals is not None and retrain is not None and retrain.gated:
+                evaluate_holdout(run, "baseline")  # the previous model, grown, before any training
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
         finally:
             release_lease(lease)
         final = plan.committed_version + len(results)
-        if retrain is not None:
-            finish_retrain(run, resolved.checkpoint_path, retrain)
-        publish_summary(run, final, plan.total_iterations)
-    logger.info("checkpoint %s is at %s", run_config.checkpoint_path, version_progress(final, plan.total_iterations))
-    return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results}
+        gate = _judge_and_promote(run, resolved, retrain, arrivals) if retrain is not None else None
+        publish_summary(run, final, plan.total_iterations, gate)
+    if gate is not None and gate.get("gate") == "failed":
+        raise GateFailed(unpromoted_message(gate, latest_run(resolved)))  # the flow run ends Failed
+    done = version_progress(final, plan.total_iterations)
+    get_run_logger().info("checkpoint %s is at %s", run_config.checkpoint_path, done)
+    return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results, "gate": gate}
+
+
+def _start_retrain(config: ConfigSchema, retrain: RetrainOptions) -> tuple[ConfigSchema, Arrivals | None]:
+    """The run's own config; with ``incoming``, first import what arrived (the run's new data)."""
+    run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
+    arrivals = None
+    if retrain.incoming is not None:
+        arrivals = receive_arrivals(config, retrain, run_key)  # import what arrived, split holdouts
+        if arrivals.nothing_new:
+            return config, arrivals
+    return prepare_retrain(config, retrain, run_key, arrivals), arrivals
+
+
+def _judge_and_promote(
+    run: str, config: ConfigSchema, retrain: RetrainOptions, arrivals: Arrivals | None
+) -> dict[str, Any] | None:
+    """With new data: the trained model on the holdout, and the gate. Promote unless it failed."""
+    gate = None
+    if arrivals is not None:
+        evaluate_holdout(run, "trained")
+        gate = judge_gate(run, retrain)
+    if gate is None or gate.get("gate") != "failed":
+        finish_retrain(run, config.checkpoint_path, retrain)  # promote: latest.json, prune
+    return gate
 
 
 def _train_remaining(

@@ -33,6 +33,7 @@ from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
 from storage.lease import CheckpointLease
+from storage.retrain_state import may_start_from
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,8 @@ def live_lease(url: str, storage_options: StorageOptions = None) -> str | None:
 def find_previous_run(root: str, current: str, storage_options: StorageOptions = None) -> RunDir | None:
     """The newest run directory older than ``current`` that has a committed version (> 0).
 
+    Runs whose quality gate failed or was never judged (:mod:`storage.retrain_state`) are skipped.
+
     Runs still being trained (a live lease) are skipped: their checkpoint is a moving target
     whose old versions are deleted as they train.
     """
@@ -138,6 +141,9 @@ def find_previous_run(root: str, current: str, storage_options: StorageOptions =
             continue
         run = read_run_dir(root, name, storage_options)
         if run.version == 0:
+            continue
+        if not may_start_from(run.url, storage_options):
+            logger.info("not initialising from %s: its quality gate did not pass", run.url)
             continue
         holder = live_lease(run.url, storage_options)
         if holder is not None:
@@ -220,7 +226,8 @@ def prune_run_dirs(root: str, current: str, keep_last: int, storage_options: Sto
     check_run_dir_name(current)
     older = [read_run_dir(root, n, storage_options) for n in list_run_dirs(root, storage_options) if n < current]
     own = read_run_dir(root, current, storage_options)
-    committed = [run.name for run in [*older, own] if run.version > 0]
+    # A run rejected by its gate is no model to keep: it never displaces a passing one.
+    committed = [run.name for run in [*older, own] if run.version > 0 and may_start_from(run.url, storage_options)]
     keep = set(committed[-keep_last:]) | {current} | _in_use(root, older, storage_options)
     removed = []
     for run in older:

@@ -132,7 +132,7 @@ def publish_iteration_table(
     )
 
 
-def publish_summary(run: str, version: int, total_iterations: int) -> None:
+def publish_summary(run: str, version: int, total_iterations: int, gate: dict[str, Any] | None = None) -> None:
     """Post the run's markdown summary, keyed ``pbg-summary-<checkpoint name>``.
 
     Reads every row of the checkpoint's ``training_stats.json`` (earlier runs included).
@@ -141,6 +141,7 @@ def publish_summary(run: str, version: int, total_iterations: int) -> None:
         run: The run's handle (:mod:`tasks.runs`): its config and stats log.
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule.
+        gate: A retraining run's state after its quality gate (shown as a table), or None.
     """
 
     def post() -> UUID:
@@ -148,7 +149,7 @@ def publish_summary(run: str, version: int, total_iterations: int) -> None:
         return cast(
             UUID,
             create_markdown_artifact(
-                markdown=summary_markdown(config, version, total_iterations, stats.read()),
+                markdown=summary_markdown(config, version, total_iterations, stats.read(), gate),
                 key=artifact_key(checkpoint_basename(config.checkpoint_path)),
                 description=f"pbg training summary, checkpoint {version_progress(version, total_iterations)}",
                 _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id

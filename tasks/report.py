@@ -172,7 +172,9 @@ def version_progress(version: int, total_iterations: int) -> str:
     return f"version {version} ({version} of {total_iterations} iteration(s) done)"
 
 
-def summary_markdown(config: ConfigSchema, version: int, total_iterations: int, rows: Sequence[Row]) -> str:
+def summary_markdown(
+    config: ConfigSchema, version: int, total_iterations: int, rows: Sequence[Row], gate: dict[str, Any] | None = None
+) -> str:
     """The run summary: where the checkpoint is, last epoch's metrics, config, learning curve.
 
     Never shows ``storage_options`` values (only whether the config sets any).
@@ -182,6 +184,7 @@ def summary_markdown(config: ConfigSchema, version: int, total_iterations: int, 
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule (epochs x edge paths x chunks).
         rows: Every stats row of the checkpoint (earlier runs included).
+        gate: A retraining run's ``retrain.json`` after its quality gate (:mod:`storage.retrain_state`).
 
     Returns:
         Markdown for Prefect's UI.
@@ -190,11 +193,30 @@ def summary_markdown(config: ConfigSchema, version: int, total_iterations: int, 
     sections = [
         f"# PBG training: {checkpoint_basename(config.checkpoint_path)}",
         _checkpoint_section(config, version, total_iterations),
+        *([gate_section(gate)] if gate else []),
         _metrics_section(curve[-1] if curve else None),
         _config_section(config),
         _curve_section(curve),
     ]
     return "\n\n".join(sections) + "\n"
+
+
+def gate_section(gate: dict[str, Any]) -> str:
+    """The quality gate: the previous and the new model on the holdout, and the verdict."""
+    verdict = "**passed**: promoted to latest.json" if gate.get("gate") == "passed" else "**FAILED**: not promoted"
+    lines = ["## Quality gate", "", f"{verdict}. {gate.get('reason', '')}", ""]
+    lines += ["| model | holdout MRR | Hits@10 | edges |", "|---|---|---|---|"]
+    for label, key in (("previous run (grown)", "baseline"), ("this run", "trained")):
+        figures = gate.get(key) or {}
+        lines.append(
+            f"| {label} | {_fmt(figures.get('mrr'))} | {_fmt(figures.get('r10'))} | {figures.get('count', '-')} |"
+        )
+    lines += [
+        "",
+        f"New generations {gate.get('new_generations')}; holdouts: "
+        + ", ".join(f"`{h}`" for h in gate.get("holdouts", [])),
+    ]
+    return "\n".join(lines)
 
 
 def _checkpoint_section(config: ConfigSchema, version: int, total_iterations: int) -> str:

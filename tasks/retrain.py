@@ -18,20 +18,25 @@ would hold them in clear).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from datetime import datetime
 from typing import Any
 
 from prefect import task
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from pbg_core.config import ConfigSchema, config_to_json
-from pbg_core.errors import ConfigError
+from pbg_core.errors import ConfigError, PbgError
 from storage.checkpoints import CheckpointStore
+from storage.importing.manifest import generation_history, read_manifest
+from storage.retrain_state import RetrainState, read_state, write_state
 from storage.run_dirs import (
     expand_edge_paths,
     find_previous_run,
     has_glob,
     prune_run_dirs,
+    read_latest,
     read_run_dir,
     read_saved_config,
     run_dir_name,
@@ -40,6 +45,8 @@ from storage.run_dirs import (
     write_latest,
 )
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.arrivals import receive
+from tasks.retrain_options import IncomingOptions, RetrainOptions
 from tasks.runs import get_run
 
 _STORAGE: dict[str, Any] = dict(
@@ -48,24 +55,6 @@ _STORAGE: dict[str, Any] = dict(
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-
-
-class RetrainOptions(BaseModel):
-    """Scheduled retraining: one checkpoint directory per flow run under ``checkpoint_path``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    keep_last: int = Field(
-        3,
-        ge=1,
-        description="Committed run directories to keep under checkpoint_path; older ones are deleted "
-        "after a run completes (a run still training, or being initialised from, is kept).",
-    )
-    init_from_previous: bool = Field(
-        True,
-        description="Start from the newest earlier run's committed checkpoint (embeddings, model and "
-        "optimizer state); off, or with no earlier run: the config's init_path.",
-    )
 
 
 def run_key_for(flow_run_id: str, expected_start: datetime) -> str:
@@ -82,8 +71,125 @@ def run_key_for(flow_run_id: str, expected_start: datetime) -> str:
     return run_dir_name(flow_run_id, expected_start)
 
 
+class Arrivals(BaseModel):
+    """What a run with ``retrain.incoming`` imported and what is new to it (:class:`tasks.arrivals.Received`)."""
+
+    imported: list[str] = []
+    generation: int = 0
+    new_generations: list[int] = []
+    holdouts: list[str] = []
+    edge_paths: list[str] = []
+
+    @property
+    def nothing_new(self) -> bool:
+        """Nothing arrived since the run this one starts from."""
+        return not self.new_generations
+
+
+@task(name="receive-arrivals", task_run_name="import what arrived", persist_result=False, **_STORAGE)
+def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str) -> Arrivals:
+    """Import the files that arrived, split the new generations' holdouts (:func:`tasks.arrivals.receive`).
+
+    On a retry of the same flow run the run directory's ``retrain.json`` holds what the first
+    attempt received, and nothing is imported again. With new data, that file is written
+    (gate ``pending``).
+
+    Raises:
+        ConfigError, BadDataError, DataNotFound: a bad file or an import that does not fit
+            (nothing is imported then).
+    """
+    incoming = options.incoming
+    assert incoming is not None  # the flow calls this only with retrain.incoming
+    storage = config.storage_options_for_fs()
+    url = run_dir_url(config.checkpoint_path, run_key)
+    state = read_state(url, storage)
+    if state is not None:
+        run_logger().info("retry: training what the first attempt received (generation %d)", state.generation)
+        return Arrivals(
+            generation=state.generation,
+            new_generations=state.new_generations,
+            holdouts=state.holdouts,
+            edge_paths=state.edge_paths,
+        )
+    seed = config.seed if config.seed is not None else 0
+    base = _base_generation(config, options, run_key, storage)
+    received = receive(config, incoming, base, seed, _import_options(incoming))
+    arrivals = Arrivals(**dataclasses.asdict(received))
+    _log_arrivals(arrivals, incoming, base)
+    if not arrivals.nothing_new:
+        fields = ("generation", "new_generations", "holdouts", "edge_paths")
+        write_state(url, RetrainState(**{name: getattr(arrivals, name) for name in fields}), storage)
+    return arrivals
+
+
+class NoNewData(PbgError):
+    """``retrain.on_no_new_data: fail`` and nothing arrived since the run this one starts from."""
+
+
+@task(name="no-new-data", task_run_name="nothing new: {options.on_no_new_data}", cache_policy=NO_CACHE)
+def nothing_new(config: ConfigSchema, options: RetrainOptions) -> dict[str, Any]:
+    """Nothing arrived: say so and skip training (the flow run completes), or fail (``on_no_new_data``).
+
+    Returns:
+        The flow's result for a skipped run: ``skipped`` (the message) and ``latest`` (what
+        ``latest.json`` names, unchanged).
+
+    Raises:
+        NoNewData: with ``on_no_new_data: fail``, naming the pattern.
+    """
+    assert options.incoming is not None  # only runs with incoming files have "new data"
+    message = (
+        f"no new edge list under {options.incoming.inputs} and no imported generation newer than the "
+        "latest promoted run's"
+    )
+    if options.on_no_new_data == "fail":
+        raise NoNewData(f"{message} (retrain.on_no_new_data: fail)")
+    latest = latest_run(config)
+    run_logger().info("%s: training skipped (retrain.on_no_new_data: skip); latest.json names %s", message, latest)
+    return {"skipped": message, "latest": latest}
+
+
+def latest_run(config: ConfigSchema) -> str | None:
+    """The run directory ``{checkpoint_path}/latest.json`` names, or None."""
+    latest = read_latest(config.checkpoint_path, config.storage_options_for_fs())
+    return None if latest is None else str(latest.get("checkpoint_path"))
+
+
+def _import_options(incoming: IncomingOptions) -> dict[str, Any]:
+    """``import_edges`` keyword arguments of the incoming files."""
+    names = ("lhs_col", "rhs_col", "rel_col", "weight_col", "delimiter", "entity_min_count")
+    return {name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")}
+
+
+def _base_generation(
+    config: ConfigSchema, options: RetrainOptions, run_key: str, storage: dict[str, Any]
+) -> int | None:
+    """The newest import generation the run this one starts from trained; None: it starts from nothing."""
+    previous = find_previous_run(config.checkpoint_path, run_key, storage) if options.init_from_previous else None
+    if previous is None:
+        return None
+    state = read_state(previous.url, storage)
+    if state is not None:
+        return state.generation
+    # A run from before incoming imports: it trained every generation there is now.
+    history = generation_history(read_manifest(config.entity_path, storage))
+    return max(int(entry.get("generation", 0)) for entry in history)
+
+
+def _log_arrivals(arrivals: Arrivals, incoming: IncomingOptions, base: int | None) -> None:
+    logger = run_logger()
+    if arrivals.imported:
+        logger.info("imported %d new file(s) as generation %d", len(arrivals.imported), arrivals.generation)
+    else:
+        logger.info("no new file under %s (files the import manifest lists are skipped)", incoming.inputs)
+    since = "from scratch" if base is None else f"since generation {base}"
+    logger.info("new generations %s: %s; holdouts %s", since, arrivals.new_generations, arrivals.holdouts)
+
+
 @task(name="prepare-retrain", task_run_name="prepare {run_key}", persist_result=False, **_STORAGE)
-def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str) -> ConfigSchema:
+def prepare_retrain(
+    config: ConfigSchema, options: RetrainOptions, run_key: str, arrivals: Arrivals | None = None
+) -> ConfigSchema:
     """The run's own config: its directory, what it initialises from, its edge directories.
 
     On the run's first start: ``init_path`` = the newest earlier committed run (when
@@ -94,8 +200,10 @@ def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str)
 
     Args:
         config: The resolved config; its ``checkpoint_path`` is the root of the run directories.
-        options: Retraining options.
+        options: Retraining options (``epochs`` replaces the config's ``num_epochs``).
         run_key: This run's directory name (:func:`run_key_for`).
+        arrivals: With ``incoming``: what :func:`receive_arrivals` found; the import's
+            generations' edge paths are trained after the config's own.
 
     Raises:
         ValueError: ``run_key`` is not a run directory name.
@@ -118,15 +226,36 @@ def prepare_retrain(config: ConfigSchema, options: RetrainOptions, run_key: str)
             init_path,
         )
     else:
-        edge_paths = expand_edge_paths(list(config.edge_paths), storage)
+        edge_paths = _union(expand_edge_paths(list(config.edge_paths), storage), arrivals)
         init_path = _choose_init(config, options, run_key, storage)
         logger.info("new run directory %s: edge paths %s, init_path %s", url, edge_paths, init_path)
     run_config = _with_run_paths(
         config, f"retrain run {run_key}", checkpoint_path=url, init_path=init_path, edge_paths=edge_paths
     )
+    if options.epochs is not None:  # validated (>= 1) by RetrainOptions
+        run_config = run_config.model_copy(update={"num_epochs": options.epochs})
     if saved is None:
         CheckpointStore(url, storage).save_config(config_to_json(run_config))  # freezes the choice; secrets masked
     return run_config
+
+
+def _union(config_paths: list[str], arrivals: Arrivals | None) -> list[str]:
+    """The config's edge paths, then the import generations' not among them (same place, any spelling)."""
+    paths = list(config_paths)
+    seen = {_place(path) for path in paths}
+    for path in arrivals.edge_paths if arrivals is not None else []:
+        if _place(path) not in seen:
+            seen.add(_place(path))
+            paths.append(path)
+    return paths
+
+
+def _place(path: str) -> str:
+    """A path's identity: URLs as written (without a trailing /), local paths absolute."""
+    path = path.rstrip("/")
+    if "://" in path and not path.startswith("file://"):
+        return path
+    return os.path.abspath(path.removeprefix("file://"))
 
 
 def _with_run_paths(config: ConfigSchema, source: str, **paths: object) -> ConfigSchema:
@@ -199,4 +328,14 @@ def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
     return removed
 
 
-__all__ = ["RetrainOptions", "finish_retrain", "prepare_retrain", "run_key_for"]
+__all__ = [
+    "Arrivals",
+    "NoNewData",
+    "RetrainOptions",
+    "finish_retrain",
+    "latest_run",
+    "nothing_new",
+    "prepare_retrain",
+    "receive_arrivals",
+    "run_key_for",
+]

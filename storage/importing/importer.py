@@ -166,7 +166,8 @@ def import_edges(
     if previous is None:
         print_ = hashed
     if print_ is not None:
-        write_manifest(config.entity_path, print_, dataclasses.asdict(report), config.storage_options_for_fs())
+        where = {"inputs": list(inputs), "edge_paths": list(config.edge_paths)}
+        write_manifest(config.entity_path, print_, dataclasses.asdict(report), config.storage_options_for_fs(), where)
     return report
 
 

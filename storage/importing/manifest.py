@@ -69,13 +69,15 @@ def write_manifest(
     print_: str | None,
     report: dict[str, Any],
     storage_options: Any = None,
+    where: dict[str, list[str]] | None = None,
     generations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Record a complete import (written atomically, after every output is in place); returns the body.
 
-    ``generations``: an appending import's history (:func:`generation_history`), this import last.
+    ``where``: a plain import's ``inputs`` and ``edge_paths``. ``generations``: an appending
+    import's history (:func:`generation_history`), this import last.
     """
-    body: dict[str, Any] = {"fingerprint": print_, "imported_at": now_utc(), "report": report}
+    body: dict[str, Any] = {"fingerprint": print_, "imported_at": now_utc(), "report": report, **(where or {})}
     if generations is not None:
         body["generations"] = generations
     atomic.write_text_atomic(urls.join_url(entity_path, MANIFEST), json.dumps(body, indent=2), storage_options)
@@ -94,5 +96,5 @@ def generation_history(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
         return [{"generation": 0, "append": False, "fingerprint": None, "imported_at": None, "report": None}]
     if isinstance(manifest.get("generations"), list):
         return list(manifest["generations"])
-    keys = ("fingerprint", "imported_at", "report")
+    keys = ("fingerprint", "imported_at", "report", "inputs", "edge_paths")
     return [{"generation": 0, "append": False, **{k: manifest.get(k) for k in keys}}]

@@ -19,6 +19,8 @@ import httpx
 import pytest
 from stack import PREFECT, REPO_ROOT, Stack, process_tree, running, version_of, write_json
 
+from tasks.retrain_options import RetrainOptions
+
 pytestmark = pytest.mark.integration
 
 SECRET = "pbg-test-secret-Zq81vT"  # must never show up in a state message or a log line
@@ -181,5 +183,13 @@ def test_the_deployment_has_the_retraining_schedule_switched_off(stack: Stack) -
     [schedule] = deployment["schedules"]
     assert schedule["active"] is False
     assert schedule["schedule"]["cron"] == "0 3 * * *"
-    assert schedule["parameters"]["retrain"] == {"keep_last": 3, "init_from_previous": True}
+    retrain = schedule["parameters"]["retrain"]
+    assert {key: retrain[key] for key in ("keep_last", "epochs", "on_no_new_data", "max_mrr_drop")} == {
+        "keep_last": 3,
+        "epochs": 3,
+        "on_no_new_data": "skip",
+        "max_mrr_drop": 0.05,
+    }
+    assert retrain["incoming"]["inputs"] == "demo-out/umls/incoming"
+    RetrainOptions.model_validate(retrain)  # what the server would pass the flow is a valid form
     assert schedule["parameters"]["config_url"] == "examples/umls/config.json"

@@ -155,3 +155,16 @@ def test_latest_json_names_the_newest_completed_run(root: StorePath) -> None:
     (root / "latest.json").write_text('{"run": "yesterday"}')
     with pytest.raises(BadDataError, match="latest.json: expected a JSON object"):
         read_latest(str(root))
+
+
+def test_a_run_whose_gate_failed_or_was_never_judged_is_not_started_from_nor_kept(root: StorePath) -> None:
+    good = plant_run(root, 1, 3)
+    for day, gate in ((2, "failed"), (3, "pending")):
+        state = {"generation": day, "gate": gate}
+        (plant_run(root, day, 2) / "retrain.json").write_text(json.dumps(state))
+    current = run_name(5)
+    assert find_previous_run(str(root), current) == RunDir(run_name(1), str(good), 3)
+    plant_run(root, 5, 1)
+    # keep_last counts passing runs only: the rejected ones never displace the good one.
+    assert prune_run_dirs(str(root), current, keep_last=2) == [str(root / run_name(d)) for d in (2, 3)]
+    assert list_run_dirs(str(root)) == [run_name(1), current]

@@ -1,0 +1,84 @@
+"""``retrain.json`` in a run directory: what a retraining run trained on and how its gate went.
+
+Written atomically at each step of a gated retraining run (:mod:`tasks.retrain_gate`):
+
+- ``generation``: the newest import generation the run trains (its edges included);
+- ``new_generations`` / ``holdouts``: the generations new since the run it starts from, and the
+  holdout edge paths split off them (what the gate evaluates on); ``edge_paths``: every
+  generation's edge paths (trained after the config's own);
+- ``baseline``: the starting model's metrics on those holdouts (the previous run, grown to
+  today's entities), measured before training; ``trained``: the trained model's;
+- ``gate``: ``pending`` until judged, then ``passed`` or ``failed`` (with ``reason``).
+
+A run whose gate is ``pending`` or ``failed`` is never what a later run starts from
+(:func:`storage.run_dirs.find_previous_run`), and its new generations stay new for the next run.
+A run directory without the file (a run without a gate, or from before gates) counts as passed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from storage.errors import BadDataError, DataNotFound
+from storage.fs import atomic, reads, urls
+from storage.fs.urls import StorageOptions
+
+STATE_FILE = "retrain.json"
+GATE_STATES = ("pending", "passed", "failed")
+
+
+@dataclass
+class RetrainState:
+    """The content of ``retrain.json`` (see the module docstring)."""
+
+    generation: int
+    new_generations: list[int] = field(default_factory=list)
+    holdouts: list[str] = field(default_factory=list)
+    edge_paths: list[str] = field(default_factory=list)
+    baseline: dict[str, float] | None = None
+    trained: dict[str, float] | None = None
+    gate: str = "pending"
+    reason: str = ""
+
+
+def read_state(run_url: str, storage_options: StorageOptions = None) -> RetrainState | None:
+    """The run directory's ``retrain.json``, or None if it has none.
+
+    Raises:
+        BadDataError: the file is not such an object (naming the file and what is wrong).
+    """
+    url = urls.join_url(run_url, STATE_FILE)
+    try:
+        text = reads.read_text(url, storage_options)
+    except DataNotFound:
+        return None
+    try:
+        raw = json.loads(text)
+        state = RetrainState(**raw)
+    except (json.JSONDecodeError, TypeError) as err:
+        raise BadDataError(url, f"not a retraining state of pbg-flow ({err})") from None
+    if state.gate not in GATE_STATES:
+        raise BadDataError(url, f"gate {state.gate!r} is not one of {', '.join(GATE_STATES)}")
+    return state
+
+
+def write_state(run_url: str, state: RetrainState, storage_options: StorageOptions = None) -> None:
+    """Replace the run directory's ``retrain.json`` atomically."""
+    text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
+    atomic.write_text_atomic(urls.join_url(run_url, STATE_FILE), text, storage_options)
+
+
+def may_start_from(run_url: str, storage_options: StorageOptions = None) -> bool:
+    """Whether a later run may start from this run: no ``retrain.json``, or its gate passed."""
+    state = read_state(run_url, storage_options)
+    return state is None or state.gate == "passed"
+
+
+def as_json(state: RetrainState) -> dict[str, Any]:
+    """The state as the JSON object the file holds."""
+    return asdict(state)
+
+
+__all__ = ["GATE_STATES", "STATE_FILE", "RetrainState", "as_json", "may_start_from", "read_state", "write_state"]

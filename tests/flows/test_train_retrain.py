@@ -1,0 +1,118 @@
+"""The ``pbg`` flow's retraining runs with incoming files: import, grow, train, gate, promote.
+
+Four runs on the planted graph (clusters of nodes; every 10th node first appears on day 1):
+day 0 from scratch, day 1 grows the model and promotes, a run with nothing new is skipped, and
+a day of corrupted edges (shuffled right-hand sides) fails the gate, leaving latest.json alone.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.train import pbg
+from pbg_core.config import parse_config
+from storage.importing.manifest import read_manifest
+from storage.retrain_state import read_state
+from tasks.retrain import NoNewData
+from tasks.retrain_gate import GateFailed
+from tasks.retrain_options import IncomingOptions, RetrainOptions
+
+
+def planted_edges(rng: random.Random, per_node: int) -> list[tuple[str, str, str]]:
+    """200 nodes in 10 clusters of 20; each node links to ``per_node`` members of its cluster."""
+    edges = []
+    for node in range(200):
+        members = [m for m in range(node // 20 * 20, node // 20 * 20 + 20) if m != node]
+        edges += [(f"n{node}", "linked", f"n{other}") for other in rng.sample(members, per_node)]
+    return edges
+
+
+def write_tsv(path: Path, edges: list[tuple[str, str, str]]) -> None:
+    path.write_text("".join("\t".join(edge) + "\n" for edge in edges))
+
+
+def is_new(name: str) -> bool:
+    return int(name[1:]) % 10 == 9
+
+
+def days(rng: random.Random) -> tuple[list[Any], list[Any], list[Any]]:
+    edges = planted_edges(rng, 8)
+    day0 = [e for e in edges if not is_new(e[0]) and not is_new(e[2])]
+    day1 = [e for e in edges if is_new(e[0]) or is_new(e[2])]
+    old = sorted({e[2] for e in day0})
+    corrupted = [(lhs, rel, rng.choice(old)) for lhs, rel, _ in rng.sample(day0, len(day1))]  # rhs shuffled
+    return day0, day1, corrupted
+
+
+def config(root: Path) -> Any:
+    return parse_config(
+        {
+            "entities": {"node": {"num_partitions": 2}},
+            "relations": [{"name": "linked", "lhs": "node", "rhs": "node"}],
+            "dimension": 16,
+            "comparator": "dot",
+            "loss_fn": "softmax",
+            "lr": 0.2,
+            "batch_size": 100,
+            "num_batch_negs": 20,
+            "num_uniform_negs": 20,
+            "eval_fraction": 0,
+            "entity_path": str(root / "data"),
+            "edge_paths": [str(root / "edges" / "gen*_partitioned")],
+            "checkpoint_path": str(root / "runs"),
+            "init_new_entities": "neighbor_mean",
+            "workers": 1,
+            "hogwild_delay": 0,
+            "seed": 0,
+        }
+    )
+
+
+def latest(root: Path) -> str:
+    return json.loads((root / "runs" / "latest.json").read_text())["run"]
+
+
+def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_path: Path) -> None:
+    day0, day1, corrupted = days(random.Random(7))
+    inbox = tmp_path / "incoming"
+    inbox.mkdir()
+    edges = str(tmp_path / "edges")
+    incoming = IncomingOptions(inputs=str(inbox), edges_dir=edges, rel_col=1, rhs_col=2, holdout_fraction=0.2)
+    options = RetrainOptions(epochs=3, incoming=incoming, min_mrr=0.2, max_mrr_drop=0.1)
+    cfg = config(tmp_path)
+
+    write_tsv(inbox / "day0.tsv", day0)
+    first = pbg(config=cfg, retrain=options)
+    assert first["gate"]["gate"] == "passed" and first["gate"]["baseline"] is None  # nothing to compare with
+    run1 = latest(tmp_path)
+
+    write_tsv(inbox / "day1.tsv", day1)
+    second = pbg(config=cfg, retrain=options)
+    run2 = latest(tmp_path)
+    assert run2 != run1 and second["gate"]["gate"] == "passed", second["gate"]["reason"]
+    assert second["gate"]["new_generations"] == [1]
+    state = read_state(str(tmp_path / "runs" / run2))
+    assert state is not None and state.baseline is not None and state.trained is not None
+    saved = json.loads((tmp_path / "runs" / run2 / "config.json").read_text())
+    assert saved["init_path"].endswith(run1) and saved["num_epochs"] == 3
+    assert sorted(Path(p).name for p in saved["edge_paths"]) == ["gen0000-day0_partitioned", "gen0001-day1_partitioned"]
+    generations = read_manifest(str(tmp_path / "data"))["generations"]  # type: ignore[index]
+    assert [g["inputs"] for g in generations] == [[str(inbox / "day0.tsv")], [str(inbox / "day1.tsv")]]
+
+    skipped = pbg(config=cfg, retrain=options)
+    assert "no new edge list" in skipped["skipped"] and latest(tmp_path) == run2
+    with pytest.raises(NoNewData, match="on_no_new_data: fail"):
+        pbg(config=cfg, retrain=options.model_copy(update={"on_no_new_data": "fail"}))
+
+    write_tsv(inbox / "day2.tsv", corrupted)
+    with pytest.raises(GateFailed, match=r"MRR 0\.\d+ on \d+ holdout edges .* previous run 0\.\d+") as failed:
+        pbg(config=cfg, retrain=options)
+    assert f"latest.json still names {tmp_path / 'runs' / run2}" in str(failed.value)
+    assert latest(tmp_path) == run2
+    rejected = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-"))[-1]
+    assert read_state(str(tmp_path / "runs" / rejected)).gate == "failed"  # type: ignore[union-attr]
