@@ -44,7 +44,7 @@ from tasks.checkpoint import (
 from tasks.cluster_sessions import close_cluster_session, is_cluster_session, open_cluster_session
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
-from tasks.new_rows import prepare_new_rows
+from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.report import version_progress
 from tasks.retrain import (
@@ -292,13 +292,8 @@ def _run_iteration(
 
 
 def _starts_new_rows(config: ConfigSchema, plan: TrainingPlan) -> bool:
-    """Whether rows init_path lacks start at their neighbors' mean: nothing committed yet, and asked for."""
-    return (
-        bool(plan.remaining)
-        and plan.committed_version == 0
-        and config.init_path is not None
-        and config.init_new_entities == "neighbor_mean"
-    )
+    """Whether rows init_path lacks start at their neighbors' mean: something to train, and asked for."""
+    return bool(plan.remaining) and starts_new_rows(config, plan.committed_version)
 
 
 def _pause_due(pause_every: int, iteration: Iteration, total_iterations: int) -> bool:

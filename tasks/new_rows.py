@@ -13,9 +13,15 @@ from typing import Any
 
 from prefect import task
 
+from pbg_core.config import ConfigSchema
 from pbg_core.session.neighbor_means import graph_shape, neighbor_means
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.runs import get_run
+
+
+def starts_new_rows(config: ConfigSchema, committed_version: int) -> bool:
+    """Whether the run starts rows ``init_path`` lacks at their neighbors' mean: asked for, nothing committed."""
+    return committed_version == 0 and config.init_path is not None and config.init_new_entities == "neighbor_mean"
 
 
 @task(

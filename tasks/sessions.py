@@ -33,6 +33,7 @@ from pbg_core.session.build import build_session
 from pbg_core.session.engine import TrainingSession
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.new_rows import starts_new_rows
 from tasks.plan import run_iterations
 from tasks.runs import Registry, Run, fingerprint, get_run, open_stores_ahead
 
@@ -88,6 +89,8 @@ def prepare_training_session(config: ConfigSchema) -> bool:
     log = logging.getLogger(__name__)
     try:
         stores = open_stores_ahead(config)
+        if starts_new_rows(config, stores.checkpoint.read_version()):
+            return False  # the rows init_path lacks start from a file the flow writes first (tasks/new_rows.py)
         session = _PREPARED[fingerprint(config)] = build_session(config, stores)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.debug("could not open the session ahead: %s", exc)

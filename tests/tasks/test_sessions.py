@@ -168,6 +168,19 @@ def test_a_session_opened_ahead_is_adopted_by_the_task(make_config: Any) -> None
         close_training_session.fn(handle)
 
 
+def test_no_session_is_opened_ahead_of_the_neighbor_means_it_would_start_from(
+    one_epoch: dict[str, Any], make_config: Any
+) -> None:
+    from tasks.sessions import close_prepared_sessions, prepare_training_session
+
+    init = {"init_path": one_epoch["checkpoint_path"], "init_new_entities": "neighbor_mean"}
+    assert not prepare_training_session(parse_config(make_config("grown", workers=1, **init)))
+    assert _prepared_sessions() == []  # the flow writes init_new_rows.h5 first, then opens it
+    random_start = {**init, "init_new_entities": "random"}
+    assert prepare_training_session(parse_config(make_config("grown", workers=1, **random_start)))
+    close_prepared_sessions()
+
+
 def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_config_differs(
     one_epoch: dict[str, Any], make_config: Any
 ) -> None:
