@@ -13,7 +13,9 @@ Regimes, every step a real command (``pbg import``, ``pbg train``, ``pbg eval``)
   (``init_new_entities``).
 
 Reported: filtered MRR and Hits@10 of each final model on the test split (all entities ranked,
-known edges filtered), also on the test edges touching an entity first seen after day 0;
+known edges filtered), also on the test edges touching an entity first seen after day 0 ("new")
+and after the last day ("last day"); for the last day's entities also the grown model before any
+training ("untrained": the start random or neighbor-mean gives them);
 cumulative seconds of the ``pbg train`` commands (whole command, start-up included) and of the
 training itself (``timing.train`` of the stats), with the ratio to scratch; train edges/s.
 
@@ -34,6 +36,7 @@ from _common import WORK_DIR, format_table, machine_info, ours_bin, ratio, run_m
 from retrain_days_data import DayPlan, ensure_days
 
 INITS = ("random", "neighbor_mean")
+TESTS = ("test", "test_new", "test_last")
 
 
 def base_config(data: Path, edges: list[Path], checkpoint: Path, epochs: int) -> dict[str, Any]:
@@ -120,30 +123,51 @@ def scratch_regime(days: list[Path], tests: dict[str, Path], work: Path, epochs:
 def incremental_regime(
     days: list[Path], tests: dict[str, Path], work: Path, epochs: tuple[int, int], day0: dict[str, Any]
 ) -> dict[str, Any]:
-    """Day 0 is scratch's (the same import and training); then per init: append the day, grow, train."""
+    """Day 0 is scratch's (the same import and training); then each day: append it, and per init grow, train.
+
+    Both inits train day d before day d+1 is appended: a model never sees rows of entities not yet
+    arrived (they would start random, untouched, and neighbor means would never apply).
+    """
     root = work / "incremental"
     data, edges = root / "data", [root / "edges" / f"day{i}" for i in range(len(days))]
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(work / "scratch" / "day0" / "data", data)  # appends must not touch scratch's
     shutil.copytree(work / "scratch" / "day0" / "edges" / "day0", edges[0])
-    series: dict[str, Any] = {}
-    for init in INITS:
-        steps, previous = [day0], work / "scratch" / "day0" / "model"
-        for day in range(1, len(days)):
-            grow = write_config(root / f"append{day}.json", base_config(data, [edges[day]], root / "x", epochs[1]))
-            seconds = import_days(grow, [days[day]], root, f"import-day{day}", append=True)  # once: same append = no-op
+    series: dict[str, Any] = {init: {"steps": [day0]} for init in INITS}
+    previous = dict.fromkeys(INITS, work / "scratch" / "day0" / "model")
+    for day in range(1, len(days)):
+        grow = write_config(root / f"append{day}.json", base_config(data, [edges[day]], root / "x", epochs[1]))
+        seconds = import_days(grow, [days[day]], root, f"import-day{day}", append=True)
+        if day == len(days) - 1:  # the tests (no new entity in them): the cold start is evaluated on them
+            test_config = write_config(
+                root / "tests.json", base_config(data, [root / "edges" / n for n in tests], root, 1)
+            )
+            import_days(test_config, list(tests.values()), root, "import-tests", append=True)
+        for init in INITS:
             model = root / init / f"day{day}"
             shutil.rmtree(model, ignore_errors=True)
-            config = base_config(data, edges[: day + 1], model, epochs[1]) | {"init_path": str(previous)}
-            path = write_config(root / init / f"day{day}.json", config | {"init_new_entities": init})
-            steps.append({"day": day, "import_s": seconds, **train(path, root / init, f"day{day}")})
-            previous = model
-            print(f"incremental ({init}) day {day}: {steps[-1]['wall_s']:.1f} s", flush=True)
-        test_config = write_config(root / "tests.json", base_config(data, [root / "edges" / n for n in tests], root, 1))
-        import_days(test_config, list(tests.values()), root, "import-tests", append=True)
-        quality = evaluate(path, {n: root / "edges" / n for n in tests}, edges, root / init)
-        series[init] = {"steps": steps, "quality": quality}
+            config = base_config(data, edges[: day + 1], model, epochs[1]) | {"init_path": str(previous[init])}
+            config |= {"init_new_entities": init}
+            if day == len(days) - 1:  # the last day's new entities as they start, before any training
+                series[init]["cold_start"] = cold_start(config, root / init, edges)
+            path = write_config(root / init / f"day{day}.json", config)
+            series[init]["steps"].append({"day": day, "import_s": seconds, **train(path, root / init, f"day{day}")})
+            series[init]["config"], previous[init] = path, model
+            print(f"incremental ({init}) day {day}: {series[init]['steps'][-1]['wall_s']:.1f} s", flush=True)
+    for init in INITS:
+        tested = {n: root / "edges" / n for n in tests}
+        series[init]["quality"] = evaluate(series[init].pop("config"), tested, edges, root / init)
     return series
+
+
+def cold_start(config: dict[str, Any], cwd: Path, filters: list[Path]) -> dict[str, Any]:
+    """The grown model untrained (one epoch at learning rate 0) on the test edges of the last day's entities."""
+    frozen = config | {"checkpoint_path": str(cwd / "cold"), "num_epochs": 1, "lr": 0.0, "relation_lr": 0.0}
+    shutil.rmtree(cwd / "cold", ignore_errors=True)
+    path = write_config(cwd / "cold.json", frozen)
+    pbg(["train", path], cwd, "cold")
+    test_root = Path(config["entity_path"]).parent / "edges"
+    return evaluate(path, {"test_last": test_root / "test_last"}, filters, cwd)["test_last"]
 
 
 def summary_rows(scratch: dict[str, Any], incremental: dict[str, Any]) -> tuple[list[list[Any]], dict[str, Any]]:
@@ -157,9 +181,10 @@ def summary_rows(scratch: dict[str, Any], incremental: dict[str, Any]) -> tuple[
     for name, regime in [("scratch", scratch), *((f"incremental {i}", incremental[i]) for i in INITS)]:
         wall, seconds, edges = totals(regime["steps"])
         q = regime["quality"]
+        cold = regime.get("cold_start", {}).get("mrr")
         rows.append(
-            [name, q["test"]["mrr"], q["test"]["r10"], q["test_new"]["mrr"], wall, seconds,
-             ratio(wall, base_wall), ratio(seconds, base_train), ratio(edges, seconds)]
+            [name, q["test"]["mrr"], q["test"]["r10"], q["test_new"]["mrr"], q["test_last"]["mrr"], cold,
+             wall, seconds, ratio(wall, base_wall), ratio(seconds, base_train), ratio(edges, seconds)]
         )  # fmt: skip
     best = incremental["neighbor_mean"]["quality"]
     bars["mrr_delta"] = best["test"]["mrr"] - scratch["quality"]["test"]["mrr"]
@@ -168,6 +193,9 @@ def summary_rows(scratch: dict[str, Any], incremental: dict[str, Any]) -> tuple[
     bars["training_ratio"] = ratio(totals(incremental["neighbor_mean"]["steps"])[1], base_train)
     bars["neighbor_mean_vs_random_new_mrr"] = (
         best["test_new"]["mrr"] - incremental["random"]["quality"]["test_new"]["mrr"]
+    )
+    bars["neighbor_mean_vs_random_cold_start_mrr"] = (
+        incremental["neighbor_mean"]["cold_start"]["mrr"] - incremental["random"]["cold_start"]["mrr"]
     )
     return rows, bars
 
@@ -183,13 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     work = WORK_DIR / ("retrain-days-quick" if args.quick else "retrain-days")
     meta = ensure_days(plan, work / "files")
     days = [work / "files" / f"day{d}.tsv" for d in range(plan.days + 1)]
-    tests = {"test": work / "files" / "test.tsv", "test_new": work / "files" / "test_new.tsv"}
+    tests = {name: work / "files" / f"{name}.tsv" for name in TESTS}
     print(f"graph: {meta['day_edges']} edges per day, {meta['entities_after_day0']} entities after day 0", flush=True)
     scratch = scratch_regime(days, tests, work, epochs[0])
     incremental = incremental_regime(days, tests, work, epochs, dict(scratch["steps"][0]))
     rows, bars = summary_rows(scratch, incremental)
-    headers = ["regime", "MRR", "Hits@10", "MRR new", "train cmds s", "training s", "cmds/scratch",
-               "training/scratch", "edges/s"]  # fmt: skip
+    headers = ["regime", "MRR", "Hits@10", "MRR new", "MRR last day", "untrained", "train cmds s", "training s",
+               "cmds/scratch", "training/scratch", "edges/s"]  # fmt: skip
     print(format_table(headers, rows))
     print(json.dumps(bars, indent=2))
     payload = {"machine": machine_info(), "days": meta, "epochs": epochs, "scratch": scratch}

@@ -10,7 +10,8 @@ The rest is cut into days:
   the other edges fill the days at random around the late ones.
 
 So day 0 never mentions a late node, and about 10% of the entities first appear later. Files
-(``day{d}.tsv``, ``test.tsv``, ``test_new.tsv`` = test edges touching a late node) hold
+(``day{d}.tsv``, ``test.tsv``, ``test_new.tsv`` = test edges touching a late node,
+``test_last.tsv`` = those touching a node of the last day) hold
 ``n<lhs>\\tn<rhs>`` lines; ``days.json`` their counts, written last and reused for the same
 parameters.
 """
@@ -31,7 +32,7 @@ class DayPlan:
 
     nodes: int = 40_000
     edges: int = 800_000
-    communities: int = 400
+    communities: int = 1000
     mix: float = 0.2
     alpha: float = 0.5
     seed: int = 0
@@ -83,7 +84,8 @@ def ensure_days(plan: DayPlan, directory: Path) -> dict[str, object]:
     meta_path = directory / "days.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        if meta.get("plan") == asdict(plan):
+        files = [f"day{d}.tsv" for d in range(plan.days + 1)] + ["test.tsv", "test_new.tsv", "test_last.tsv"]
+        if meta.get("plan") == asdict(plan) and all((directory / name).exists() for name in files):
             return dict(meta)
     directory.mkdir(parents=True, exist_ok=True)
     meta_path.unlink(missing_ok=True)
@@ -93,6 +95,8 @@ def ensure_days(plan: DayPlan, directory: Path) -> dict[str, object]:
     touches_late = (arrival[test // plan.nodes] > 0) | (arrival[test % plan.nodes] > 0)
     write_keys(directory / "test.tsv", test, plan.nodes)
     write_keys(directory / "test_new.tsv", test[touches_late], plan.nodes)
+    touches_last = (arrival[test // plan.nodes] == plan.days) | (arrival[test % plan.nodes] == plan.days)
+    write_keys(directory / "test_last.tsv", test[touches_last], plan.nodes)
     seen0 = np.zeros(plan.nodes, dtype=bool)
     seen0[days[0] // plan.nodes] = seen0[days[0] % plan.nodes] = True
     everyone = np.zeros(plan.nodes, dtype=bool)
@@ -103,6 +107,7 @@ def ensure_days(plan: DayPlan, directory: Path) -> dict[str, object]:
         "day_edges": [len(keys) for keys in days],
         "test_edges": len(test),
         "test_new_edges": int(touches_late.sum()),
+        "test_last_day_edges": int(touches_last.sum()),
         "entities": int(everyone.sum()),
         "entities_after_day0": int((everyone & ~seen0).sum()),
     }
