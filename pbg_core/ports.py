@@ -103,8 +103,10 @@ class PartitionStore(Protocol):
 class NewRowSource(Protocol):
     """Initial vectors of rows an ``init_path`` checkpoint lacks (``init_new_entities: neighbor_mean``)."""
 
-    def load_new_rows(self, entity: EntityName, part: Partition) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(row offsets, vectors) for (entity, part), or None when none were prepared."""
+    def load_new_rows(
+        self, entity: EntityName, part: Partition
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+        """(row offsets, vectors, Adagrad sums or None) for (entity, part), or None when none were prepared."""
         ...
 
 

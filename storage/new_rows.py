@@ -8,7 +8,8 @@ with a neighbor are in it, so it is small), written atomically, read once per pr
 
 Layout: root attributes ``format_version = 1``, ``keys`` (JSON list of [entity type, partition])
 and ``source`` (JSON: the ``init_path`` URL and version the means were taken from); datasets
-``offsets_{i}`` (int64) and ``vectors_{i}`` (float32, rows x dimension) for ``keys[i]``.
+``offsets_{i}`` (int64), ``vectors_{i}`` (float32, rows x dimension) and ``sums_{i}`` (float32,
+the rows' initial Adagrad sums) for ``keys[i]``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from storage.fs.urls import StorageOptions
 NEW_ROWS_FILE = "init_new_rows.h5"
 
 Key = tuple[str, int]
+Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # offsets, vectors, Adagrad sums
 
 
 class NewRowsFile:
@@ -38,21 +40,23 @@ class NewRowsFile:
         self.url = urls.join_url(checkpoint_url, NEW_ROWS_FILE)
         self._storage_options = storage_options
         self._lock = threading.Lock()  # partitions may be filled on the I/O thread and the training thread
-        self._loaded: dict[Key, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._loaded: dict[Key, Rows] | None = None
 
     def __repr__(self) -> str:
         return f"NewRowsFile({self.url!r})"
 
-    def save(self, rows: Mapping[Key, tuple[torch.Tensor, torch.Tensor]], source: Mapping[str, Any]) -> None:
-        """Write ``rows`` (key -> (offsets, vectors)) and where they were computed from, atomically."""
+    def save(self, rows: Mapping[Key, Rows], source: Mapping[str, Any]) -> None:
+        """Write ``rows`` (key -> (offsets, vectors, Adagrad sums)) and where they were computed from, atomically."""
         keys = sorted(rows)
         with hdf5.open_write(self.url, self._storage_options) as hf:
             hf.attrs["keys"] = json.dumps([list(key) for key in keys])
             hf.attrs["source"] = json.dumps(dict(source), sort_keys=True)
             for i, key in enumerate(keys):
-                offsets, vectors = rows[key]
+                offsets, vectors, sums = rows[key]
                 hf.create_dataset(f"offsets_{i}", data=offsets.numpy().astype(np.int64))
                 hf.create_dataset(f"vectors_{i}", data=vectors.numpy().astype(np.float32))
+                if sums is not None:
+                    hf.create_dataset(f"sums_{i}", data=sums.numpy().astype(np.float32))
         with self._lock:
             self._loaded = None
 
@@ -70,14 +74,14 @@ class NewRowsFile:
         with self._lock:
             self._loaded = None
 
-    def load_new_rows(self, entity: str, part: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(offsets, vectors) of (entity, part), or None (no file, or none for this partition)."""
+    def load_new_rows(self, entity: str, part: int) -> Rows | None:
+        """(offsets, vectors, Adagrad sums or None) of (entity, part), or None (no file, or none for it)."""
         with self._lock:
             if self._loaded is None:
                 self._loaded = self._read()
             return self._loaded.get((entity, part))
 
-    def _read(self) -> dict[Key, tuple[torch.Tensor, torch.Tensor]]:
+    def _read(self) -> dict[Key, Rows]:
         try:
             with hdf5.open_read(self.url, self._storage_options) as hf:
                 keys = json.loads(str(hf.attrs["keys"]))
@@ -85,6 +89,7 @@ class NewRowsFile:
                     (str(entity), int(part)): (
                         torch.from_numpy(hdf5.require_dataset(hf, f"offsets_{i}", self.url)[()]),
                         torch.from_numpy(hdf5.require_dataset(hf, f"vectors_{i}", self.url)[()]),
+                        torch.from_numpy(hf[f"sums_{i}"][()]) if f"sums_{i}" in hf else None,
                     )
                     for i, (entity, part) in enumerate(keys)
                 }

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.session.neighbor_means import graph_shape, neighbor_means
+from pbg_core.training.optimizers import RowAdagrad, state_from_bytes
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.runs import get_run
 
@@ -54,12 +56,16 @@ def prepare_new_rows(run: str) -> dict[str, Any]:
         stores.new_rows.remove()
         return {"new_rows": 0}
 
-    def load_old(key: tuple[str, int]) -> Any:
-        return stores.init.load_embeddings(key[0], key[1], init_version)[0]  # type: ignore[union-attr]  # asserted above
+    def load_old(key: tuple[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        embeddings, optim = stores.init.load_embeddings(key[0], key[1], init_version)  # type: ignore[union-attr]  # asserted above
+        sums = torch.zeros(len(embeddings))
+        if optim is not None:
+            RowAdagrad.load_state_dict(state_from_bytes(optim), sums)  # left at 0 when it has none of that shape
+        return embeddings, sums
 
     rows = neighbor_means(shape, stores.edges, load_old)
     stores.new_rows.save(rows, source)
     new = sum(shape.counts[key] - old for key, old in grown.items())
-    given = sum(len(offsets) for offsets, _ in rows.values())
+    given = sum(len(offsets) for offsets, _, _ in rows.values())
     logger.info("%d of %d new entities start as the mean of their trained neighbors (the rest at random)", given, new)
     return {"new_rows": new, "neighbor_mean": given}

@@ -4,7 +4,9 @@ After ``pbg import --append`` a partition lists more entities than the ``init_pa
 trained: its first rows are the old entities, the rest are new (:mod:`pbg_core.session.partition_reads`).
 A new entity starts at random by default. With ``init_new_entities: neighbor_mean`` it starts as
 the mean of the trained embeddings of its old neighbors over the run's edges (either side, any
-relation): a cold entity then begins where its neighborhood is, instead of near the origin.
+relation): a cold entity then begins where its neighborhood is, instead of near the origin. Its
+Adagrad sum starts as the mean of theirs too: a zero sum would make its first steps as large as a
+fresh model's and throw the good start away (measured by bench/retrain_days.py).
 New entities without an old neighbor stay random; featurized types are left alone (their rows
 are features, not entities).
 
@@ -31,7 +33,8 @@ from pbg_core.types import Bucket, PartitionKey
 
 logger = logging.getLogger(__name__)
 
-NewRows = dict[PartitionKey, tuple[torch.Tensor, torch.Tensor]]  # key -> (row offsets, initial vectors)
+# key -> (row offsets, initial vectors, initial Adagrad sums): the means of the neighbors' rows and sums.
+NewRows = dict[PartitionKey, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -77,17 +80,18 @@ class _Pairs:
 def neighbor_means(
     shape: GraphShape,
     sources: Iterable[EdgeSource],
-    load_old: Callable[[PartitionKey], torch.Tensor],
+    load_old: Callable[[PartitionKey], tuple[torch.Tensor, torch.Tensor]],
 ) -> NewRows:
     """Initial vectors of the new rows that have old neighbors, per grown (type, partition).
 
     Args:
         shape: Relations, partitions and row counts (see :class:`GraphShape`).
         sources: The edge paths to take neighbors from.
-        load_old: The init checkpoint's embeddings of a (type, partition) it holds.
+        load_old: The init checkpoint's embeddings and Adagrad sums of a (type, partition) it holds.
 
     Returns:
-        key -> (offsets of the rows given a mean, their vectors); keys with none are left out.
+        key -> (offsets of the rows given a mean, their vectors, their Adagrad sums); keys with
+        none are left out.
     """
     grown = shape.grown()
     if not grown:
@@ -100,19 +104,22 @@ def neighbor_means(
                     pairs[neighbor].append(found)
     totals: dict[PartitionKey, torch.Tensor] = {}
     vectors: dict[PartitionKey, torch.Tensor] = {}
+    sums: dict[PartitionKey, torch.Tensor] = {}
     for neighbor, items in pairs.items():
-        embeddings = load_old(neighbor)
+        embeddings, state = load_old(neighbor)
         for item in items:
             if item.target not in vectors:  # the dimension is the checkpoint's: known once one is read
                 new_rows = shape.counts[item.target] - grown[item.target]
                 vectors[item.target] = torch.zeros(new_rows, embeddings.shape[1])
-                totals[item.target] = torch.zeros(new_rows)
+                totals[item.target], sums[item.target] = torch.zeros(new_rows), torch.zeros(new_rows)
             vectors[item.target].index_add_(0, item.rows, embeddings[item.neighbors])
+            sums[item.target].index_add_(0, item.rows, state[item.neighbors])
             totals[item.target].index_add_(0, item.rows, torch.ones(len(item.rows)))
     result: NewRows = {}
     for key, total in totals.items():
         given = torch.nonzero(total > 0).flatten()
-        result[key] = (given + grown[key], vectors[key][given] / total[given].unsqueeze(1))
+        count = total[given]
+        result[key] = (given + grown[key], vectors[key][given] / count.unsqueeze(1), sums[key][given] / count)
         logger.info(
             "%s partition %d: %d of %d new rows start as the mean of their trained neighbors",
             key[0],

@@ -106,11 +106,13 @@ def fill(handle: SlotHandle, source: Source, seed: int, init_scale: float) -> in
 
 
 def _new_rows(handle: SlotHandle, new_rows: NewRowSource | None) -> None:
-    """Overwrite the prepared new rows (neighbor means) of the random start."""
+    """Overwrite the prepared new rows (neighbor means, and their Adagrad sums) of the random start."""
     loaded = None if new_rows is None else new_rows.load_new_rows(handle.entity, handle.partition)
     if loaded is not None:
-        offsets, vectors = loaded
+        offsets, vectors, sums = loaded
         handle.embeddings[offsets] = vectors
+        if sums is not None:
+            handle.state[offsets] = sums
 
 
 def _random(handle: SlotHandle, seed: int, init_scale: float) -> None:

@@ -14,10 +14,13 @@ from storage.new_rows import NEW_ROWS_FILE, NewRowsFile
 def test_saved_rows_load_per_partition_with_their_source(tmp_path: Path) -> None:
     rows = NewRowsFile(str(tmp_path))
     vectors = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
-    rows.save({("user", 1): (torch.tensor([5, 7]), vectors)}, {"init_path": "s3://b/run", "version": 3})
+    rows.save(
+        {("user", 1): (torch.tensor([5, 7]), vectors, torch.tensor([1.0, 2.0]))},
+        {"init_path": "s3://b/run", "version": 3},
+    )
     again = NewRowsFile(str(tmp_path))
-    offsets, loaded = again.load_new_rows("user", 1)  # type: ignore[misc]
-    assert offsets.tolist() == [5, 7]
+    offsets, loaded, sums = again.load_new_rows("user", 1)  # type: ignore[misc]
+    assert offsets.tolist() == [5, 7] and sums is not None and sums.tolist() == [1.0, 2.0]
     torch.testing.assert_close(loaded, vectors)
     assert again.load_new_rows("user", 0) is None
     assert again.source() == {"init_path": "s3://b/run", "version": 3}
@@ -40,6 +43,6 @@ def test_a_foreign_file_is_named(tmp_path: Path) -> None:
 
 def test_rows_round_trip_on_local_disk_and_s3(store_root: str) -> None:
     rows = NewRowsFile(f"{store_root}/run-1")
-    rows.save({("item", 0): (torch.tensor([0]), torch.ones(1, 4))}, {"version": 1})
-    offsets, vectors = NewRowsFile(f"{store_root}/run-1").load_new_rows("item", 0)  # type: ignore[misc]
-    assert offsets.tolist() == [0] and vectors.shape == (1, 4)
+    rows.save({("item", 0): (torch.tensor([0]), torch.ones(1, 4), None)}, {"version": 1})
+    offsets, vectors, sums = NewRowsFile(f"{store_root}/run-1").load_new_rows("item", 0)  # type: ignore[misc]
+    assert offsets.tolist() == [0] and vectors.shape == (1, 4) and sums is None  # sums are optional

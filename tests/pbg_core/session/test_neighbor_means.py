@@ -31,6 +31,11 @@ def edges(lhs: list[int], rhs: list[int], rel: list[int] | int = 0) -> EdgeList:
 
 
 OLD = {("user", 0): torch.arange(12.0).reshape(4, 3), ("user", 1): -torch.arange(9.0).reshape(3, 3)}
+SUMS = {("user", 0): torch.tensor([1.0, 2.0, 3.0, 4.0]), ("user", 1): torch.tensor([10.0, 20.0, 30.0])}
+
+
+def old_rows(key: tuple[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    return OLD[key], SUMS[key]
 
 
 def two_partitions(**changes: object) -> GraphShape:
@@ -51,18 +56,19 @@ def test_a_new_row_is_the_mean_of_its_old_neighbors_on_either_side_and_in_any_pa
             Bucket(0, 1): edges([4, 5], [2, 3]),  # row 4 -> user/1 row 2 (old); row 5 -> user/1 row 3 (new)
         }
     )
-    rows = neighbor_means(two_partitions(), [source], lambda key: OLD[key])
-    offsets, vectors = rows[("user", 0)]
+    rows = neighbor_means(two_partitions(), [source], old_rows)
+    offsets, vectors, sums = rows[("user", 0)]
     assert offsets.tolist() == [4]  # row 5's only neighbor is new itself: left random
     expected = (OLD[("user", 0)][0] + OLD[("user", 0)][1] + OLD[("user", 1)][2]) / 3
     torch.testing.assert_close(vectors[0], expected)
+    torch.testing.assert_close(sums, torch.tensor([(1.0 + 2.0 + 30.0) / 3]))  # their Adagrad sums' mean too
     assert ("user", 1) not in rows  # its new row 3 has only a new neighbor
 
 
 def test_nothing_is_read_when_the_init_checkpoint_holds_every_row() -> None:
     shape = two_partitions(old_counts={("user", 0): 6, ("user", 1): 4})
 
-    def never(key: object) -> torch.Tensor:
+    def never(key: object) -> tuple[torch.Tensor, torch.Tensor]:
         raise AssertionError("no partition should be read")
 
     assert neighbor_means(shape, [Edges({})], never) == {}
@@ -78,6 +84,8 @@ def test_relations_touching_a_featurized_type_are_ignored() -> None:
     )
     source = Edges({Bucket(0, 0): edges([4, 4], [0, 1], [1, 0])})  # rel 1 (to tags) skipped
     old = {("user", 0): torch.arange(12.0).reshape(4, 3), ("tag", 0): torch.ones(2, 3)}
-    offsets, vectors = neighbor_means(shape, [source], lambda key: old[key])[("user", 0)]
+    offsets, vectors, _ = neighbor_means(shape, [source], lambda key: (old[key], torch.zeros(len(old[key]))))[
+        ("user", 0)
+    ]
     assert offsets.tolist() == [4]
     torch.testing.assert_close(vectors[0], old[("user", 0)][1])

@@ -73,11 +73,11 @@ def test_prepared_new_rows_replace_the_random_start_of_those_rows_only(tmp_path:
     store, embeddings, _ = saved(tmp_path, rows=5)
     rows = NewRowsFile(str(tmp_path / "run"))
     mean = torch.full((1, 4), 0.25)
-    rows.save({("e", 0): (torch.tensor([6]), mean)}, {"init_path": "x"})
+    rows.save({("e", 0): (torch.tensor([6]), mean, torch.tensor([2.5]))}, {"init_path": "x"})
     handle, fresh = slot(8), slot(8)
     fill(handle, Source("init_path version 1", store, 1, grows=True, new_rows=rows), seed=3, init_scale=1e-3)
     fill(fresh, Source("random"), seed=3, init_scale=1e-3)
     torch.testing.assert_close(handle.embeddings[:5], embeddings)
     torch.testing.assert_close(handle.embeddings[6:7], mean)
     torch.testing.assert_close(handle.embeddings[[5, 7]], fresh.embeddings[[5, 7]])  # no neighbor: random
-    assert torch.all(handle.state[5:] == 0)
+    assert handle.state[5:].tolist() == [0.0, 2.5, 0.0]  # the neighbors' mean Adagrad sum; fresh rows 0
