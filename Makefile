@@ -43,7 +43,7 @@ lint: $(STAMP)
 ## a 100-iteration deployed run's server log, Ctrl-C/SIGTERM/kill -9 at every moment, scheduled retraining runs
 test-long: $(STAMP)
 	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_long_run.py
-	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py tests/deployments/test_retrain_deployment.py
+	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py tests/flows/test_train_retrain.py tests/deployments/test_retrain_deployment.py
 
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports

@@ -8,12 +8,13 @@ failed on their own. :func:`warn_about` gives PBG's warnings for legal but dubio
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 from pbg_core.config.cluster_rules import config_problems
 
-if TYPE_CHECKING:
-    from pbg_core.config.schema import ConfigSchema
+# A ConfigSchema: typed Any because pbg_core.config.schema imports this module (no import circle,
+# not even under TYPE_CHECKING).
+ConfigSchema = Any
 
 _UNSUPPORTED = "not supported by pbg-flow (CPU training; partitions move through storage)"
 
