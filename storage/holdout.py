@@ -7,24 +7,31 @@ is rewritten without them (each file atomically). A bucket whose edge path still
 hash selects (first run, or a run killed between the two writes) is split, and its holdout file
 replaced by exactly those edges; one that holds none was split already and is left alone. So a
 retry never loses, duplicates or moves an edge twice. Duplicates of a held-out edge are held out
-with it: no copy of a test edge is trained.
+with it (one seed serves every generation), so no copy of a test edge in a split path is
+trained. A finished split records its fraction and seed (``split.json`` in the holdout
+directory); a later call with others keeps the recorded ones, so no held-out edge is ever lost.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from pbg_core.edgelist import EdgeList
 from storage.edges import EdgeStore
+from storage.errors import DataNotFound
+from storage.fs import atomic, reads, urls
 from storage.fs.urls import StorageOptions
 
 logger = logging.getLogger(__name__)
 
 HOLDOUT_SUFFIX = "_holdout"
+SPLIT_FILE = "split.json"  # in the holdout directory, written when a split is complete: its fraction and seed
 _PARTITIONED = "_partitioned"
 _SCALE = float(2**64)
 
@@ -71,6 +78,13 @@ def split_holdout(edge_path: str, fraction: float, seed: int, storage_options: S
     """
     source = EdgeStore(edge_path, storage_options)
     holdout = EdgeStore(holdout_path_of(edge_path), storage_options)
+    recorded = _recorded_split(holdout.url, storage_options)
+    if recorded is not None and recorded != {"fraction": fraction, "seed": seed}:
+        # Another fraction or seed would select other edges: the earlier holdout's would be lost.
+        logger.warning(
+            "%s was split with %s: kept as it is (asked for fraction %s, seed %s)", edge_path, recorded, fraction, seed
+        )
+        fraction, seed = float(recorded["fraction"]), int(recorded["seed"])
     kept = held = 0
     for bucket in source.list_buckets():
         edges = source.load(bucket)
@@ -85,8 +99,21 @@ def split_holdout(edge_path: str, fraction: float, seed: int, storage_options: S
             held += holdout.num_edges(bucket)
         else:
             holdout.save(bucket, edges[mask])  # an empty bucket: every bucket of the grid has a file
+    if recorded is None:
+        atomic.write_text_atomic(
+            urls.join_url(holdout.url, SPLIT_FILE), json.dumps({"fraction": fraction, "seed": seed}), storage_options
+        )
     logger.info("held out %d of %d edges of %s in %s", held, kept + held, edge_path, holdout_path_of(edge_path))
     return SplitReport(kept, held)
+
+
+def _recorded_split(holdout_url: str, storage_options: StorageOptions) -> dict[str, Any] | None:
+    """The fraction and seed a finished split recorded in its holdout directory, or None."""
+    try:
+        recorded = json.loads(reads.read_text(urls.join_url(holdout_url, SPLIT_FILE), storage_options))
+    except (DataNotFound, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) and {"fraction", "seed"} <= recorded.keys() else None
 
 
 __all__ = ["HOLDOUT_SUFFIX", "SplitReport", "held_out", "holdout_path_of", "split_holdout"]

@@ -8,7 +8,9 @@ Written atomically at each step of a gated retraining run (:mod:`tasks.retrain_g
   generation's edge paths (trained after the config's own);
 - ``baseline``: the starting model's metrics on those holdouts (the previous run, grown to
   today's entities), measured before training; ``trained``: the trained model's;
-- ``gate``: ``pending`` until judged, then ``passed`` or ``failed`` (with ``reason``).
+- ``gate``: ``pending`` until judged, then ``passed`` or ``failed`` (with ``reason``);
+- ``base_generation`` and ``received``: written first (``received: false``) before anything is
+  imported, so that a retry after the import still knows what was new.
 
 A run whose gate is ``pending`` or ``failed`` is never what a later run starts from
 (:func:`storage.run_dirs.find_previous_run`), and its new generations stay new for the next run.
@@ -22,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from storage.errors import BadDataError, DataNotFound
-from storage.fs import atomic, reads, urls
+from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
 
 STATE_FILE = "retrain.json"
@@ -41,6 +43,8 @@ class RetrainState:
     trained: dict[str, float] | None = None
     gate: str = "pending"
     reason: str = ""
+    base_generation: int | None = None  # the newest generation the starting run trained (None: none)
+    received: bool = True  # False: written before the import, so that a retry keeps the same base
 
 
 def read_state(run_url: str, storage_options: StorageOptions = None) -> RetrainState | None:
@@ -70,6 +74,11 @@ def write_state(run_url: str, state: RetrainState, storage_options: StorageOptio
     atomic.write_text_atomic(urls.join_url(run_url, STATE_FILE), text, storage_options)
 
 
+def remove_state(run_url: str, storage_options: StorageOptions = None) -> None:
+    """Delete the run directory's ``retrain.json`` (idempotent)."""
+    changes.remove(urls.join_url(run_url, STATE_FILE), missing_ok=True, storage_options=storage_options)
+
+
 def may_start_from(run_url: str, storage_options: StorageOptions = None) -> bool:
     """Whether a later run may start from this run: no ``retrain.json``, or its gate passed."""
     state = read_state(run_url, storage_options)
@@ -81,4 +90,13 @@ def as_json(state: RetrainState) -> dict[str, Any]:
     return asdict(state)
 
 
-__all__ = ["GATE_STATES", "STATE_FILE", "RetrainState", "as_json", "may_start_from", "read_state", "write_state"]
+__all__ = [
+    "GATE_STATES",
+    "STATE_FILE",
+    "RetrainState",
+    "as_json",
+    "may_start_from",
+    "read_state",
+    "remove_state",
+    "write_state",
+]

@@ -19,6 +19,7 @@ the storage package keeps apart (its importer never loads torch).
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,10 +70,25 @@ def list_files(pattern: str, storage_options: StorageOptions = None) -> list[str
             try:
                 found = {entry["name"]: entry for entry in filesystem.ls(path, detail=True)}
             except FileNotFoundError:
+                logger.warning("incoming directory %s does not exist (yet): nothing arrived", pattern)
                 return []
     protocol = pattern.split("://", 1)[0] if "://" in pattern else None
-    files = sorted(p for p, info in found.items() if info.get("type") == "file" and not _hidden(p))
+    # An S3 "folder" marker (the key "in/", zero bytes) lists as a file named like the folder.
+    markers = {path.rstrip("/")}
+    files = sorted(
+        p
+        for p, info in found.items()
+        if info.get("type") == "file" and not _hidden(p) and not p.endswith("/") and p.rstrip("/") not in markers
+    )
     return [f"{protocol}://{p}" if protocol and protocol != "file" else p for p in files]
+
+
+def place(path: str) -> str:
+    """A path's identity: URLs as written (without a trailing /), local paths absolute."""
+    path = path.rstrip("/")
+    if "://" in path and not path.startswith("file://"):
+        return path
+    return os.path.abspath(path.removeprefix("file://"))
 
 
 def _hidden(path: str) -> bool:
@@ -111,22 +127,33 @@ def receive(
     so = config.storage_options_for_fs()
     manifest = read_manifest(config.entity_path, so)
     history = generation_history(manifest) if manifest is not None else []
-    done = {url for entry in history for url in entry.get("inputs") or []}
-    arrived = [url for url in list_files(incoming.inputs, so) if url not in done]
+    done = {place(url) for entry in history for url in entry.get("inputs") or []}
+    arrived = [url for url in list_files(incoming.inputs, so) if place(url) not in done]
     if arrived:
         history = _import(config, incoming, arrived, history, seed, import_options)
     generations = [int(entry.get("generation", 0)) for entry in history]
     newest = max(generations, default=-1)
-    new = [g for g in generations if base_generation is None or g > base_generation]
-    holdouts = []
+    live = {id(entry): [p for p in entry.get("edge_paths") or [] if _exists(p, so)] for entry in history}
+    # A generation whose edge paths were all deleted (a bad day dropped by hand) is not new data.
+    new = [
+        g
+        for e, g in zip(history, generations, strict=True)
+        if live[id(e)] and (base_generation is None or g > base_generation)
+    ]
+    holdouts, empty = [], set()
     for entry, generation in zip(history, generations, strict=True):
         if generation not in new:
             continue
-        for path in entry.get("edge_paths") or []:
-            if path.startswith(incoming.edges_dir.rstrip("/") + "/") and reads.exists(path, so):
-                split_holdout(path, incoming.holdout_fraction, seed + generation, so)
+        for path in live[id(entry)]:
+            if path.startswith(incoming.edges_dir.rstrip("/") + "/"):
+                # One seed for every generation: the same edge is held out wherever it repeats.
+                split = split_holdout(path, incoming.holdout_fraction, seed, so)
                 holdouts.append(holdout_path_of(path))
-    paths = [p for entry in history for p in entry.get("edge_paths") or [] if _exists(p, so)]
+                if split.kept == 0:
+                    empty.add(path)
+    paths = [p for entry in history for p in live[id(entry)] if p not in empty]
+    if empty:
+        logger.warning("every edge of %s is held out (a very small file): not trained", sorted(empty))
     return Received(arrived, newest, new, holdouts, list(dict.fromkeys(paths)))
 
 
@@ -168,4 +195,4 @@ def _exists(path: str, storage_options: StorageOptions) -> bool:
     return False
 
 
-__all__ = ["Received", "edge_path_for", "list_files", "receive"]
+__all__ = ["Received", "edge_path_for", "list_files", "place", "receive"]

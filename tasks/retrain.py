@@ -8,10 +8,11 @@ directory's ``config.json`` at once, so a retry of the same flow run (same direc
 it and its schedule never changes mid-run. :func:`finish_retrain` points ``{root}/latest.json``
 at the run and deletes old runs (see :mod:`storage.run_dirs` for what is never deleted).
 
-The run's config is the resolved one with three fields replaced (``model_copy``), not parsed
+The run's config is the resolved one with three path fields replaced (``model_copy``), not parsed
 again: ``checkpoint_path``, ``init_path`` and ``edge_paths`` are plain path values that no
 rule of the schema relates to another field, so each is validated against its own field type
-(:func:`_with_run_paths`) and the rest stays as validated. Credentials stay ``SecretStr``
+(:func:`_with_run_paths`) and the rest stays as validated; ``num_epochs`` becomes ``retrain.epochs``
+(validated >= 1 by :class:`tasks.retrain_options.RetrainOptions`). Credentials stay ``SecretStr``
 (copied, never dumped), and ``prepare_retrain``'s result is not persisted (a pickled config
 would hold them in clear).
 """
@@ -19,7 +20,6 @@ would hold them in clear).
 from __future__ import annotations
 
 import dataclasses
-import os
 from datetime import datetime
 from typing import Any
 
@@ -29,8 +29,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ConfigError, PbgError
 from storage.checkpoints import CheckpointStore
+from storage.holdout import HOLDOUT_SUFFIX
 from storage.importing.manifest import generation_history, read_manifest
-from storage.retrain_state import RetrainState, read_state, write_state
+from storage.retrain_state import RetrainState, read_state, remove_state, write_state
 from storage.run_dirs import (
     expand_edge_paths,
     find_previous_run,
@@ -45,7 +46,7 @@ from storage.run_dirs import (
     write_latest,
 )
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.arrivals import receive
+from tasks.arrivals import place, receive
 from tasks.retrain_options import IncomingOptions, RetrainOptions
 from tasks.runs import get_run
 
@@ -103,7 +104,7 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     storage = config.storage_options_for_fs()
     url = run_dir_url(config.checkpoint_path, run_key)
     state = read_state(url, storage)
-    if state is not None:
+    if state is not None and state.received:
         run_logger().info("retry: training what the first attempt received (generation %d)", state.generation)
         return Arrivals(
             generation=state.generation,
@@ -111,14 +112,21 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
             holdouts=state.holdouts,
             edge_paths=state.edge_paths,
         )
+    if state is not None:  # an attempt stopped after choosing its base: what was new then is new now
+        base = state.base_generation
+    else:
+        base = _base_generation(config, options, run_key, storage)
+        write_state(url, RetrainState(generation=-1, base_generation=base, received=False), storage)
     seed = config.seed if config.seed is not None else 0
-    base = _base_generation(config, options, run_key, storage)
     received = receive(config, incoming, base, seed, _import_options(incoming))
     arrivals = Arrivals(**dataclasses.asdict(received))
     _log_arrivals(arrivals, incoming, base)
-    if not arrivals.nothing_new:
+    if arrivals.nothing_new:
+        remove_state(url, storage)  # a skipped run leaves nothing to start from or to keep
+    else:
         fields = ("generation", "new_generations", "holdouts", "edge_paths")
-        write_state(url, RetrainState(**{name: getattr(arrivals, name) for name in fields}), storage)
+        chosen = {name: getattr(arrivals, name) for name in fields}
+        write_state(url, RetrainState(**chosen, base_generation=base), storage)
     return arrivals
 
 
@@ -240,22 +248,17 @@ def prepare_retrain(
 
 
 def _union(config_paths: list[str], arrivals: Arrivals | None) -> list[str]:
-    """The config's edge paths, then the import generations' not among them (same place, any spelling)."""
-    paths = list(config_paths)
-    seen = {_place(path) for path in paths}
+    """The config's edge paths (but holdouts), then the import generations' not among them (same place, any spelling)."""
+    held = [path for path in config_paths if path.rstrip("/").endswith(HOLDOUT_SUFFIX)]
+    if held:
+        run_logger().warning("edge_paths patterns match holdout directories, not trained: %s", held)
+    paths = [path for path in config_paths if path not in held]
+    seen = {place(path) for path in paths}
     for path in arrivals.edge_paths if arrivals is not None else []:
-        if _place(path) not in seen:
-            seen.add(_place(path))
+        if place(path) not in seen:
+            seen.add(place(path))
             paths.append(path)
     return paths
-
-
-def _place(path: str) -> str:
-    """A path's identity: URLs as written (without a trailing /), local paths absolute."""
-    path = path.rstrip("/")
-    if "://" in path and not path.startswith("file://"):
-        return path
-    return os.path.abspath(path.removeprefix("file://"))
 
 
 def _with_run_paths(config: ConfigSchema, source: str, **paths: object) -> ConfigSchema:

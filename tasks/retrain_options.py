@@ -18,10 +18,12 @@ class IncomingOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     inputs: str = Field(
+        min_length=1,
         description="Where new edge lists arrive: a glob pattern (incoming/*.tsv, s3://bucket/in/*.parquet) "
         "or a directory/prefix (every file directly in it). Files the import manifest lists are skipped.",
     )
     edges_dir: str = Field(
+        min_length=1,
         description="Directory (or URL) for the edge paths of imported files: gen{N}-{file stem}_partitioned, "
         "and their holdouts gen{N}-{file stem}_holdout.",
     )
@@ -54,8 +56,9 @@ class RetrainOptions(BaseModel):
     keep_last: int = Field(
         3,
         ge=1,
-        description="Committed run directories to keep under checkpoint_path; older ones are deleted "
-        "after a run completes (a run still training, or being initialised from, is kept).",
+        description="Committed run directories whose gate passed to keep under checkpoint_path; older ones, "
+        "and runs whose gate failed, are deleted after a run is promoted (a run still training, or being "
+        "initialised from, is kept).",
     )
     init_from_previous: bool = Field(
         True,

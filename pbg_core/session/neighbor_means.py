@@ -34,6 +34,7 @@ from pbg_core.types import Bucket, PartitionKey
 logger = logging.getLogger(__name__)
 
 # key -> (row offsets, initial vectors, initial Adagrad sums): the means of the neighbors' rows and sums.
+CHUNK_EDGES = 10_000_000  # edges read at a time (about 240 MB of ids)
 NewRows = dict[PartitionKey, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
@@ -99,8 +100,10 @@ def neighbor_means(
     pairs: dict[PartitionKey, list[_Pairs]] = defaultdict(list)
     for source in sources:
         for bucket in shape.buckets:
-            if source.num_edges(bucket) > 0:
-                for neighbor, found in _pairs_in(shape, grown, bucket, source.load_chunk(bucket, 0, 1)):
+            count = source.num_edges(bucket)
+            chunks = -(-count // CHUNK_EDGES)  # a bucket is read a bounded chunk at a time
+            for chunk in range(chunks):
+                for neighbor, found in _pairs_in(shape, grown, bucket, source.load_chunk(bucket, chunk, chunks)):
                     pairs[neighbor].append(found)
     totals: dict[PartitionKey, torch.Tensor] = {}
     vectors: dict[PartitionKey, torch.Tensor] = {}
@@ -118,8 +121,12 @@ def neighbor_means(
     result: NewRows = {}
     for key, total in totals.items():
         given = torch.nonzero(total > 0).flatten()
-        count = total[given]
-        result[key] = (given + grown[key], vectors[key][given] / count.unsqueeze(1), sums[key][given] / count)
+        given_count = total[given]
+        result[key] = (
+            given + grown[key],
+            vectors[key][given] / given_count.unsqueeze(1),
+            sums[key][given] / given_count,
+        )
         logger.info(
             "%s partition %d: %d of %d new rows start as the mean of their trained neighbors",
             key[0],

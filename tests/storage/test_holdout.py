@@ -65,3 +65,10 @@ def test_a_split_killed_between_its_two_writes_is_completed_by_the_next_one(tmp_
     held = EdgeStore(holdout_path_of(url)).load(bucket)
     assert as_set(held) == as_set(edges[held_out(edges, 0.2, 5)]) and len(held) == int(held_out(edges, 0.2, 5).sum())
     assert report.kept + report.held == 8000
+
+
+def test_a_later_split_with_another_fraction_keeps_the_first_one(tmp_path: object) -> None:
+    url = f"{tmp_path}/e_partitioned"
+    write_grid(url)
+    first = split_holdout(url, 0.1, seed=3)
+    assert split_holdout(url, 0.3, seed=4) == first  # the recorded fraction and seed win: nothing lost

@@ -83,3 +83,26 @@ def test_a_glob_matching_nothing_imports_nothing(tmp_path: Path) -> None:
     incoming = IncomingOptions(inputs=str(tmp_path / "in" / "*.tsv"), edges_dir=str(tmp_path / "edges"))
     received = receive(cfg, incoming, None, 0, OPTIONS)
     assert received.imported == [] and received.new_generations == [] and not (tmp_path / "data").exists()
+
+
+def test_an_import_done_by_hand_is_recognised_and_a_dropped_day_is_no_new_data(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from storage.importing.importer import import_edges
+
+    monkeypatch.chdir(tmp_path)
+    cfg = config(str(tmp_path))
+    write(str(tmp_path / "in" / "day0.tsv"), day(0, 300))
+    by_hand = cfg.model_copy(update={"edge_paths": [str(tmp_path / "edges" / "gen0000-day0_partitioned")]})
+    import_edges(by_hand, ["in/day0.tsv"], seed=0, **OPTIONS)  # a relative spelling of the same file
+    incoming = IncomingOptions(inputs=str(tmp_path / "in"), edges_dir=str(tmp_path / "edges"))
+    received = receive(cfg, incoming, 0, 0, OPTIONS)
+    assert received.imported == [] and received.new_generations == []
+
+    write(str(tmp_path / "in" / "day1.tsv"), day(300, 50))
+    grown = receive(cfg, incoming, 0, 0, OPTIONS)
+    assert grown.new_generations == [1]
+    for path in (grown.edge_paths[1], grown.holdouts[0]):
+        fsspec.filesystem("file").rm(path, recursive=True)  # the bad day dropped
+    again = receive(cfg, incoming, 0, 0, OPTIONS)
+    assert again.new_generations == [] and len(again.edge_paths) == 1

@@ -210,3 +210,36 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
         "checkpoint_path": str(root / SECOND),
         "version": 2,
     }
+
+
+def test_a_retry_after_the_import_still_trains_what_arrived(tmp_path: Path) -> None:
+    from storage.retrain_state import RetrainState, read_state, write_state
+    from tasks.arrivals import receive
+    from tasks.retrain import receive_arrivals
+    from tasks.retrain_options import IncomingOptions
+
+    cfg = parse_config(
+        {
+            "entities": {"user": {"num_partitions": 1}},
+            "relations": [{"name": "follows", "lhs": "user", "rhs": "user"}],
+            "dimension": 4,
+            "entity_path": str(tmp_path / "data"),
+            "edge_paths": [str(tmp_path / "edges" / "gen*_partitioned")],
+            "checkpoint_path": str(tmp_path / "runs"),
+        }
+    )
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    incoming = IncomingOptions(inputs=str(inbox), edges_dir=str(tmp_path / "edges"))
+    options = RetrainOptions(incoming=incoming)
+    (inbox / "day0.tsv").write_text("".join(f"u{i}\tu{(i + 1) % 50}\n" for i in range(50)))
+    receive(cfg, incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    # The first attempt chose its base (generation 0), imported day 1, then was killed.
+    write_state(str(tmp_path / "runs" / SECOND), RetrainState(generation=-1, base_generation=0, received=False))
+    (inbox / "day1.tsv").write_text("".join(f"u{i}\tv{i}\n" for i in range(20)))
+    receive(cfg, incoming, 0, 0, {"lhs_col": 0, "rhs_col": 1})
+
+    arrivals = receive_arrivals.fn(cfg, options, SECOND)
+    assert arrivals.imported == [] and arrivals.new_generations == [1] and len(arrivals.holdouts) == 1
+    state = read_state(str(tmp_path / "runs" / SECOND))
+    assert state is not None and state.received and state.base_generation == 0 and state.new_generations == [1]
