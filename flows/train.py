@@ -25,6 +25,7 @@ from flows.interrupts import cancel_on_interrupt, note_position
 from flows.pipeline import SubflowPipeline, run_body
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
+from tasks.arrivals import Received
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
     evaluate_bucket,
@@ -48,7 +49,6 @@ from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.report import version_progress
 from tasks.retrain import (
-    Arrivals,
     finish_retrain,
     latest_run,
     nothing_new,
@@ -204,7 +204,7 @@ def pbg(
     return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results, "gate": gate}
 
 
-def _start_retrain(config: ConfigSchema, retrain: RetrainOptions) -> tuple[ConfigSchema, Arrivals | None]:
+def _start_retrain(config: ConfigSchema, retrain: RetrainOptions) -> tuple[ConfigSchema, Received | None]:
     """The run's own config; with ``incoming``, first import what arrived (the run's new data)."""
     run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
     arrivals = None
@@ -216,7 +216,7 @@ def _start_retrain(config: ConfigSchema, retrain: RetrainOptions) -> tuple[Confi
 
 
 def _judge_and_promote(
-    run: str, config: ConfigSchema, retrain: RetrainOptions, arrivals: Arrivals | None
+    run: str, config: ConfigSchema, retrain: RetrainOptions, arrivals: Received | None
 ) -> dict[str, Any] | None:
     """With new data: the trained model on the holdout, and the gate. Promote unless it failed."""
     gate = None

@@ -28,6 +28,7 @@ from storage.errors import DataNotFound
 from storage.fs import reads, urls
 from storage.fs.urls import StorageOptions
 from storage.holdout import holdout_path_of, split_holdout
+from storage.importing.append import partition_counts_on_disk
 from storage.importing.importer import import_edges
 from storage.importing.manifest import generation_history, read_manifest
 from storage.run_dirs import has_glob
@@ -55,6 +56,11 @@ class Received:
     new_generations: list[int]
     holdouts: list[str] = field(default_factory=list)
     edge_paths: list[str] = field(default_factory=list)
+
+    @property
+    def nothing_new(self) -> bool:
+        """Nothing arrived since the run this one starts from."""
+        return not self.new_generations
 
 
 def list_files(pattern: str, storage_options: StorageOptions = None) -> list[str]:
@@ -181,9 +187,9 @@ def _import(
 
 
 def _has_import(entity_path: str, storage_options: StorageOptions) -> bool:
-    """Whether ``entity_path`` holds entity count files (an import, perhaps PBG's, without a manifest)."""
+    """Whether ``entity_path`` holds an import (perhaps PBG's, without a manifest)."""
     try:
-        return any(name.startswith("entity_count_") for name in reads.listdir(entity_path, storage_options))
+        return bool(partition_counts_on_disk(entity_path, storage_options))
     except DataNotFound:
         return False
 

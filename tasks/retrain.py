@@ -19,12 +19,11 @@ would hold them in clear).
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Any
 
 from prefect import task
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ConfigError, PbgError
@@ -46,7 +45,7 @@ from storage.run_dirs import (
     write_latest,
 )
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.arrivals import place, receive
+from tasks.arrivals import Received, place, receive
 from tasks.retrain_options import IncomingOptions, RetrainOptions
 from tasks.runs import get_run
 
@@ -72,23 +71,8 @@ def run_key_for(flow_run_id: str, expected_start: datetime) -> str:
     return run_dir_name(flow_run_id, expected_start)
 
 
-class Arrivals(BaseModel):
-    """What a run with ``retrain.incoming`` imported and what is new to it (:class:`tasks.arrivals.Received`)."""
-
-    imported: list[str] = []
-    generation: int = 0
-    new_generations: list[int] = []
-    holdouts: list[str] = []
-    edge_paths: list[str] = []
-
-    @property
-    def nothing_new(self) -> bool:
-        """Nothing arrived since the run this one starts from."""
-        return not self.new_generations
-
-
 @task(name="receive-arrivals", task_run_name="import what arrived", persist_result=False, **_STORAGE)
-def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str) -> Arrivals:
+def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str) -> Received:
     """Import the files that arrived, split the new generations' holdouts (:func:`tasks.arrivals.receive`).
 
     On a retry of the same flow run the run directory's ``retrain.json`` holds what the first
@@ -106,20 +90,14 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     state = read_state(url, storage)
     if state is not None and state.received:
         run_logger().info("retry: training what the first attempt received (generation %d)", state.generation)
-        return Arrivals(
-            generation=state.generation,
-            new_generations=state.new_generations,
-            holdouts=state.holdouts,
-            edge_paths=state.edge_paths,
-        )
+        return Received([], state.generation, state.new_generations, state.holdouts, state.edge_paths)
     if state is not None:  # an attempt stopped after choosing its base: what was new then is new now
         base = state.base_generation
     else:
         base = _base_generation(config, options, run_key, storage)
         write_state(url, RetrainState(generation=-1, base_generation=base, received=False), storage)
     seed = config.seed if config.seed is not None else 0
-    received = receive(config, incoming, base, seed, _import_options(incoming))
-    arrivals = Arrivals(**dataclasses.asdict(received))
+    arrivals = receive(config, incoming, base, seed, _import_options(incoming))
     _log_arrivals(arrivals, incoming, base)
     if arrivals.nothing_new:
         remove_state(url, storage)  # a skipped run leaves nothing to start from or to keep
@@ -184,7 +162,7 @@ def _base_generation(
     return max(int(entry.get("generation", 0)) for entry in history)
 
 
-def _log_arrivals(arrivals: Arrivals, incoming: IncomingOptions, base: int | None) -> None:
+def _log_arrivals(arrivals: Received, incoming: IncomingOptions, base: int | None) -> None:
     logger = run_logger()
     if arrivals.imported:
         logger.info("imported %d new file(s) as generation %d", len(arrivals.imported), arrivals.generation)
@@ -196,7 +174,7 @@ def _log_arrivals(arrivals: Arrivals, incoming: IncomingOptions, base: int | Non
 
 @task(name="prepare-retrain", task_run_name="prepare {run_key}", persist_result=False, **_STORAGE)
 def prepare_retrain(
-    config: ConfigSchema, options: RetrainOptions, run_key: str, arrivals: Arrivals | None = None
+    config: ConfigSchema, options: RetrainOptions, run_key: str, arrivals: Received | None = None
 ) -> ConfigSchema:
     """The run's own config: its directory, what it initialises from, its edge directories.
 
@@ -247,7 +225,7 @@ def prepare_retrain(
     return run_config
 
 
-def _union(config_paths: list[str], arrivals: Arrivals | None) -> list[str]:
+def _union(config_paths: list[str], arrivals: Received | None) -> list[str]:
     """The config's edge paths (but holdouts), then the import generations' not among them (same place, any spelling)."""
     held = [path for path in config_paths if path.rstrip("/").endswith(HOLDOUT_SUFFIX)]
     if held:
@@ -332,8 +310,8 @@ def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
 
 
 __all__ = [
-    "Arrivals",
     "NoNewData",
+    "Received",
     "RetrainOptions",
     "finish_retrain",
     "latest_run",

@@ -148,7 +148,7 @@ def _slots(
     return resident, {e: n for e, n in spare.items() if n > 0}
 
 
-def _relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
+def relation_sides(config: ConfigSchema, num_dynamic: int) -> tuple[tuple[str, str], ...]:
     """(lhs type, rhs type) per relation id; dynamic relations all share the template's."""
     if config.dynamic_relations:
         template = config.relations[0]
@@ -232,7 +232,7 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
         bucket_order=config.bucket_order,
         eval_fraction=config.eval_fraction,
         checkpoint_preservation_interval=config.checkpoint_preservation_interval,
-        relation_sides=_relation_sides(config, num_dynamic),
+        relation_sides=relation_sides(config, num_dynamic),
         featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
         batch_size=config.batch_size,
         progress_interval=config.progress_interval,

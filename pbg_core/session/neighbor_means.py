@@ -28,7 +28,7 @@ import torch
 from pbg_core.config import ConfigSchema
 from pbg_core.edgelist import EdgeList
 from pbg_core.ports import EdgeSource, PartitionStore
-from pbg_core.session.build import build_topology
+from pbg_core.session.build import build_topology, relation_sides
 from pbg_core.types import Bucket, PartitionKey
 
 logger = logging.getLogger(__name__)
@@ -163,13 +163,9 @@ def graph_shape(config: ConfigSchema, entities: Any, init_store: PartitionStore)
     """The :class:`GraphShape` of ``config``'s entity files (``entities``: an entity store) and ``init_store``."""
     topology = build_topology(config)
     keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
-    if config.dynamic_relations:
-        template = config.relations[0]
-        sides = [(template.lhs, template.rhs)] * entities.load_dynamic_relation_count()
-    else:
-        sides = [(relation.lhs, relation.rhs) for relation in config.relations]
+    num_dynamic = entities.load_dynamic_relation_count() if config.dynamic_relations else 0
     return GraphShape(
-        relation_sides=sides,
+        relation_sides=relation_sides(config, num_dynamic),
         num_partitions={name: entity.num_partitions for name, entity in config.entities.items()},
         counts={key: entities.load_count(*key) for key in keys},
         old_counts=old_row_counts(init_store, init_store.read_version(), keys),
