@@ -9,10 +9,12 @@ these modules; nothing else in the package looks at paths or calls ``os``. Each 
   ``create_exclusive``);
 - :mod:`storage.fs.reads`: existence checks, listings and reads (``local_read_path`` through the
   read cache of :mod:`storage.read_cache`);
+- :mod:`storage.fs.identity`: a file's stable identity (place under a root, size, content digest
+  or ETag), how records recognise a file after its directory moves;
 - :mod:`storage.fs.changes`: creating directories, deleting, copying and moving files.
 
 The package re-exports nothing: import the module you use (``from storage.fs import reads``).
-Layers inside it, highest first (import-linter holds them): changes -> atomic | reads -> uploads -> urls.
+Layers inside it, highest first (import-linter holds them): changes -> atomic | reads | identity -> uploads -> urls.
 
 S3 listings are never cached (``use_listings_cache=False``): a resumed run, another process
 or another store object must see objects written since, and a stale listing could hide a
