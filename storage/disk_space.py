@@ -5,13 +5,21 @@ checking first fails it before, with the bytes needed and free, and version ``v`
 never written to: see docs/checkpoint-protocol.md). Only local checkpoint paths are checked: an
 object store (``s3://``) has no free-space figure to ask for, so nothing is checked there.
 
+Other outputs (``pbg export``'s files) are checked the same way by :func:`check_free_space`, per
+filesystem their bytes land on; a disk that fills up anyway while they are written (an estimate
+short of the truth, another writer) is recognised by :func:`is_out_of_space` (the OS's ENOSPC or
+EDQUOT, also inside HDF5's messages) and told by :func:`no_space_while_writing`, in the same terms.
+
 No import of torch, fsspec or Prefect: ``pbg train`` runs the first check before its server starts.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
+from collections.abc import Sequence
 
 from pbg_core.session.memory_plan import gb
 from storage import layout
@@ -79,3 +87,105 @@ def check_disk_space(checkpoint_path: str, needed: int, committed_version: int, 
         f"not enough disk space for {what}: {needed} bytes ({gb(needed)}) needed, {free} bytes ({gb(free)}) "
         f"free on the filesystem of {where}; {kept} (free some space or give a checkpoint_path on a larger disk)",
     )
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# HDF5 puts the OS's errno into its message text only: "... errno = 28, error message = 'No space left on device'".
+_HDF5_ERRNO = re.compile(r"\berrno = (\d+)")
+
+
+class NoSpaceForOutput(StorageError):
+    """An output's disk has less free space than writing it needs, or filled up while it was written."""
+
+
+def is_out_of_space(err: BaseException) -> bool:
+    """Whether ``err``, or an error it was raised from, is a full disk or an exceeded quota (ENOSPC, EDQUOT).
+
+    h5py raises a plain ``OSError`` whose text carries HDF5's ``errno = 28``: that counts too.
+    """
+    return _no_space_errno(err) is not None
+
+
+def _no_space_errno(err: BaseException) -> int | None:
+    """ENOSPC or EDQUOT when ``err`` or an error of its chain is one (see :func:`is_out_of_space`), else None."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS:
+            return current.errno
+        found = [int(number) for number in _HDF5_ERRNO.findall(str(current)) if int(number) in NO_SPACE_ERRNOS]
+        if found:
+            return found[0]
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def check_free_space(writes: Sequence[tuple[str, str, int]], what: str) -> None:
+    """Raise :class:`NoSpaceForOutput` when files about to be written need more than their filesystem has free.
+
+    Args:
+        writes: (URL the error names, local directory the bytes go to, bytes) per file; the
+            directory need not exist yet. Files on one filesystem are summed.
+        what: What is written, e.g. ``the export``.
+
+    Raises:
+        NoSpaceForOutput: naming the largest file of the filesystem that lacks room, the bytes
+            needed there and free.
+    """
+    by_device: dict[int, list[tuple[str, str, int]]] = {}
+    for url, directory, needed in writes:
+        where = nearest_existing_dir(directory)
+        by_device.setdefault(os.stat(where).st_dev, []).append((url, where, needed))
+    for group in by_device.values():
+        needed = sum(size for _, _, size in group)
+        where = group[0][1]
+        free = shutil.disk_usage(where).free
+        if free < needed:
+            largest = max(group, key=lambda write: write[2])[0]
+            others = f" by {len(group)} files" if len(group) > 1 else ""
+            raise NoSpaceForOutput(
+                largest,
+                f"not enough disk space for {what}: about {_amount(needed)} needed{others} on the filesystem of "
+                f"{where}, {_amount(free)} free; nothing was written (free some space, or write to a larger disk)",
+            )
+
+
+def no_space_while_writing(
+    err: BaseException, url: str, directory: str, needed: int, written: int, what: str
+) -> NoSpaceForOutput:
+    """The error for a disk that filled up while ``url`` was written (call it before the partial files go).
+
+    Args:
+        err: The full disk's error (see :func:`is_out_of_space`).
+        url: The output being written.
+        directory: The local directory its bytes went to.
+        needed: Bytes the estimate said that filesystem needed.
+        written: Bytes written there when it ran out.
+        what: What was written, e.g. ``the export``.
+    """
+    where = nearest_existing_dir(directory)
+    stats = os.statvfs(where)
+    free = stats.f_bavail * stats.f_frsize
+    remedy = "free some space, or write to a larger disk"
+    if _no_space_errno(err) == errno.EDQUOT:
+        ran_out = "your disk quota ran out"
+    elif stats.f_files and stats.f_favail == 0:
+        ran_out, remedy = "the filesystem ran out of inodes (it can hold no more files)", "remove some files"
+    else:
+        ran_out = "the disk filled up"
+    return NoSpaceForOutput(
+        url,
+        f"{ran_out} while writing {what}: about {_amount(needed)} needed on the filesystem of {where}, "
+        f"{_amount(written)} written, {_amount(free)} free; the partial files are removed ({remedy})",
+    )
+
+
+def _amount(num_bytes: int) -> str:
+    """``172,032 bytes (168.0 KiB)``: exact, and readable."""
+    scaled, unit = float(num_bytes), "bytes"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if scaled < 1024:
+            break
+        scaled, unit = scaled / 1024, next_unit
+    return f"{num_bytes:,} bytes" + (f" ({scaled:.1f} {unit})" if unit != "bytes" else "")

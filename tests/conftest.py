@@ -218,21 +218,23 @@ def train_buckets() -> Callable[[str, Any], list[Any]]:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
-    """``small_disk(size)``: a real filesystem of ``size`` bytes (a tmpfs mounted under ``tmp_path``).
+def small_disk(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``small_disk(size, inodes=None)``: a real filesystem of ``size`` bytes (a tmpfs mounted under
+    ``tmp_path``), holding at most ``inodes`` files and directories (its root included) when given.
 
     Mounting needs root (CAP_SYS_ADMIN): the test is skipped where it is not permitted. Every
     mount is unmounted at the end of the test.
     """
     mounted: list[Path] = []
 
-    def mount(size: int) -> Path:
+    def mount(size: int, inodes: int | None = None) -> Path:
         point = tmp_path / f"disk{len(mounted)}"
         point.mkdir()
         if os.geteuid() != 0 or shutil.which("mount") is None:
             pytest.skip("mounting a small tmpfs needs root and mount(8)")
+        options = f"size={size}" + (f",nr_inodes={inodes}" if inodes is not None else "")
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True, text=True
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True, text=True
         )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")

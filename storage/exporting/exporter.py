@@ -11,10 +11,13 @@ Two entry points:
 
 Shared rules:
 
-- **Outputs** must not exist: every existing one is named in the error, checked before
-  anything is created. All are written under temporary names and published (rename on
-  local disk, one upload each on S3) only when all are complete; if the export fails half
-  way, nothing (or nothing left over) is visible.
+- **Outputs** (:mod:`storage.exporting.outputs`) must be distinct files, none of them an input
+  (the caller's config file, a file of checkpoint_path or entity_path), and must not exist:
+  every existing one is named in the error. Their sizes are estimated from the checkpoint's
+  shapes and the names files' sizes, and the free space of their disks checked. All of this
+  happens before anything is created. All are written under temporary names and published
+  (rename on local disk, one upload each on S3) only when all are complete; if the export
+  fails half way (a disk that fills up anyway is named as such), nothing is left over.
 - **Streaming**: embeddings are read one partition at a time (the text is formatted in row
   blocks by :mod:`storage.exporting.text`, on both cores).
 - **global_emb**: when ``config.global_emb`` is set and the model holds
@@ -35,13 +38,15 @@ import numpy as np
 
 from pbg_core.errors import UnknownNameError
 from pbg_core.types import ModuleStateDict
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
-from storage.errors import BadDataError, DataNotFound, OutputExistsError
-from storage.exporting.relations import operator_params, write_relations, write_rows
-from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink
+from storage.errors import BadDataError, DataNotFound
+from storage.exporting import outputs as export_outputs
+from storage.exporting.relations import estimated_bytes, operator_params, write_relations, write_rows
+from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink, EntityShape, tsv_sizes
 from storage.exporting.text import write_blocks
-from storage.fs import atomic, changes, reads, urls
+from storage.fs import urls
 
 __all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params", "write_rows"]
 
@@ -49,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 RELATION_TYPES_FILE = "relation_types.tsv"
 ExportFormatName = Literal["tsv", "npy", "h5"]
+# The names files are PBG's json.dump(names, f, indent=4): "[\n", then '    "name",\n' per name, "]".
+NAMES_FILE_BYTES_PER_NAME = 8
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,21 @@ class _Checkpoint:
             )
         return sum(rows for rows, _ in shapes), dims.pop() if dims else self.config.entity_dimension(entity)
 
+    def export_shape(self, entity: str) -> EntityShape:
+        """``entity``'s rows and dimension, and its names' bytes estimated from the names files' sizes."""
+        rows, dim = self.shape(entity)
+        name_bytes = 0
+        for part in range(self.config.entities[entity].num_partitions):
+            url = urls.join_url(self.config.entity_path, layout.entity_names_file(entity, part))
+            filesystem, path = urls.resolve(url, self.options)
+            with urls.translate_errors(url):
+                name_bytes += int(filesystem.size(path)) - 2
+        return EntityShape(rows, dim, max(0, name_bytes - NAMES_FILE_BYTES_PER_NAME * rows))
+
+    def relations_bytes(self) -> int:
+        """About the bytes of the relation parameters file."""
+        return estimated_bytes(self.config, self.state_dict)
+
     def partitions(self, entity: str) -> Iterator[tuple[list[str], np.ndarray]]:
         """(names, float32 [len(names), dim] embeddings incl. global_emb) per partition, in order."""
         global_emb = self.state_dict.get(f"global_embs.emb_{entity}") if self.config.global_emb else None
@@ -113,33 +135,6 @@ class _Checkpoint:
                 embeddings += global_emb.to(embeddings.dtype)  # in place: float32 like PBG's `+=`
             logger.info("exporting %d embeddings of %s partition %d", len(names), entity, part)
             yield names, embeddings.numpy()
-
-
-@contextlib.contextmanager
-def _exclusive_outputs(output_urls: Sequence[str], storage_options: Any) -> Iterator[list[str]]:
-    """Local paths to write every output to; all are published only if the block succeeds.
-
-    Outputs that exist are refused up front. Each output is written locally (next to it on
-    local disk, in a temporary file for a remote store) and becomes visible in one rename or
-    one upload when the block exits cleanly, so a reader never sees a half-written export.
-    If the block or a publication fails, every output published so far is removed.
-    """
-    existing = [url for url in output_urls if reads.exists(url, storage_options)]
-    if existing:
-        raise OutputExistsError(existing[0], f"refusing to overwrite export output(s) {', '.join(existing)}")
-    parents = sorted({url.rstrip("/").rpartition("/")[0] for url in output_urls if "/" in url.rstrip("/")})
-    created = [parent for parent in parents if not reads.exists(parent, storage_options)]
-    try:
-        with contextlib.ExitStack() as stack:
-            yield [stack.enter_context(atomic.local_write(url, storage_options)) for url in output_urls]
-    except BaseException:
-        # None of the outputs existed above: whatever is there now is ours, and so are the
-        # directories that did not exist (a failed export leaves no empty output folder).
-        for url in output_urls:
-            changes.remove(url, missing_ok=True, storage_options=storage_options)
-        for parent in created:
-            changes.remove_empty_dir(parent, storage_options)
-        raise
 
 
 def _resolve_version(checkpoints: CheckpointStore, url: str, version: int | None) -> int:
@@ -189,6 +184,8 @@ def export_tsv(
     entities_output: str,
     relation_types_output: str,
     version: int | None = None,
+    reads: Sequence[tuple[str, str]] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> ExportReport:
     """Export the embeddings and relation parameters of a checkpoint as TSV (PBG's layout).
 
@@ -198,27 +195,37 @@ def export_tsv(
         entities_output: File or URL of the entities TSV; must not exist.
         relation_types_output: File or URL of the relation parameters TSV; must not exist.
         version: Checkpoint version; None exports the latest committed one.
+        reads: (name, URL) of other files the caller read (``("the config", path)``): no output may be one.
+        labels: How the user knows the parameters in errors (``{"entities_output": "--entities-output"}``).
 
     Returns:
         An :class:`ExportReport`.
 
     Raises:
+        OutputsOverlap: The two outputs are one file, or an output is an input (nothing is written).
         FileExistsError: An output already exists (nothing is written).
+        NoSpaceForOutput: The outputs' disk has less room than they need, or filled up (nothing is left).
         DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model
             file is missing.
         AccessDenied: An output cannot be written (permissions).
         BadDataError: Names and embeddings disagree, or relation names do not match.
         UnknownNameError: The config has a featurized entity type.
     """
+    named = {"entities_output": entities_output, "relation_types_output": relation_types_output}
+    _check_distinct(config, [((labels or {}).get(key, key), url) for key, url in named.items()], reads)
     entity_types = _select_entity_types(config, None)
     ckpt = _Checkpoint(config, version)
     counts: dict[str, int] = {}
     outputs = (entities_output, relation_types_output)
-    with _exclusive_outputs(outputs, ckpt.options) as (entities_path, relations_path):
-        with open(entities_path, "wb") as entities_file:
+    sizes = {
+        entities_output: sum(tsv_sizes(ckpt.export_shape(entity))[0] for entity in entity_types),
+        relation_types_output: ckpt.relations_bytes(),
+    }
+    with export_outputs.staged_outputs(sizes, ckpt.options) as staging:
+        with open(staging.path(entities_output), "wb") as entities_file:
             for entity in entity_types:
                 counts[entity] = sum(write_blocks(entities_file, *part) for part in ckpt.partitions(entity))
-        with open(relations_path, "w", encoding="utf-8") as relations_file:
+        with open(staging.path(relation_types_output), "w", encoding="utf-8") as relations_file:
             relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
     written = sum(counts.values())
     logger.info("exported checkpoint v%d: %d entities, %d relation rows", ckpt.version, written, relation_rows)
@@ -231,6 +238,8 @@ def export_embeddings(
     format: ExportFormatName,  # noqa: A002  # the CLI's --format
     entity_types: list[str] | None = None,
     version: int | None = None,
+    reads: Sequence[tuple[str, str]] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> ExportReport:
     """Export a checkpoint's embeddings per entity type, and its relation parameters as TSV.
 
@@ -244,6 +253,8 @@ def export_embeddings(
         format: ``"tsv"``, ``"npy"`` or ``"h5"``.
         entity_types: Entity types to export; None exports all (config order).
         version: Checkpoint version; None exports the latest committed one.
+        reads: (name, URL) of other files the caller read (``("the config", path)``): no output may be one.
+        labels: How the user knows the parameters in errors (``{"output": "--output"}``).
 
     Returns:
         An :class:`ExportReport` (``outputs`` lists the URLs written).
@@ -252,7 +263,9 @@ def export_embeddings(
         UnknownNameError: ``format`` is not a registered format; an unknown or featurized
             entity type, or an empty ``entity_types``.
         ValueError: Entity type names that give clashing output files.
+        OutputsOverlap: An output is an input (nothing is written).
         FileExistsError: Some outputs already exist (all are named; nothing is written).
+        NoSpaceForOutput: The outputs' disk has less room than they need, or filled up (nothing is left).
         DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model
             file is missing.
         AccessDenied: The output directory cannot be created or written (permissions).
@@ -266,17 +279,30 @@ def export_embeddings(
     outputs = tuple(url for entity_urls in per_entity.values() for url in entity_urls) + (relations_url,)
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"entity type names give clashing output files {list(outputs)}; rename the entity type")
+    label = (labels or {}).get("output", "output")
+    _check_distinct(config, [(f"{label} file {url}", url) for url in outputs], reads)
+    shapes = {entity: ckpt.export_shape(entity) for entity in selected}
+    sizes = {
+        url: size
+        for entity, entity_urls in per_entity.items()
+        for url, size in zip(entity_urls, export_format.sizes(shapes[entity]), strict=True)
+    }
+    sizes[relations_url] = ckpt.relations_bytes()
     counts: dict[str, int] = {}
-    with _exclusive_outputs(outputs, ckpt.options) as local_paths:
-        paths = iter(local_paths)
+    with export_outputs.staged_outputs(sizes, ckpt.options) as staging:
         for entity, entity_urls in per_entity.items():
-            count, dim = ckpt.shape(entity)
-            sink = export_format.open([next(paths) for _ in entity_urls], count, dim)
+            sink = export_format.open(staging.paths(*entity_urls), shapes[entity].count, shapes[entity].dim)
             counts[entity] = _fill(sink, ckpt.partitions(entity))
-        with open(next(paths), "w", encoding="utf-8") as relations_file:
+        with open(staging.path(relations_url), "w", encoding="utf-8") as relations_file:
             relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
     logger.info("exported checkpoint v%d as %s into %s: %s", ckpt.version, format, output, counts)
     return ExportReport(ckpt.version, sum(counts.values()), relation_rows, counts, outputs)
+
+
+def _check_distinct(config: Any, outputs: Sequence[tuple[str, str]], reads: Sequence[tuple[str, str]]) -> None:
+    """See :func:`storage.exporting.outputs.check_distinct`; the export reads checkpoint_path and entity_path."""
+    input_dirs = [("checkpoint_path", config.checkpoint_path), ("entity_path", config.entity_path)]
+    export_outputs.check_distinct(outputs, reads, input_dirs, config.storage_options_for_fs())
 
 
 def _fill(sink: EmbeddingSink, partitions: Iterator[tuple[list[str], np.ndarray]]) -> int:

@@ -24,7 +24,9 @@ from pbg_core.model.operators import DYNAMIC_OPERATORS, OPERATORS
 from pbg_core.types import ModuleStateDict
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
-from storage.exporting.text import format_rows
+from storage.exporting.text import VALUE_TEXT_BYTES, format_rows
+
+ROW_KEY_BYTES = 128  # a row's name, side, operator, parameter name and shape: generous
 
 
 def write_rows(out: TextIO, keys: Sequence[str], values: torch.Tensor) -> int:
@@ -120,3 +122,19 @@ def write_relations(out: TextIO, config: Any, entity_store: EntityStore, state_d
     """The relations file of ``config``'s mode (standard or dynamic); returns the row count."""
     writer = write_dynamic_relations if config.dynamic_relations else write_standard_relations
     return writer(out, config, entity_store, state_dict)
+
+
+def estimated_bytes(config: Any, state_dict: ModuleStateDict) -> int:
+    """About the bytes :func:`write_relations` writes: every operator parameter's values as text, and a key per row.
+
+    Standard mode writes each relation's ``rhs`` parameters in one row; dynamic mode writes the
+    ``lhs`` and ``rhs`` parameters, one row per relation (the parameters' first dimension).
+    """
+    total = 0
+    for key, value in state_dict.items():
+        side = key.split("_operators.", 1)[0]
+        if side not in ("lhs", "rhs") or (side == "lhs" and not config.dynamic_relations):
+            continue
+        rows = value.shape[0] if config.dynamic_relations and value.dim() > 0 else 1
+        total += value.numel() * VALUE_TEXT_BYTES + rows * (ROW_KEY_BYTES + 1)
+    return total

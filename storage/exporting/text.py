@@ -37,6 +37,17 @@ MAX_FAST_NAME_BYTES = 512  # longer names: the NUL-padded name columns would dom
 _FAST_LIMIT = 2.0**33  # |x| * 1e9 must fit in int64
 
 _TAB, _NEWLINE, _MINUS = 9, 10, 45
+# Bytes of one value's text, tab included, for |x| < 10 (nearly every embedding): "\t-1.234567890".
+VALUE_TEXT_BYTES = 13
+
+
+def estimated_text_bytes(rows: int, dim: int, key_bytes: int) -> int:
+    """Bytes of :func:`write_blocks`' text for ``rows`` rows of ``dim`` values whose keys take ``key_bytes``.
+
+    Exact for values in (-10, 10) when every value is negative, 1 byte a value more than the
+    text of the positive ones; a value of 10 or more in magnitude takes a byte per extra digit.
+    """
+    return key_bytes + rows * (1 + dim * VALUE_TEXT_BYTES)
 
 
 def format_rows_slow(keys: Sequence[str], values: np.ndarray) -> bytes:

@@ -1,7 +1,8 @@
-"""storage.disk_space: free space of a local checkpoint's filesystem, checked before a write."""
+"""storage.disk_space: free space of a local checkpoint's (or an export's) filesystem, checked before a write."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,9 +11,13 @@ import pytest
 
 from storage.disk_space import (
     NoSpaceForCheckpoint,
+    NoSpaceForOutput,
     check_disk_space,
+    check_free_space,
     free_bytes,
+    is_out_of_space,
     nearest_existing_dir,
+    no_space_while_writing,
     version_bytes_on_disk,
 )
 
@@ -62,3 +67,55 @@ def test_a_file_linked_to_a_progress_save_takes_no_room_of_its_own(tmp_path: Pat
     os.link(area / "embeddings_user_1.v3.h5", tmp_path / "embeddings_user_1.v3.h5")  # a promoted save
     (tmp_path / "embeddings_user_0.v3.h5").write_bytes(b"x" * 100)
     assert version_bytes_on_disk(str(tmp_path), 3) == 100
+
+
+def test_a_full_disk_is_recognised_in_every_form_it_arrives() -> None:
+    assert is_out_of_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_out_of_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    # h5py: a plain OSError whose text carries HDF5's errno (no errno attribute on some paths).
+    assert is_out_of_space(OSError("Can't synchronously write data (file write failed: errno = 28, ...)"))
+    wrapped = RuntimeError("export failed")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device")
+    assert is_out_of_space(wrapped)
+    assert not is_out_of_space(OSError(errno.EACCES, "Permission denied"))
+    assert not is_out_of_space(OSError("Unable to open file (errno = 2, error message = 'No such file')"))
+    assert not is_out_of_space(ValueError("28 rows"))
+
+
+def test_outputs_on_one_filesystem_are_summed(small_disk: Callable[..., Path], tmp_path: Path) -> None:
+    disk = small_disk(1 << 20)
+    check_free_space([(str(disk / "a.tsv"), str(disk), 400_000), (str(disk / "b.tsv"), str(disk), 400_000)], "x")
+    elsewhere = (str(tmp_path / "c.tsv"), str(tmp_path), 700_000)  # another filesystem: counted on its own
+    with pytest.raises(NoSpaceForOutput) as caught:
+        check_free_space(
+            [(str(disk / "a.tsv"), str(disk / "out"), 400_000), elsewhere, (str(disk / "b.tsv"), str(disk), 700_000)],
+            "the export",
+        )
+    message = str(caught.value)
+    assert message.startswith(f"{disk / 'b.tsv'}: not enough disk space for the export: about 1,100,000 bytes")
+    assert (
+        f"needed by 2 files on the filesystem of {disk}, 1,048,576 bytes (1.0 MiB) free; nothing was written" in message
+    )
+
+
+def test_a_disk_that_filled_up_is_told_with_what_was_written(small_disk: Callable[..., Path]) -> None:
+    disk = small_disk(64 << 10)
+    with pytest.raises(OSError) as full, open(disk / "big.bin", "wb") as out:
+        out.write(b"x" * (128 << 10))
+        out.flush()
+    error = no_space_while_writing(full.value, str(disk / "big.bin"), str(disk), 100_000, 65_536, "the export")
+    assert str(error) == (
+        f"{disk / 'big.bin'}: the disk filled up while writing the export: about 100,000 bytes (97.7 KiB) needed "
+        f"on the filesystem of {disk}, 65,536 bytes (64.0 KiB) written, 0 bytes free; the partial files are "
+        "removed (free some space, or write to a larger disk)"
+    )
+
+
+def test_a_filesystem_out_of_inodes_is_told_as_such(small_disk: Callable[..., Path]) -> None:
+    disk = small_disk(1 << 20, inodes=2)
+    (disk / "out").mkdir()  # the root and this: no inode left
+    with pytest.raises(OSError) as full:
+        (disk / "out" / "a.tsv").write_bytes(b"")
+    error = no_space_while_writing(full.value, str(disk / "out" / "a.tsv"), str(disk / "out"), 10, 0, "the export")
+    assert "the filesystem ran out of inodes (it can hold no more files) while writing the export" in str(error)
+    assert str(error).endswith("1,048,576 bytes (1.0 MiB) free; the partial files are removed (remove some files)")

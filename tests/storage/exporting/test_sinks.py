@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink
+from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink, EntityShape
 
 NAMES = [["a", "noël"], [], ["名", 'quote"d', "tab\\t"]]  # an empty partition in the middle
 
@@ -68,3 +68,29 @@ def test_more_rows_than_announced_are_refused_naming_the_file(tmp_path: Path, fm
 
 def test_formats_are_registered_by_cli_name() -> None:
     assert EXPORT_FORMATS.names() == ["h5", "npy", "tsv"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "low", "high"),
+    [("tsv", 1.0, 1.05), ("npy", 1.0, 1.0), ("h5", 0.95, 1.1)],
+)
+def test_estimated_sizes_match_what_is_written(tmp_path: Path, fmt: str, low: float, high: float) -> None:
+    """Estimated from the shape and the names' bytes as the exporter knows them (the names file's size):
+    TSV a little over the truth for values within (-10, 10) (13 bytes a value; positive ones take 12)."""
+    rng = np.random.default_rng(0)
+    count, dim = 20_000, 16
+    names = [f"entity-{i}" for i in rng.permutation(count)]
+    embeddings = (rng.standard_normal((count, dim)) * 0.5).astype(np.float32)
+    names_file = tmp_path / "entity_names.json"
+    names_file.write_text(json.dumps(names, indent=4))  # as the entity store writes it
+    shape = EntityShape(count, dim, names_file.stat().st_size - 2 - 8 * count)
+    assert shape.name_bytes == sum(len(name) for name in names)
+    export_format = EXPORT_FORMATS.get(fmt)
+    paths = [str(tmp_path / f"out{suffix}") for suffix in export_format.suffixes]
+    sink = export_format.open(paths, count, dim)
+    for start in range(0, count, 7_000):  # partitions
+        sink.write(names[start : start + 7_000], embeddings[start : start + 7_000])
+    sink.close()
+    for path, estimate in zip(paths, export_format.sizes(shape), strict=True):
+        actual = Path(path).stat().st_size
+        assert low * actual <= estimate <= high * actual, (path, estimate, actual)

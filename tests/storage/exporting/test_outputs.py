@@ -1,0 +1,92 @@
+"""storage.exporting.outputs: distinct output files, none an input, room for them, all or nothing on disk.
+
+The command-line side (the options named, the files on disk byte-identical) is in
+tests/flows/test_cli_commands.py; here the mechanism, on real files and a real small tmpfs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from disk_state import changes, tree_state
+
+from storage.disk_space import NoSpaceForOutput
+from storage.errors import OutputExistsError
+from storage.exporting.outputs import OutputsOverlap, check_distinct, place, staged_outputs
+
+
+def test_one_file_is_one_place_however_it_is_spelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "sub")
+    (tmp_path / "link.tsv").symlink_to(tmp_path / "sub" / "x.tsv")  # dangling: writing it writes sub/x.tsv
+    target = str(tmp_path / "sub" / "x.tsv")
+    spellings = ["sub/x.tsv", "./sub/x.tsv", "sub/../sub/x.tsv", target, f"file://{target}", "alias/x.tsv", "link.tsv"]
+    assert {place(spelling) for spelling in spellings} == {target}
+    assert place("s3://bucket/a//b/./x.tsv") == "s3://bucket/a/b/x.tsv"
+
+
+@pytest.mark.parametrize("second", ["x.tsv", "./x.tsv", "{root}/x.tsv", "alias/x.tsv"])
+def test_two_outputs_that_are_one_file_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "alias").symlink_to(tmp_path)
+    second = second.format(root=tmp_path)
+    with pytest.raises(OutputsOverlap) as caught:
+        check_distinct([("--entities-output", "x.tsv"), ("--relation-types-output", second)])
+    spelled = "'x.tsv' for both" if second == "x.tsv" else f"'x.tsv' and {second!r}"
+    assert str(caught.value) == (
+        f"{second}: --entities-output and --relation-types-output name the same file {tmp_path / 'x.tsv'} "
+        f"({spelled}); give each its own file"
+    )
+
+
+def test_an_output_that_is_an_input_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "model.v1.h5").write_bytes(b"model")
+    inputs = {"input_files": [("the config", "config.json")], "input_dirs": [("checkpoint_path", "ckpt")]}
+    with pytest.raises(OutputsOverlap, match=r"^./config.json: --out names .*config.json, the config this export"):
+        check_distinct([("--out", "./config.json")], **inputs)
+    with pytest.raises(OutputsOverlap, match=r"a file of checkpoint_path ckpt that this export reads"):
+        check_distinct([("--out", "ckpt/model.v1.h5")], **inputs)
+    check_distinct([("--out", "ckpt/export.tsv"), ("--other", "export.tsv")], **inputs)  # new files: fine
+
+
+def test_existing_outputs_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    (tmp_path / "b.tsv").write_text("keep")
+    before = tree_state(tmp_path)
+    sizes = {str(tmp_path / "new" / "a.tsv"): 10, str(tmp_path / "b.tsv"): 10}
+    with pytest.raises(OutputExistsError, match="refusing to overwrite export output"), staged_outputs(sizes, None):
+        pytest.fail("the block must not run")
+    assert changes(before, tree_state(tmp_path)) == [] and not (tmp_path / "new").exists()
+
+
+def test_a_disk_too_small_is_refused_before_anything_is_written(small_disk: Callable[..., Path]) -> None:
+    disk = small_disk(64 << 10)
+    sizes = {str(disk / "out" / "a.tsv"): 40_000, str(disk / "out" / "b.tsv"): 40_000}
+    with pytest.raises(NoSpaceForOutput) as caught, staged_outputs(sizes, None):
+        pytest.fail("the block must not run")
+    assert str(caught.value).startswith(f"{disk / 'out' / 'a.tsv'}: not enough disk space for the export: about 80,000")
+    assert tree_state(disk) == {} and not (disk / "out").exists()
+
+
+def test_a_disk_that_fills_up_while_writing_leaves_nothing(small_disk: Callable[..., Path]) -> None:
+    """The estimate fits, the writing does not: the error names the output being written, not the OS's."""
+    disk = small_disk(64 << 10)
+    first, second = str(disk / "out" / "a.tsv"), str(disk / "out" / "b.tsv")
+    with pytest.raises(NoSpaceForOutput) as caught, staged_outputs({first: 1_000, second: 1_000}, None) as staging:
+        Path(staging.path(first)).write_bytes(b"a" * 1_000)
+        with open(staging.path(second), "wb") as out:
+            for _ in range(100):
+                out.write(os.urandom(1 << 10))
+    message = str(caught.value)
+    assert message.startswith(
+        f"{second}: the disk filled up while writing the export: about 2,000 bytes (2.0 KiB) needed"
+    )
+    assert "0 bytes free; the partial files are removed" in message
+    assert isinstance(caught.value.__cause__, OSError)
+    assert tree_state(disk) == {} and not (disk / "out").exists()
