@@ -14,6 +14,8 @@ The hierarchy lets callers catch broadly (:class:`StorageError`) or narrowly:
 - :class:`OutputNotWritable`: a local output directory that cannot be created (found before any work).
 - :class:`BadUrlError`: a URL that cannot name a file (``s3://`` without a bucket, a bad
   bucket name); permanent.
+- :class:`FilesystemUnavailable`: a URL scheme whose filesystem cannot load here (unknown, or
+  its package or native library is missing); permanent.
 
 :func:`translate` maps what fsspec backends raise (s3fs, botocore, aiohttp, the OS) onto
 this hierarchy; :func:`storage.fs.urls.translate_errors` applies it around every remote call.
@@ -287,3 +289,8 @@ def _reason(err: BaseException) -> str:
     # Exception messages of connection errors name host and port, never credentials.
     text = str(err).splitlines()[0][:200] if str(err) else ""
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+class FilesystemUnavailable(StorageError, ValueError):
+    """A URL whose scheme has no filesystem that can load here: an unknown scheme, a missing package
+    (``gs://`` without gcsfs) or a missing native library (``hdfs://`` without libhdfs); permanent."""

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
+import fsspec
 import pytest
 from fsspec.core import url_to_fs
 from s3_server import FAST_FAIL_OPTIONS, S3Server, free_port, new_bucket_name
 
-from storage.errors import AccessDenied, BadUrlError, DataNotFound, StorageUnreachable
+from storage.errors import AccessDenied, BadUrlError, DataNotFound, FilesystemUnavailable, StorageUnreachable
 from storage.fs import atomic, reads, urls
 
 
@@ -25,6 +27,52 @@ def test_join_url_keeps_scheme() -> None:
     assert urls.join_url("file:///d", "x.txt") == "file:///d/x.txt"
     assert urls.join_url("/d", "x.txt") == "/d/x.txt"
     assert urls.join_url("/d") == "/d"
+
+
+def test_an_unknown_scheme_is_named_with_the_known_ones(tmp_path: Path) -> None:
+    problem = urls.filesystem_problem("foo://x/ckpt", "checkpoint_path")
+    assert problem == (
+        "checkpoint_path's URL scheme 'foo://' is unknown: no filesystem is registered for it; give a local "
+        "path or a URL of a scheme fsspec knows (file://, s3://, gs://, az://, hdfs://, ...)"
+    )
+    with pytest.raises(FilesystemUnavailable) as info:  # any URL any store resolves: without its field
+        reads.read_text("foo://x/ckpt/checkpoint_version.txt")
+    assert str(info.value).startswith("foo://x/ckpt/checkpoint_version.txt: the URL scheme 'foo://' is unknown")
+    for usable in (str(tmp_path), f"file://{tmp_path}", "s3://bucket/key", "memory://x", "local:///x"):
+        assert urls.filesystem_problem(usable) is None
+
+
+def test_a_filesystem_whose_package_is_missing_names_it() -> None:
+    # fsspec's own registry mechanism, as gcsfs/adlfs are registered: a class in a package not installed.
+    fsspec.register_implementation("pbgtest", "pbg_no_such_package.TestFileSystem", errtxt="Install it", clobber=True)
+    problem = urls.filesystem_problem("simplecache::pbgtest://bucket/key", "edge_paths[1]")
+    assert problem == (
+        "edge_paths[1]'s URL scheme 'pbgtest://' cannot be used here: the Python package 'pbg_no_such_package' "
+        "is not installed (pip install pbg_no_such_package; fsspec says: Install it)"
+    )
+    with pytest.raises(FilesystemUnavailable, match=r"^pbgtest://b/k: input 2's URL scheme 'pbgtest://' cannot"):
+        urls.check_filesystems([("input 1", "/tmp/x.tsv"), ("input 2", "pbgtest://b/k")])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed here")
+def test_gs_without_gcsfs_says_to_install_it() -> None:
+    problem = urls.filesystem_problem("gs://bucket/ckpt", "checkpoint_path")
+    assert problem is not None and problem.startswith(
+        "checkpoint_path's URL scheme 'gs://' cannot be used here: the Python package 'gcsfs' is not installed "
+        "(pip install gcsfs;"
+    )
+
+
+def test_hdfs_without_its_native_client_names_what_is_missing() -> None:
+    pyarrow = pytest.importorskip("pyarrow", reason="without pyarrow hdfs:// is a missing package, tested above")
+    if pyarrow.have_libhdfs():
+        pytest.skip("Hadoop's native client loads here")
+    problem = urls.filesystem_problem("hdfs://namenode:8020/ckpt", "checkpoint_path")
+    assert problem is not None
+    assert problem.startswith(
+        "checkpoint_path's URL scheme 'hdfs://' cannot be used here: pyarrow cannot load Hadoop's native client"
+    )
+    assert "libjvm.so" in problem and "libhdfs.so" in problem and "dlopen" not in problem
 
 
 @pytest.mark.parametrize("url", ["s3://", "s3:///key.txt", "s3://Bad_Bucket/k", "s3://ab/k", "s3://a..b/k"])
