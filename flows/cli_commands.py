@@ -1,7 +1,10 @@
 """``pbg import``, ``pbg export`` and ``pbg serve``: the commands that run no flow here.
 
 ``import`` and ``export`` use storage only (no Prefect: importing it costs ~3.5 s and
-~350 MB); ``serve`` checks every option, its config URL included, before Prefect starts.
+~350 MB), after checking that every URL they use has a filesystem that loads here
+(:func:`flows.preflight.load_config_checked`). ``serve`` checks every option (``--cron`` by
+Prefect's own schedule model), its config URL and the config's URLs, and that a Prefect API
+answers at PREFECT_API_URL, before it serves anything.
 A usage problem prints ``pbg <command>: error: ...`` and returns :data:`EXIT_USAGE`.
 """
 
@@ -11,20 +14,42 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 EXIT_USAGE = 2
+# The config's paths each command uses (their URLs are checked first: flows.preflight.check_urls).
+IMPORT_FIELDS = ("entity_path", "edge_paths")
+EXPORT_FIELDS = ("entity_path", "checkpoint_path")
+# The exporters' parameters as `pbg export` spells them, for their errors.
+EXPORT_LABELS = {
+    "entities_output": "--entities-output",
+    "relation_types_output": "--relation-types-output",
+    "output": "--output",
+}
 # What a served run reads (tasks.config.resolve_config refuses .py: it would be executed).
 SERVED_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+CRON_HELP = (
+    "give 5 fields, minute hour day-of-month month day-of-week, in UTC: e.g. '0 3 * * *' "
+    "(03:00 every day), '*/30 * * * *' (every 30 minutes), '0 4 * * 1-5' (04:00 Monday to Friday), or @daily"
+)
+SERVE_API_HINT = (
+    "point PREFECT_API_URL at a running server (`prefect server start --host 127.0.0.1`, or "
+    "deployments/local-up.sh, starts one)"
+)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``pbg import CONFIG INPUT...``: the edge lists into the config's entity and edge files."""
+    from flows.preflight import load_config_checked
     from flows.progress_bar import import_progress
-    from storage.config_loader import load_config
     from storage.importing.importer import import_edges
     from tasks.import_progress import estimate_lines
 
-    config = load_config(args.config, list(args.param))
+    inputs = [(f"input {number}", path) for number, path in enumerate(args.inputs, start=1)]
+    config = load_config_checked(args.config, args.param, inputs, IMPORT_FIELDS)
     with import_progress(estimate_lines(args.inputs, config.storage_options_for_fs())) as progress:
         report = import_edges(
             config,
@@ -52,15 +77,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     problem = _export_usage_problem(args)
     if problem:
         return _usage_error("export", problem)
-    from storage.config_loader import load_config
+    from flows.preflight import load_config_checked
     from storage.exporting.exporter import export_embeddings, export_tsv
 
-    config = load_config(args.config, list(args.param))
+    outputs = [
+        (f"--{key.replace('_', '-')}", getattr(args, key))
+        for key in ("entities_output", "relation_types_output", "output")
+        if getattr(args, key) is not None
+    ]
+    config = load_config_checked(args.config, args.param, outputs, EXPORT_FIELDS)
     started = time.perf_counter()
+    reads = [("the config", args.config)]
     if args.entities_output is not None:
-        report = export_tsv(config, args.entities_output, args.relation_types_output, args.version)
+        report = export_tsv(
+            config, args.entities_output, args.relation_types_output, args.version, reads, EXPORT_LABELS
+        )
     else:
-        report = export_embeddings(config, args.output, args.format, args.entity_type or None, args.version)
+        report = export_embeddings(
+            config, args.output, args.format, args.entity_type or None, args.version, reads, EXPORT_LABELS
+        )
     print(
         f"exported version {report.version}: {report.entities_written:,} embeddings, "
         f"{report.relation_rows_written} relation parameter rows in {time.perf_counter() - started:.1f} s "
@@ -89,6 +124,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     problem = _serve_usage_problem(args) or (args.config_url and config_url_problem(args.config_url, list(args.param)))
     if problem:
         return _usage_error("serve", problem)
+    from flows.preflight import check_prefect_api
+
+    check_prefect_api(os.environ.get("PREFECT_API_URL"), otherwise=SERVE_API_HINT)
     from prefect.types.entrypoint import EntrypointType
 
     from flows.train import pbg
@@ -125,7 +163,41 @@ def _serve_usage_problem(args: argparse.Namespace) -> str | None:
         return f"--limit {args.limit} is not allowed; give 1 or more"
     if args.retrain_keep_last is not None and args.retrain_keep_last < 1:
         return f"--retrain-keep-last {args.retrain_keep_last} is not allowed; give 1 or more"
+    if args.cron is not None:
+        return cron_problem(args.cron)
     return None
+
+
+def cron_problem(expression: str) -> str | None:
+    """What is wrong with ``--cron EXPR``, or None: the schedule is validated as ``pbg.serve`` will build it.
+
+    ``serve(cron=...)`` makes Prefect's ``CronSchedule``, whose validator (croniter, random and
+    hashed fields refused) decides; building one here accepts exactly what Prefect accepts.
+    """
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    try:
+        CronSchedule(cron=expression)
+    except ValidationError as err:
+        return f"--cron {expression!r} is not a cron expression Prefect accepts ({_cron_reason(expression, err)}); {CRON_HELP}"
+    return None
+
+
+def _cron_reason(expression: str, err: ValidationError) -> str:
+    """Prefect's reason; for "Invalid cron string" (which only repeats the expression), croniter's."""
+    reason = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in err.errors())
+    if not reason.startswith("Invalid cron string"):
+        return reason
+    try:  # the croniter Prefect validates with (Prefect vendors it): its error names what is wrong
+        from prefect._vendor.croniter.croniter import croniter
+
+        croniter(expression)  # type: ignore[no-untyped-call]  # vendored, unannotated
+    except ImportError:
+        return reason
+    except Exception as detail:  # noqa: BLE001 - croniter's message is the reason shown, nothing is swallowed
+        return str(detail)
+    return reason
 
 
 def config_url_problem(config_url: str, overrides: list[str]) -> str | None:
@@ -133,11 +205,13 @@ def config_url_problem(config_url: str, overrides: list[str]) -> str | None:
 
     The served runs read it in this process, with this environment's credentials, so what
     fails here would fail every run: here it fails in one line, before the deployment exists.
-    Refused: a ``.py`` or other unsupported file type, an unknown URL scheme, a file that
-    cannot be read, an invalid config.
+    Refused: a ``.py`` or other unsupported file type, a URL scheme that cannot be used here
+    (unknown, or its package or native library missing: also for the config's own URLs), a
+    file that cannot be read, an invalid config.
     """
+    from flows.preflight import check_urls, config_urls
     from pbg_core.errors import PbgError
-    from storage.config_loader import load_config, local_path
+    from storage.config_loader import load_config
 
     where = f"--config-url {config_url!r}"
     suffix = os.path.splitext(config_url.split("?", 1)[0])[1].lower()
@@ -146,14 +220,12 @@ def config_url_problem(config_url: str, overrides: list[str]) -> str | None:
             f"{where}: file type {suffix or '(none)'!r} is not served; allowed: {', '.join(SERVED_CONFIG_SUFFIXES)} "
             "(a .py config is executed, so only `pbg train` reads it)"
         )
-    if local_path(config_url) is None:
-        import fsspec
-
-        scheme = config_url.split("://", 1)[0]
-        if scheme not in fsspec.available_protocols():
-            return f"{where}: unknown URL scheme {scheme!r}; give a local path or a file://, s3:// or gs:// URL"
     try:
-        load_config(config_url, overrides)
+        check_urls([("--config-url", config_url)])
+    except PbgError as err:
+        return str(err)
+    try:
+        check_urls(config_urls(load_config(config_url, overrides)))  # the served runs' URLs
     except PbgError as err:
         return f"--config-url: {err}"
     return None

@@ -3,7 +3,11 @@
 The config is parsed and validated, and the run's local inputs are looked for, before the
 command starts its embedded Prefect server or forks a HOGWILD worker: a typo in the config
 or a forgotten ``pbg import`` then fails in well under a second, not after the server's
-start-up (4-12 s) or the flow's first task (~17 s). ``pbg train`` also checks here that the
+start-up (4-12 s) or the flow's first task (~17 s). Every URL the command will use (the config
+file's, the config's paths, the command's inputs and outputs) must have a filesystem that loads
+here (:func:`check_urls`: ``hdfs://`` without Hadoop's native client, ``gs://`` without gcsfs, an
+unknown scheme fail in one line naming the field); ``pbg import``, ``pbg export`` and ``pbg serve``
+load their config through :func:`load_config_checked` for that. ``pbg train`` also checks here that the
 partitions fit in the memory available (:mod:`pbg_core.session.memory_plan`) and that a local
 checkpoint's disk has room for the next version (:func:`check_resources`). Only local paths are looked at: a
 remote store is checked by the flow's first task, which has the retries and the
@@ -21,8 +25,9 @@ from __future__ import annotations
 
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError, PbgError
@@ -45,27 +50,63 @@ class CheckpointNotWritable(OutputNotWritable):
 
 
 class PrefectApiUnreachable(PbgError):
-    """``PREFECT_API_URL`` names a server that does not answer."""
+    """``PREFECT_API_URL`` names a place where no Prefect API answers."""
 
 
-def check_prefect_api(api_url: str | None, timeout: float = 5.0) -> None:
-    """Raise :class:`PrefectApiUnreachable` when nothing answers ``GET /health`` at ``api_url`` (when set).
+EXAMPLE_API_URL = "http://127.0.0.1:4200/api"
+# The config's paths (a training run uses them all; pbg import and export some, see flows.cli_commands).
+PATH_FIELDS = ("entity_path", "edge_paths", "checkpoint_path", "init_path")
+EVAL_FIELDS = ("entity_path", "edge_paths", "checkpoint_path")
+EMBEDDED_HINT = "unset PREFECT_API_URL to run on an embedded server"
+
+
+def check_prefect_api(api_url: str | None, timeout: float = 5.0, otherwise: str = EMBEDDED_HINT) -> None:
+    """Raise :class:`PrefectApiUnreachable` unless a Prefect API answers ``GET /health`` at ``api_url`` (when set).
 
     A user-set ``PREFECT_API_URL`` that nothing answers would otherwise fail the command after
-    Prefect's client has retried, as an "unexpected RuntimeError".
+    Prefect's client has retried, as an "unexpected" error; here it takes at most ``timeout``
+    seconds. Refused: a URL that is not http(s) with a host; nothing answering (refused, unreachable,
+    silent for ``timeout``); an answer that is not a Prefect API's (``true`` from a server,
+    401/403 from Prefect Cloud without a key: those pass, the client says more).
+
+    Args:
+        api_url: PREFECT_API_URL (None or empty: unset, nothing to check).
+        timeout: Seconds to wait for the answer.
+        otherwise: The way out the message ends with (default: unset it for the embedded server).
     """
     if not api_url:
         return
+    where = f"PREFECT_API_URL={api_url}"
+    parts = urllib.parse.urlsplit(api_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PrefectApiUnreachable(
+            f"{where}: not an http(s) URL with a host; a Prefect server's is like {EXAMPLE_API_URL}"
+        )
+    health = f"{api_url.rstrip('/')}/health"
     try:
-        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout):
-            return
-    except urllib.error.HTTPError:
-        return  # something answers (Prefect Cloud wants a key even here): the client will say more
+        with urllib.request.urlopen(health, timeout=timeout) as answer:
+            body = answer.read(64).strip()
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return  # Prefect Cloud wants a key even here: the client will say more
+        raise PrefectApiUnreachable(f"{where}: {_not_prefect(f'HTTP {err.code}')}; {otherwise}") from None
     except (urllib.error.URLError, OSError) as err:
-        reason = str(getattr(err, "reason", err))
-    raise PrefectApiUnreachable(
-        f"PREFECT_API_URL={api_url}: no Prefect API answers there ({reason}); start that server, "
-        "or unset PREFECT_API_URL to run on an embedded one"
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, TimeoutError):
+            said = f"no answer within {timeout:g} s"
+        else:  # "Connection refused", "Name or service not known": the OS's words without its number
+            said = (reason.strerror if isinstance(reason, OSError) else None) or str(reason)
+        raise PrefectApiUnreachable(
+            f"{where}: nothing answers there ({said}); start that server, or {otherwise}"
+        ) from None
+    if body != b"true":
+        raise PrefectApiUnreachable(f"{where}: {_not_prefect(f'answer {body[:40]!r}')}; {otherwise}")
+
+
+def _not_prefect(answer: str) -> str:
+    return (
+        f"something answers there, but not a Prefect API (GET /health: {answer}); "
+        f"a Prefect server's API URL ends in /api, like {EXAMPLE_API_URL}"
     )
 
 
@@ -85,7 +126,7 @@ def check_dask_scheduler(address: str | None, timeout: float = 5.0) -> None:
 def load_checked_config(
     path: str, overrides: Sequence[str], training: bool, filter_paths: Sequence[str] = ()
 ) -> ConfigSchema:
-    """The validated config, once its local inputs are known to exist.
+    """The validated config, once its URLs are known usable here and its local inputs to exist.
 
     Args:
         path: The config file (see :func:`storage.config_loader.load_config`).
@@ -95,14 +136,65 @@ def load_checked_config(
 
     Raises:
         ConfigError: invalid config, or no edge path.
+        FilesystemUnavailable: a URL whose scheme cannot be used here (see :func:`check_urls`).
         DataNotFound: an edge path (or filter path), a bucket file, an entity count file or
             ``init_path`` is missing.
         CheckpointNotWritable: ``training`` and the checkpoint directory cannot be written.
         DataNotFound: not ``training`` and the checkpoint directory holds no committed version.
     """
-    config = load_config(path, list(overrides))
+    fields = PATH_FIELDS if training else EVAL_FIELDS
+    config = load_config_checked(path, overrides, [("--filter-path", p) for p in filter_paths], fields)
     check_local_inputs(config, training, filter_paths)
     return config
+
+
+def load_config_checked(
+    path: str,
+    overrides: Sequence[str],
+    more_urls: Iterable[tuple[str, str]] = (),
+    fields: Sequence[str] = PATH_FIELDS,
+) -> ConfigSchema:
+    """The validated config, once every URL the command uses has a filesystem that loads here.
+
+    Args:
+        path: The config file (see :func:`storage.config_loader.load_config`).
+        overrides: ``-p key=value`` overrides.
+        more_urls: (field, URL) pairs of the command's own inputs and outputs (``input 2``, ``--output``).
+        fields: The config's path fields the command reads or writes (see :func:`config_urls`).
+
+    Raises:
+        FilesystemUnavailable: see :func:`check_urls`.
+    """
+    check_urls([("the config", path)])
+    config = load_config(path, list(overrides))
+    check_urls([*config_urls(config, fields), *more_urls])
+    return config
+
+
+def config_urls(config: ConfigSchema, fields: Sequence[str] = PATH_FIELDS) -> list[tuple[str, str]]:
+    """(field, URL) of the paths ``config`` names in ``fields`` (of :data:`PATH_FIELDS`), each edge path on its own."""
+    named: list[tuple[str, str]] = []
+    for field in fields:
+        value = getattr(config, field)
+        if isinstance(value, list):
+            named += [(f"{field}[{index}]", path) for index, path in enumerate(value)]
+        elif value:
+            named.append((field, value))
+    return named
+
+
+def check_urls(named_urls: Iterable[tuple[str, str]]) -> None:
+    """Raise :class:`~storage.errors.FilesystemUnavailable` on the first URL whose scheme cannot be used here.
+
+    Local paths are passed over without importing fsspec (see the module docstring); for the
+    others see :func:`storage.fs.urls.check_filesystems` (the message names the field, the
+    scheme and the package or native library that is missing).
+    """
+    remote = [(field, url) for field, url in named_urls if local_path(url) is None]
+    if remote:
+        from storage.fs.urls import check_filesystems
+
+        check_filesystems(remote)
 
 
 def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Sequence[str] = ()) -> None:

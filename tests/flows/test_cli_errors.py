@@ -129,8 +129,26 @@ def _cases() -> list[Case]:
         Case(
             "no server at PREFECT_API_URL",
             ok,
-            ("PREFECT_API_URL=http://127.0.0.1:9/api", "no Prefect API answers"),
+            ("PREFECT_API_URL=http://127.0.0.1:9/api", "nothing answers there", "unset PREFECT_API_URL"),
             env={"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+        ),
+        Case(
+            "eval: no server at PREFECT_API_URL",
+            ("eval", "trained.json"),
+            ("PREFECT_API_URL=http://127.0.0.1:9/api", "nothing answers there", "unset PREFECT_API_URL"),
+            env={"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+        ),
+        # -- URL schemes whose filesystem cannot load (tests/storage/fs/test_urls.py has each kind) --
+        Case("config's scheme", ("train", "foo://x/config.json"), ("the config's URL scheme 'foo://' is unknown",)),
+        Case(
+            "hdfs checkpoint_path",
+            (*ok, "-p", "checkpoint_path=hdfs://namenode:8020/ckpt"),
+            ("hdfs://namenode:8020/ckpt: checkpoint_path's URL scheme 'hdfs://' cannot be used here",),
+        ),
+        Case(
+            "unknown edge path scheme",
+            ("eval", "trained.json", "-p", "edge_paths=data/x,foo://b/edges"),
+            ("foo://b/edges: edge_paths[1]'s URL scheme 'foo://' is unknown", "give a local path or a URL"),
         ),
         # -- pbg import -------------------------------------------------------------------------
         Case("truncated .gz", (*imp, "cut.tsv.gz", *cols), ("cut.tsv.gz", "truncated or corrupt")),
