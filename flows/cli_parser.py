@@ -179,7 +179,12 @@ def _add_serve(sub: Subcommands) -> None:
         metavar="KEY=VALUE",
         help="default `overrides` parameter entry (repeatable; credentials are refused)",
     )
-    serve.add_argument("--cron", default=None, help="retraining schedule, a cron expression in UTC (default: none)")
+    serve.add_argument(
+        "--cron",
+        default=None,
+        help="retraining schedule: a cron expression in UTC, 5 fields (0 3 * * *: 03:00 daily), "
+        "checked as Prefect checks it (default: none)",
+    )
     serve.add_argument(
         "--retrain-keep-last",
         type=int,

@@ -1,9 +1,10 @@
 """How a failed ``pbg`` command reports: one line naming what is wrong, a traceback only with ``--debug``.
 
 - :func:`describe` turns an exception into that line: our own errors (:class:`PbgError`)
-  already name the file/field, the bad value and what is allowed; an ``OSError`` names its
-  file and the OS's reason; anything else is unexpected (a bug), shown by type and message
-  with a hint to rerun with ``--debug``.
+  already name the file/field, the bad value and what is allowed; a full disk that no write
+  site named is said to be one (no OS or HDF5 text); an ``OSError`` names its file and the OS's
+  reason; anything else is unexpected (a bug), shown by type and message with a hint to rerun
+  with ``--debug``.
 - :func:`report` prints it on stderr as ``pbg <command>: error: ...`` (plus the traceback
   when debugging) and returns the exit status.
 - :func:`quiet_run_failures` keeps Prefect's failure lines of a flow or task run
@@ -53,6 +54,9 @@ def describe(exc: BaseException) -> str:
     """The message a user sees for ``exc``: what is wrong, where, and what is allowed."""
     if isinstance(exc, PbgError):
         return str(exc)
+    full_disk = _full_disk(exc)
+    if full_disk is not None:
+        return full_disk
     if isinstance(exc, OSError) and exc.filename is not None:
         reason = exc.strerror or type(exc).__name__
         target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
@@ -61,6 +65,22 @@ def describe(exc: BaseException) -> str:
         return "out of memory; lower batch_size or num_uniform_negs, or use more partitions"
     text = " ".join(str(exc).split())
     return f"unexpected {type(exc).__name__}" + (f": {text}" if text else "") + f" ({DEBUG_HINT})"
+
+
+def _full_disk(exc: BaseException) -> str | None:
+    """A full disk or quota (ENOSPC, EDQUOT; also inside HDF5's messages) that no write site named, or None.
+
+    The writes that know their output (a checkpoint, an export) name it with the bytes needed and
+    free (:mod:`storage.disk_space`); this is the line for any other, without the OS's or HDF5's text.
+    """
+    from storage.disk_space import is_out_of_space
+
+    if not is_out_of_space(exc):
+        return None
+    where = exc.filename if isinstance(exc, OSError) and exc.filename is not None else None
+    if where is not None:
+        return f"{where}: the disk is full (or your quota is used up); free some space and rerun"
+    return f"a disk is full (or your quota is used up); free some space and rerun ({DEBUG_HINT}: it shows which file)"
 
 
 def report(command: str, exc: BaseException, debug: bool) -> int:

@@ -44,7 +44,7 @@ from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.exporting import outputs as export_outputs
 from storage.exporting.relations import estimated_bytes, operator_params, write_relations, write_rows
-from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink, EntityShape, tsv_sizes
+from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink, EntityShape, ExportFormat, tsv_sizes
 from storage.exporting.text import write_blocks
 from storage.fs import urls
 
@@ -282,12 +282,7 @@ def export_embeddings(
     label = (labels or {}).get("output", "output")
     _check_distinct(config, [(f"{label} file {url}", url) for url in outputs], reads)
     shapes = {entity: ckpt.export_shape(entity) for entity in selected}
-    sizes = {
-        url: size
-        for entity, entity_urls in per_entity.items()
-        for url, size in zip(entity_urls, export_format.sizes(shapes[entity]), strict=True)
-    }
-    sizes[relations_url] = ckpt.relations_bytes()
+    sizes = _per_type_sizes(ckpt, export_format, per_entity, shapes, relations_url)
     counts: dict[str, int] = {}
     with export_outputs.staged_outputs(sizes, ckpt.options) as staging:
         for entity, entity_urls in per_entity.items():
@@ -297,6 +292,23 @@ def export_embeddings(
             relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
     logger.info("exported checkpoint v%d as %s into %s: %s", ckpt.version, format, output, counts)
     return ExportReport(ckpt.version, sum(counts.values()), relation_rows, counts, outputs)
+
+
+def _per_type_sizes(
+    ckpt: _Checkpoint,
+    export_format: ExportFormat,
+    per_entity: Mapping[str, list[str]],
+    shapes: Mapping[str, EntityShape],
+    relations_url: str,
+) -> dict[str, int]:
+    """Output URL -> estimated bytes, for a per-type export (see :mod:`storage.exporting.sinks`)."""
+    sizes = {
+        url: size
+        for entity, entity_urls in per_entity.items()
+        for url, size in zip(entity_urls, export_format.sizes(shapes[entity]), strict=True)
+    }
+    sizes[relations_url] = ckpt.relations_bytes()
+    return sizes
 
 
 def _check_distinct(config: Any, outputs: Sequence[tuple[str, str]], reads: Sequence[tuple[str, str]]) -> None:

@@ -42,10 +42,11 @@ VALUE_TEXT_BYTES = 13
 
 
 def estimated_text_bytes(rows: int, dim: int, key_bytes: int) -> int:
-    """Bytes of :func:`write_blocks`' text for ``rows`` rows of ``dim`` values whose keys take ``key_bytes``.
+    """About the bytes of :func:`write_blocks`' text: ``rows`` lines of ``dim`` values after keys of ``key_bytes``.
 
-    Exact for values in (-10, 10) when every value is negative, 1 byte a value more than the
-    text of the positive ones; a value of 10 or more in magnitude takes a byte per extra digit.
+    Each value counts :data:`VALUE_TEXT_BYTES`: exact for a negative value within (-10, 10), one
+    byte over for a positive one; a value of 10 or more in magnitude takes a byte more per digit
+    (that text can outgrow the estimate: the exporter then names the full disk while writing).
     """
     return key_bytes + rows * (1 + dim * VALUE_TEXT_BYTES)
 

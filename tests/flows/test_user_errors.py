@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 from collections.abc import Iterator
@@ -34,6 +35,16 @@ def test_our_errors_are_shown_as_they_are() -> None:
 
 def test_an_os_error_names_its_file_and_the_reason() -> None:
     assert describe(FileNotFoundError(2, "No such file or directory", "/tmp/a")) == "/tmp/a: No such file or directory"
+
+
+def test_a_full_disk_no_write_site_named_is_still_one_plain_line() -> None:
+    assert describe(OSError(errno.ENOSPC, "No space left on device", "/data/x.h5")) == (
+        "/data/x.h5: the disk is full (or your quota is used up); free some space and rerun"
+    )
+    hdf5 = OSError("Can't synchronously write data (file write failed: ..., errno = 28, error message = ...)")
+    assert describe(hdf5) == (
+        f"a disk is full (or your quota is used up); free some space and rerun ({DEBUG_HINT}: it shows which file)"
+    )
 
 
 def test_anything_else_is_unexpected_and_says_how_to_see_more() -> None:
