@@ -188,17 +188,19 @@ def old_records(
     received: Sequence[ReceivedFile],
     storage_options: StorageOptions = None,
 ) -> tuple[list[ReceivedFile], list[OldPath]]:
-    """The received files an import manifest's generations name by path (``inputs``).
+    """The received files an import manifest's generations name by path (``inputs``) and no record in
+    ``received`` covers (same generation and place).
 
     A path that names a file is identified now (content as it is now); one that names nothing
     becomes an :class:`OldPath`.
     """
+    covered = {(r.generation, r.identity.relative) for r in received}
     found: list[ReceivedFile] = []
     gone: list[OldPath] = []
     for entry in history:
         generation, when = int(entry.get("generation", 0)), entry.get("imported_at")
         for url in entry.get("inputs") or []:
-            if not isinstance(url, str):
+            if not isinstance(url, str) or (generation, relative_place(url, root, storage_options)) in covered:
                 continue
             if reads.exists(url, storage_options) and not reads.isdir(url, storage_options):
                 identity, mtime = identify_arrival(url, root, [*received, *found], storage_options)

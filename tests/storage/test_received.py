@@ -135,6 +135,10 @@ def test_old_records_identify_what_is_still_there_and_keep_the_path_of_what_is_g
         (FileIdentity("day0.tsv", 4, md5(b"a\tb\n")), 0, "T0")
     ]
     assert gone == [OldPath("/moved/away/in/day1.tsv", 1, "T1")]
+    # A path an identity already covers (same generation and place) says nothing more: the file may
+    # have been rewritten since, and that is new data, not "received with the content it has now".
+    covering = ReceivedFile(FileIdentity("day0.tsv", 4, "the digest it had then"), 0)
+    assert old_records(history, str(inbox), [covering]) == ([], gone)
 
 
 def test_every_run_directory_adds_to_what_was_received(root: StorePath) -> None:
