@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from flows.retrain_configs import check_concrete_paths
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError, PbgError
 from pbg_core.session.iterations import compute_num_edge_chunks
@@ -94,13 +95,15 @@ def load_checked_config(
         filter_paths: More edge paths that must exist (``pbg eval --filter-path``).
 
     Raises:
-        ConfigError: invalid config, or no edge path.
+        ConfigError: invalid config, no edge path, or a retraining config's glob edge path or
+            run root (:func:`flows.retrain_configs.check_concrete_paths`).
         DataNotFound: an edge path (or filter path), a bucket file, an entity count file or
             ``init_path`` is missing.
         CheckpointNotWritable: ``training`` and the checkpoint directory cannot be written.
         DataNotFound: not ``training`` and the checkpoint directory holds no committed version.
     """
     config = load_config(path, list(overrides))
+    check_concrete_paths(config, "train" if training else "eval", path)  # not a retraining config's pattern or root
     check_local_inputs(config, training, filter_paths)
     return config
 
