@@ -58,7 +58,9 @@ def test_train_is_told_to_give_a_checkpoint_of_its_own(tmp_path: Path) -> None:
     concrete = [str(tmp_path / "edges" / "gen0001-day1_partitioned")]
     with pytest.raises(ConfigError, match=r"pbg train needs one checkpoint: give -p checkpoint_path=<a directory of"):
         check_concrete_paths(parse_config({**raw, "edge_paths": concrete}), "train")
-    check_concrete_paths(parse_config({**raw, "edge_paths": concrete, "checkpoint_path": str(tmp_path / "mine")}), "eval")
+    check_concrete_paths(
+        parse_config({**raw, "edge_paths": concrete, "checkpoint_path": str(tmp_path / "mine")}), "eval"
+    )
 
 
 def test_a_pattern_matching_nothing_or_a_remote_one_is_still_named(tmp_path: Path) -> None:
@@ -67,7 +69,7 @@ def test_a_pattern_matching_nothing_or_a_remote_one_is_still_named(tmp_path: Pat
         config = parse_config({**raw, "edge_paths": [pattern], "checkpoint_path": str(tmp_path / "mine")})
         with pytest.raises(ConfigError) as raised:
             check_concrete_paths(config, "eval")
-        assert str(raised.value).endswith(f"pbg eval needs concrete edge paths: give -p 'edge_paths=[\"...\"]'")
+        assert str(raised.value).endswith("pbg eval needs concrete edge paths: give -p 'edge_paths=[\"...\"]'")
         assert f"edge_paths '{pattern}' is a glob pattern" in str(raised.value)
 
 
