@@ -215,3 +215,23 @@ def test_a_holdout_gone_since_an_earlier_run_split_it_is_refused_before_any_writ
     # Dropping the day (its edge path too) is the documented way out: then it is no new data.
     fsspec.filesystem("file").rm(first.edge_paths[0], recursive=True)
     assert receive(cfg, incoming, None, 0, OPTIONS, earlier).new_generations == [1]
+
+
+def test_a_project_with_relative_paths_moved_and_run_from_its_new_place(tmp_path: Path, monkeypatch: Any) -> None:
+    """The deployment's style: every path relative to the working directory, the project directory."""
+    (tmp_path / "project" / "in").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "project")
+    cfg, incoming = project_config(".")
+    write("in/day0.tsv", day(0, 300))
+    first = receive(cfg, incoming, None, 0, OPTIONS)
+    assert first.imported == [str(tmp_path / "project" / "in" / "day0.tsv")]  # listed: absolute
+    earlier = RunRecords([r for r in map(ReceivedFile.from_json, first.received_files) if r], {})
+
+    shutil.move(str(tmp_path / "project"), str(tmp_path / "moved"))
+    monkeypatch.chdir(tmp_path / "moved")
+    write("in/day1.tsv", day(300, 50))
+    second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)  # with retrain.json's records
+    assert second.imported == [str(tmp_path / "moved" / "in" / "day1.tsv")] and second.new_generations == [1]
+    assert second.edge_paths[0] == "./edges/gen0000-day0_partitioned"
+    again = receive(cfg, incoming, 0, 0, OPTIONS)  # the manifest's paths alone: day 0's names nothing now
+    assert again.imported == [] and again.new_generations == [1]
