@@ -29,6 +29,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
 
+from flows.retrain_configs import check_concrete_paths
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError, PbgError
 from pbg_core.session.iterations import compute_num_edge_chunks
@@ -135,7 +136,8 @@ def load_checked_config(
         filter_paths: More edge paths that must exist (``pbg eval --filter-path``).
 
     Raises:
-        ConfigError: invalid config, or no edge path.
+        ConfigError: invalid config, no edge path, or a retraining config's glob edge path or
+            run root (:func:`flows.retrain_configs.check_concrete_paths`).
         FilesystemUnavailable: a URL whose scheme cannot be used here (see :func:`check_urls`).
         DataNotFound: an edge path (or filter path), a bucket file, an entity count file or
             ``init_path`` is missing.
@@ -144,6 +146,7 @@ def load_checked_config(
     """
     fields = PATH_FIELDS if training else EVAL_FIELDS
     config = load_config_checked(path, overrides, [("--filter-path", p) for p in filter_paths], fields)
+    check_concrete_paths(config, "train" if training else "eval", path)  # not a retraining config's pattern or root
     check_local_inputs(config, training, filter_paths)
     return config
 

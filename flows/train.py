@@ -49,6 +49,7 @@ from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.report import version_progress
 from tasks.retrain import (
+    acquire_retrain_lease,
     finish_retrain,
     latest_run,
     nothing_new,
@@ -173,11 +174,27 @@ def pbg(
     forward_engine_logs()
     cluster = [f"dask_address={dask_address}"] if dask_address else []
     resolved = resolve_config(config, config_url, [*(overrides or []), *cluster])
-    run_config, arrivals = resolved, None
-    if retrain is not None:  # a directory of its own, the same for every retry of this flow run
-        run_config, arrivals = _start_retrain(resolved, retrain)
+    if retrain is None:
+        return _train(resolved, resolved, None, None, pause_every, pause_timeout_seconds)
+    root = acquire_retrain_lease(resolved)  # a second retraining run on this root stops here, naming the holder
+    try:
+        run_config, arrivals = _start_retrain(resolved, retrain)  # a directory of its own, the same for every retry
         if arrivals is not None and arrivals.nothing_new:
             return nothing_new(resolved, retrain)  # skipped, or failed (retrain.on_no_new_data)
+        return _train(run_config, resolved, retrain, arrivals, pause_every, pause_timeout_seconds)
+    finally:
+        release_lease(root)
+
+
+def _train(
+    run_config: ConfigSchema,
+    resolved: ConfigSchema,
+    retrain: RetrainOptions | None,
+    arrivals: Received | None,
+    pause_every: int,
+    pause_timeout_seconds: int,
+) -> dict[str, Any]:
+    """Train ``run_config`` under its checkpoint's lease; with ``retrain``, judge the gate and promote."""
     results: list[dict[str, Any]] = []
     with opened_run(run_config) as run:  # the run's stores, opened once: the tasks below take this handle
         chunks = check_inputs(run)  # before anything is written: nothing here depends on the checkpoint

@@ -10,7 +10,10 @@ Written atomically at each step of a gated retraining run (:mod:`tasks.retrain_g
   today's entities), measured before training; ``trained``: the trained model's;
 - ``gate``: ``pending`` until judged, then ``passed`` or ``failed`` (with ``reason``);
 - ``base_generation`` and ``received``: written first (``received: false``) before anything is
-  imported, so that a retry after the import still knows what was new.
+  imported, so that a retry after the import still knows what was new;
+- ``received_files``: every file received so far, this run's and every earlier run's
+  (:class:`storage.received.ReceivedFile` as JSON: ``relative``, ``size``, ``digest``,
+  ``generation``, ``received_at``, ``mtime``), so that pruning old runs forgets none.
 
 A run whose gate is ``pending`` or ``failed`` is never what a later run starts from
 (:func:`storage.run_dirs.find_previous_run`), and its new generations stay new for the next run.
@@ -45,6 +48,7 @@ class RetrainState:
     reason: str = ""
     base_generation: int | None = None  # the newest generation the starting run trained (None: none)
     received: bool = True  # False: written before the import, so that a retry keeps the same base
+    received_files: list[dict[str, Any]] = field(default_factory=list)  # storage.received.ReceivedFile.to_json
 
 
 def read_state(run_url: str, storage_options: StorageOptions = None) -> RetrainState | None:

@@ -2,14 +2,17 @@
 
 A retraining run with ``incoming`` set (:mod:`tasks.retrain_options`) calls :func:`receive`:
 
-1. the files the ``inputs`` pattern (or directory) lists, minus those any generation of the
-   import manifest lists (:mod:`storage.importing.manifest`), are imported in one
-   ``pbg import --append`` (a plain import when nothing is imported yet): file ``x.tsv`` of
+1. the files the ``inputs`` pattern (or directory) lists, minus those received before (known by
+   their place under the inbox and their content, :mod:`storage.received`: recorded in the run
+   directories' ``retrain.json``, or named by the import manifest's generations), are imported in
+   one ``pbg import --append`` (a plain import when nothing is imported yet): file ``x.tsv`` of
    generation N goes to ``{edges_dir}/gen{N:04d}-x_partitioned``;
 2. the generations newer than the one the starting run trained are this run's new data; the
    edge paths among them under ``edges_dir`` get their holdout split off (:mod:`storage.holdout`),
-   which a retry repeats harmlessly;
-3. the run trains the config's edge paths plus every generation's edge paths that still exist.
+   which a retry repeats harmlessly; a holdout an earlier run split that is gone since is an error;
+3. the run trains the config's edge paths plus every generation's edge paths that still exist,
+   a generation directory found by its name in today's ``edges_dir`` (the manifest recorded
+   where it was, and the project may have moved).
 
 Nothing here decides whether to train; :class:`Received` says what is new. Plain functions (the
 task is :func:`tasks.retrain.receive_arrivals`): they join the importer and the edge stores, which
@@ -21,22 +24,35 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from storage.errors import DataNotFound
 from storage.fs import reads, urls
+from storage.fs.identity import FileIdentity
 from storage.fs.urls import StorageOptions
 from storage.holdout import holdout_path_of, split_holdout
 from storage.importing.append import partition_counts_on_disk
 from storage.importing.importer import import_edges
 from storage.importing.manifest import generation_history, read_manifest
+from storage.received import (
+    OldPath,
+    ReceivedFile,
+    RunRecords,
+    identify_arrival,
+    inbox_root,
+    judge,
+    merge,
+    old_records,
+)
 from storage.run_dirs import has_glob
 
 logger = logging.getLogger(__name__)
 
 _SUFFIXES = re.compile(r"(\.(tsv|csv|txt|parquet|gz|bz2))+$", re.IGNORECASE)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_GENERATION_DIR = re.compile(r"^gen\d{4,}-")  # edge_path_for's names
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ class Received:
         new_generations: Generations newer than the starting run's (all, without one).
         holdouts: Holdout edge paths of the new generations' edge paths under ``edges_dir``.
         edge_paths: Every generation's edge paths that exist, in generation order.
+        received_files: Every file received so far, this run's included
+            (:meth:`storage.received.ReceivedFile.to_json`): ``retrain.json``'s ``received_files``.
     """
 
     imported: list[str]
@@ -56,6 +74,7 @@ class Received:
     new_generations: list[int]
     holdouts: list[str] = field(default_factory=list)
     edge_paths: list[str] = field(default_factory=list)
+    received_files: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def nothing_new(self) -> bool:
@@ -116,7 +135,13 @@ def edge_path_for(edges_dir: str, generation: int, url: str, taken: set[str]) ->
 
 
 def receive(
-    config: Any, incoming: Any, base_generation: int | None, seed: int, import_options: dict[str, Any]
+    config: Any,
+    incoming: Any,
+    base_generation: int | None,
+    seed: int,
+    import_options: dict[str, Any],
+    earlier: RunRecords | None = None,
+    before_write: Callable[[], None] | None = None,
 ) -> Received:
     """Import what arrived, split the new generations' holdouts; see the module docstring.
 
@@ -126,41 +151,149 @@ def receive(
         base_generation: The newest generation the starting run trained; None: every generation is new.
         seed: Seed of the import's shuffles and of the holdout hash.
         import_options: ``import_edges`` keyword arguments (columns, delimiter, policies).
+        earlier: What the run directories recorded (:func:`storage.received.recorded_in_runs`):
+            the files received and the holdouts split; None: nothing.
+        before_write: Called once, after every check and before the first write (the import,
+            or a holdout split); not called when nothing is new.
 
     Raises:
+        DataNotFound: a new generation's holdout, split by an earlier run, is gone (before
+            anything is imported).
         ConfigError, BadDataError, DataNotFound: from the import (nothing imported then).
     """
     so = config.storage_options_for_fs()
-    manifest = read_manifest(config.entity_path, so)
-    history = generation_history(manifest) if manifest is not None else []
-    done = {place(url) for entry in history for url in entry.get("inputs") or []}
-    arrived = [url for url in list_files(incoming.inputs, so) if place(url) not in done]
+    earlier = earlier or RunRecords([], {})
+    history = _history(config)
+    root = inbox_root(incoming.inputs)
+    found, gone = old_records(history, root, earlier.received, so)
+    known = merge(earlier.received, found)
+    where = {int(entry.get("generation", 0)): _live_paths(entry, incoming.edges_dir, so) for entry in history}
+    _check_holdouts(where, base_generation, incoming.edges_dir, earlier.holdouts, so)  # before any write
+    arrived = _arrivals(incoming.inputs, root, known, gone, so)
+    records = known
+    if before_write is not None and (arrived or any(where.get(g) for g in where if _is_new(g, base_generation))):
+        before_write()
     if arrived:
-        history = _import(config, incoming, arrived, history, seed, import_options)
+        history = _import(config, incoming, [url for url, _ in arrived], history, seed, import_options)
+        entry = history[-1]
+        when, generation = entry.get("imported_at"), int(entry.get("generation", 0))
+        records = merge(known, [ReceivedFile(ident, generation, when, mtime) for _, (ident, mtime) in arrived])
     generations = [int(entry.get("generation", 0)) for entry in history]
-    newest = max(generations, default=-1)
-    live = {id(entry): [p for p in entry.get("edge_paths") or [] if _exists(p, so)] for entry in history}
-    # A generation whose edge paths were all deleted (a bad day dropped by hand) is not new data.
-    new = [
-        g
-        for e, g in zip(history, generations, strict=True)
-        if live[id(e)] and (base_generation is None or g > base_generation)
+    live = [
+        where[g] if g in where else _live_paths(entry, incoming.edges_dir, so)
+        for g, entry in zip(generations, history, strict=True)
     ]
+    # A generation whose edge paths were all deleted (a bad day dropped by hand) is not new data.
+    new = [g for g, paths in zip(generations, live, strict=True) if paths and _is_new(g, base_generation)]
+    holdouts, empty = _split_new(dict(zip(generations, live, strict=True)), new, incoming, seed, so)
+    trained = [p for paths in live for p in paths if p not in empty]
+    imported = [url for url, _ in arrived]
+    newest = max(generations, default=-1)
+    return Received(imported, newest, new, holdouts, list(dict.fromkeys(trained)), [r.to_json() for r in records])
+
+
+def _split_new(
+    where: dict[int, list[str]], new: list[int], incoming: Any, seed: int, storage_options: StorageOptions
+) -> tuple[list[str], set[str]]:
+    """Split the holdouts of the new generations' edge paths under ``edges_dir``: the holdouts, and
+    the edge paths left with no edge (every edge held out: not trained)."""
     holdouts, empty = [], set()
-    for entry, generation in zip(history, generations, strict=True):
-        if generation not in new:
-            continue
-        for path in live[id(entry)]:
-            if path.startswith(incoming.edges_dir.rstrip("/") + "/"):
+    for generation in new:
+        for path in where[generation]:
+            if _under(path, incoming.edges_dir):
                 # One seed for every generation: the same edge is held out wherever it repeats.
-                split = split_holdout(path, incoming.holdout_fraction, seed, so)
+                split = split_holdout(path, incoming.holdout_fraction, seed, storage_options)
                 holdouts.append(holdout_path_of(path))
                 if split.kept == 0:
                     empty.add(path)
-    paths = [p for entry in history for p in live[id(entry)] if p not in empty]
     if empty:
         logger.warning("every edge of %s is held out (a very small file): not trained", sorted(empty))
-    return Received(arrived, newest, new, holdouts, list(dict.fromkeys(paths)))
+    return holdouts, empty
+
+
+def _history(config: Any) -> list[dict[str, Any]]:
+    """The import manifest's generations ([] before the first import)."""
+    manifest = read_manifest(config.entity_path, config.storage_options_for_fs())
+    return generation_history(manifest) if manifest is not None else []
+
+
+def _is_new(generation: int, base_generation: int | None) -> bool:
+    return base_generation is None or generation > base_generation
+
+
+def _arrivals(
+    inputs: str, root: str, known: list[ReceivedFile], gone: list[OldPath], storage_options: StorageOptions
+) -> list[tuple[str, tuple[FileIdentity, float | None]]]:
+    """The files of the inbox not received before (:func:`storage.received.judge`), each with its identity."""
+    accepted: list[tuple[str, tuple[FileIdentity, float | None]]] = []
+    for url in list_files(inputs, storage_options):
+        identity, mtime = identify_arrival(url, root, known, storage_options)
+        # Two new files with the same bytes in one batch: the second is a duplicate of the first.
+        pending = [ReceivedFile(ident, -1, "this run") for _, (ident, _) in accepted]
+        verdict = judge(identity, [*known, *pending], gone)
+        if verdict.kind != "new":
+            log = logger.info if verdict.kind in ("received", "old path") else logger.warning
+            log("%s", verdict.describe(identity))
+        if verdict.is_new:
+            accepted.append((url, (identity, mtime)))
+    return accepted
+
+
+def _live_paths(entry: dict[str, Any], edges_dir: str, storage_options: StorageOptions) -> list[str]:
+    """The generation's edge paths where they are now: a generation directory (``gen0003-x_partitioned``)
+    in today's ``edges_dir`` (the project may have moved or been copied since the import recorded
+    it), else where recorded; missing ones are left out (a bad day dropped by hand)."""
+    live = []
+    for path in entry.get("edge_paths") or []:
+        name = path.rstrip("/").rpartition("/")[2]
+        here = urls.join_url(edges_dir, name)
+        if _GENERATION_DIR.match(name) and reads.exists(here, storage_options):
+            live.append(here)
+        elif reads.exists(path, storage_options):
+            live.append(path)
+        else:
+            logger.warning("edge path %s of the import manifest no longer exists: not trained", path)
+    return live
+
+
+def _check_holdouts(
+    where: dict[int, list[str]],
+    base_generation: int | None,
+    edges_dir: str,
+    split_by: dict[str, str],
+    storage_options: StorageOptions,
+) -> None:
+    """Refuse a new generation whose holdout an earlier run split off and that is gone since.
+
+    Its held-out edges left the edge path when it was split: without the holdout they are lost to
+    the gate, which would measure the new data on fewer edges or on none.
+
+    Args:
+        where: Each generation's edge paths as they are now.
+        base_generation: The newest generation the starting run trained (None: all are new).
+        edges_dir: ``retrain.incoming.edges_dir``.
+        split_by: Holdout directory name -> the run whose ``retrain.json`` lists it.
+        storage_options: Filesystem options.
+
+    Raises:
+        DataNotFound: naming the holdout, its edge path, the run that split it and the ways out.
+    """
+    for generation, paths in where.items():
+        for path in paths if _is_new(generation, base_generation) else []:
+            holdout = holdout_path_of(path)
+            name = holdout.rpartition("/")[2]
+            if _under(path, edges_dir) and name in split_by and not reads.exists(holdout, storage_options):
+                raise DataNotFound(
+                    holdout,
+                    f"the holdout of {path} (import generation {generation}) is gone, though "
+                    f"{split_by[name]}'s retrain.json records splitting it: its edges are no longer in the "
+                    "edge path, so the quality gate would not see them. Restore it, or drop that day by "
+                    "deleting the edge path too (nothing was imported or written)",
+                )
+
+
+def _under(path: str, directory: str) -> bool:
+    return place(path).startswith(place(directory) + "/")
 
 
 def _import(
@@ -173,7 +306,7 @@ def _import(
 ) -> list[dict[str, Any]]:
     """Import ``arrived`` as the next generation; the manifest's history after it."""
     so = config.storage_options_for_fs()
-    append = bool(history) or _has_import(config.entity_path, so)
+    append = bool(history) or has_import(config.entity_path, so)
     generation = len(history) if append else 0
     if append and not history:
         generation = 1  # an import without a manifest (e.g. PBG's) is generation 0
@@ -186,7 +319,7 @@ def _import(
     return generation_history(manifest)
 
 
-def _has_import(entity_path: str, storage_options: StorageOptions) -> bool:
+def has_import(entity_path: str, storage_options: StorageOptions) -> bool:
     """Whether ``entity_path`` holds an import (perhaps PBG's, without a manifest)."""
     try:
         return bool(partition_counts_on_disk(entity_path, storage_options))
@@ -194,11 +327,4 @@ def _has_import(entity_path: str, storage_options: StorageOptions) -> bool:
         return False
 
 
-def _exists(path: str, storage_options: StorageOptions) -> bool:
-    if reads.exists(path, storage_options):
-        return True
-    logger.warning("edge path %s of the import manifest no longer exists: not trained", path)
-    return False
-
-
-__all__ = ["Received", "edge_path_for", "list_files", "place", "receive"]
+__all__ = ["Received", "edge_path_for", "has_import", "list_files", "place", "receive"]

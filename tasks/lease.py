@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from prefect import task
 
@@ -78,13 +79,22 @@ def acquire_lease(run: str) -> str:
         storage.lease.LeaseHeldError: another live run holds it (named in the message).
     """
     checkpoint = get_run(run).stores.checkpoint
-    lease = CheckpointLease(checkpoint.url, _run_label(), storage_options=checkpoint.storage_options)
+    return hold_lease(checkpoint.url, checkpoint.storage_options)
+
+
+def hold_lease(url: str, storage_options: Any = None) -> str:
+    """Take the lease of directory ``url`` and renew it until :func:`release_lease` (its key: ``url``).
+
+    Raises:
+        storage.lease.LeaseHeldError: another live run holds it (named in the message).
+    """
+    lease = CheckpointLease(url, _run_label(), storage_options=storage_options)
     lease.acquire()
     held = _Held(lease=lease)
     held.thread = threading.Thread(target=_renew_until_stopped, args=(held,), name="pbg-lease", daemon=True)
     held.thread.start()
-    _HELD[checkpoint.url] = held
-    return checkpoint.url
+    _HELD[url] = held
+    return url
 
 
 def check_lease(key: str) -> None:

@@ -29,24 +29,24 @@ from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ConfigError, PbgError
 from storage.checkpoints import CheckpointStore
 from storage.holdout import HOLDOUT_SUFFIX
-from storage.importing.manifest import generation_history, read_manifest
+from storage.latest_run import promoted_run, read_latest, starting_run, write_latest
+from storage.received import recorded_in_runs
 from storage.retrain_state import RetrainState, read_state, remove_state, write_state
 from storage.run_dirs import (
     expand_edge_paths,
-    find_previous_run,
     has_glob,
-    prune_run_dirs,
-    read_latest,
     read_run_dir,
     read_saved_config,
     run_dir_name,
     run_dir_url,
     run_name_in,
-    write_latest,
 )
+from storage.run_pruning import prune_run_dirs
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.arrivals import Received, place, receive
+from tasks.lease import hold_lease
 from tasks.retrain_options import IncomingOptions, RetrainOptions
+from tasks.retrain_start import base_generation, check_base, check_still_there
 from tasks.runs import get_run
 
 _STORAGE: dict[str, Any] = dict(
@@ -71,15 +71,36 @@ def run_key_for(flow_run_id: str, expected_start: datetime) -> str:
     return run_dir_name(flow_run_id, expected_start)
 
 
+@task(name="acquire-retrain-lease", task_run_name="acquire the retraining root's lease", **_STORAGE)
+def acquire_retrain_lease(config: ConfigSchema) -> str:
+    """Take ``{checkpoint_path}/lease.json`` for the whole retraining run; its key for ``release_lease``.
+
+    One retraining run per root at a time: a second one (a run started by hand beside a scheduled
+    one), or ``pbg train`` with the root as its checkpoint, stops here naming the holder, before
+    it imports or writes anything. Each run's own directory has its own lease besides.
+
+    Raises:
+        ValueError: the root is a glob pattern.
+        storage.lease.LeaseHeldError: another live run holds the root.
+    """
+    root = config.checkpoint_path
+    if has_glob(root):
+        raise ValueError(f"checkpoint_path {root!r}: the root of the run directories cannot be a glob pattern")
+    return hold_lease(root, config.storage_options_for_fs())
+
+
 @task(name="receive-arrivals", task_run_name="import what arrived", persist_result=False, **_STORAGE)
 def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str) -> Received:
     """Import the files that arrived, split the new generations' holdouts (:func:`tasks.arrivals.receive`).
 
     On a retry of the same flow run the run directory's ``retrain.json`` holds what the first
     attempt received, and nothing is imported again. With new data, that file is written
-    (gate ``pending``).
+    (gate ``pending``), with every file received so far (``received_files``).
 
     Raises:
+        DataNotFound: before anything is imported or written: ``latest.json`` names a missing or
+            incomplete run, the run this one starts from trained a generation the import manifest
+            no longer has, or a holdout of the new data is gone.
         ConfigError, BadDataError, DataNotFound: a bad file or an import that does not fit
             (nothing is imported then).
     """
@@ -87,22 +108,30 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     assert incoming is not None  # the flow calls this only with retrain.incoming
     storage = config.storage_options_for_fs()
     url = run_dir_url(config.checkpoint_path, run_key)
+    promoted_run(config.checkpoint_path, storage)  # a latest.json naming a lost model stops the run here
     state = read_state(url, storage)
     if state is not None and state.received:
+        check_still_there(state.holdouts, storage)
         run_logger().info("retry: training what the first attempt received (generation %d)", state.generation)
         return Received([], state.generation, state.new_generations, state.holdouts, state.edge_paths)
     if state is not None:  # an attempt stopped after choosing its base: what was new then is new now
         base = state.base_generation
+        check_base(config, base, f"{run_key} (this run, retried)", storage)
     else:
-        base = _base_generation(config, options, run_key, storage)
-        write_state(url, RetrainState(generation=-1, base_generation=base, received=False), storage)
+        base = base_generation(config, options.init_from_previous, run_key, storage)
+    earlier = recorded_in_runs(config.checkpoint_path, storage)
     seed = config.seed if config.seed is not None else 0
-    arrivals = receive(config, incoming, base, seed, _import_options(incoming))
+
+    def choose_base() -> None:  # before the import: a retry after it must know what was new
+        if state is None:
+            write_state(url, RetrainState(generation=-1, base_generation=base, received=False), storage)
+
+    arrivals = receive(config, incoming, base, seed, _import_options(incoming), earlier, choose_base)
     _log_arrivals(arrivals, incoming, base)
     if arrivals.nothing_new:
         remove_state(url, storage)  # a skipped run leaves nothing to start from or to keep
     else:
-        fields = ("generation", "new_generations", "holdouts", "edge_paths")
+        fields = ("generation", "new_generations", "holdouts", "edge_paths", "received_files")
         chosen = {name: getattr(arrivals, name) for name in fields}
         write_state(url, RetrainState(**chosen, base_generation=base), storage)
     return arrivals
@@ -136,30 +165,15 @@ def nothing_new(config: ConfigSchema, options: RetrainOptions) -> dict[str, Any]
 
 
 def latest_run(config: ConfigSchema) -> str | None:
-    """The run directory ``{checkpoint_path}/latest.json`` names, or None."""
+    """The run directory ``{checkpoint_path}/latest.json`` names (where it is now), or None."""
     latest = read_latest(config.checkpoint_path, config.storage_options_for_fs())
-    return None if latest is None else str(latest.get("checkpoint_path"))
+    return None if latest is None else run_dir_url(config.checkpoint_path, str(latest["run"]))
 
 
 def _import_options(incoming: IncomingOptions) -> dict[str, Any]:
     """``import_edges`` keyword arguments of the incoming files."""
     names = ("lhs_col", "rhs_col", "rel_col", "weight_col", "delimiter", "entity_min_count")
     return {name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")}
-
-
-def _base_generation(
-    config: ConfigSchema, options: RetrainOptions, run_key: str, storage: dict[str, Any]
-) -> int | None:
-    """The newest import generation the run this one starts from trained; None: it starts from nothing."""
-    previous = find_previous_run(config.checkpoint_path, run_key, storage) if options.init_from_previous else None
-    if previous is None:
-        return None
-    state = read_state(previous.url, storage)
-    if state is not None:
-        return state.generation
-    # A run from before incoming imports: it trained every generation there is now.
-    history = generation_history(read_manifest(config.entity_path, storage))
-    return max(int(entry.get("generation", 0)) for entry in history)
 
 
 def _log_arrivals(arrivals: Received, incoming: IncomingOptions, base: int | None) -> None:
@@ -193,7 +207,8 @@ def prepare_retrain(
 
     Raises:
         ValueError: ``run_key`` is not a run directory name.
-        DataNotFound: an edge path pattern matches no directory.
+        DataNotFound: an edge path pattern matches no directory; on a first start, ``latest.json``
+            names a missing or incomplete run (before anything is written).
         ConfigError: the run directory's saved ``edge_paths`` or ``init_path`` have the wrong type.
     """
     logger = run_logger()
@@ -212,6 +227,7 @@ def prepare_retrain(
             init_path,
         )
     else:
+        promoted_run(root, storage)  # a latest.json naming a lost model stops the run before config.json
         edge_paths = _union(expand_edge_paths(list(config.edge_paths), storage), arrivals)
         init_path = _choose_init(config, options, run_key, storage)
         logger.info("new run directory %s: edge paths %s, init_path %s", url, edge_paths, init_path)
@@ -261,7 +277,7 @@ def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, st
     """The newest earlier committed run's directory, else the config's own ``init_path``."""
     if not options.init_from_previous:
         return config.init_path
-    previous = find_previous_run(config.checkpoint_path, run_key, storage)
+    previous = starting_run(config.checkpoint_path, run_key, storage)
     if previous is None:
         run_logger().info("no earlier committed run under %s: init_path %s", config.checkpoint_path, config.init_path)
         return config.init_path
@@ -313,6 +329,7 @@ __all__ = [
     "NoNewData",
     "Received",
     "RetrainOptions",
+    "acquire_retrain_lease",
     "finish_retrain",
     "latest_run",
     "nothing_new",

@@ -56,9 +56,9 @@ class RetrainOptions(BaseModel):
     keep_last: int = Field(
         3,
         ge=1,
-        description="Committed run directories whose gate passed to keep under checkpoint_path; older ones, "
-        "and runs whose gate failed, are deleted after a run is promoted (a run still training, or being "
-        "initialised from, is kept).",
+        description="Complete run directories whose gate passed to keep under checkpoint_path; older ones, "
+        "and runs whose gate failed, are deleted after a run is promoted (the run latest.json names, a run "
+        "still training or being initialised from, and an incomplete one are kept).",
     )
     init_from_previous: bool = Field(
         True,

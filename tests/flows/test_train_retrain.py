@@ -3,9 +3,13 @@
 Four runs on the planted graph (clusters of nodes; every 10th node first appears on day 1):
 day 0 from scratch, day 1 grows the model and promotes, a run with nothing new is skipped, and
 a day of corrupted edges (shuffled right-hand sides) fails the gate, leaving latest.json alone.
+Then what a run must remember (issue 30): a moved project imports nothing it received before,
+deleted run directories are refused instead of "a first run", and a second run on the same root
+stops at the root's lease.
 
-Slow (five flow runs, about 40 s): run by `make test-long` (CI runs it), or with ``PBG_SLOW_TESTS=1``;
-the default run covers the pieces (tests/tasks/test_arrivals.py, test_retrain_gate.py, ...).
+The runs that train are slow (each test about 40 s): run by `make test-long` (CI runs it), or with
+``PBG_SLOW_TESTS=1``; the default run covers the pieces (tests/tasks/test_arrivals.py,
+test_retrain.py, test_retrain_gate.py, tests/storage/test_received.py, ...) and the lease.
 """
 
 from __future__ import annotations
@@ -13,20 +17,26 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from disk_state import changes, tree_state
 
 from flows.train import pbg
 from pbg_core.config import parse_config
+from storage.errors import DataNotFound
 from storage.importing.manifest import read_manifest
+from storage.lease import LeaseHeldError
 from storage.retrain_state import read_state
 from tasks.retrain import NoNewData
 from tasks.retrain_gate import GateFailed
 from tasks.retrain_options import IncomingOptions, RetrainOptions
 
-pytestmark = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
 
 
 def planted_edges(rng: random.Random, per_node: int) -> list[tuple[str, str, str]]:
@@ -83,6 +93,7 @@ def latest(root: Path) -> str:
     return json.loads((root / "runs" / "latest.json").read_text())["run"]
 
 
+@slow
 def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_path: Path) -> None:
     day0, day1, corrupted = days(random.Random(7))
     inbox = tmp_path / "incoming"
@@ -122,3 +133,85 @@ def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_pa
     assert latest(tmp_path) == run2
     rejected = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-"))[-1]
     assert read_state(str(tmp_path / "runs" / rejected)).gate == "failed"  # type: ignore[union-attr]
+
+
+def options_for(root: Path, **gate: float) -> RetrainOptions:
+    incoming = IncomingOptions(
+        inputs=str(root / "incoming"), edges_dir=str(root / "edges"), rel_col=1, rhs_col=2, holdout_fraction=0.2
+    )
+    return RetrainOptions(epochs=2, incoming=incoming, **gate)
+
+
+@slow
+def test_a_moved_project_imports_nothing_it_received_before(tmp_path: Path) -> None:
+    day0, day1, _ = days(random.Random(7))
+    project = tmp_path / "project"
+    (project / "incoming").mkdir(parents=True)
+    write_tsv(project / "incoming" / "day0.tsv", day0)
+    first = pbg(config=config(project), retrain=options_for(project, max_mrr_drop=0.1))
+    assert first["gate"]["gate"] == "passed"
+
+    shutil.move(str(project), str(tmp_path / "moved"))  # the whole project, paths in the config follow
+    moved = tmp_path / "moved"
+    write_tsv(moved / "incoming" / "day1.tsv", day1)
+    second = pbg(config=config(moved), retrain=options_for(moved, max_mrr_drop=0.1))
+    assert second["gate"]["gate"] == "passed" and second["gate"]["new_generations"] == [1]
+    generations = read_manifest(str(moved / "data"))["generations"]  # type: ignore[index]
+    assert [Path(g["inputs"][0]).name for g in generations] == ["day0.tsv", "day1.tsv"]  # day 0 not again
+    saved = json.loads((moved / "runs" / latest(moved) / "config.json").read_text())
+    assert saved["init_path"] == str(moved / "runs" / Path(first["checkpoint_path"]).name)
+    assert saved["edge_paths"] == [str(moved / "edges" / f"gen000{d}-day{d}_partitioned") for d in (0, 1)]
+    state = read_state(str(moved / "runs" / latest(moved)))
+    assert state is not None and sorted(r["relative"] for r in state.received_files) == ["day0.tsv", "day1.tsv"]
+
+    before = tree_state(moved / "data")
+    skipped = pbg(config=config(moved), retrain=options_for(moved))
+    assert "no new edge list" in skipped["skipped"] and changes(before, tree_state(moved / "data")) == []
+
+
+@slow
+def test_deleted_run_directories_are_refused_not_replaced_by_a_first_run(tmp_path: Path) -> None:
+    day0, day1, _ = days(random.Random(7))
+    (tmp_path / "incoming").mkdir()
+    write_tsv(tmp_path / "incoming" / "day0.tsv", day0)
+    pbg(config=config(tmp_path), retrain=options_for(tmp_path, max_mrr_drop=0.1))
+    promoted = latest(tmp_path)
+    shutil.rmtree(tmp_path / "runs" / promoted)  # "cleaning up" by hand; latest.json still names it
+    write_tsv(tmp_path / "incoming" / "day1.tsv", day1)
+    before = tree_state(tmp_path)
+    with pytest.raises(DataNotFound) as raised:
+        pbg(config=config(tmp_path), retrain=options_for(tmp_path, max_mrr_drop=0.1))
+    assert str(raised.value).startswith(
+        f"{tmp_path / 'runs' / 'latest.json'}: names the promoted run {promoted}, but "
+        f"{tmp_path / 'runs' / promoted}: the directory does not exist. Training from scratch now would replace"
+    )
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_a_second_retraining_run_on_the_same_root_stops_before_writing(tmp_path: Path) -> None:
+    """Another process holds the root's lease, as a scheduled run does while it imports and trains."""
+    (tmp_path / "incoming").mkdir()
+    write_tsv(tmp_path / "incoming" / "day0.tsv", days(random.Random(7))[0])
+    (tmp_path / "runs").mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LEASE, str(tmp_path / "runs")], stdout=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        before = tree_state(tmp_path)
+        with pytest.raises(LeaseHeldError, match=r"runs/lease.json: the checkpoint is being written by run 'nightly'"):
+            pbg(config=config(tmp_path), retrain=options_for(tmp_path))
+        assert changes(before, tree_state(tmp_path)) == []
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+REPO = Path(__file__).resolve().parents[2]
+HOLD_LEASE = """
+import sys, time
+from storage.lease import CheckpointLease
+CheckpointLease(sys.argv[1], "nightly", ttl=120).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""

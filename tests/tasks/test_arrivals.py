@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
 import fsspec
+import pytest
+from disk_state import changes, tree_state
 
 from pbg_core.config import parse_config
+from storage.errors import DataNotFound
 from storage.holdout import holdout_path_of
 from storage.importing.manifest import read_manifest
+from storage.received import ReceivedFile, RunRecords
 from tasks.arrivals import edge_path_for, list_files, receive
 from tasks.retrain_options import IncomingOptions
 
@@ -106,3 +112,126 @@ def test_an_import_done_by_hand_is_recognised_and_a_dropped_day_is_no_new_data(
         fsspec.filesystem("file").rm(path, recursive=True)  # the bad day dropped
     again = receive(cfg, incoming, 0, 0, OPTIONS)
     assert again.new_generations == [] and len(again.edge_paths) == 1
+
+
+def project_config(project: str) -> tuple[Any, IncomingOptions]:
+    """The config and incoming options of a project directory (every path inside it)."""
+    incoming = IncomingOptions(inputs=f"{project}/in", edges_dir=f"{project}/edges", holdout_fraction=0.2)
+    return config(project), incoming
+
+
+def move_project(old: str, new: str) -> None:
+    """The whole project elsewhere: a rename on local disk, a copy of every object then a delete on S3."""
+    if not old.startswith("s3://"):
+        shutil.move(old, new)
+        return
+    filesystem = fsspec.filesystem("s3")
+    base = old.removeprefix("s3://")
+    for path in filesystem.find(base):
+        filesystem.copy(path, new.removeprefix("s3://") + path[len(base) :])
+    filesystem.rm(base, recursive=True)
+
+
+def test_a_moved_project_imports_nothing_it_received_before(store_root: str) -> None:
+    cfg, incoming = project_config(f"{store_root}/project")
+    write(f"{store_root}/project/in/day0.tsv", day(0, 300))
+    write(f"{store_root}/project/in/day1.tsv", day(300, 60))
+    first = receive(cfg, incoming, None, 0, OPTIONS)
+    assert sorted(first.imported) == [f"{store_root}/project/in/day{d}.tsv" for d in (0, 1)]
+    records = [ReceivedFile.from_json(r) for r in first.received_files]
+    assert {(r.identity.relative, r.generation) for r in records if r} == {("day0.tsv", 0), ("day1.tsv", 0)}
+
+    move_project(f"{store_root}/project", f"{store_root}/moved")
+    cfg, incoming = project_config(f"{store_root}/moved")
+    write(f"{store_root}/moved/in/day2.tsv", day(360, 40))
+    earlier = RunRecords([r for r in records if r], {})
+    second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)
+    assert second.imported == [f"{store_root}/moved/in/day2.tsv"] and second.new_generations == [1]
+    # The first generation's edge path is found where it is now, not where the manifest recorded it.
+    assert second.edge_paths == [
+        f"{store_root}/moved/edges/gen0000-day0_partitioned",
+        f"{store_root}/moved/edges/gen0000-day1_partitioned",
+        f"{store_root}/moved/edges/gen0001-day2_partitioned",
+    ]
+    assert second.holdouts == [f"{store_root}/moved/edges/gen0001-day2_holdout"]
+
+
+def test_records_from_before_identities_still_keep_old_files_out_after_a_move(tmp_path: Path) -> None:
+    """An import recorded only by the manifest's absolute paths (no received_files anywhere)."""
+    cfg, incoming = project_config(str(tmp_path / "project"))
+    write(str(tmp_path / "project" / "in" / "day0.tsv"), day(0, 300))
+    receive(cfg, incoming, None, 0, OPTIONS)
+    manifest = read_manifest(str(tmp_path / "project" / "data"))
+    assert manifest is not None and manifest["inputs"] == [str(tmp_path / "project" / "in" / "day0.tsv")]
+
+    shutil.move(str(tmp_path / "project"), str(tmp_path / "moved"))
+    cfg, incoming = project_config(str(tmp_path / "moved"))
+    before = tree_state(tmp_path / "moved")
+    again = receive(cfg, incoming, 0, 0, OPTIONS)  # no RunRecords: only the manifest's old paths
+    assert again.imported == [] and again.new_generations == []
+    assert changes(before, tree_state(tmp_path / "moved")) == []
+
+
+def test_a_rewritten_file_is_new_data_and_a_copy_is_a_duplicate(tmp_path: Path, caplog: Any) -> None:
+    cfg, incoming = project_config(str(tmp_path))
+    inbox = tmp_path / "in"
+    write(str(inbox / "day0.tsv"), day(0, 300))
+    first = receive(cfg, incoming, None, 0, OPTIONS)
+    earlier = RunRecords([r for r in map(ReceivedFile.from_json, first.received_files) if r], {})
+
+    shutil.copy(inbox / "day0.tsv", inbox / "day0-again.tsv")
+    write(str(inbox / "day0.tsv"), day(300, 50))  # the producer rewrote it with new edges
+    with caplog.at_level(logging.INFO, logger="tasks.arrivals"):
+        second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)
+    assert second.imported == [str(inbox / "day0.tsv")] and second.new_generations == [1]
+    assert second.edge_paths[-1] == str(tmp_path / "edges" / "gen0001-day0_partitioned")
+    lines = [record.getMessage() for record in caplog.records]
+    received_at = read_manifest(str(tmp_path / "data"))["generations"][0]["imported_at"]  # type: ignore[index]
+    assert f"day0.tsv changed since it was received on {received_at} as generation 0: importing it as new data" in lines
+    assert (
+        f"day0-again.tsv holds the same bytes as day0.tsv, received on {received_at} as generation 0: "
+        "skipped as a duplicate"
+    ) in lines
+    recorded = {(r["relative"], r["generation"]) for r in second.received_files}
+    assert recorded == {("day0.tsv", 0), ("day0.tsv", 1)}
+
+
+def test_a_holdout_gone_since_an_earlier_run_split_it_is_refused_before_any_write(tmp_path: Path) -> None:
+    cfg, incoming = project_config(str(tmp_path))
+    write(str(tmp_path / "in" / "day0.tsv"), day(0, 300))
+    first = receive(cfg, incoming, None, 0, OPTIONS)
+    [holdout] = first.holdouts
+    fsspec.filesystem("file").rm(holdout, recursive=True)
+    write(str(tmp_path / "in" / "day1.tsv"), day(300, 50))
+    earlier = RunRecords([], {"gen0000-day0_holdout": "run-20260301T000000Z-0000000a"})
+    before = tree_state(tmp_path)
+    with pytest.raises(DataNotFound) as raised:
+        receive(cfg, incoming, None, 0, OPTIONS, earlier)
+    assert str(raised.value).startswith(
+        f"{holdout}: the holdout of {first.edge_paths[0]} (import generation 0) is gone, though "
+        "run-20260301T000000Z-0000000a's retrain.json records splitting it"
+    )
+    assert changes(before, tree_state(tmp_path)) == []
+    # Dropping the day (its edge path too) is the documented way out: then it is no new data.
+    fsspec.filesystem("file").rm(first.edge_paths[0], recursive=True)
+    assert receive(cfg, incoming, None, 0, OPTIONS, earlier).new_generations == [1]
+
+
+def test_a_project_with_relative_paths_moved_and_run_from_its_new_place(tmp_path: Path, monkeypatch: Any) -> None:
+    """The deployment's style: every path relative to the working directory, the project directory."""
+    (tmp_path / "project" / "in").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "project")
+    cfg, incoming = project_config(".")
+    write("in/day0.tsv", day(0, 300))
+    first = receive(cfg, incoming, None, 0, OPTIONS)
+    assert first.imported == [str(tmp_path / "project" / "in" / "day0.tsv")]  # listed: absolute
+    earlier = RunRecords([r for r in map(ReceivedFile.from_json, first.received_files) if r], {})
+
+    shutil.move(str(tmp_path / "project"), str(tmp_path / "moved"))
+    monkeypatch.chdir(tmp_path / "moved")
+    write("in/day1.tsv", day(300, 50))
+    second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)  # with retrain.json's records
+    assert second.imported == [str(tmp_path / "moved" / "in" / "day1.tsv")] and second.new_generations == [1]
+    assert second.edge_paths[0] == "./edges/gen0000-day0_partitioned"
+    again = receive(cfg, incoming, 0, 0, OPTIONS)  # the manifest's paths alone: day 0's names nothing now
+    assert again.imported == [] and again.new_generations == [1]

@@ -9,22 +9,38 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pytest
 import torch
+from disk_state import changes, tree_state
 from pydantic import ValidationError
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ConfigError
 from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
+from storage.errors import DataNotFound
+from storage.lease import LeaseHeldError
+from storage.retrain_state import RetrainState, read_state, write_state
+from tasks.arrivals import receive
 from tasks.buckets import swap_partitions
 from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
-from tasks.retrain import RetrainOptions, finish_retrain, prepare_retrain, run_key_for
+from tasks.retrain import (
+    RetrainOptions,
+    acquire_retrain_lease,
+    finish_retrain,
+    prepare_retrain,
+    receive_arrivals,
+    run_key_for,
+)
+from tasks.retrain_options import IncomingOptions
 from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session
 
@@ -39,7 +55,9 @@ def plant_edge_dir(path: Path) -> None:
 
 
 def commit(run_dir: Path, version: int) -> None:
+    """A committed version (no config.json: its model file is all that completeness can check)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / f"model.v{version}.h5").write_bytes(b"h5")
     (run_dir / "checkpoint_version.txt").write_text(f"{version}\n")
 
 
@@ -212,34 +230,145 @@ def test_second_run_starts_from_the_first_and_trains_the_new_edge_directory(
     }
 
 
-def test_a_retry_after_the_import_still_trains_what_arrived(tmp_path: Path) -> None:
-    from storage.retrain_state import RetrainState, read_state, write_state
-    from tasks.arrivals import receive
-    from tasks.retrain import receive_arrivals
-    from tasks.retrain_options import IncomingOptions
-
+def user_project(project: Path) -> tuple[ConfigSchema, RetrainOptions]:
+    """A small retraining project: inbox ``in/``, edges ``edges/``, import ``data/``, runs ``runs/``."""
     cfg = parse_config(
         {
             "entities": {"user": {"num_partitions": 1}},
             "relations": [{"name": "follows", "lhs": "user", "rhs": "user"}],
             "dimension": 4,
-            "entity_path": str(tmp_path / "data"),
-            "edge_paths": [str(tmp_path / "edges" / "gen*_partitioned")],
-            "checkpoint_path": str(tmp_path / "runs"),
+            "entity_path": str(project / "data"),
+            "edge_paths": [str(project / "edges" / "gen*_partitioned")],
+            "checkpoint_path": str(project / "runs"),
         }
     )
-    inbox = tmp_path / "in"
-    inbox.mkdir()
-    incoming = IncomingOptions(inputs=str(inbox), edges_dir=str(tmp_path / "edges"))
-    options = RetrainOptions(incoming=incoming)
-    (inbox / "day0.tsv").write_text("".join(f"u{i}\tu{(i + 1) % 50}\n" for i in range(50)))
-    receive(cfg, incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    (project / "in").mkdir(parents=True, exist_ok=True)
+    incoming = IncomingOptions(inputs=str(project / "in"), edges_dir=str(project / "edges"))
+    return cfg, RetrainOptions(incoming=incoming)
+
+
+def day_file(project: Path, name: str, start: int, count: int) -> None:
+    (project / "in" / name).write_text(
+        "".join(f"u{i}\tu{(i * 7 + 3) % (start + count)}\n" for i in range(start, start + count))
+    )
+
+
+def plant_promoted(project: Path, name: str, generation: int) -> Path:
+    """A complete committed run whose gate passed after training ``generation``, named by latest.json."""
+    run = project / "runs" / name
+    run.mkdir(parents=True)
+    for file in ("model.v1.h5", "embeddings_user_0.v1.h5"):
+        (run / file).write_bytes(b"h5")
+    (run / "config.json").write_text(
+        json.dumps({"entities": {"user": {}}, "relations": [{"lhs": "user", "rhs": "user"}]})
+    )
+    (run / "retrain.json").write_text(json.dumps({"generation": generation, "gate": "passed"}))
+    (run / "checkpoint_version.txt").write_text("1\n")
+    (project / "runs" / "latest.json").write_text(json.dumps({"run": name, "checkpoint_path": str(run), "version": 1}))
+    return run
+
+
+def test_a_retry_after_the_import_still_trains_what_arrived(tmp_path: Path) -> None:
+    cfg, options = user_project(tmp_path)
+    assert options.incoming is not None
+    day_file(tmp_path, "day0.tsv", 0, 50)
+    receive(cfg, options.incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
     # The first attempt chose its base (generation 0), imported day 1, then was killed.
     write_state(str(tmp_path / "runs" / SECOND), RetrainState(generation=-1, base_generation=0, received=False))
-    (inbox / "day1.tsv").write_text("".join(f"u{i}\tv{i}\n" for i in range(20)))
-    receive(cfg, incoming, 0, 0, {"lhs_col": 0, "rhs_col": 1})
+    day_file(tmp_path, "day1.tsv", 50, 20)
+    receive(cfg, options.incoming, 0, 0, {"lhs_col": 0, "rhs_col": 1})
 
     arrivals = receive_arrivals.fn(cfg, options, SECOND)
     assert arrivals.imported == [] and arrivals.new_generations == [1] and len(arrivals.holdouts) == 1
     state = read_state(str(tmp_path / "runs" / SECOND))
     assert state is not None and state.received and state.base_generation == 0 and state.new_generations == [1]
+
+    fsspec.filesystem("file").rm(arrivals.holdouts[0], recursive=True)
+    before = tree_state(tmp_path)
+    with pytest.raises(DataNotFound, match="this run's holdout is gone since its first attempt split it"):
+        receive_arrivals.fn(cfg, options, SECOND)
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_the_next_run_after_a_move_knows_what_was_received_from_retrain_json(tmp_path: Path) -> None:
+    cfg, options = user_project(tmp_path / "project")
+    day_file(tmp_path / "project", "day0.tsv", 0, 50)
+    first = receive_arrivals.fn(cfg, options, FIRST)
+    state = read_state(str(tmp_path / "project" / "runs" / FIRST))
+    assert state is not None and [(r["relative"], r["generation"]) for r in state.received_files] == [("day0.tsv", 0)]
+    assert first.received_files == state.received_files
+
+    shutil.move(str(tmp_path / "project"), str(tmp_path / "moved"))
+    cfg, options = user_project(tmp_path / "moved")
+    second = receive_arrivals.fn(cfg, options, SECOND)
+    assert second.imported == [] and second.edge_paths == [
+        str(tmp_path / "moved" / "edges" / "gen0000-day0_partitioned")
+    ]
+
+
+@pytest.mark.parametrize("loss", ["deleted", "half-copied"])
+def test_a_latest_json_naming_a_lost_run_stops_the_run_before_it_writes(tmp_path: Path, loss: str) -> None:
+    cfg, options = user_project(tmp_path)
+    day_file(tmp_path, "day0.tsv", 0, 50)
+    receive(cfg, options.incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    promoted = plant_promoted(tmp_path, FIRST, 0)
+    if loss == "deleted":
+        shutil.rmtree(promoted)
+    else:
+        (promoted / "embeddings_user_0.v1.h5").unlink()
+    day_file(tmp_path, "day1.tsv", 50, 20)
+    before = tree_state(tmp_path)
+    for start in (lambda: receive_arrivals.fn(cfg, options, SECOND), lambda: prepare_retrain.fn(cfg, options, SECOND)):
+        with pytest.raises(DataNotFound, match=f"runs/latest.json: names the promoted run {FIRST}, but "):
+            start()
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_a_starting_run_whose_generation_the_import_no_longer_has_is_refused(tmp_path: Path) -> None:
+    cfg, options = user_project(tmp_path)
+    day_file(tmp_path, "day0.tsv", 0, 50)
+    receive(cfg, options.incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    plant_promoted(tmp_path, FIRST, 5)  # it trained generation 5: the import was replaced since
+    before = tree_state(tmp_path)
+    with pytest.raises(DataNotFound) as raised:
+        receive_arrivals.fn(cfg, options, SECOND)
+    assert str(raised.value).startswith(
+        f"{tmp_path / 'data' / 'import_manifest.json'}: lists generation(s) [0], but {FIRST} (the run this one "
+        "starts from) trained import generation 5"
+    )
+    assert changes(before, tree_state(tmp_path)) == []
+    shutil.rmtree(tmp_path / "data")  # the import removed: a plain import now would renumber every entity
+    before = tree_state(tmp_path)
+    with pytest.raises(DataNotFound, match=f"data: holds no import, but {FIRST} .* trained import generation 5"):
+        receive_arrivals.fn(cfg, options, SECOND)
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_a_second_retraining_run_on_the_root_stops_at_its_lease(tmp_path: Path) -> None:
+    """Another process holds the root's lease (as a retraining run does for its whole length)."""
+    cfg, _ = user_project(tmp_path)
+    (tmp_path / "runs").mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LEASE, str(tmp_path / "runs")], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = tree_state(tmp_path)
+        with pytest.raises(LeaseHeldError, match=r"runs/lease.json: the checkpoint is being written by run 'holder'"):
+            acquire_retrain_lease.fn(cfg)
+        assert changes(before, tree_state(tmp_path)) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(ValueError, match="cannot be a glob pattern"):
+        acquire_retrain_lease.fn(cfg.model_copy(update={"checkpoint_path": str(tmp_path / "runs*")}))
+
+
+REPO = Path(__file__).resolve().parents[2]
+HOLD_LEASE = """
+import sys, time
+from storage.lease import CheckpointLease
+CheckpointLease(sys.argv[1], "holder", ttl=120).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""

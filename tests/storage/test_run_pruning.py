@@ -1,0 +1,76 @@
+"""storage.run_pruning: keep_last deletes old runs, never one still needed, and only after the kept one is verified."""
+
+from __future__ import annotations
+
+import pytest
+from disk_state import changes, tree_state
+from run_trees import plant_lease, plant_run, promote, run_name
+from store_io import StorePath, names
+
+from storage.errors import DataNotFound
+from storage.run_dirs import list_run_dirs
+from storage.run_pruning import prune_run_dirs
+
+
+def test_prune_keeps_the_newest_complete_runs_live_runs_and_their_sources(root: StorePath) -> None:
+    source = plant_run(root, 1, 1)
+    plant_run(root, 2, 0)  # failed leftover
+    plant_run(root, 3, 2)
+    live = plant_run(root, 4, 1, init_path=str(source))
+    plant_lease(live, expires_in=60)
+    plant_run(root, 5, 1)
+    plant_run(root, 6, 4)  # the current run
+    plant_run(root, 7, 0)  # a newer run that has just started
+    promote(root, 6, 4)
+
+    removed = prune_run_dirs(str(root), run_name(6), keep_last=2)
+
+    assert removed == [str(root / run_name(2)), str(root / run_name(3))]
+    assert list_run_dirs(str(root)) == [run_name(d) for d in (1, 4, 5, 6, 7)]
+    assert "latest.json" in names(str(root))
+    # Once the live run is gone, it and its source are ordinary old runs.
+    plant_lease(live, expires_in=-1)
+    assert prune_run_dirs(str(root), run_name(6), keep_last=1) == [str(root / run_name(d)) for d in (1, 4, 5)]
+    assert list_run_dirs(str(root)) == [run_name(6), run_name(7)]
+    with pytest.raises(ValueError, match="keep_last must be >= 1.*got 0"):
+        prune_run_dirs(str(root), run_name(6), keep_last=0)
+
+
+def test_rejected_runs_never_displace_a_passing_one(root: StorePath) -> None:
+    plant_run(root, 1, 3)
+    for day, gate in ((2, "failed"), (3, "pending")):
+        (plant_run(root, day, 2) / "retrain.json").write_text(f'{{"generation": {day}, "gate": "{gate}"}}')
+    plant_run(root, 5, 1)
+    promote(root, 5, 1)
+    assert prune_run_dirs(str(root), run_name(5), keep_last=2) == [str(root / run_name(d)) for d in (2, 3)]
+    assert list_run_dirs(str(root)) == [run_name(1), run_name(5)]
+
+
+def test_the_promoted_run_and_what_an_unpromoted_current_run_starts_from_are_kept(root: StorePath) -> None:
+    promoted = plant_run(root, 1, 3)
+    plant_run(root, 2, 1)
+    plant_run(root, 3, 2)
+    plant_run(root, 4, 0, init_path=str(promoted))  # the current run: nothing committed, latest.json unchanged
+    promote(root, 1, 3)
+    assert prune_run_dirs(str(root), run_name(4), keep_last=1) == [str(root / run_name(2))]
+    assert list_run_dirs(str(root)) == [run_name(1), run_name(3), run_name(4)]
+
+
+def test_an_incomplete_run_is_neither_counted_nor_deleted(root: StorePath) -> None:
+    plant_run(root, 1, 2)
+    half = plant_run(root, 2, 3, lacking=("model.v3.h5",))  # a copy still filling it
+    plant_run(root, 3, 1)
+    promote(root, 3, 1)
+    assert prune_run_dirs(str(root), run_name(3), keep_last=2) == []  # 1 and 3 are the two kept
+    assert half.exists() and list_run_dirs(str(root)) == [run_name(d) for d in (1, 2, 3)]
+
+
+def test_nothing_is_deleted_while_latest_json_names_a_lost_run(root: StorePath) -> None:
+    for day in (1, 2, 3):
+        plant_run(root, day, 1)
+    plant_run(root, 5, 1)
+    promote(root, 4, 1)  # a run deleted by hand
+    before = tree_state(str(root))
+    with pytest.raises(DataNotFound, match=rf"latest.json: names the promoted run {run_name(4)}, but .*does not exist"):
+        prune_run_dirs(str(root), run_name(5), keep_last=1)
+    assert changes(before, tree_state(str(root))) == []
