@@ -35,6 +35,7 @@ from tasks.buckets import (
     swap_partitions,
     train_bucket,
 )
+from tasks.by_name import check_checkpoint_names, remove_start_by_name, start_by_name
 from tasks.checkpoint import (
     preserve_version,
     remove_leftovers,
@@ -184,14 +185,18 @@ def pbg(
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
+            check_checkpoint_names(run, plan.committed_version)  # rows that now mean other entities: refused
             # Leftovers of a run killed while removing or committing.
             remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)
+            if plan.remaining:
+                start_by_name(run, plan.committed_version)  # record the names; init_path's rows matched by name
             if _starts_new_rows(run_config, plan):
                 prepare_new_rows(run)  # neighbor means of the entities init_path lacks
             if arrivals is not None and retrain is not None and retrain.gated:
                 evaluate_holdout(run, "baseline")  # the previous model, grown, before any training
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
+                remove_start_by_name(run)  # read only until the first commit
         finally:
             release_lease(lease)
         final = plan.committed_version + len(results)
