@@ -229,20 +229,29 @@ def _build_residency(
     )
 
 
-def _init_store(
-    stores: Any, committed: int, names: NamesDigests, keys: list[PartitionKey], dynamic: bool
-) -> PartitionStore | None:
-    """``init_path`` as the session reads it: not at all once a version is committed (that version
-    holds what it gave); where its names moved since, its rows remapped by name (``stores.init_rows``).
+def _checked_starts(
+    stores: Any, committed: int, counts: dict[PartitionKey, int], dims: dict[str, int], dynamic: bool
+) -> tuple[NamesDigests, PartitionStore | None]:
+    """The names the run's rows follow, and where ``init_path``'s rows are read; both checkpoints
+    checked to fit (see :func:`check_checkpoint_fits`).
+
+    ``init_path`` is not read at all once a version is committed (that version holds what it gave);
+    where its names moved since, its rows are read remapped by name (``stores.init_rows``).
 
     Raises:
-        PbgError: its rows belong to other names and no start remapped by name was prepared.
+        ShapeError: a checkpoint does not fit the config.
+        PbgError: init_path's rows belong to other names and no start remapped by name was prepared.
     """
-    if stores.init is None or committed > 0:
-        return None
-    if hasattr(stores, "init_rows"):
-        return stores.init_rows(names, keys, dynamic)  # type: ignore[no-any-return]  # a store, by RunStores' contract
-    return stores.init  # type: ignore[no-any-return]  # stores without a names record (tests' own)
+    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
+    keys = list(counts)
+    names = stores.names_now(keys, dynamic) if hasattr(stores, "names_now") else NamesDigests()
+    init = None
+    if stores.init is not None and committed == 0:
+        # Stores without a names record (tests' own) are read as they are.
+        init = stores.init_rows(names, keys, dynamic) if hasattr(stores, "init_rows") else stores.init
+    if init is not None:
+        check_checkpoint_fits(init, init.read_version(), counts, dims, required=False, may_grow=True)
+    return names, init
 
 
 def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dynamic: int) -> SessionSettings:
@@ -284,11 +293,7 @@ def build_session(
     for_workers = worker_settings(config, sampled=sampled)
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
     dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
-    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
-    names = stores.names_now(keys, config.dynamic_relations) if hasattr(stores, "names_now") else NamesDigests()
-    init = _init_store(stores, committed, names, keys, config.dynamic_relations)
-    if init is not None:
-        check_checkpoint_fits(init, init.read_version(), counts, dims, required=False, may_grow=True)
+    names, init = _checked_starts(stores, committed, counts, dims, config.dynamic_relations)
     model_state.restore(stores.checkpoint, committed, init)
     seed = config.seed if config.seed is not None else fresh_seed()
     spare_slots = read_ahead and not read_only

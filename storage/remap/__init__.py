@@ -1,4 +1,4 @@
-"""Start a run from ``init_path`` by entity name, not by position (docs/formats.md, "init_path").
+"""Start a run from ``init_path`` by entity name, not by position (docs/formats.md, "Names record").
 
 After a plain re-import the entity files list the names in another order, often in other
 partitions, so ``init_path``'s row at (partition, offset) is another entity's. Before training,

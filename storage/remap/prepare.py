@@ -117,42 +117,56 @@ def prepare_start(
         return _from_record(record)
     start.remove()
     counted, remapped, fresh = Counted(), [], {}
-    metadata = start_metadata(init, version, current)
-    archive = NamesArchive(init.url, init.storage_options)
     for entity in sorted(shape.num_partitions):
-        parts = shape.num_partitions[entity]
         if entity not in check.changed:
-            counted += Counted(kept=sum(shape.counts[(entity, p)] for p in range(parts)))
+            counted += Counted(kept=sum(shape.counts[(entity, p)] for p in range(shape.num_partitions[entity])))
             continue
-        old = name_table(partial(_old_names, archive, recorded, entity), parts)
-        new = name_table(partial(entities.load_names, entity), parts)
-        if is_prefix(old, new):
-            counted += Counted(kept=len(old), new=len(new) - len(old))
-            continue
-        moves, found = match(old, new)
-        del old, new  # only the moves are needed from here
-        counts = tuple(shape.counts[(entity, p)] for p in range(parts))
-        spill = _spill_dir(start)
-        _check_room(start, spill, counts, shape.dimensions[entity], len(moves.old_part), entity)
-        target = Target(
-            store=start.store,
-            version=version,
-            counts=counts,
-            dimension=shape.dimensions[entity],
-            start=partial(shape.start, entity),
-            lr=shape.lr,
-            metadata=metadata,
-        )
-        for part, offsets in move_rows(entity, moves, init, version, target, spill).items():
-            fresh[(entity, part)] = offsets
-        shutil.rmtree(spill, ignore_errors=True)
+        found, moved_rows = _entity_type(init, entities, start, shape, (entity, recorded, current))
         counted += found
-        remapped.append(entity)
-    relations, moved = _relations(init, entities, start, shape, names, archive)
+        if moved_rows is not None:
+            fresh.update({(entity, part): offsets for part, offsets in moved_rows.items()})
+            remapped.append(entity)
+    relations, moved = _relations(init, entities, start, shape, names)
     start.save_fresh(fresh)
     result = Remapped(counted, relations, tuple(remapped), moved)
     start.write_record({**identity, **_record_of(result), "seed": shape.seed})
     return result
+
+
+def _entity_type(
+    init: CheckpointStore,
+    entities: EntityStore,
+    start: StartDir,
+    shape: RunShape,
+    which: tuple[str, NamesDigests, NamesDigests],
+) -> tuple[Counted, dict[int, torch.Tensor] | None]:
+    """One entity type whose names changed: counted, and its rows moved into ``start`` unless its
+    old names are the first ones of every partition now. Returns (counts, the fresh rows per
+    partition, or None when nothing was written)."""
+    entity, recorded, current = which
+    parts = shape.num_partitions[entity]
+    old = name_table(partial(_old_names, NamesArchive(init.url, init.storage_options), recorded, entity), parts)
+    new = name_table(partial(entities.load_names, entity), parts)
+    if is_prefix(old, new):
+        return Counted(kept=len(old), new=len(new) - len(old)), None
+    moves, found = match(old, new)
+    del old, new  # only the moves are needed from here
+    version = init.read_version()
+    counts = tuple(shape.counts[(entity, p)] for p in range(parts))
+    spill = _spill_dir(start)
+    _check_room(start, spill, counts, shape.dimensions[entity], len(moves.old_part), entity)
+    target = Target(
+        store=start.store,
+        version=version,
+        counts=counts,
+        dimension=shape.dimensions[entity],
+        start=partial(shape.start, entity),
+        lr=shape.lr,
+        metadata=start_metadata(init, version, current),
+    )
+    fresh = move_rows(entity, moves, init, version, target, spill)
+    shutil.rmtree(spill, ignore_errors=True)
+    return found, fresh
 
 
 def _relations(
@@ -161,14 +175,13 @@ def _relations(
     start: StartDir,
     shape: RunShape,
     names: tuple[NamesDigests, NamesDigests, NamesCheck],
-    archive: NamesArchive,
 ) -> tuple[Counted | None, bool]:
     """Dynamic relation types: counted, and their parameters moved by name unless the old names
     are the first ones now. Returns (counts or None without a change, whether the model was written)."""
     recorded, current, check = names
     if not check.relations_changed or recorded.relations is None or shape.fresh_model is None:
         return None, False
-    old = _archived(archive, recorded.relations, "the dynamic relation types")
+    old = _archived(NamesArchive(init.url, init.storage_options), recorded.relations, "the dynamic relation types")
     new = entities.load_dynamic_relation_names()
     if new[: len(old)] == old:
         return Counted(kept=len(old), new=len(new) - len(old)), False
