@@ -206,7 +206,8 @@ def pbg(
 def _prepare_start(run: str, config: ConfigSchema, plan: TrainingPlan) -> None:
     """Before the session: refuse rows that now mean other entities, clear what a killed run left,
     record the names trained and start init_path's rows by name (and new entities' rows)."""
-    check_checkpoint_names(run, plan.committed_version)  # before anything is written or removed
+    if plan.remaining:
+        check_checkpoint_names(run, plan.committed_version)  # before anything is written or removed
     # Leftovers of a run killed while removing or committing.
     remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)
     if plan.remaining:

@@ -170,12 +170,15 @@ class NamesArchive:
         names = reads.listdir(self.url, self.storage_options)
         return {name[: -len(".json")] for name in names if name.endswith(".json") and ".tmp" not in name}
 
-    def keep(self, sources: Mapping[str, str]) -> int:
+    def keep(self, sources: Mapping[str, str], verify: bool = True) -> int:
         """Copy in the names files of ``sources`` (digest -> names file URL) not kept yet; returns how many.
 
+        ``verify``: the sources are the names files the digests were taken of (not another
+        archive's copies, whose digest may be an object store's multi-part ETag).
+
         Raises:
-            NamesChangedError: a copy on local disk does not have its digest (the names file was
-                replaced while it was copied); nothing half-copied is left.
+            NamesChangedError: a copy from and to local disk does not have its digest (the names
+                file was replaced while it was copied); nothing half-copied is left.
         """
         kept = self.digests()
         copied = 0
@@ -184,7 +187,7 @@ class NamesArchive:
                 continue
             target = self.file_url(digest)
             changes.copy(source, target, self.storage_options)
-            if urls.is_local(urls.resolve(target, self.storage_options)[0]) and file_digest(target) != digest:
+            if verify and _both_local(source, target, self.storage_options) and file_digest(target) != digest:
                 changes.remove(target, storage_options=self.storage_options)
                 raise NamesChangedError(f"{source} changed while it was copied to {target}; is an import running?")
             copied += 1
@@ -206,10 +209,17 @@ class NamesArchive:
         return stale
 
 
+def _both_local(source: str, target: str, storage_options: StorageOptions) -> bool:
+    """Whether both files are on local disk, where a digest is the MD5 of the bytes on both sides
+    (an object store's ETag of a multi-part upload is not)."""
+    return all(urls.is_local(urls.resolve(url, storage_options)[0]) for url in (source, target))
+
+
 def copy_archive(source_checkpoint: str, target_checkpoint: str, storage_options: StorageOptions = None) -> None:
     """Give ``target_checkpoint`` (a snapshot) every names list ``source_checkpoint`` keeps."""
     source = NamesArchive(source_checkpoint, storage_options)
-    NamesArchive(target_checkpoint, storage_options).keep({d: source.file_url(d) for d in source.digests()})
+    target = NamesArchive(target_checkpoint, storage_options)
+    target.keep({d: source.file_url(d) for d in source.digests()}, verify=False)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Every checkpoint file records which names list its rows follow (:mod:`storage.ch
   with one warning.
 - ``start-by-name`` (before the session opens, when there is something to train): the names
   files the run reads are copied into the checkpoint's ``names/`` (only those not there yet;
-  others left by an earlier attempt are removed). With ``init_path`` and nothing committed, its
+  while nothing is committed, others left by an earlier attempt are removed). With ``init_path`` and nothing committed, its
   record is compared with the entity files: the same names (equal digests) need nothing; no
   record: used by position, one warning; otherwise its rows are remapped by name into
   ``init_by_name/`` (:mod:`storage.remap`), counted in one line.
@@ -102,7 +102,7 @@ def start_by_name(run: str, committed_version: int) -> dict[str, Any]:
     config, stores = get_run(run).config, get_run(run).stores
     keys, dynamic = run_keys(config), config.dynamic_relations
     current = stores.names_now(keys, dynamic)
-    copied = _record_names(stores, current)
+    copied = _record_names(stores, current, prune=committed_version == 0)
     start = StartDir(stores.checkpoint.url, stores.checkpoint.storage_options)
     if committed_version > 0 or stores.init is None:
         start.remove()  # only read while nothing is committed
@@ -130,14 +130,19 @@ def remove_start_by_name(run: str) -> None:
         StartDir(stores.checkpoint.url, stores.checkpoint.storage_options).remove()
 
 
-def _record_names(stores: RunStores, current: NamesDigests) -> int:
-    """Copy the names files the run reads into its checkpoint's ``names/``; remove the others there."""
+def _record_names(stores: RunStores, current: NamesDigests, prune: bool) -> int:
+    """Copy the names files the run reads into its checkpoint's ``names/``; returns how many were copied.
+
+    ``prune`` (nothing committed): the others there are an earlier attempt's, from before a
+    re-import, and no version follows them: removed. Once a version is committed they stay.
+    """
     archive = NamesArchive(stores.checkpoint.url, stores.checkpoint.storage_options)
     sources = {digest: names_url(stores.entities, *key) for key, digest in current.entities.items()}
     if current.relations is not None:
         sources[current.relations] = urls.join_url(stores.entities.url, DYNAMIC_REL_NAMES_FILE)
     copied = archive.keep(sources)
-    archive.remove_except(set(sources))  # an earlier attempt's, before a re-import: no version follows them
+    if prune:
+        archive.remove_except(set(sources))
     return copied
 
 

@@ -5,7 +5,7 @@ relation types) into new (partition, offset) places. The runs here start from a 
 checkpoint with ``lr = 0``, so the committed version holds exactly the rows they started from,
 and compare them by name through ``export``. Two entity types, two partitions (names move
 between partitions), seeded. The same through the real command line is in
-``test_cli_init_by_name.py``; the cluster case runs with ``PBG_SLOW_TESTS=1``.
+``test_cli_init_by_name.py``; the cluster and S3 cases run with ``PBG_SLOW_TESTS=1``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def changed(edges: list[Edge]) -> list[Edge]:
     ]
 
 
-def config_for(root: Path, checkpoint: str, partitions: int = 2, **overrides: Any) -> Any:
+def config_for(root: Path | str, checkpoint: str, partitions: int = 2, **overrides: Any) -> Any:
+    """The run's config; ``root``: a local directory or an ``s3://`` prefix holding its data."""
+    base = str(root).rstrip("/")
     raw: dict[str, Any] = {
         "entities": {"user": {"num_partitions": partitions}, "item": {"num_partitions": partitions}},
         "relations": [
@@ -61,9 +63,9 @@ def config_for(root: Path, checkpoint: str, partitions: int = 2, **overrides: An
             {"name": "follows", "lhs": "user", "rhs": "user"},
         ],
         "dimension": 8,
-        "entity_path": str(root / "data"),
-        "edge_paths": [str(root / "edges")],
-        "checkpoint_path": str(root / checkpoint),
+        "entity_path": f"{base}/data",
+        "edge_paths": [f"{base}/edges"],
+        "checkpoint_path": f"{base}/{checkpoint}",
         "num_epochs": 2,
         "hogwild_delay": 0,
         "workers": 1,
@@ -75,9 +77,10 @@ def config_for(root: Path, checkpoint: str, partitions: int = 2, **overrides: An
     return parse_config(raw)
 
 
-def imported(root: Path, edges: list[Edge], seed: int, partitions: int = 2) -> None:
+def imported(root: Path, edges: list[Edge], seed: int, partitions: int = 2, into: str | None = None) -> None:
+    """``pbg import`` of ``edges`` (written under ``root``) into ``into`` (default ``root``), no --append."""
     (root / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in edges))
-    config = config_for(root, "unused", partitions)
+    config = config_for(into or root, "unused", partitions)
     import_edges(config, [str(root / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=seed)
 
 
@@ -268,3 +271,24 @@ def test_a_cluster_run_reads_the_start_by_name_on_every_machine(tmp_path: Path) 
     assert recorded_digests(run1.checkpoint_path, 1, keys, dynamic=False) == current_digests(
         EntityStore(run1.entity_path), keys, dynamic=False
     )
+
+
+@pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow (about 40 s): set PBG_SLOW_TESTS=1")
+def test_on_s3_rows_follow_their_entities_by_name(s3_bucket: str, tmp_path: Path) -> None:
+    """Entity files, edges and checkpoints on S3: the names record, the start by name, the refusal."""
+    root = f"s3://{s3_bucket}/graph"
+    imported(tmp_path, graph_edges(0), seed=0, into=root)
+    run0 = config_for(root, "run0", num_epochs=1)
+    pbg(config=run0)
+    old = exported(run0, tmp_path, "run0")
+    imported(tmp_path, changed(graph_edges(0)), seed=1, into=root)
+    before = tree_state(f"{root}/run0")
+    with pytest.raises(NamesChangedError, match="was trained on other names"):
+        pbg(config=config_for(root, "run0", num_epochs=2))
+    assert changes(before, tree_state(f"{root}/run0")) == []
+    run1 = config_for(root, "run1", init_path=f"{root}/run0", **FROZEN)
+    pbg(config=run1)
+    new = exported(run1, tmp_path, "run1")
+    assert len(set(old) & set(new)) > 100 and set(new) - set(old) == {"u500", "u501", "i600"}
+    assert [name for name in sorted(set(old) & set(new)) if new[name] != old[name]] == []
+    assert tree_state(f"{root}/run1/init_by_name") == {}  # gone after the first commit

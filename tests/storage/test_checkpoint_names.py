@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 import torch
 from store_io import StorePath, all_files, get_bytes, join, put_text, read_h5
 
@@ -11,6 +13,7 @@ from pbg_core.ports import CheckpointMetadata, NamesDigests
 from storage.checkpoint_names import (
     DIGEST_ATTR,
     NamesArchive,
+    NamesChangedError,
     compare,
     current_digests,
     read_digest,
@@ -115,3 +118,12 @@ def test_compare_tells_moved_types_from_unrecorded_ones() -> None:
     assert relations.relations_changed and relations.changed == ()
     unrecorded = compare(NamesDigests(), current, keys, dynamic=True)
     assert unrecorded.same and len(unrecorded.unchecked) == 4  # three types and the relation types
+
+
+def test_a_copy_that_does_not_hold_its_digest_is_refused_and_removed(tmp_path: Path) -> None:
+    source = tmp_path / "entity_names_user_0.json"
+    source.write_text('["u0"]')  # another content than the digest below was taken of (replaced meanwhile)
+    archive = NamesArchive(str(tmp_path / "ckpt"))
+    with pytest.raises(NamesChangedError, match="changed while it was copied"):
+        archive.keep({"0" * 32: str(source)})
+    assert archive.digests() == set()

@@ -150,3 +150,17 @@ def test_a_pbg_init_path_is_used_by_position_with_one_warning(tmp_path: Path, ca
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "init_path" in warnings[0] and "used by position" in warnings[0]
     assert not (tmp_path / "run1" / START_DIR).exists()
+
+
+def test_names_of_an_attempt_that_committed_nothing_are_removed_once_committed_ones_stay(tmp_path: Path) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    stale = tmp_path / "run0" / "names" / "0123abcd.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('["from before a re-import"]')
+    assert start_by_name.fn(open_run(config), 0)["names_copied"] == 4
+    assert not stale.exists()  # nothing committed follows it
+    committed(config)
+    stale.write_text('["from before a re-import"]')
+    start_by_name.fn(open_run(config), 1)
+    assert stale.exists() and len(NamesArchive(config.checkpoint_path).digests()) == 5
