@@ -35,6 +35,7 @@ from tasks.buckets import (
     swap_partitions,
     train_bucket,
 )
+from tasks.by_name import check_checkpoint_names, remove_start_by_name, start_by_name
 from tasks.checkpoint import (
     preserve_version,
     remove_leftovers,
@@ -201,14 +202,12 @@ def _train(
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
-            # Leftovers of a run killed while removing or committing.
-            remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)
-            if _starts_new_rows(run_config, plan):
-                prepare_new_rows(run)  # neighbor means of the entities init_path lacks
+            _prepare_start(run, run_config, plan)
             if arrivals is not None and retrain is not None and retrain.gated:
                 evaluate_holdout(run, "baseline")  # the previous model, grown, before any training
             if plan.remaining:
                 results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
+                remove_start_by_name(run)  # read only until the first commit
         finally:
             release_lease(lease)
         final = plan.committed_version + len(results)
@@ -219,6 +218,19 @@ def _train(
     done = version_progress(final, plan.total_iterations)
     get_run_logger().info("checkpoint %s is at %s", run_config.checkpoint_path, done)
     return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results, "gate": gate}
+
+
+def _prepare_start(run: str, config: ConfigSchema, plan: TrainingPlan) -> None:
+    """Before the session: refuse rows that now mean other entities, clear what a killed run left,
+    record the names trained and start init_path's rows by name (and new entities' rows)."""
+    if plan.remaining:
+        check_checkpoint_names(run, plan.committed_version)  # before anything is written or removed
+    # Leftovers of a run killed while removing or committing.
+    remove_leftovers(run, plan.committed_version, plan.num_edge_chunks)
+    if plan.remaining:
+        start_by_name(run, plan.committed_version)  # the names record; init_path's rows matched by name
+    if _starts_new_rows(config, plan):
+        prepare_new_rows(run)  # neighbor means of the entities init_path lacks
 
 
 def _start_retrain(config: ConfigSchema, retrain: RetrainOptions) -> tuple[ConfigSchema, Received | None]:

@@ -17,11 +17,24 @@ from pbg_core.types import Bucket, EntityName, Partition, PartitionKey
 
 
 @dataclass(frozen=True)
+class NamesDigests:
+    """Which names a checkpoint's rows belong to: a digest of each names list (docs/formats.md).
+
+    ``entities``: (type, partition) -> digest of its ``entity_names`` file (keys without one are
+    left out); ``relations``: digest of ``dynamic_rel_names.json`` in dynamic mode, else None.
+    """
+
+    entities: Mapping[PartitionKey, str] = field(default_factory=dict)
+    relations: str | None = None
+
+
+@dataclass(frozen=True)
 class CheckpointMetadata:
-    """Attributes written on every checkpoint file (PBG: ``config/json``, ``iteration/*``)."""
+    """Attributes written on every checkpoint file (PBG: ``config/json``, ``iteration/*``; ours: the names digest)."""
 
     config_json: str
     iteration: dict[str, int | str] = field(default_factory=dict)
+    names: NamesDigests = field(default_factory=NamesDigests)
 
 
 class EdgeSource(Protocol):

@@ -18,6 +18,8 @@ Files in the directory (``v`` is a version, an integer >= 1; 0 means "nothing ye
 - ``epoch_{N}/``: a preserved snapshot: real copies of one version's files plus its own
   ``checkpoint_version.txt`` (PBG uses absolute symlinks, which break when the
   directory moves; copies do not).
+- ``names/{digest}.json`` and the ``names/digest`` attribute of each file: which entity (and
+  dynamic relation) names the rows belong to (:mod:`storage.checkpoint_names`).
 
 Every HDF5 file is written under a ``.tmp`` name and renamed when complete (on S3:
 written locally, then uploaded in one verified PUT), so a crash while writing version
@@ -38,7 +40,7 @@ import torch
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata
 from pbg_core.types import EntityName, Partition
-from storage import hdf5, layout
+from storage import checkpoint_names, hdf5, layout
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
@@ -124,6 +126,7 @@ class CheckpointStore:
         with hdf5.open_write(url, self.storage_options) as hf:
             hf.create_dataset(EMBEDDINGS_DATASET, data=data)
             _write_common(hf, optim_state, metadata)
+            checkpoint_names.write_digest(hf, metadata.names.entities.get((entity, part)))  # whose rows these are
 
     def load_embeddings(
         self, entity: EntityName, part: Partition, version: int, out: torch.Tensor | None = None
@@ -201,6 +204,7 @@ class CheckpointStore:
                 ds = group.create_dataset(public_names[private], data=tensor.detach().cpu().numpy())
                 ds.attrs[STATE_DICT_KEY_ATTR] = private
             _write_common(hf, optim_state, metadata)
+            checkpoint_names.write_digest(hf, metadata.names.relations)  # which relation each dynamic row is
 
     def load_model(self, version: int) -> tuple[dict[str, torch.Tensor], bytes | None]:
         """The model state dict (private keys) of ``version`` and its optimizer state.
@@ -313,6 +317,7 @@ class CheckpointStore:
         snapshot = CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options)
         for name in files:
             changes.copy(self.file_url(name), snapshot.file_url(name), self.storage_options)
+        checkpoint_names.copy_archive(self.url, snapshot.url, self.storage_options)  # the names its rows follow
         snapshot.write_version(version)
 
     def snapshot_version(self, epoch: int) -> int:

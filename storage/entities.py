@@ -59,7 +59,7 @@ class EntityStore:
             DataNotFound: the names file is missing.
             BadDataError: the file is not a JSON list of strings.
         """
-        return self._read_names(layout.entity_names_file(entity, part))
+        return self.read_names_file(layout.entity_names_file(entity, part))
 
     def save_names(self, entity: EntityName, part: Partition, names: Sequence[str]) -> None:
         """Write the names of (entity, part), by offset."""
@@ -75,7 +75,7 @@ class EntityStore:
 
     def load_dynamic_relation_names(self) -> list[str]:
         """Relation type names, by index."""
-        return self._read_names(layout.DYNAMIC_REL_NAMES_FILE)
+        return self.read_names_file(layout.DYNAMIC_REL_NAMES_FILE)
 
     def save_dynamic_relation_names(self, names: Sequence[str]) -> None:
         """Write the relation type names, by index."""
@@ -94,7 +94,13 @@ class EntityStore:
             raise ValueError(f"{name}: count must be a non-negative int, got {value!r}")
         atomic.write_text_atomic(self._url(name), f"{value}\n", self.storage_options)
 
-    def _read_names(self, name: str) -> list[str]:
+    def read_names_file(self, name: str) -> list[str]:
+        """The JSON list of names in the file ``name`` of this directory (any names file of this layout).
+
+        Raises:
+            DataNotFound: the file is missing.
+            BadDataError: it is not a JSON list of strings.
+        """
         url = self._url(name)
         text = reads.read_text(url, self.storage_options)
         try:

@@ -8,9 +8,13 @@ never appear in a store's ``repr``, a log line or an error.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pbg_core.ports import NamesDigests
+from pbg_core.types import PartitionKey
+from storage.checkpoint_names import current_digests
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
@@ -18,6 +22,7 @@ from storage.fs import urls
 from storage.host_memory import memory_available
 from storage.new_rows import NewRowsFile
 from storage.progress import CheckpointProgress
+from storage.remap.start import InitByName, StartDir, init_rows
 from storage.staged_progress import StagedProgress, stage_dir_for
 from storage.stats_log import StatsLog
 
@@ -37,6 +42,25 @@ class RunStores:
     stats: StatsLog
     new_rows: NewRowsFile | None = None  # prepared starts of rows init_path lacks (neighbor means)
     staged: bool = True  # remote progress staged locally (one machine); False: written through (a cluster)
+
+    def names_now(self, keys: Iterable[PartitionKey], dynamic: bool) -> NamesDigests:
+        """The digests of the names files the run reads (the record on every checkpoint file it writes)."""
+        return current_digests(self.entities, keys, dynamic)
+
+    def init_rows(
+        self, names: NamesDigests, keys: Iterable[PartitionKey], dynamic: bool
+    ) -> CheckpointStore | InitByName | None:
+        """Where a session reads ``init_path``'s rows: ``init_path`` itself, or, where its names moved
+        since, its rows remapped by name into the checkpoint's ``init_by_name/`` (storage.remap).
+
+        Raises:
+            NamesChangedError: the names moved and no start was prepared for them (``pbg train`` does it first).
+        """
+        if self.init is None:
+            return None
+        return init_rows(
+            self.init, StartDir(self.checkpoint.url, self.checkpoint.storage_options), names, list(keys), dynamic
+        )
 
     def memory_available(self) -> Available | None:
         """Memory this process may use (its cgroup's headroom or MemAvailable; see storage.host_memory)."""

@@ -18,7 +18,7 @@ from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
 from pbg_core.parallel.worker_boot import default_num_workers, take_prestarted
 from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
-from pbg_core.ports import PartitionStore
+from pbg_core.ports import NamesDigests, PartitionStore
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
 from pbg_core.session.memory_plan import MemoryPlan, largest_chunk, plan_memory, run_sizes
@@ -205,24 +205,53 @@ def _build_residency(
     stores: Any,
     pool: EmbeddingPool,
     counts: dict[PartitionKey, int],
+    start: tuple[int, PartitionStore | None, NamesDigests],
     seed: int,
-    committed: int,
     read_only: bool,
 ) -> PartitionResidency:
-    """The owner of the resident partitions, saving to the checkpoint (and progress areas unless read-only)."""
+    """The owner of the resident partitions, saving to the checkpoint (and progress areas unless read-only).
+
+    ``start``: the committed version, where init_path's rows are read, and the names the rows follow.
+    """
+    committed, init, names = start
     return PartitionResidency(
         pool=pool,
         store=stores.checkpoint,
-        init_store=stores.init,
+        init_store=init,
         counts=counts,
         init_scale=config.init_scale,
         seed=seed,
         committed_version=committed,
-        metadata=MetadataSource(config_json_text(config_to_json(config))),
+        metadata=MetadataSource(config_json_text(config_to_json(config)), names),
         progress=None if read_only else getattr(stores, "progress", None),
         embedding_lr=config.lr,
         new_rows=getattr(stores, "new_rows", None) if config.init_new_entities == "neighbor_mean" else None,
     )
+
+
+def _checked_starts(
+    stores: Any, committed: int, counts: dict[PartitionKey, int], dims: dict[str, int], dynamic: bool
+) -> tuple[NamesDigests, PartitionStore | None]:
+    """The names the run's rows follow, and where ``init_path``'s rows are read; both checkpoints
+    checked to fit (see :func:`check_checkpoint_fits`).
+
+    ``init_path`` is not read at all once a version is committed (that version holds what it gave);
+    where its names moved since, its rows are read remapped by name (``stores.init_rows``).
+
+    Raises:
+        ShapeError: a checkpoint does not fit the config.
+        PbgError: init_path's rows belong to other names and no start remapped by name was prepared.
+    """
+    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
+    keys = list(counts)
+    names = stores.names_now(keys, dynamic) if hasattr(stores, "names_now") else NamesDigests()
+    init = None
+    if stores.init is not None and committed == 0:
+        # Stores without a names record (tests' own) are read as they are.
+        init = stores.init_rows(names, keys, dynamic) if hasattr(stores, "init_rows") else stores.init
+    if init is not None:
+        check_checkpoint_fits(init, init.read_version(), counts, dims, required=False, may_grow=True)
+    return names, init
 
 
 def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dynamic: int) -> SessionSettings:
@@ -264,16 +293,14 @@ def build_session(
     for_workers = worker_settings(config, sampled=sampled)
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
     dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
-    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
-    if stores.init is not None:
-        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False, may_grow=True)
-    model_state.restore(stores.checkpoint, committed, stores.init)
+    names, init = _checked_starts(stores, committed, counts, dims, config.dynamic_relations)
+    model_state.restore(stores.checkpoint, committed, init)
     seed = config.seed if config.seed is not None else fresh_seed()
     spare_slots = read_ahead and not read_only
     plan = _memory_plan(config, topology, counts, num_dynamic, stores, spare_slots)
     resident, spare = _slots(config, topology, plan, spare_slots)
     pool = _build_pool(config, topology, counts, {e: k + spare.get(e, 0) for e, k in resident.items()})
-    residency = _build_residency(config, stores, pool, counts, seed, committed, read_only)
+    residency = _build_residency(config, stores, pool, counts, (committed, init, names), seed, read_only)
     residency.io_thread = PartitionIo() if spare else None
     residency.ensure_resident(topology.unpartitioned_keys())
     num_workers = config.workers or default_num_workers()

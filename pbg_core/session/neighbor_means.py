@@ -1,7 +1,9 @@
-"""Neighbor-mean initial rows for entities a smaller ``init_path`` checkpoint lacks.
+"""Neighbor-mean initial rows for entities the ``init_path`` checkpoint never trained.
 
 After ``pbg import --append`` a partition lists more entities than the ``init_path`` checkpoint
 trained: its first rows are the old entities, the rest are new (:mod:`pbg_core.session.partition_reads`).
+After a plain re-import the init rows are remapped by name first (:mod:`storage.remap`): the new
+entities are then anywhere in a partition, and :attr:`GraphShape.fresh` lists them.
 A new entity starts at random by default. With ``init_new_entities: neighbor_mean`` it starts as
 the mean of the trained embeddings of its old neighbors over the run's edges (either side, any
 relation): a cold entity then begins where its neighborhood is, instead of near the origin. Its
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,6 +51,8 @@ class GraphShape:
         old_counts: Rows the init checkpoint holds per (type, partition), for those it holds.
         featurized: Featurized entity types (never averaged).
         buckets: Every bucket of the partition grid.
+        fresh: Sorted offsets of the rows the init checkpoint holds but never trained, per
+            (type, partition) it was remapped by name for (its rows are in the current layout).
     """
 
     relation_sides: Sequence[tuple[str, str]]
@@ -57,16 +61,26 @@ class GraphShape:
     old_counts: Mapping[PartitionKey, int]
     featurized: frozenset[str] = frozenset()
     buckets: Sequence[Bucket] = (Bucket(0, 0),)
+    fresh: Mapping[PartitionKey, torch.Tensor] = field(default_factory=dict)
 
     def key(self, entity: str, part: int) -> PartitionKey:
         """The (type, partition) of an entity of ``entity`` in a bucket side of partition ``part``."""
         return (entity, part if self.num_partitions[entity] > 1 else 0)
 
-    def grown(self) -> dict[PartitionKey, int]:
-        """Keys whose init rows are fewer than their entities: key -> old row count."""
-        return {
-            key: old for key, old in self.old_counts.items() if old < self.counts[key] and key[0] not in self.featurized
-        }
+    def new_rows(self) -> dict[PartitionKey, torch.Tensor]:
+        """Sorted offsets of the rows the init checkpoint did not train, per key that has some.
+
+        Those past its rows (appended since), or, for a key remapped by name, :attr:`fresh`.
+        Featurized types are left out.
+        """
+        found: dict[PartitionKey, torch.Tensor] = {}
+        for key, old in self.old_counts.items():
+            if key[0] in self.featurized:
+                continue
+            offsets = self.fresh[key] if key in self.fresh else torch.arange(old, max(old, self.counts[key]))
+            if len(offsets):
+                found[key] = offsets
+        return found
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class _Pairs:
     """Edges joining new rows of ``target`` to old rows of a neighbor partition."""
 
     target: PartitionKey
-    rows: torch.Tensor  # offsets of the new rows, minus the old count
+    rows: torch.Tensor  # positions of the new rows among the target's new rows
     neighbors: torch.Tensor  # offsets of their old neighbors
 
 
@@ -83,7 +97,7 @@ def neighbor_means(
     sources: Iterable[EdgeSource],
     load_old: Callable[[PartitionKey], tuple[torch.Tensor, torch.Tensor]],
 ) -> NewRows:
-    """Initial vectors of the new rows that have old neighbors, per grown (type, partition).
+    """Initial vectors of the new rows that have old neighbors, per (type, partition) with new rows.
 
     Args:
         shape: Relations, partitions and row counts (see :class:`GraphShape`).
@@ -94,8 +108,8 @@ def neighbor_means(
         key -> (offsets of the rows given a mean, their vectors, their Adagrad sums); keys with
         none are left out.
     """
-    grown = shape.grown()
-    if not grown:
+    new_rows = shape.new_rows()
+    if not new_rows:
         return {}
     pairs: dict[PartitionKey, list[_Pairs]] = defaultdict(list)
     for source in sources:
@@ -103,7 +117,7 @@ def neighbor_means(
             count = source.num_edges(bucket)
             chunks = -(-count // CHUNK_EDGES)  # a bucket is read a bounded chunk at a time
             for chunk in range(chunks):
-                for neighbor, found in _pairs_in(shape, grown, bucket, source.load_chunk(bucket, chunk, chunks)):
+                for neighbor, found in _pairs_in(shape, new_rows, bucket, source.load_chunk(bucket, chunk, chunks)):
                     pairs[neighbor].append(found)
     totals: dict[PartitionKey, torch.Tensor] = {}
     vectors: dict[PartitionKey, torch.Tensor] = {}
@@ -112,9 +126,9 @@ def neighbor_means(
         embeddings, state = load_old(neighbor)
         for item in items:
             if item.target not in vectors:  # the dimension is the checkpoint's: known once one is read
-                new_rows = shape.counts[item.target] - grown[item.target]
-                vectors[item.target] = torch.zeros(new_rows, embeddings.shape[1])
-                totals[item.target], sums[item.target] = torch.zeros(new_rows), torch.zeros(new_rows)
+                count = len(new_rows[item.target])
+                vectors[item.target] = torch.zeros(count, embeddings.shape[1])
+                totals[item.target], sums[item.target] = torch.zeros(count), torch.zeros(count)
             vectors[item.target].index_add_(0, item.rows, embeddings[item.neighbors])
             sums[item.target].index_add_(0, item.rows, state[item.neighbors])
             totals[item.target].index_add_(0, item.rows, torch.ones(len(item.rows)))
@@ -123,7 +137,7 @@ def neighbor_means(
         given = torch.nonzero(total > 0).flatten()
         given_count = total[given]
         result[key] = (
-            given + grown[key],
+            new_rows[key][given],
             vectors[key][given] / given_count.unsqueeze(1),
             sums[key][given] / given_count,
         )
@@ -138,7 +152,7 @@ def neighbor_means(
 
 
 def _pairs_in(
-    shape: GraphShape, grown: Mapping[PartitionKey, int], bucket: Bucket, edges: EdgeList
+    shape: GraphShape, new_rows: Mapping[PartitionKey, torch.Tensor], bucket: Bucket, edges: EdgeList
 ) -> Iterable[tuple[PartitionKey, _Pairs]]:
     """(neighbor key, pairs) for every relation of ``edges`` that joins a new row to an old one."""
     for rel in torch.unique(edges.rel).tolist():
@@ -149,18 +163,27 @@ def _pairs_in(
         lhs_key, rhs_key = shape.key(lhs_type, bucket.lhs), shape.key(rhs_type, bucket.rhs)
         lhs, rhs = edges.lhs.tensor[chosen], edges.rhs.tensor[chosen]
         for target, rows, other, neighbors in ((lhs_key, lhs, rhs_key, rhs), (rhs_key, rhs, lhs_key, lhs)):
-            if target not in grown or other not in shape.old_counts:
+            if target not in new_rows or other not in shape.old_counts:
                 continue
-            old = grown[target]
-            # An old neighbor is a row the init checkpoint trained: below its old count.
-            other_old = grown.get(other, shape.old_counts[other])
-            keep = (rows >= old) & (neighbors < other_old)
+            # An old neighbor is a row the init checkpoint holds and trained: within its rows, not new.
+            keep = torch.isin(rows, new_rows[target]) & (neighbors < shape.old_counts[other])
+            if other in new_rows:
+                keep &= ~torch.isin(neighbors, new_rows[other])
             if bool(keep.any()):
-                yield other, _Pairs(target, rows[keep] - old, neighbors[keep])
+                positions = torch.searchsorted(new_rows[target], rows[keep])
+                yield other, _Pairs(target, positions, neighbors[keep])
 
 
-def graph_shape(config: ConfigSchema, entities: Any, init_store: PartitionStore) -> GraphShape:
-    """The :class:`GraphShape` of ``config``'s entity files (``entities``: an entity store) and ``init_store``."""
+def graph_shape(
+    config: ConfigSchema,
+    entities: Any,
+    init_store: PartitionStore,
+    fresh: Mapping[PartitionKey, torch.Tensor] | None = None,
+) -> GraphShape:
+    """The :class:`GraphShape` of ``config``'s entity files (``entities``: an entity store) and ``init_store``.
+
+    ``fresh``: for an init remapped by name, the rows it holds for entities it never trained.
+    """
     topology = build_topology(config)
     keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
     num_dynamic = entities.load_dynamic_relation_count() if config.dynamic_relations else 0
@@ -171,6 +194,7 @@ def graph_shape(config: ConfigSchema, entities: Any, init_store: PartitionStore)
         old_counts=old_row_counts(init_store, init_store.read_version(), keys),
         featurized=frozenset(name for name, entity in config.entities.items() if entity.featurized),
         buckets=topology.buckets(),
+        fresh=dict(fresh or {}),
     )
 
 

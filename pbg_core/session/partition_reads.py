@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from pbg_core.errors import PbgError, ShapeError
 from pbg_core.parallel.memory import SlotHandle
 from pbg_core.ports import FINAL, CheckpointMetadata, NewRowSource, PartitionStore
@@ -25,7 +27,9 @@ class Source:
 
     ``grows``: the store may hold fewer rows than the partition has now (``init_path`` of a graph
     that has grown since by ``pbg import --append``): its rows are the first ones, the others
-    start as a fresh model's would, or as ``new_rows`` gives them (neighbor means).
+    start as a fresh model's would, or as ``new_rows`` gives them (neighbor means). ``new_rows``
+    also gives the starts of rows an ``init_path`` remapped by name holds for entities it never
+    trained (:mod:`storage.remap`): they are overwritten after the partition is read.
     """
 
     label: str
@@ -96,12 +100,13 @@ def fill(handle: SlotHandle, source: Source, seed: int, init_scale: float) -> in
             )
         if stored_rows < handle.count:
             _random(handle, seed, init_scale)  # the new rows: as a fresh model's (the old are overwritten)
-            _new_rows(handle, source.new_rows)
             rows = stored_rows
     embeddings, state = handle.embeddings[:rows], handle.state[:rows]
     _, optim = source.store.load_embeddings(handle.entity, handle.partition, source.version, out=embeddings)
     if optim is None or not RowAdagrad.load_state_dict(state_from_bytes(optim), state):
         state.zero_()
+    if source.grows:  # rows init_path did not train: appended ones past its rows, or new by name among them
+        _new_rows(handle, source.new_rows)
     return embeddings.numel() * 4
 
 
@@ -116,9 +121,13 @@ def _new_rows(handle: SlotHandle, new_rows: NewRowSource | None) -> None:
 
 
 def _random(handle: SlotHandle, seed: int, init_scale: float) -> None:
-    generator = torch_generator(seed, "init", handle.entity, handle.partition)
-    handle.embeddings.normal_(generator=generator).mul_(init_scale)
+    random_start(handle.embeddings, seed, handle.entity, handle.partition, init_scale)
     handle.state.zero_()
+
+
+def random_start(embeddings: torch.Tensor, seed: int, entity: str, part: int, init_scale: float) -> None:
+    """Fill ``embeddings`` (a whole partition) with a fresh model's seeded start, in place."""
+    embeddings.normal_(generator=torch_generator(seed, "init", entity, part)).mul_(init_scale)
 
 
 def write(

@@ -18,7 +18,7 @@ import torch
 from pbg_core.errors import PbgError, ShapeError
 from pbg_core.model.embedder import MultiRelationEmbedder, model_public_names
 from pbg_core.parallel.memory import SlotMap
-from pbg_core.ports import CheckpointMetadata, PartitionStore
+from pbg_core.ports import CheckpointMetadata, NamesDigests, PartitionStore
 from pbg_core.session.partitions import PartitionTopology
 from pbg_core.session.residency import PartitionResidency
 from pbg_core.training.optimizers import AsyncAdagrad, state_from_bytes, state_to_bytes
@@ -79,14 +79,19 @@ class SessionSettings:
 
 
 class MetadataSource:
-    """Builds the attributes written on checkpoint files for the open iteration."""
+    """Builds the attributes written on checkpoint files for the open iteration.
 
-    def __init__(self, config_json: str) -> None:
+    ``names``: which names the run's rows belong to (the entity files it reads), recorded on
+    every file it writes.
+    """
+
+    def __init__(self, config_json: str, names: NamesDigests | None = None) -> None:
         self.config_json = config_json
+        self.names = names or NamesDigests()
         self.iteration: dict[str, int | str] = {}
 
     def __call__(self) -> CheckpointMetadata:
-        return CheckpointMetadata(config_json=self.config_json, iteration=dict(self.iteration))
+        return CheckpointMetadata(config_json=self.config_json, iteration=dict(self.iteration), names=self.names)
 
 
 @dataclass
