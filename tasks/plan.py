@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.session.build import build_topology
+from pbg_core.session.build import build_topology, version_layout
 from pbg_core.session.iterations import Iteration, build_iterations, compute_num_edge_chunks
 from pbg_core.types import Bucket
 from storage.errors import BadDataError, DataNotFound
@@ -61,7 +61,7 @@ def check_inputs(run: str) -> int:
     retry_condition_fn=retry_if_transient,
 )
 def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
-    """Read the committed version, check the checkpoint fits the config, skip committed iterations.
+    """Read the committed version, check it is complete and fits the config, skip committed iterations.
 
     Args:
         run: The run's handle (:mod:`tasks.runs`): its config and stores.
@@ -73,6 +73,8 @@ def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
     chunks = _check_inputs(run) if num_edge_chunks is None else num_edge_chunks
     iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
     committed = stores.checkpoint.read_version()
+    if committed > 0:  # a pointer ahead of its files stops the run here, before anything is removed
+        stores.checkpoint.check_complete(committed, version_layout(config, stores.entities.load_count))
     if committed > 0 and stores.checkpoint.has_model(committed):
         _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
     check_fits(stores.checkpoint, committed, config, logger, "checkpoint_path")

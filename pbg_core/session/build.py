@@ -8,6 +8,7 @@ collaborators themselves only receive flat values.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
 from pbg_core.parallel.worker_boot import default_num_workers, take_prestarted
 from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
-from pbg_core.ports import PartitionStore
+from pbg_core.ports import CompleteVersion, PartitionStore, VersionLayout
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
 from pbg_core.session.memory_plan import MemoryPlan, largest_chunk, plan_memory, run_sizes
@@ -29,7 +30,7 @@ from pbg_core.session.residency import PartitionResidency
 from pbg_core.session.save_points import SavePoints
 from pbg_core.training.optimizers import AsyncAdagrad
 from pbg_core.training.settings import BatchSettings, WorkerSettings
-from pbg_core.types import PartitionKey
+from pbg_core.types import EntityName, Partition, PartitionKey
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,14 @@ def build_topology(config: ConfigSchema) -> PartitionTopology:
         [(relation.lhs, relation.rhs) for relation in config.relations],
         featurized=[name for name, entity in config.entities.items() if entity.featurized],
     )
+
+
+def version_layout(config: ConfigSchema, load_count: Callable[[EntityName, Partition], int]) -> VersionLayout:
+    """What a complete checkpoint version of ``config`` holds: the embeddings of every (entity type,
+    partition) of its topology, of ``load_count(type, part)`` rows and the type's dimension (and the model)."""
+    topology = build_topology(config)
+    keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    return VersionLayout.of({key: load_count(*key) for key in keys}, {e: config.entity_dimension(e) for e, _ in keys})
 
 
 def worker_settings(config: ConfigSchema, sampled: bool = False) -> WorkerSettings:
@@ -239,6 +248,25 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
     )
 
 
+def _check_checkpoints(
+    config: ConfigSchema, stores: Any, committed: int, counts: dict[PartitionKey, int]
+) -> tuple[VersionLayout, CompleteVersion]:
+    """What a complete version holds, and evidence that the committed one does (every file there,
+    readable, of the config's shapes); an ``init_path`` must fit too (it may have fewer rows).
+
+    Raises:
+        IncompleteVersionError: a file of the committed version is missing or unreadable (see
+            :func:`storage.version_check.check_complete`).
+        ShapeError: the committed version or ``init_path`` does not fit the config.
+    """
+    dims = {entity: config.entity_dimension(entity) for entity, _ in counts}
+    layout = VersionLayout.of(counts, dims)
+    kept = stores.checkpoint.check_complete(committed, layout)
+    if stores.init is not None:
+        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False, may_grow=True)
+    return layout, kept
+
+
 def build_session(
     config: ConfigSchema, stores: Any, read_only: bool = False, sampled: bool = False, read_ahead: bool = True
 ) -> TrainingSession:
@@ -263,10 +291,7 @@ def build_session(
     committed = stores.checkpoint.read_version()
     for_workers = worker_settings(config, sampled=sampled)
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
-    dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
-    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
-    if stores.init is not None:
-        check_checkpoint_fits(stores.init, stores.init.read_version(), counts, dims, required=False, may_grow=True)
+    layout, kept = _check_checkpoints(config, stores, committed, counts)
     model_state.restore(stores.checkpoint, committed, stores.init)
     seed = config.seed if config.seed is not None else fresh_seed()
     spare_slots = read_ahead and not read_only
@@ -296,6 +321,8 @@ def build_session(
         edge_sources=list(stores.edges),
         stats_sink=stores.stats,
         seed=seed,
+        layout=layout,
+        kept=kept,
         progress_store=residency.progress,
         save_points=SavePoints(interval=settings.progress_interval),
     )
