@@ -31,10 +31,11 @@ class VersionLayout:
     Attributes:
         embeddings: (rows, dimension) of the embeddings of every (entity type, partition) of
             the config: every partition of a partitioned type, partition 0 of the others (a
-            featurized type's rows are its features).
+            featurized type's rows are its features); None where any shape will do (a reader
+            that checks the rows itself).
     """
 
-    embeddings: Mapping[PartitionKey, tuple[int, int]]
+    embeddings: Mapping[PartitionKey, tuple[int, int] | None]
 
     @classmethod
     def of(cls, counts: Mapping[PartitionKey, int], dims: Mapping[EntityName, int]) -> VersionLayout:

@@ -88,7 +88,7 @@ def inspect_version(
     for (entity, part), shape in sorted(expected.embeddings.items()):
         name = layout.embeddings_file(entity, part, version)
         found = _read_or_note(url, storage_options, name, names, _embeddings_shape, missing, unreadable)
-        if found is not None and found != shape:
+        if found is not None and shape is not None and found != shape:
             misshapen.append(
                 f"entity type {entity!r} partition {part}: stored shape {found}, "
                 f"this config expects {shape} (entity count, dimension)"

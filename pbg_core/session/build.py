@@ -44,11 +44,16 @@ def build_topology(config: ConfigSchema) -> PartitionTopology:
     )
 
 
-def version_layout(config: ConfigSchema, load_count: Callable[[EntityName, Partition], int]) -> VersionLayout:
+def version_layout(
+    config: ConfigSchema, load_count: Callable[[EntityName, Partition], int] | None = None
+) -> VersionLayout:
     """What a complete checkpoint version of ``config`` holds: the embeddings of every (entity type,
-    partition) of its topology, of ``load_count(type, part)`` rows and the type's dimension (and the model)."""
+    partition) of its topology, of ``load_count(type, part)`` rows and the type's dimension (any
+    shape without ``load_count``), and the model."""
     topology = build_topology(config)
     keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    if load_count is None:
+        return VersionLayout(dict.fromkeys(keys))
     return VersionLayout.of({key: load_count(*key) for key in keys}, {e: config.entity_dimension(e) for e, _ in keys})
 
 
