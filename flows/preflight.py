@@ -135,8 +135,41 @@ def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Seque
         _check_writable(config.checkpoint_path, checkpoint_dir)
     elif checkpoint_dir is not None and not os.path.isfile(os.path.join(checkpoint_dir, layout.VERSION_FILE)):
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    if checkpoint_dir is not None:
+        check_committed_files(config, topology, checkpoint_dir, entity_dir)
     if training and entity_dir is not None:
         check_resources(config, topology, entity_dir, checkpoint_dir)
+
+
+def check_committed_files(
+    config: ConfigSchema, topology: PartitionTopology, checkpoint_dir: str, entity_dir: str | None
+) -> None:
+    """Refuse a local checkpoint whose ``checkpoint_version.txt`` names a version whose files are not all there.
+
+    Only names are looked at (no file opened, nothing imported); the flow's plan checks each file's
+    content again. When a file is missing, the storage check runs for its one-line message (naming
+    the newest complete version, and that nothing was removed).
+
+    Raises:
+        IncompleteVersionError: see :func:`storage.version_check.check_complete`.
+    """
+    committed = _read_int(os.path.join(checkpoint_dir, layout.VERSION_FILE)) or 0
+    if committed == 0 or not os.path.isdir(checkpoint_dir):
+        return
+    present = set(os.listdir(checkpoint_dir))
+    keys = _keys(topology)
+    wanted = [layout.embeddings_file(entity, part, committed) for entity, part in keys] + [layout.model_file(committed)]
+    if all(name in present for name in wanted):
+        return
+    # Only now: these import h5py and torch, which would delay every other start.
+    from pbg_core.ports import VersionLayout
+    from storage.version_check import check_complete
+
+    counts = {
+        key: _read_int(os.path.join(entity_dir, layout.entity_count_file(*key))) if entity_dir else None for key in keys
+    }
+    shapes = {key: None if count is None else (count, config.entity_dimension(key[0])) for key, count in counts.items()}
+    check_complete(config.checkpoint_path, config.storage_options_for_fs(), committed, VersionLayout(shapes))
 
 
 def check_resources(

@@ -71,6 +71,37 @@ def test_eval_needs_a_committed_checkpoint_but_no_writable_one(config: dict[str,
         check_local_inputs(parse_config({**config, "checkpoint_path": "/proc/pbg-ckpt"}), training=False)
 
 
+def commit_files(checkpoint: Path, version: int) -> None:
+    """``version`` of the planted graph's checkpoint, committed with all its files (as training writes them)."""
+    import torch
+
+    from pbg_core.ports import CheckpointMetadata
+    from storage.checkpoints import CheckpointStore
+
+    store, meta = CheckpointStore(str(checkpoint)), CheckpointMetadata(config_json="")
+    store.save_embeddings("node", 0, version, torch.zeros(200, 16), None, meta)
+    store.save_model(version, {}, {}, None, meta)
+    store.write_version(version)
+
+
+def test_a_pointer_ahead_of_its_files_is_refused_before_the_server(config: dict[str, Any]) -> None:
+    """Names only here (nothing imported while they are all there); the message is the storage check's."""
+    from storage.version_check import IncompleteVersionError
+
+    commit_files(Path(config["checkpoint_path"]), 2)
+    for training in (True, False):
+        check_local_inputs(parse_config(config), training=training)  # complete: passes
+    (Path(config["checkpoint_path"]) / "checkpoint_version.txt").write_text("3\n")
+    for training in (True, False):
+        with pytest.raises(IncompleteVersionError) as raised:
+            check_local_inputs(parse_config(config), training=training)
+        assert str(raised.value) == (
+            f"{config['checkpoint_path']}: checkpoint_version.txt says 3 but version 3's files are missing (2 of 2: "
+            "embeddings_node_0.v3.h5, model.v3.h5): found complete version 2; nothing was removed; restore "
+            "version 3's files, or write 2 into checkpoint_version.txt to go on from version 2"
+        )
+
+
 def test_remote_inputs_are_left_to_the_flow(config: dict[str, Any]) -> None:
     remote = {
         **config,
@@ -108,9 +139,7 @@ def test_partitions_too_big_for_memory_are_refused(config: dict[str, Any], graph
     raw = {**config, "entity_path": str(entities), "edge_paths": [str(entities / Path(graph.train_path).name)]}
     with pytest.raises(MemoryPlanError, match=r"^memory: 1 partition\(s\) need .* use num_partitions >= \d+ for"):
         check_local_inputs(parse_config(raw), training=True)
-    checkpoint = Path(config["checkpoint_path"])
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "checkpoint_version.txt").write_text("1\n")
+    commit_files(Path(config["checkpoint_path"]), 1)
     check_local_inputs(parse_config(raw), training=False)  # evaluation is not planned here
 
 
@@ -125,8 +154,7 @@ def test_a_disk_without_room_for_the_next_version_is_refused(
     message = str(caught.value)
     assert message.startswith(f"{disk / 'ckpt'}: not enough disk space for checkpoint version 1 and its bucket")
     assert "no version is committed yet" in message
-    (disk / "ckpt").mkdir()
-    (disk / "ckpt" / "checkpoint_version.txt").write_text("3\n")
+    commit_files(disk / "ckpt", 3)  # 13 KB
     with pytest.raises(NoSpaceForCheckpoint, match="for checkpoint version 4 .* the committed version 3 is intact"):
         check_local_inputs(parse_config(raw), training=True)
     check_local_inputs(parse_config({**raw, "dimension": 100}), training=True)  # 2 x 81 KB fits
