@@ -18,7 +18,7 @@ from pbg_core.session.iterations import Iteration, build_iterations, should_pres
 from storage.checkpoints import CheckpointStore
 from storage.version_check import is_complete
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.disk_checks import check_before_checkpoint
+from tasks.disk_checks import check_before_checkpoint, check_before_snapshot
 from tasks.lease import check_lease
 from tasks.runs import get_run
 from tasks.sessions import get_session, session_run
@@ -49,8 +49,12 @@ def switch_version(handle: str, iteration: Iteration) -> int:
 
 @task(name="preserve-version", task_run_name="preserve v{iteration.version} if due", **_STORAGE)
 def preserve_version(handle: str, iteration: Iteration) -> int | None:
-    """Keep an ``epoch_{N}`` snapshot when checkpoint_preservation_interval asks for one."""
-    return get_session(handle).preserve_version(iteration)
+    """Keep an ``epoch_{N}`` snapshot when checkpoint_preservation_interval asks for one (once the disk has room)."""
+    session = get_session(handle)
+    epoch = should_preserve(iteration, session.settings.checkpoint_preservation_interval)
+    if epoch is not None:
+        check_before_snapshot(session_run(handle).config.checkpoint_path, iteration.version, epoch)
+    return session.preserve_version(iteration)
 
 
 @task(name="remove-old-version", task_run_name="remove versions before v{iteration.version}", **_STORAGE)
@@ -107,5 +111,6 @@ def _preserve_if_missing(
     ):
         return None
     run_logger().warning("epoch_%d snapshot of v%d is missing or incomplete: copying it again", epoch, kept.version)
+    check_before_snapshot(config.checkpoint_path, kept.version, epoch)
     store.preserve_version(kept, epoch)
     return epoch

@@ -178,6 +178,46 @@ def test_pbg_train_on_a_full_disk_fails_in_one_line_before_the_server(
     assert not server_log.exists()
 
 
+def test_the_disk_check_asks_for_what_a_version_takes(
+    graph_2x2: Any, config_for: Callable[..., dict[str, Any]], small_disk: Callable[[int], Path], tmp_path: Path
+) -> None:
+    """With one block less than the check asks for, pbg train is refused before anything is written; with
+    exactly that room it trains a version (progress saves, links, stats and all), and it asked for less
+    than twice what the version added to the disk, plus 1 MiB."""
+    from _cli import cli_environment, run_pbg
+    from disk_state import changes, tree_state
+
+    from flows.preflight import next_version_bytes
+    from pbg_core.session.build import build_topology
+    from pbg_core.session.memory_plan import model_bytes
+
+    disk = small_disk(16 << 20)
+    raw = config_for(graph_2x2, disk / "ckpt", num_epochs=1, dimension=2000)  # 0.8 MB a partition
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    config = parse_config(raw)
+    keys = [(e, p) for e, entity in config.entities.items() for p in range(entity.num_partitions)]
+    counts = {key: int(Path(graph_2x2.entity_path, f"entity_count_{key[0]}_{key[1]}.txt").read_text()) for key in keys}
+    needed = next_version_bytes(config, build_topology(config), counts, model_bytes(config, 0), str(disk / "ckpt"))
+    env = cli_environment(tmp_path / "home")
+
+    def leave(room: int) -> int:
+        (disk / "ballast").unlink(missing_ok=True)
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        (disk / "ballast").write_bytes(b"\0" * ((free - room) // 4096 * 4096))
+        return os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+
+    assert leave(needed - 4096) < needed
+    before = tree_state(disk)
+    refused = run_pbg(env, tmp_path, "train", "config.json")
+    assert refused.returncode == 1 and f"{needed} bytes" in refused.stderr.splitlines()[-1], refused.stderr
+    assert changes(before, tree_state(disk)) == []
+    free_before = leave(needed)
+    done = run_pbg(env, tmp_path, "train", "config.json")
+    assert done.returncode == 0, done.stderr
+    added = free_before - os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    assert 0 < added <= needed < 2 * added + (1 << 20), (added, needed)
+
+
 def test_the_progress_directory_name_is_storage_s() -> None:
     from storage.progress import PROGRESS_DIR as STORAGE_PROGRESS_DIR
 
