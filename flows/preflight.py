@@ -42,7 +42,7 @@ from storage.disk_space import (
     model_datasets,
     rewrite_bytes,
 )
-from storage.errors import DataNotFound, OutputNotWritable
+from storage.errors import BadDataError, DataNotFound, OutputNotWritable
 from storage.host_memory import memory_available
 from storage.local_dirs import creatable_problem
 
@@ -136,12 +136,16 @@ def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Seque
     if entity_dir is not None:
         _check_entity_dir(config.entity_path, entity_dir, topology)
     init_dir = local_path(config.init_path) if config.init_path else None
+    if init_dir is not None and os.path.isfile(init_dir):
+        raise BadDataError(str(config.init_path), layout.file_not_directory("init_path"))
     if init_dir is not None and not os.path.isdir(init_dir):
         raise DataNotFound(
             str(config.init_path),
             "init_path does not exist; give the checkpoint directory of a previous run, or unset init_path",
         )
     checkpoint_dir = local_path(config.checkpoint_path)
+    if checkpoint_dir is not None and os.path.isfile(checkpoint_dir):
+        raise BadDataError(config.checkpoint_path, layout.file_not_directory("checkpoint_path"))
     if checkpoint_dir is not None and training:
         _check_writable(config.checkpoint_path, checkpoint_dir)
     elif checkpoint_dir is not None and not os.path.isfile(os.path.join(checkpoint_dir, layout.VERSION_FILE)):
@@ -303,6 +307,8 @@ def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, fie
 
 
 def _check_entity_dir(entity_path: str, local: str, topology: PartitionTopology) -> None:
+    if os.path.isfile(local):
+        raise BadDataError(entity_path, layout.file_not_directory("entity_path"))
     if not os.path.isdir(local):
         raise DataNotFound(entity_path, "entity_path is not a directory; run `pbg import` first")
     missing = [

@@ -16,7 +16,7 @@ from storage.fs import reads
 from storage.probe import check_reachable
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.resume_checks import check_fits, check_init_path
+from tasks.resume_checks import check_fits, check_init_path, check_not_a_file
 from tasks.runs import get_run
 
 
@@ -104,6 +104,10 @@ def _check_inputs(run: str) -> int:
         config.storage_options_for_fs(),
     )
     topology = build_topology(config)
+    check_not_a_file(stores.entities.url, stores.entities.storage_options, "entity_path")
+    check_not_a_file(stores.checkpoint.url, stores.checkpoint.storage_options, "checkpoint_path")
+    if stores.init is not None:
+        check_not_a_file(stores.init.url, stores.init.storage_options, "init_path")
     _check_edge_paths_are_directories(stores)
     missing = [
         store.bucket_url(bucket)

@@ -25,7 +25,7 @@ from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
 from pbg_core.session.memory_plan import MemoryPlanError
 from storage.disk_space import NoSpaceForCheckpoint
-from storage.errors import DataNotFound
+from storage.errors import BadDataError, DataNotFound
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +53,9 @@ def test_a_valid_config_passes_and_leaves_nothing_behind(config: dict[str, Any],
         ({"entities": {"node": {"num_partitions": 2}}}, DataNotFound, "edges_0_1.h5"),
         ({"entity_path": "{tmp}/nope"}, DataNotFound, "entity_path is not a directory"),
         ({"init_path": "{tmp}/gone"}, DataNotFound, "init_path does not exist"),
+        ({"init_path": "{tmp}/file"}, BadDataError, "init_path is a file, expected a checkpoint directory"),
+        ({"entity_path": "{tmp}/file"}, BadDataError, "entity_path is a file, expected the entity directory"),
+        ({"checkpoint_path": "{tmp}/file"}, BadDataError, "checkpoint_path is a file, expected a checkpoint dir"),
         ({"checkpoint_path": "{tmp}/file/ckpt"}, CheckpointNotWritable, "is a file"),
         ({"checkpoint_path": "/proc/pbg-ckpt"}, CheckpointNotWritable, "cannot create the checkpoint directory"),
     ],
@@ -66,9 +69,12 @@ def test_each_missing_input_is_one_error_naming_it(
         check_local_inputs(parse_config(raw), training=True)
 
 
-def test_eval_needs_a_committed_checkpoint_but_no_writable_one(config: dict[str, Any]) -> None:
+def test_eval_needs_a_committed_checkpoint_but_no_writable_one(config: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(DataNotFound, match="no committed checkpoint to evaluate"):
         check_local_inputs(parse_config({**config, "checkpoint_path": "/proc/pbg-ckpt"}), training=False)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BadDataError, match="checkpoint_path is a file, expected a checkpoint directory"):
+        check_local_inputs(parse_config({**config, "checkpoint_path": str(tmp_path / "file")}), training=False)
 
 
 def commit_files(checkpoint: Path, version: int) -> None:

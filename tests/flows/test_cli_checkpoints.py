@@ -1,9 +1,10 @@
-"""A checkpoint whose ``checkpoint_version.txt`` is ahead of its files, through the real ``pbg``
-commands: one line naming both versions, nothing removed or written, the same for train, eval
-and export.
+"""Checkpoints that are not what a command needs, through the real ``pbg`` commands: one line
+naming the path and what was expected, nothing removed or written.
 
-The checkpoint is a copy of a real trained one (the session's ``trained`` run: version 3) in the
-state an interrupted copy leaves: the small pointer file arrived, some data files did not.
+- ``checkpoint_version.txt`` ahead of its files: a copy of a real trained checkpoint (the
+  session's ``trained`` run: version 3) in the state an interrupted copy leaves (the small
+  pointer file arrived, some data files did not); the same line from train, eval and export.
+- ``init_path``, ``checkpoint_path`` or ``entity_path`` naming a file, not a directory.
 """
 
 from __future__ import annotations
@@ -72,3 +73,23 @@ def test_a_file_cut_short_is_one_line_too(cli_env: dict[str, str], copied: Path,
         "into a new checkpoint_path"
     )
     assert changes(before, tree_state(copied)) == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("field", ["init_path", "checkpoint_path", "entity_path"])
+def test_a_file_where_a_directory_is_expected_is_named_as_such(
+    cli_env: dict[str, str], trained: Any, tmp_path: Path, field: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("not a directory\n")
+    (tmp_path / "config.json").write_text(json.dumps({**trained.config, field: str(tmp_path / "notes.txt")}))
+    expected = {
+        "init_path": "init_path is a file, expected a checkpoint directory (checkpoint_version.txt, model.v<N>.h5, "
+        "embeddings_<type>_<part>.v<N>.h5)",
+        "checkpoint_path": "checkpoint_path is a file, expected a checkpoint directory (checkpoint_version.txt, "
+        "model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5), or where to create one",
+        "entity_path": "entity_path is a file, expected the entity directory `pbg import` writes "
+        "(entity_count_<type>_<part>.txt, entity_names_<type>_<part>.json)",
+    }[field]
+    before = tree_state(tmp_path)
+    line = last_line(run_pbg(cli_env, tmp_path, "train", "config.json"))
+    assert line == f"pbg train: error: {tmp_path / 'notes.txt'}: {expected}"
+    assert changes(before, tree_state(tmp_path)) == []
