@@ -319,14 +319,6 @@ class CheckpointStore:
         """The ``epoch_{epoch}/`` snapshot directory, as a store of its own."""
         return CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options)
 
-    def snapshot_version(self, epoch: int) -> int:
-        """The version ``epoch_{epoch}/`` holds; 0 when it is absent or incomplete.
-
-        :meth:`preserve_version` writes the snapshot's version file last, so a snapshot
-        whose copy was interrupted reads as 0.
-        """
-        return self.snapshot_store(epoch).read_version()
-
     def _check_evidence(self, kept: CompleteVersion) -> None:
         if kept.url != self.url:
             raise ValueError(f"{self.url}: the complete version given is of another directory, {kept.url}")

@@ -173,8 +173,8 @@ class StagedProgress:
     def clear(self, committed: CompleteVersion, keep_open: bool = False) -> None:
         """Clear both copies (waits for the upload); see :meth:`CheckpointProgress.clear`."""
         self.wait()
-        self.remote.clear(committed, keep_open)
         self.local.clear(committed, keep_open)
+        self.remote.clear(committed, keep_open)
         kept = committed.version + 1 if keep_open else None
         self._uploaded = {area for area in self._uploaded if area[0] == kept}
 

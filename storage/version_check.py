@@ -237,17 +237,22 @@ def _read_opened(url: str, source: str | _Reader, read: Callable[[h5py.File, str
             return read(hf, url)
     except StorageError:
         raise
-    except Exception as err:
-        failure = source.failure if isinstance(source, _Reader) else None
-        if failure is not None:  # the store failed, not the file
-            raise translate(failure, url) or TransientStorageError(
-                url, f"reading its metadata failed ({type(failure).__name__})"
-            ) from None
-        if isinstance(err, FileNotFoundError):
-            raise DataNotFound(url, "file does not exist") from None
-        if isinstance(err, OSError | KeyError | RuntimeError | ValueError):
-            raise BadDataError(url, f"not a readable HDF5 file ({err})") from None
-        raise
+    except (OSError, KeyError, RuntimeError, ValueError) as err:
+        problem = _problem(url, source, err)
+    # Raised here, not in the handler, so that it does not keep h5py's error (and through its
+    # traceback h5py's file-access list, see _Reader) as its context.
+    raise problem
+
+
+def _problem(url: str, source: str | _Reader, err: BaseException) -> StorageError:
+    """What an h5py error opening ``url`` stands for: the store failed, the file is gone, or it is unreadable."""
+    failure = source.failure if isinstance(source, _Reader) else None
+    if failure is not None:
+        reason = f"reading its metadata failed ({type(failure).__name__})"
+        return translate(failure, url) or TransientStorageError(url, reason)
+    if isinstance(err, FileNotFoundError):
+        return DataNotFound(url, "file does not exist")
+    return BadDataError(url, f"not a readable HDF5 file ({err})")
 
 
 class _Reader(io.RawIOBase):
@@ -274,8 +279,11 @@ class _Reader(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         try:
             data = self._handle.read(out.nbytes)
-        except Exception as err:
-            self.failure = self.failure or err
-            raise
+        except Exception as err:  # noqa: BLE001 - any failure of the store's client is reported after h5py's
+            # Kept without its traceback, and a short read for HDF5: the frames of a traceback
+            # hold h5py's file-access list, which holds this reader, a cycle through C that no
+            # collection breaks; HDF5 then frees the list at exit, after Python: SIGSEGV.
+            self.failure = self.failure or err.with_traceback(None)
+            return 0
         out[: len(data)] = data
         return len(data)

@@ -7,6 +7,10 @@ left out), once on local disk and once on the S3 server (``store_root``).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +21,7 @@ from store_io import StorePath
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata, CompleteVersion, VersionLayout
 from storage.checkpoints import CheckpointStore
-from storage.errors import StorageUnreachable
 from storage.fs.changes import move
-from storage.fs.urls import resolve
 from storage.version_check import HEADER_BLOCK, IncompleteVersionError, check_complete, is_complete
 
 META = CheckpointMetadata(config_json="{}")
@@ -166,18 +168,52 @@ def test_on_s3_only_the_metadata_is_read(s3_bucket: str, monkeypatch: pytest.Mon
     assert 0 < sum(fetched) <= 8 * HEADER_BLOCK, fetched
 
 
-def test_a_store_failing_mid_read_is_a_storage_error_not_an_incomplete_version(s3_proxy: Any, s3_bucket: str) -> None:
-    """What fails is the store, not the file: the error says so (a retry may help), never "missing"."""
-    from storage.version_check import _embeddings_shape, _read_opened, _Reader  # the read path itself
+EXITS_CLEANLY = """
+import os, sys
+from s3_proxy import S3Proxy
+proxy = S3Proxy(os.environ["AWS_ENDPOINT_URL"])
+proxy.start()
+os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint_url
+import torch
+from pbg_core.ports import CheckpointMetadata, VersionLayout
+from storage.checkpoints import CheckpointStore
+from storage.fs import urls
+from storage.errors import StorageUnreachable
 
-    store = CheckpointStore(f"s3://{s3_bucket}/ckpt")
-    write_version(store, 1)
-    url = store.file_url("embeddings_user_0.v1.h5")
-    filesystem, path = resolve(url)
-    handle = filesystem.open(path, "rb", block_size=HEADER_BLOCK, cache_type="blockcache")  # found, not read yet
-    s3_proxy.set_down(True)
-    try:
-        with pytest.raises(StorageUnreachable, match="connection refused"):
-            _read_opened(url, _Reader(handle), _embeddings_shape)
-    finally:
-        s3_proxy.set_down(False)
+store = CheckpointStore(sys.argv[1])
+store.save_embeddings("u", 0, 1, torch.ones(5, 4), None, CheckpointMetadata(config_json=""))
+store.save_model(1, {}, {}, None, CheckpointMetadata(config_json=""))
+real_open = urls.resolve(store.url)[0].__class__.open
+
+def open_then_fail(self, *args, **kwargs):  # found, then the store goes away before the first read
+    handle = real_open(self, *args, **kwargs)
+    proxy.set_down(True)
+    return handle
+
+urls.resolve(store.url)[0].__class__.open = open_then_fail
+try:
+    store.check_complete(1, VersionLayout({("u", 0): (5, 4)}))
+except StorageUnreachable as err:
+    print("refused:", err)
+"""
+
+
+def test_a_store_failing_mid_read_is_a_storage_error_and_the_process_exits_cleanly(s3_bucket: str) -> None:
+    """What fails is the store, not the file: the error says so (a retry may help), never "missing".
+
+    In a process of its own: a failure kept with its traceback made a cycle through h5py's C
+    structures, and the process crashed at exit (SIGSEGV).
+    """
+    tests = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)])}
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_CLEANLY, f"s3://{s3_bucket}/ckpt"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith(f"refused: s3://{s3_bucket}/ckpt/embeddings_u_0.v1.h5: connection refused"), (
+        done.stdout
+    )
