@@ -138,7 +138,7 @@ def refusal(
     if good is not None:
         found = f"found complete version {good}" + (" (written, never committed)" if good > pointer else "")
     elif others:
-        listed = f"versions {', '.join(map(str, others))} are" if len(others) > 1 else f"version {others[0]} is"
+        listed = f"versions {_some([str(v) for v in others])} are" if len(others) > 1 else f"version {others[0]} is"
         found = f"found no complete version ({listed} incomplete too)"
     else:
         found = "found no other version's files"
@@ -151,8 +151,21 @@ def refusal(
         if good
         else "train from scratch into a new checkpoint_path"
     )
-    remedy = f"restore version {version}'s files, or {other}"
+    snapshot = _snapshot_of(url, storage_options, version, expected, names)
+    copy = f" (a complete copy is in {snapshot}/)" if snapshot else ""
+    remedy = f"restore version {version}'s files{copy}, or {other}"
     return IncompleteVersionError(url, f"{lead}: {found}; nothing was removed; {remedy}")
+
+
+def _snapshot_of(
+    url: str, storage_options: StorageOptions, version: int, expected: VersionLayout, names: Collection[str]
+) -> str | None:
+    """The ``epoch_{N}`` snapshot directory holding ``version`` complete, if any (for the advice)."""
+    for name in sorted(n for n in names if layout.parse_snapshot_dir(n) is not None):
+        snapshot = urls.join_url(url, name)
+        if _pointer(snapshot, storage_options) == version and is_complete(snapshot, storage_options, version, expected):
+            return name
+    return None
 
 
 def _files_phrase(report: VersionReport, total: int) -> str:

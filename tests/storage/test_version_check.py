@@ -21,7 +21,7 @@ from store_io import StorePath
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata, CompleteVersion, VersionLayout
 from storage.checkpoints import CheckpointStore
-from storage.fs.changes import move
+from storage.fs.changes import move, remove
 from storage.version_check import HEADER_BLOCK, IncompleteVersionError, check_complete, is_complete
 
 META = CheckpointMetadata(config_json="{}")
@@ -69,6 +69,19 @@ def test_a_pointer_ahead_of_its_files_names_both_versions(store: CheckpointStore
         "checkpoint_version.txt says 3 but version 3's files are missing (4 of 4: embeddings_item_0.v3.h5, "
         "embeddings_user_0.v3.h5, embeddings_user_1.v3.h5, model.v3.h5): found complete version 2; nothing "
         "was removed; restore version 3's files, or write 2 into checkpoint_version.txt to go on from version 2"
+    )
+
+
+def test_a_snapshot_holding_the_missing_version_is_named(store: CheckpointStore) -> None:
+    write_version(store, 3)
+    write_version(store, 4)
+    store.write_version(4)
+    store.preserve_version(store.check_complete(4, LAYOUT), epoch=2)  # epoch_2/ holds version 4
+    remove(store.file_url("model.v4.h5"))  # lost from the main directory since
+    assert refusal(store, 4) == (
+        "checkpoint_version.txt says 4 but version 4's files are missing (1 of 4: model.v4.h5): found complete "
+        "version 3; nothing was removed; restore version 4's files (a complete copy is in epoch_2/), or write 3 "
+        "into checkpoint_version.txt to go on from version 3"
     )
 
 
