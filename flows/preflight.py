@@ -243,7 +243,8 @@ def next_version_bytes(
     progress = _tree_bytes(os.path.join(checkpoint_dir, PROGRESS_DIR))
     rows = (len(topology.buckets()) + 1) * STATS_ROW_BYTES
     stats = rewrite_bytes(os.path.join(checkpoint_dir, layout.STATS_FILE), rows)
-    small = 2 * blocks(rows + 4096) + blocks(2 * attrs) + BLOCK  # the record (old and new), config.json, lease
+    record = rows + 32 * len(counts) + 4096  # the pass's rows and where each partition is
+    small = 2 * blocks(record) + blocks(2 * attrs) + BLOCK  # the record (old and new), config.json, lease
     return version + max(0, version - progress) + stats + small
 
 

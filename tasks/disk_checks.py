@@ -60,8 +60,11 @@ def dirty_bytes(session: TrainingSession, checkpoint_path: str) -> int:
     residency = session.residency
     total = partition_bytes(session, [key for key in residency.dirty if key in residency.resident])
     total += model_bytes(session) if session.model_state.dirty else 0
+    # The record grows by the rows held since the last one, this bucket's (2 KiB at most) and where
+    # each partition is (32 bytes each at most).
     held = sum(len(json.dumps(row)) + 1 for row in session.save_points.held.values())
-    return total + _rewrite(checkpoint_path, [PROGRESS_DIR, record_file(session.residency.open_version)], held + 4096)
+    added = held + 2048 + 32 * len(residency.counts) + 1024
+    return total + _rewrite(checkpoint_path, [PROGRESS_DIR, record_file(residency.open_version)], added)
 
 
 def completion_bytes(session: TrainingSession, config: ConfigSchema) -> int:
