@@ -23,6 +23,7 @@ started, and would turn a file deleted meanwhile into a failure in the middle of
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.error
 import urllib.parse
@@ -30,20 +31,30 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 
 from flows.retrain_configs import check_concrete_paths
-from pbg_core.config import ConfigSchema
+from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ConfigError, PbgError
 from pbg_core.session.iterations import compute_num_edge_chunks
 from pbg_core.session.memory_plan import plan_memory, run_sizes
 from pbg_core.session.partitions import PartitionTopology
 from storage import layout
 from storage.config_loader import load_config, local_path
-from storage.disk_space import check_disk_space
-from storage.errors import DataNotFound, OutputNotWritable
+from storage.disk_space import (
+    BLOCK,
+    attrs_bytes,
+    blocks,
+    check_disk_space,
+    file_bytes_on_disk,
+    hdf5_file_bytes,
+    model_datasets,
+    rewrite_bytes,
+)
+from storage.errors import BadDataError, DataNotFound, OutputNotWritable
 from storage.host_memory import memory_available
 from storage.local_dirs import creatable_problem
 
 # storage.progress.PROGRESS_DIR, whose module imports torch (tests/flows/test_preflight.py holds them equal).
 PROGRESS_DIR = "progress"
+STATS_ROW_BYTES = 2048  # a training_stats.json row, at most (measured: about 1 KB)
 
 
 class CheckpointNotWritable(OutputNotWritable):
@@ -220,18 +231,55 @@ def check_local_inputs(config: ConfigSchema, training: bool, filter_paths: Seque
     if entity_dir is not None:
         _check_entity_dir(config.entity_path, entity_dir, topology)
     init_dir = local_path(config.init_path) if config.init_path else None
+    if init_dir is not None and os.path.isfile(init_dir):
+        raise BadDataError(str(config.init_path), layout.file_not_directory("init_path"))
     if init_dir is not None and not os.path.isdir(init_dir):
         raise DataNotFound(
             str(config.init_path),
             "init_path does not exist; give the checkpoint directory of a previous run, or unset init_path",
         )
     checkpoint_dir = local_path(config.checkpoint_path)
+    if checkpoint_dir is not None and os.path.isfile(checkpoint_dir):
+        raise BadDataError(config.checkpoint_path, layout.file_not_directory("checkpoint_path"))
     if checkpoint_dir is not None and training:
         _check_writable(config.checkpoint_path, checkpoint_dir)
     elif checkpoint_dir is not None and not os.path.isfile(os.path.join(checkpoint_dir, layout.VERSION_FILE)):
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    if checkpoint_dir is not None:
+        check_committed_files(config, topology, checkpoint_dir, entity_dir)
     if training and entity_dir is not None:
         check_resources(config, topology, entity_dir, checkpoint_dir)
+
+
+def check_committed_files(
+    config: ConfigSchema, topology: PartitionTopology, checkpoint_dir: str, entity_dir: str | None
+) -> None:
+    """Refuse a local checkpoint whose ``checkpoint_version.txt`` names a version whose files are not all there.
+
+    Only names are looked at (no file opened, nothing imported); the flow's plan checks each file's
+    content again. When a file is missing, the storage check runs for its one-line message (naming
+    the newest complete version, and that nothing was removed).
+
+    Raises:
+        IncompleteVersionError: see :func:`storage.version_check.check_complete`.
+    """
+    committed = _read_int(os.path.join(checkpoint_dir, layout.VERSION_FILE)) or 0
+    if committed == 0 or not os.path.isdir(checkpoint_dir):
+        return
+    present = set(os.listdir(checkpoint_dir))
+    keys = _keys(topology)
+    wanted = [layout.embeddings_file(entity, part, committed) for entity, part in keys] + [layout.model_file(committed)]
+    if all(name in present for name in wanted):
+        return
+    # Only now: these import h5py and torch, which would delay every other start.
+    from pbg_core.ports import VersionLayout
+    from storage.version_check import check_complete
+
+    counts = {
+        key: _read_int(os.path.join(entity_dir, layout.entity_count_file(*key))) if entity_dir else None for key in keys
+    }
+    shapes = {key: None if count is None else (count, config.entity_dimension(key[0])) for key, count in counts.items()}
+    check_complete(config.checkpoint_path, config.storage_options_for_fs(), committed, VersionLayout(shapes))
 
 
 def check_resources(
@@ -242,8 +290,7 @@ def check_resources(
     Memory: :func:`~pbg_core.session.memory_plan.plan_memory` on the local entity counts, with the
     largest bucket's edges estimated from its file's size (24 bytes an edge at least: ids are
     int64; the session's own plan reads the exact counts). Disk (a local checkpoint_path only):
-    version ``v + 1`` (every partition's embeddings and row-Adagrad state, and the model) plus the
-    bucket progress area's worst case, one more copy of each, less what that area already holds.
+    :func:`next_version_bytes`.
 
     Raises:
         MemoryPlanError: see :func:`~pbg_core.session.memory_plan.plan_memory`.
@@ -262,10 +309,38 @@ def check_resources(
     if checkpoint_dir is None:
         return
     committed = _read_int(os.path.join(checkpoint_dir, layout.VERSION_FILE)) or 0
-    progress = _tree_bytes(os.path.join(checkpoint_dir, PROGRESS_DIR))
-    needed = sizes.version_bytes + max(0, sizes.version_bytes - progress)
     what = f"checkpoint version {committed + 1} and its bucket progress"
+    needed = next_version_bytes(
+        config, topology, {k: v or 0 for k, v in counts.items()}, sizes.model_bytes, checkpoint_dir
+    )
     check_disk_space(config.checkpoint_path, needed, committed, what)
+
+
+def next_version_bytes(
+    config: ConfigSchema,
+    topology: PartitionTopology,
+    counts: dict[tuple[str, int], int],
+    model: int,
+    checkpoint_dir: str,
+) -> int:
+    """Disk blocks the next version takes with its bucket progress, at most (an upper bound, see
+    :func:`storage.disk_space.hdf5_file_bytes`).
+
+    Every partition's file and the model file; the progress area's worst case with a save point
+    at every bucket, one more copy of each (less what ``progress/`` holds already); the stats
+    file and a progress record rewritten with a pass's rows; ``config.json`` and the lease. A
+    pass whose save points are further apart may hold more copies between them: the bucket
+    steps check again before each save (:mod:`tasks.disk_checks`).
+    """
+    attrs = attrs_bytes(json.dumps(config_to_json(config), sort_keys=True))
+    files = [hdf5_file_bytes(n * (config.entity_dimension(entity) + 1) * 4, attrs) for (entity, _), n in counts.items()]
+    version = sum(files) + hdf5_file_bytes(model, attrs, model_datasets(config) + 1)
+    progress = _tree_bytes(os.path.join(checkpoint_dir, PROGRESS_DIR))
+    rows = (len(topology.buckets()) + 1) * STATS_ROW_BYTES
+    stats = rewrite_bytes(os.path.join(checkpoint_dir, layout.STATS_FILE), rows)
+    record = rows + 32 * len(counts) + 4096  # the pass's rows and where each partition is
+    small = 2 * blocks(record) + blocks(2 * attrs) + BLOCK  # the record (old and new), config.json, lease
+    return version + max(0, version - progress) + stats + small
 
 
 def _keys(topology: PartitionTopology) -> list[tuple[str, int]]:
@@ -303,8 +378,8 @@ def _file_size(path: str) -> int:
 
 
 def _tree_bytes(path: str) -> int:
-    """Bytes of the files under ``path`` (0 when absent)."""
-    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+    """Disk blocks of the files under ``path`` (0 when absent)."""
+    return sum(file_bytes_on_disk(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
 
 
 def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, field: str) -> None:
@@ -328,6 +403,8 @@ def _check_edge_dir(edge_path: str, local: str, topology: PartitionTopology, fie
 
 
 def _check_entity_dir(entity_path: str, local: str, topology: PartitionTopology) -> None:
+    if os.path.isfile(local):
+        raise BadDataError(entity_path, layout.file_not_directory("entity_path"))
     if not os.path.isdir(local):
         raise DataNotFound(entity_path, "entity_path is not a directory; run `pbg import` first")
     missing = [

@@ -37,6 +37,38 @@ class CheckpointMetadata:
     names: NamesDigests = field(default_factory=NamesDigests)
 
 
+@dataclass(frozen=True)
+class VersionLayout:
+    """What a complete checkpoint version holds besides its model file.
+
+    Attributes:
+        embeddings: (rows, dimension) of the embeddings of every (entity type, partition) of
+            the config: every partition of a partitioned type, partition 0 of the others (a
+            featurized type's rows are its features); None where any shape will do (a reader
+            that checks the rows itself).
+    """
+
+    embeddings: Mapping[PartitionKey, tuple[int, int] | None]
+
+    @classmethod
+    def of(cls, counts: Mapping[PartitionKey, int], dims: Mapping[EntityName, int]) -> VersionLayout:
+        """The layout of entity ``counts`` per (entity type, partition) and ``dims`` per entity type."""
+        return cls({key: (count, dims[key[0]]) for key, count in sorted(counts.items())})
+
+
+@dataclass(frozen=True)
+class CompleteVersion:
+    """Evidence that ``version`` of the checkpoint directory ``url`` was found complete.
+
+    Made only by a store's ``check_complete``. Every method that deletes checkpoint files (older
+    versions, bucket progress) or copies a version takes one for the version it keeps, so nothing
+    is deleted before what is kept is known complete (docs/checkpoint-protocol.md, "Deleting").
+    """
+
+    url: str
+    version: int
+
+
 class EdgeSource(Protocol):
     """Bucketed edges of one edge path."""
 
@@ -132,16 +164,19 @@ class VersionedStore(PartitionStore, Protocol):
         """Atomically point the checkpoint at ``version`` (the commit point)."""
         ...
 
-    def preserve_version(self, version: int, epoch: int) -> None:
-        """Keep a self-contained snapshot of ``version`` as ``epoch_{epoch}``."""
+    def check_complete(self, version: int, expected: VersionLayout) -> CompleteVersion:
+        """Evidence that every file of ``version`` is there, readable and shaped as ``expected`` says.
+
+        Version 0 (nothing committed) is complete by definition. Raises naming what is missing.
+        """
         ...
 
-    def remove_version(self, version: int) -> None:
-        """Delete the files of ``version`` (idempotent)."""
+    def preserve_version(self, kept: CompleteVersion, epoch: int) -> None:
+        """Keep a self-contained snapshot of the complete version ``kept`` as ``epoch_{epoch}``."""
         ...
 
-    def remove_versions_before(self, version: int) -> list[int]:
-        """Delete every version older than ``version`` except 0 (idempotent); those removed."""
+    def remove_versions_before(self, kept: CompleteVersion) -> list[int]:
+        """Delete every version older than the complete version ``kept`` except 0 (idempotent); those removed."""
         ...
 
 
@@ -207,9 +242,10 @@ class ProgressStore(Protocol):
         """Delete the progress areas of ``version`` whose position is not in ``keep``."""
         ...
 
-    def clear(self, keep_version: int | None = None) -> None:
-        """Delete every progress record and area (after a commit, or when stale), except
-        those of ``keep_version``."""
+    def clear(self, committed: CompleteVersion, keep_open: bool = False) -> None:
+        """Delete every progress record and area (after a commit, or when stale), except those
+        of the open version ``committed.version + 1`` when ``keep_open``. ``committed``: the
+        committed version, found complete (no saved progress is deleted while it is not)."""
         ...
 
     def close(self) -> None:

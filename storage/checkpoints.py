@@ -38,9 +38,9 @@ import numpy as np
 import torch
 
 from pbg_core.errors import ShapeError
-from pbg_core.ports import CheckpointMetadata
+from pbg_core.ports import CheckpointMetadata, CompleteVersion, VersionLayout
 from pbg_core.types import EntityName, Partition
-from storage import checkpoint_names, hdf5, layout
+from storage import checkpoint_names, hdf5, layout, version_check
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
@@ -280,53 +280,53 @@ class CheckpointStore:
         names = reads.listdir(self.url, self.storage_options)
         return sorted(e for e in map(layout.parse_snapshot_dir, names) if e is not None)
 
-    def remove_version(self, version: int) -> None:
-        """Delete every embeddings and model file of ``version`` (idempotent).
-
-        Version 0 is never deleted: it is the user-provided initialization (PBG's rule).
-        """
-        if version == 0:
-            logger.debug("not removing version 0 of %s", self.url)
-            return
-        for name in self._files_of(version):
-            changes.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
-
-    def remove_versions_before(self, version: int) -> list[int]:
-        """Delete every version older than ``version`` except 0; returns those removed, ascending.
-
-        Normally one (the version a pass started from); more when a run was killed while
-        removing an old one.
-        """
-        old = [v for v in self.list_versions() if 0 < v < version]
-        for stale in old:
-            self.remove_version(stale)
-        return old
-
-    def preserve_version(self, version: int, epoch: int) -> None:
-        """Copy every file of ``version`` into ``epoch_{epoch}/`` with its own version file.
-
-        The snapshot is itself a valid checkpoint directory. Re-running overwrites it
-        with fresh copies (idempotent).
+    def check_complete(self, version: int, expected: VersionLayout) -> CompleteVersion:
+        """Evidence that ``version`` is complete, for the steps that delete or copy (see
+        :func:`storage.version_check.check_complete`: one listing plus each file's metadata).
 
         Raises:
-            DataNotFound: ``version`` has no files to preserve.
+            IncompleteVersionError: a file of ``version`` is missing or unreadable (one line naming
+                both the version ``checkpoint_version.txt`` says and the newest complete one).
+            ShapeError: its embeddings do not have the ``expected`` shapes.
         """
-        files = self._files_of(version)
-        if not files:
-            raise DataNotFound(self.url, f"no embeddings or model files of version {version} to preserve")
-        snapshot = CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options)
-        for name in files:
+        return version_check.check_complete(self.url, self.storage_options, version, expected)
+
+    def remove_versions_before(self, kept: CompleteVersion) -> list[int]:
+        """Delete every version older than the complete version ``kept`` except 0; those removed, ascending.
+
+        Normally one (the version a pass started from); more when a run was killed while
+        removing an old one. Version 0 is never deleted: it is the user-provided
+        initialization (PBG's rule).
+        """
+        self._check_evidence(kept)
+        names = reads.listdir(self.url, self.storage_options)
+        old = sorted({v for v in map(layout.parse_checkpoint_file, names) if v is not None and 0 < v < kept.version})
+        for name in names:
+            if layout.parse_checkpoint_file(name) in old:
+                changes.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
+        return old
+
+    def preserve_version(self, kept: CompleteVersion, epoch: int) -> None:
+        """Copy every file of the complete version ``kept`` into ``epoch_{epoch}/`` with its own version file.
+
+        The snapshot is itself a valid checkpoint directory; its version file is written last,
+        so a copy cut off reads as version 0 there. Re-running overwrites it with fresh copies
+        (idempotent).
+        """
+        self._check_evidence(kept)
+        snapshot = self.snapshot_store(epoch)
+        for name in self._files_of(kept.version):
             changes.copy(self.file_url(name), snapshot.file_url(name), self.storage_options)
         checkpoint_names.copy_archive(self.url, snapshot.url, self.storage_options)  # the names its rows follow
-        snapshot.write_version(version)
+        snapshot.write_version(kept.version)
 
-    def snapshot_version(self, epoch: int) -> int:
-        """The version ``epoch_{epoch}/`` holds; 0 when it is absent or incomplete.
+    def snapshot_store(self, epoch: int) -> CheckpointStore:
+        """The ``epoch_{epoch}/`` snapshot directory, as a store of its own."""
+        return CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options)
 
-        :meth:`preserve_version` writes the snapshot's version file last, so a snapshot
-        whose copy was interrupted reads as 0.
-        """
-        return CheckpointStore(self.file_url(layout.snapshot_dir(epoch)), self.storage_options).read_version()
+    def _check_evidence(self, kept: CompleteVersion) -> None:
+        if kept.url != self.url:
+            raise ValueError(f"{self.url}: the complete version given is of another directory, {kept.url}")
 
     def _files_of(self, version: int) -> list[str]:
         names = reads.listdir(self.url, self.storage_options)

@@ -20,11 +20,16 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
+from typing import Any
 
 from pbg_core.session.memory_plan import gb
 from storage import layout
 from storage.config_loader import local_path
 from storage.errors import StorageError
+
+BLOCK = 4096  # the allocation unit assumed (ext4, xfs, tmpfs): a file takes whole blocks
+HDF5_BASE = 16 * 1024  # an HDF5 checkpoint file's own structures (measured: at most 12 KiB)
+PER_DATASET = 3 * 1024  # each further dataset of a file (measured: at most 2.9 KiB)
 
 
 class NoSpaceForCheckpoint(StorageError):
@@ -44,21 +49,66 @@ def free_bytes(path: str) -> int:
     return shutil.disk_usage(nearest_existing_dir(path)).free
 
 
-def version_bytes_on_disk(checkpoint_path: str, version: int) -> int:
-    """Bytes of ``version``'s embeddings and model files already written in a local checkpoint directory (0 if remote).
+def hdf5_file_bytes(data_bytes: int, attrs_bytes: int, datasets: int = 1) -> int:
+    """An upper bound of the disk space a checkpoint HDF5 file takes (``st_blocks * 512``).
 
-    A file that is a hard link to a bucket-progress save (a promoted one) shares that save's
-    bytes: it is not counted, as promoting it took no room.
+    Measured (docs/checkpoint-protocol.md, "Disk space"): beyond its data, a file takes at most
+    12 KiB (superblock, groups, dataset headers, torch.save's framing of the optimizer state),
+    under twice the bytes of its root attributes (``config/json`` is stored in the object header,
+    which HDF5 grows by doubling), and under 3 KiB for each further dataset (a model parameter:
+    its header, name, ``state_dict_key`` and optimizer entry); the filesystem rounds up to whole
+    blocks and keeps its own block maps.
+
+    Args:
+        data_bytes: The datasets' bytes: float32 embeddings and row-Adagrad sums, or the model's
+            parameters and their Adagrad sums.
+        attrs_bytes: The root attributes' bytes (:func:`attrs_bytes`).
+        datasets: The file's datasets besides the optimizer state (the model: one per parameter).
     """
+    raw = data_bytes + HDF5_BASE + 2 * attrs_bytes + max(0, datasets - 1) * PER_DATASET + data_bytes // 256
+    return blocks(raw)
+
+
+def attrs_bytes(config_json: str) -> int:
+    """The root attributes of a checkpoint file: ``config/json`` plus ``format_version`` and ``iteration/*``."""
+    return len(config_json.encode("utf-8")) + 1024
+
+
+def model_datasets(config: Any) -> int:
+    """An upper bound of the model file's datasets from the config (``ConfigSchema``): two per
+    relation (an operator has at most two tensors), four in dynamic mode (both sides), one global
+    embedding per entity type."""
+    relations = 4 if config.dynamic_relations else 2 * len(config.relations)
+    return relations + (len(config.entities) if config.global_emb else 0)
+
+
+def blocks(num_bytes: int) -> int:
+    """``num_bytes`` rounded up to whole :data:`BLOCK` s (what a file of that size takes)."""
+    return -(-num_bytes // BLOCK) * BLOCK
+
+
+def file_bytes_on_disk(path: str) -> int:
+    """The blocks the local file ``path`` takes (``st_blocks * 512``); 0 when it does not exist."""
+    try:
+        return os.stat(path).st_blocks * 512
+    except OSError:
+        return 0
+
+
+def version_files_bytes(checkpoint_path: str, version: int) -> int:
+    """The blocks the embeddings and model files of ``version`` take in a local checkpoint directory
+    (0 if remote): what copying them (a snapshot) takes, hard-linked files included."""
     local = local_path(checkpoint_path)
     if local is None or not os.path.isdir(local):
         return 0
-    total = 0
-    for entry in os.scandir(local):
-        if entry.is_file() and layout.parse_checkpoint_file(entry.name) == version:
-            stat = entry.stat()
-            total += stat.st_size if stat.st_nlink == 1 else 0
-    return total
+    names = [entry.name for entry in os.scandir(local) if layout.parse_checkpoint_file(entry.name) == version]
+    return sum(file_bytes_on_disk(os.path.join(local, name)) for name in names)
+
+
+def rewrite_bytes(path: str, added: int) -> int:
+    """What rewriting the local file ``path`` atomically with ``added`` more bytes takes: the whole
+    new file, written beside the old one, which keeps its blocks until the rename."""
+    return blocks(file_bytes_on_disk(path) + added)
 
 
 def check_disk_space(checkpoint_path: str, needed: int, committed_version: int, what: str) -> None:

@@ -36,6 +36,15 @@ STATS_FILE = "training_stats.json"
 DYNAMIC_REL_COUNT_FILE = "dynamic_rel_count.txt"
 DYNAMIC_REL_NAMES_FILE = "dynamic_rel_names.json"
 
+# What each directory of the layout holds: for the message about a path that names a file instead.
+_DIRECTORY_HOLDS = {
+    "entity_path": "the entity directory `pbg import` writes (entity_count_<type>_<part>.txt, "
+    "entity_names_<type>_<part>.json)",
+    "checkpoint_path": "a checkpoint directory (checkpoint_version.txt, model.v<N>.h5, "
+    "embeddings_<type>_<part>.v<N>.h5), or where to create one",
+    "init_path": "a checkpoint directory (checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5)",
+}
+
 _EDGE_RE = re.compile(r"^edges_(\d+)_(\d+)\.h5$")
 # Greedy type group: entity names may themselves contain underscores and dots.
 _EMBEDDINGS_RE = re.compile(r"^embeddings_(.+)_(\d+)\.v(\d+)\.h5$")
@@ -82,6 +91,11 @@ def tmp_file(name: str) -> str:
     if not dot:
         return f"{name}.tmp"
     return f"{stem}.tmp.{ext}"
+
+
+def file_not_directory(field: str) -> str:
+    """The problem of a ``field`` path (``entity_path``, ``checkpoint_path`` or ``init_path``) that is a file."""
+    return f"{field} is a file, expected {_DIRECTORY_HOLDS[field]}"
 
 
 def parse_edge_file(name: str) -> Bucket | None:

@@ -23,7 +23,7 @@ import json
 import logging
 from typing import Any
 
-from pbg_core.ports import FINAL, PassProgress
+from pbg_core.ports import FINAL, CompleteVersion, PassProgress
 from pbg_core.types import Bucket, EntityName, Partition
 from storage import layout
 from storage.checkpoints import CheckpointStore
@@ -51,10 +51,13 @@ class CheckpointProgress:
 
     Args:
         checkpoint: The checkpoint directory's store.
+        mirror_of: For a local staging copy (:mod:`storage.staged_progress`): the URL of the
+            checkpoint whose progress it mirrors, which :meth:`clear`'s evidence is about.
     """
 
-    def __init__(self, checkpoint: CheckpointStore) -> None:
+    def __init__(self, checkpoint: CheckpointStore, mirror_of: str | None = None) -> None:
         self.checkpoint = checkpoint
+        self.owner = mirror_of or checkpoint.url
         self.url = urls.join_url(checkpoint.url, PROGRESS_DIR)
         self.storage_options = checkpoint.storage_options
 
@@ -106,12 +109,20 @@ class CheckpointProgress:
     def close(self) -> None:
         """Nothing to finish: every write here is synchronous."""
 
-    def clear(self, keep_version: int | None = None) -> None:
-        """Delete every record and area (idempotent), except those of ``keep_version``."""
-        if keep_version is None:
+    def clear(self, committed: CompleteVersion, keep_open: bool = False) -> None:
+        """Delete every record and area (idempotent), except those of the open version when ``keep_open``.
+
+        ``committed`` is the committed version, found complete
+        (:meth:`~storage.checkpoints.CheckpointStore.check_complete`): while the version the
+        pointer names is not complete, the saves of the pass that wrote it may be all that is
+        left of it, and are not deleted.
+        """
+        if committed.url != self.owner:
+            raise ValueError(f"{self.url}: the complete version given is of another directory, {committed.url}")
+        if not keep_open:
             changes.remove_tree(self.url, self.storage_options)
             return
-        keep = (record_file(keep_version), f"v{keep_version}-b")
+        keep = (record_file(committed.version + 1), f"v{committed.version + 1}-b")
         for name in reads.listdir(self.url, self.storage_options):
             if name != keep[0] and not name.startswith(keep[1]):
                 changes.remove_tree(urls.join_url(self.url, name), self.storage_options)

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from pbg_core.ports import FINAL, CheckpointMetadata, PassProgress
+from pbg_core.ports import FINAL, CheckpointMetadata, CompleteVersion, PassProgress
 from pbg_core.types import EntityName, Partition
 from storage import read_cache
 from storage.checkpoints import CheckpointStore
@@ -112,7 +112,7 @@ class StagedProgress:
 
     def __init__(self, remote: CheckpointProgress, stage_dir: str) -> None:
         self.remote = remote
-        self.local = CheckpointProgress(CheckpointStore(stage_dir))
+        self.local = CheckpointProgress(CheckpointStore(stage_dir), mirror_of=remote.checkpoint.url)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-upload")
         self._inflight: Future[None] | None = None
         self._pending: PassProgress | None = None  # the record being (or failing to be) uploaded
@@ -170,12 +170,13 @@ class StagedProgress:
         """Drop local areas not in ``keep`` (the remote ones go after the record is uploaded)."""
         self.local.prune(version, keep)
 
-    def clear(self, keep_version: int | None = None) -> None:
-        """Clear both copies (waits for the upload)."""
+    def clear(self, committed: CompleteVersion, keep_open: bool = False) -> None:
+        """Clear both copies (waits for the upload); see :meth:`CheckpointProgress.clear`."""
         self.wait()
-        self.local.clear(keep_version)
-        self.remote.clear(keep_version)
-        self._uploaded = {area for area in self._uploaded if area[0] == keep_version}
+        self.local.clear(committed, keep_open)
+        self.remote.clear(committed, keep_open)
+        kept = committed.version + 1 if keep_open else None
+        self._uploaded = {area for area in self._uploaded if area[0] == kept}
 
     def close(self) -> None:
         """Finish the upload in flight and stop the thread."""

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
-from pbg_core.session.build import build_topology
+from pbg_core.session.build import build_topology, version_layout
 from pbg_core.session.iterations import Iteration, build_iterations, compute_num_edge_chunks
 from pbg_core.types import Bucket
 from storage.errors import BadDataError, DataNotFound
@@ -16,7 +16,7 @@ from storage.fs import reads
 from storage.probe import check_reachable
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.resume_checks import check_fits, check_init_path
+from tasks.resume_checks import check_fits, check_init_path, check_not_a_file
 from tasks.runs import get_run
 
 
@@ -61,7 +61,7 @@ def check_inputs(run: str) -> int:
     retry_condition_fn=retry_if_transient,
 )
 def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
-    """Read the committed version, check the checkpoint fits the config, skip committed iterations.
+    """Read the committed version, check it is complete and fits the config, skip committed iterations.
 
     Args:
         run: The run's handle (:mod:`tasks.runs`): its config and stores.
@@ -73,6 +73,10 @@ def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
     chunks = _check_inputs(run) if num_edge_chunks is None else num_edge_chunks
     iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
     committed = stores.checkpoint.read_version()
+    if committed > 0:  # a pointer ahead of its files stops the run here, before anything is removed
+        # Every file there and readable; row counts are checked against the entity files only after
+        # check-checkpoint-names (a re-import is named as such, not as a shape) and at session open.
+        stores.checkpoint.check_complete(committed, version_layout(config))
     if committed > 0 and stores.checkpoint.has_model(committed):
         _check_schedule_unchanged(stores.checkpoint.load_metadata(committed).iteration, iterations[0], config)
     check_fits(stores.checkpoint, committed, config, logger, "checkpoint_path")
@@ -102,6 +106,10 @@ def _check_inputs(run: str) -> int:
         config.storage_options_for_fs(),
     )
     topology = build_topology(config)
+    check_not_a_file(stores.entities.url, stores.entities.storage_options, "entity_path")
+    check_not_a_file(stores.checkpoint.url, stores.checkpoint.storage_options, "checkpoint_path")
+    if stores.init is not None:
+        check_not_a_file(stores.init.url, stores.init.storage_options, "init_path")
     _check_edge_paths_are_directories(stores)
     missing = [
         store.bucket_url(bucket)

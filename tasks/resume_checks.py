@@ -29,9 +29,11 @@ from typing import Any
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ShapeError
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import reads
+from storage.fs.urls import StorageOptions
 
 # Changing these changes the loss, not the parameters: warned about on resume.
 WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
@@ -59,6 +61,16 @@ def check_init_path(store: CheckpointStore) -> None:
             f"checkpoint_version.txt names, 0 when missing; found {found}); expected its "
             "model.v<N>.h5 and embeddings_<type>_<part>.v<N>.h5 files",
         )
+
+
+def check_not_a_file(url: str, storage_options: StorageOptions, field: str) -> None:
+    """Refuse a ``field`` path (``entity_path``, ``checkpoint_path``, ``init_path``) that names a file.
+
+    Raises:
+        BadDataError: naming the path, that it is a file, and the directory expected there.
+    """
+    if reads.exists(url, storage_options) and not reads.isdir(url, storage_options):
+        raise BadDataError(url, layout.file_not_directory(field))
 
 
 def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ collaborators themselves only receive flat values.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
 from pbg_core.parallel.worker_boot import default_num_workers, take_prestarted
 from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
-from pbg_core.ports import NamesDigests, PartitionStore
+from pbg_core.ports import NamesDigests, PartitionStore, VersionLayout
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
 from pbg_core.session.memory_plan import MemoryPlan, largest_chunk, plan_memory, run_sizes
@@ -29,7 +30,7 @@ from pbg_core.session.residency import PartitionResidency
 from pbg_core.session.save_points import SavePoints
 from pbg_core.training.optimizers import AsyncAdagrad
 from pbg_core.training.settings import BatchSettings, WorkerSettings
-from pbg_core.types import PartitionKey
+from pbg_core.types import EntityName, Partition, PartitionKey
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,19 @@ def build_topology(config: ConfigSchema) -> PartitionTopology:
         [(relation.lhs, relation.rhs) for relation in config.relations],
         featurized=[name for name, entity in config.entities.items() if entity.featurized],
     )
+
+
+def version_layout(
+    config: ConfigSchema, load_count: Callable[[EntityName, Partition], int] | None = None
+) -> VersionLayout:
+    """What a complete checkpoint version of ``config`` holds: the embeddings of every (entity type,
+    partition) of its topology, of ``load_count(type, part)`` rows and the type's dimension (any
+    shape without ``load_count``), and the model."""
+    topology = build_topology(config)
+    keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
+    if load_count is None:
+        return VersionLayout(dict.fromkeys(keys))
+    return VersionLayout.of({key: load_count(*key) for key in keys}, {e: config.entity_dimension(e) for e, _ in keys})
 
 
 def worker_settings(config: ConfigSchema, sampled: bool = False) -> WorkerSettings:
@@ -232,17 +246,16 @@ def _build_residency(
 def _checked_starts(
     stores: Any, committed: int, counts: dict[PartitionKey, int], dims: dict[str, int], dynamic: bool
 ) -> tuple[NamesDigests, PartitionStore | None]:
-    """The names the run's rows follow, and where ``init_path``'s rows are read; both checkpoints
-    checked to fit (see :func:`check_checkpoint_fits`).
+    """The names the run's rows follow, and where ``init_path``'s rows are read, checked to fit (see
+    :func:`check_checkpoint_fits`; the run's own committed version is checked whole before).
 
     ``init_path`` is not read at all once a version is committed (that version holds what it gave);
     where its names moved since, its rows are read remapped by name (``stores.init_rows``).
 
     Raises:
-        ShapeError: a checkpoint does not fit the config.
+        ShapeError: init_path does not fit the config.
         PbgError: init_path's rows belong to other names and no start remapped by name was prepared.
     """
-    check_checkpoint_fits(stores.checkpoint, committed, counts, dims, required=True)
     keys = list(counts)
     names = stores.names_now(keys, dynamic) if hasattr(stores, "names_now") else NamesDigests()
     init = None
@@ -293,6 +306,10 @@ def build_session(
     for_workers = worker_settings(config, sampled=sampled)
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
     dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
+    layout = VersionLayout.of(counts, dims)
+    # Evidence that the committed version is whole (every file, readable, of these shapes):
+    # nothing is deleted without it (storage.version_check).
+    kept = stores.checkpoint.check_complete(committed, layout)
     names, init = _checked_starts(stores, committed, counts, dims, config.dynamic_relations)
     model_state.restore(stores.checkpoint, committed, init)
     seed = config.seed if config.seed is not None else fresh_seed()
@@ -323,6 +340,8 @@ def build_session(
         edge_sources=list(stores.edges),
         stats_sink=stores.stats,
         seed=seed,
+        layout=layout,
+        kept=kept,
         progress_store=residency.progress,
         save_points=SavePoints(interval=settings.progress_interval),
     )

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from pbg_core import ports
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import TrainingDivergedError
 from pbg_core.parallel import worker_jobs
@@ -64,6 +65,8 @@ class TrainingSession:
     edge_sources: list[EdgeSource]
     stats_sink: StatsSink
     seed: int
+    layout: ports.VersionLayout  # what a complete version holds: checked before a commit
+    kept: ports.CompleteVersion  # evidence that the committed version is complete: deletions need it
     progress_store: ProgressStore | None = None
     progress: PassProgress | None = None
     model_where: int | None = None  # where the model's latest save of this pass is (None: not saved)
@@ -83,7 +86,7 @@ class TrainingSession:
         self.records = []
         self.buckets_in_pass = len(buckets)
         self.progress, self.model_where = resume_or_start(
-            iteration, buckets, self.progress_store, self.residency, self.model_state, self.store
+            iteration, buckets, self.progress_store, self.residency, self.model_state, self.store, self.kept
         )
         self.save_points.restart()
         return self.progress.order[self.progress.done :]
@@ -301,20 +304,22 @@ class TrainingSession:
         return not self.model_state.dirty and model not in (None, FINAL) and self.progress_store is not None
 
     def switch_version(self, iteration: Iteration) -> int:
-        """Commit: write the version pointer (atomic), then treat memory as that version."""
+        """Commit once the version is found complete: write the version pointer (atomic), then treat
+        memory as that version (a pointer never names a version whose files are not all there)."""
         logger.info("%s: committing version %d", iteration.label, iteration.version, extra=STEP)
+        kept = self.store.check_complete(iteration.version, self.layout)
         self.store.write_version(iteration.version)
         self.residency.commit(iteration.version)
-        self.model_where = None
+        self.model_where, self.kept = None, kept
         if self.progress_store is not None:
-            self.progress_store.clear()  # only after the pointer is durable
+            self.progress_store.clear(kept)  # only after the pointer is durable
         return iteration.version
 
     def preserve_version(self, iteration: Iteration) -> int | None:
         """Snapshot the new version as ``epoch_{N}`` when the preservation interval says so."""
         epoch = should_preserve(iteration, self.settings.checkpoint_preservation_interval)
         if epoch is not None:
-            self.store.preserve_version(iteration.version, epoch)
+            self.store.preserve_version(self.kept, epoch)
         return epoch
 
     def remove_old_version(self, iteration: Iteration) -> int | None:
@@ -325,7 +330,7 @@ class TrainingSession:
         """
         if iteration.version > 1:
             logger.info("%s: removing versions before %d", iteration.label, iteration.version, extra=STEP)
-        return max(self.store.remove_versions_before(iteration.version), default=None)
+        return max(self.store.remove_versions_before(self.kept), default=None)
 
     def close(self) -> None:
         """Finish progress uploads in flight, stop the workers and release memory."""

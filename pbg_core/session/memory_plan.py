@@ -149,12 +149,6 @@ class RunSizes:
         """Everything but the slots: unpartitioned types, model, edges and the fixed overhead."""
         return self.unpartitioned_bytes + self.model_bytes + self.edge_bytes + FIXED_OVERHEAD_BYTES
 
-    @property
-    def version_bytes(self) -> int:
-        """One checkpoint version on disk: every partition's embeddings and Adagrad sums, and the model."""
-        every = [*self.partitioned.values(), *self.unpartitioned.values()]
-        return sum(s.total * row_bytes(s.dim) for s in every) + self.model_bytes
-
     def need(self, resident: int, num_partitions: int | None = None) -> int:
         """Bytes needed with ``resident`` slots resident (plus those in flight)."""
         n = self.num_partitions if num_partitions is None else num_partitions

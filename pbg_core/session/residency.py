@@ -224,6 +224,11 @@ class PartitionResidency:
             if where != FINAL and not (key in self.resident and key in self.dirty)
         )
 
+    def written_at_completion(self, all_keys: Iterable[PartitionKey]) -> list[PartitionKey]:
+        """Partitions :meth:`complete_open_version` writes: the dirty resident ones, and those no save
+        of this pass holds (the others are under the version's names already, or promoted)."""
+        return [key for key in all_keys if (key in self.resident and key in self.dirty) or key not in self.locations]
+
     def save_dirty(self, position: int) -> list[PartitionKey]:
         """Save every dirty resident partition into ``position``'s area; returns the keys saved."""
         self.settle()  # partitions written behind must be on disk before a record names them

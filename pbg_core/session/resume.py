@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from pbg_core.ports import FINAL, PartitionStore, PassProgress, ProgressStore, VersionedStore
+from pbg_core.ports import FINAL, CompleteVersion, PartitionStore, PassProgress, ProgressStore, VersionedStore
 from pbg_core.session.iterations import Iteration
 from pbg_core.session.parts import ModelState
 from pbg_core.session.residency import PartitionResidency
@@ -25,8 +25,12 @@ def resume_or_start(
     residency: PartitionResidency,
     model_state: ModelState,
     store: VersionedStore,
+    committed: CompleteVersion,
 ) -> tuple[PassProgress, int | None]:
     """The pass's progress and where the model's latest save of it is (None: not saved).
+
+    ``committed``: evidence that the committed version is complete; stale records and areas are
+    deleted only with it (docs/checkpoint-protocol.md, "Deleting").
 
     The recorded progress of this pass if it matches (the partitions and the model are
     restored to what its last bucket left), else a fresh one (stale records deleted, and the
@@ -42,6 +46,7 @@ def resume_or_start(
         return fresh, None
     saved = progress_store.read(iteration.version)
     if saved is not None and saved.iteration_index == iteration.index and sorted(saved.order) == sorted(order):
+        progress_store.clear(committed, keep_open=True)  # other versions' records
         _resume(iteration, order, saved, progress_store, residency, model_state, store)
         return saved, saved.model
     if saved is not None:
@@ -54,7 +59,7 @@ def resume_or_start(
             iteration.index,
             sorted(order),
         )
-    progress_store.clear()
+    progress_store.clear(committed)
     if residency.restore({}):
         # A pass abandoned in this process changed the model too: back to the committed one.
         model_state.restore(store, residency.committed_version, residency.init_store)
@@ -70,7 +75,7 @@ def _resume(
     model_state: ModelState,
     store: VersionedStore,
 ) -> None:
-    """Adopt ``saved``: drop other versions' records, restore its partitions and model."""
+    """Adopt ``saved``: restore its partitions and model."""
     if saved.order != order:
         logger.info(
             "%s: resuming the recorded bucket order %s (this session drew %s: no seed is set)",
@@ -78,7 +83,6 @@ def _resume(
             saved.order,
             order,
         )
-    progress_store.clear(keep_version=iteration.version)
     residency.restore(saved.partitions)
     if saved.model is not None:
         area: PartitionStore = store if saved.model == FINAL else progress_store.area(iteration.version, saved.model)

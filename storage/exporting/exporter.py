@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from pbg_core.errors import UnknownNameError
+from pbg_core.session.build import version_layout
 from pbg_core.types import ModuleStateDict
 from storage import layout
 from storage.checkpoints import CheckpointStore
@@ -86,6 +87,8 @@ class _Checkpoint:
         self.checkpoints = CheckpointStore(config.checkpoint_path, self.options)
         self.entity_store = EntityStore(config.entity_path, self.options)
         self.version = _resolve_version(self.checkpoints, config.checkpoint_path, version)
+        if version is None:  # the latest: a pointer ahead of its files is named, not a missing file (rows: below)
+            self.checkpoints.check_complete(self.version, version_layout(config))
         has_model = self.checkpoints.has_model(self.version)
         self.state_dict: ModuleStateDict = self.checkpoints.load_model(self.version)[0] if has_model else {}
 

@@ -31,7 +31,7 @@ from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
 from pbg_core.session.memory_plan import MemoryPlanError
 from storage.disk_space import NoSpaceForCheckpoint
-from storage.errors import DataNotFound, FilesystemUnavailable
+from storage.errors import BadDataError, DataNotFound, FilesystemUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +59,9 @@ def test_a_valid_config_passes_and_leaves_nothing_behind(config: dict[str, Any],
         ({"entities": {"node": {"num_partitions": 2}}}, DataNotFound, "edges_0_1.h5"),
         ({"entity_path": "{tmp}/nope"}, DataNotFound, "entity_path is not a directory"),
         ({"init_path": "{tmp}/gone"}, DataNotFound, "init_path does not exist"),
+        ({"init_path": "{tmp}/file"}, BadDataError, "init_path is a file, expected a checkpoint directory"),
+        ({"entity_path": "{tmp}/file"}, BadDataError, "entity_path is a file, expected the entity directory"),
+        ({"checkpoint_path": "{tmp}/file"}, BadDataError, "checkpoint_path is a file, expected a checkpoint dir"),
         ({"checkpoint_path": "{tmp}/file/ckpt"}, CheckpointNotWritable, "is a file"),
         ({"checkpoint_path": "/proc/pbg-ckpt"}, CheckpointNotWritable, "cannot create the checkpoint directory"),
     ],
@@ -72,9 +75,43 @@ def test_each_missing_input_is_one_error_naming_it(
         check_local_inputs(parse_config(raw), training=True)
 
 
-def test_eval_needs_a_committed_checkpoint_but_no_writable_one(config: dict[str, Any]) -> None:
+def test_eval_needs_a_committed_checkpoint_but_no_writable_one(config: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(DataNotFound, match="no committed checkpoint to evaluate"):
         check_local_inputs(parse_config({**config, "checkpoint_path": "/proc/pbg-ckpt"}), training=False)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BadDataError, match="checkpoint_path is a file, expected a checkpoint directory"):
+        check_local_inputs(parse_config({**config, "checkpoint_path": str(tmp_path / "file")}), training=False)
+
+
+def commit_files(checkpoint: Path, version: int) -> None:
+    """``version`` of the planted graph's checkpoint, committed with all its files (as training writes them)."""
+    import torch
+
+    from pbg_core.ports import CheckpointMetadata
+    from storage.checkpoints import CheckpointStore
+
+    store, meta = CheckpointStore(str(checkpoint)), CheckpointMetadata(config_json="")
+    store.save_embeddings("node", 0, version, torch.zeros(200, 16), None, meta)
+    store.save_model(version, {}, {}, None, meta)
+    store.write_version(version)
+
+
+def test_a_pointer_ahead_of_its_files_is_refused_before_the_server(config: dict[str, Any]) -> None:
+    """Names only here (nothing imported while they are all there); the message is the storage check's."""
+    from storage.version_check import IncompleteVersionError
+
+    commit_files(Path(config["checkpoint_path"]), 2)
+    for training in (True, False):
+        check_local_inputs(parse_config(config), training=training)  # complete: passes
+    (Path(config["checkpoint_path"]) / "checkpoint_version.txt").write_text("3\n")
+    for training in (True, False):
+        with pytest.raises(IncompleteVersionError) as raised:
+            check_local_inputs(parse_config(config), training=training)
+        assert str(raised.value) == (
+            f"{config['checkpoint_path']}: checkpoint_version.txt says 3 but version 3's files are missing (2 of 2: "
+            "embeddings_node_0.v3.h5, model.v3.h5): found complete version 2; nothing was removed; restore "
+            "version 3's files, or write 2 into checkpoint_version.txt to go on from version 2"
+        )
 
 
 def test_remote_inputs_are_left_to_the_flow(config: dict[str, Any]) -> None:
@@ -174,9 +211,7 @@ def test_partitions_too_big_for_memory_are_refused(config: dict[str, Any], graph
     raw = {**config, "entity_path": str(entities), "edge_paths": [str(entities / Path(graph.train_path).name)]}
     with pytest.raises(MemoryPlanError, match=r"^memory: 1 partition\(s\) need .* use num_partitions >= \d+ for"):
         check_local_inputs(parse_config(raw), training=True)
-    checkpoint = Path(config["checkpoint_path"])
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "checkpoint_version.txt").write_text("1\n")
+    commit_files(Path(config["checkpoint_path"]), 1)
     check_local_inputs(parse_config(raw), training=False)  # evaluation is not planned here
 
 
@@ -191,8 +226,7 @@ def test_a_disk_without_room_for_the_next_version_is_refused(
     message = str(caught.value)
     assert message.startswith(f"{disk / 'ckpt'}: not enough disk space for checkpoint version 1 and its bucket")
     assert "no version is committed yet" in message
-    (disk / "ckpt").mkdir()
-    (disk / "ckpt" / "checkpoint_version.txt").write_text("3\n")
+    commit_files(disk / "ckpt", 3)  # 13 KB
     with pytest.raises(NoSpaceForCheckpoint, match="for checkpoint version 4 .* the committed version 3 is intact"):
         check_local_inputs(parse_config(raw), training=True)
     check_local_inputs(parse_config({**raw, "dimension": 100}), training=True)  # 2 x 81 KB fits
@@ -214,6 +248,46 @@ def test_pbg_train_on_a_full_disk_fails_in_one_line_before_the_server(
     (line,) = [line for line in done.stderr.splitlines() if "error:" in line]
     assert line.startswith(f"pbg train: error: {disk / 'ckpt'}: not enough disk space for checkpoint version 1")
     assert not server_log.exists()
+
+
+def test_the_disk_check_asks_for_what_a_version_takes(
+    graph_2x2: Any, config_for: Callable[..., dict[str, Any]], small_disk: Callable[[int], Path], tmp_path: Path
+) -> None:
+    """With one block less than the check asks for, pbg train is refused before anything is written; with
+    exactly that room it trains a version (progress saves, links, stats and all), and it asked for less
+    than twice what the version added to the disk, plus 1 MiB."""
+    from _cli import cli_environment, run_pbg
+    from disk_state import changes, tree_state
+
+    from flows.preflight import next_version_bytes
+    from pbg_core.session.build import build_topology
+    from pbg_core.session.memory_plan import model_bytes
+
+    disk = small_disk(16 << 20)
+    raw = config_for(graph_2x2, disk / "ckpt", num_epochs=1, dimension=2000)  # 0.8 MB a partition
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    config = parse_config(raw)
+    keys = [(e, p) for e, entity in config.entities.items() for p in range(entity.num_partitions)]
+    counts = {key: int(Path(graph_2x2.entity_path, f"entity_count_{key[0]}_{key[1]}.txt").read_text()) for key in keys}
+    needed = next_version_bytes(config, build_topology(config), counts, model_bytes(config, 0), str(disk / "ckpt"))
+    env = cli_environment(tmp_path / "home")
+
+    def leave(room: int) -> int:
+        (disk / "ballast").unlink(missing_ok=True)
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        (disk / "ballast").write_bytes(b"\0" * ((free - room) // 4096 * 4096))
+        return os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+
+    assert leave(needed - 4096) < needed
+    before = tree_state(disk)
+    refused = run_pbg(env, tmp_path, "train", "config.json")
+    assert refused.returncode == 1 and f"{needed} bytes" in refused.stderr.splitlines()[-1], refused.stderr
+    assert changes(before, tree_state(disk)) == []
+    free_before = leave(needed)
+    done = run_pbg(env, tmp_path, "train", "config.json")
+    assert done.returncode == 0, done.stderr
+    added = free_before - os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    assert 0 < added <= needed < 2 * added + (1 << 20), (added, needed)
 
 
 def test_the_progress_directory_name_is_storage_s() -> None:

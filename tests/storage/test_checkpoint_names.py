@@ -9,7 +9,7 @@ import pytest
 import torch
 from store_io import StorePath, all_files, get_bytes, join, put_text, read_h5
 
-from pbg_core.ports import CheckpointMetadata, NamesDigests
+from pbg_core.ports import CheckpointMetadata, NamesDigests, VersionLayout
 from storage.checkpoint_names import (
     DIGEST_ATTR,
     NamesArchive,
@@ -94,7 +94,8 @@ def test_a_snapshot_keeps_the_names_of_its_rows(root: StorePath) -> None:
     for entity, part in KEYS:
         store.save_embeddings(entity, part, 4, torch.zeros(len(NAMES[(entity, part)]), 2), None, meta)
     store.save_model(4, {}, {}, None, meta)
-    store.preserve_version(4, 2)
+    layout = VersionLayout.of({key: len(NAMES[key]) for key in KEYS}, {"user": 2, "item": 2})
+    store.preserve_version(store.check_complete(4, layout), 2)
     snapshot = join(store.url, "epoch_2")
     assert sorted(f for f in all_files(snapshot) if f.startswith("names/")) == sorted(
         f"names/{d}.json" for d in digests.entities.values()

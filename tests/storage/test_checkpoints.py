@@ -11,10 +11,13 @@ import torch
 from store_io import StorePath, move_tree, read_h5, write_h5
 
 from pbg_core.errors import ShapeError
+from pbg_core.ports import CompleteVersion, VersionLayout
 from storage.checkpoints import CheckpointMetadata, CheckpointStore
 from storage.errors import BadDataError, DataNotFound, FormatVersionError
+from storage.version_check import IncompleteVersionError
 
 META = CheckpointMetadata(config_json='{"dimension": 4}', iteration={"epoch_idx": 1, "edge_path": "/data/p0"})
+LAYOUT = VersionLayout({("user", 0): (5, 4), ("user", 1): (5, 4)})  # what _write_version writes
 
 
 def _optim_bytes(seed: int) -> bytes:
@@ -164,23 +167,29 @@ def _write_version(store: CheckpointStore, v: int) -> None:
 
 
 def test_list_and_remove_versions(root: StorePath, store: CheckpointStore) -> None:
-    for v in (0, 1, 2):
+    for v in (0, 1, 2, 3):
         _write_version(store, v)
     (root / "model.v9.tmp.h5").write_bytes(b"")  # in-progress files are not versions
-    assert store.list_versions() == [0, 1, 2]
-    store.remove_version(1)
-    assert store.list_versions() == [0, 2]
-    store.remove_version(1)  # idempotent
-    store.remove_version(0)  # never deletes v0
-    assert store.list_versions() == [0, 2]
+    assert store.list_versions() == [0, 1, 2, 3]
+    assert store.remove_versions_before(store.check_complete(2, LAYOUT)) == [1]
+    assert store.list_versions() == [0, 2, 3]  # v0 is never deleted, newer versions stay
+    assert store.remove_versions_before(store.check_complete(2, LAYOUT)) == []  # idempotent
     assert not store.has_embeddings("user", 0, 1) and store.has_embeddings("user", 0, 2)
+
+
+def test_removing_needs_evidence_of_this_directory(root: StorePath, store: CheckpointStore) -> None:
+    _write_version(store, 1)
+    _write_version(store, 2)
+    with pytest.raises(ValueError, match="the complete version given is of another directory"):
+        store.remove_versions_before(CompleteVersion(str(root / "elsewhere"), 2))
+    assert store.list_versions() == [1, 2]
 
 
 def test_preserve_makes_real_copies_with_version_file(root: StorePath, store: CheckpointStore) -> None:
     _write_version(store, 5)
     store.write_version(5)
-    store.preserve_version(5, epoch=3)
-    store.preserve_version(5, epoch=3)  # idempotent
+    store.preserve_version(store.check_complete(5, LAYOUT), epoch=3)
+    store.preserve_version(store.check_complete(5, LAYOUT), epoch=3)  # idempotent
     snap_dir = root / "epoch_3"
     assert sorted(p.name for p in snap_dir.iterdir()) == [
         "checkpoint_version.txt",
@@ -191,7 +200,8 @@ def test_preserve_makes_real_copies_with_version_file(root: StorePath, store: Ch
     assert not any(p.is_symlink() for p in snap_dir.iterdir())
     assert store.list_snapshots() == [3]
     # The snapshot survives removal of the originals and is a valid checkpoint directory.
-    store.remove_version(5)
+    _write_version(store, 6)
+    store.remove_versions_before(store.check_complete(6, LAYOUT))
     snap = CheckpointStore(str(snap_dir))
     assert snap.read_version() == 5
     embs, optim = snap.load_embeddings("user", 1, 5)
@@ -200,9 +210,9 @@ def test_preserve_makes_real_copies_with_version_file(root: StorePath, store: Ch
     assert not (root / "model.v5.h5").exists()
 
 
-def test_preserve_missing_version_raises(store: CheckpointStore) -> None:
-    with pytest.raises(DataNotFound, match="version 4"):
-        store.preserve_version(4, epoch=1)
+def test_no_evidence_for_a_missing_version(store: CheckpointStore) -> None:
+    with pytest.raises(IncompleteVersionError, match="version 4's files are missing"):
+        store.preserve_version(store.check_complete(4, LAYOUT), epoch=1)
 
 
 def test_crash_while_writing_leaves_previous_file(root: StorePath, store: CheckpointStore) -> None:
@@ -219,7 +229,7 @@ def test_crash_while_writing_leaves_previous_file(root: StorePath, store: Checkp
 def test_snapshot_stays_valid_after_moving_the_directory(root: StorePath, store: CheckpointStore) -> None:
     _write_version(store, 2)
     store.write_version(2)
-    store.preserve_version(2, epoch=1)
+    store.preserve_version(store.check_complete(2, LAYOUT), epoch=1)
     moved = root / "elsewhere" / "snap"
     move_tree(str(root / "epoch_1"), str(moved))
     assert not (root / "epoch_1").exists()
@@ -236,6 +246,6 @@ def test_version_protocol_on_every_store(store: CheckpointStore) -> None:
     _write_version(store, 2)
     assert store.read_version() == 1 and store.list_versions() == [1, 2]
     store.write_version(2)
-    store.remove_version(1)
+    store.remove_versions_before(store.check_complete(2, LAYOUT))
     assert store.read_version() == 2 and store.list_versions() == [2]
     assert torch.equal(store.load_embeddings("user", 1, 2)[0], _embs(3))

@@ -5,20 +5,27 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
+from pbg_core.ports import CheckpointMetadata
+from pbg_core.training.optimizers import RowAdagrad, state_to_bytes
+from storage.checkpoints import CheckpointStore
 from storage.disk_space import (
     NoSpaceForCheckpoint,
     NoSpaceForOutput,
+    attrs_bytes,
     check_disk_space,
     check_free_space,
     free_bytes,
+    hdf5_file_bytes,
     is_out_of_space,
     nearest_existing_dir,
     no_space_while_writing,
-    version_bytes_on_disk,
+    version_files_bytes,
 )
 
 
@@ -50,23 +57,21 @@ def test_object_stores_are_not_checked() -> None:
     check_disk_space("s3://bucket/ckpt", 10**18, 2, "checkpoint version 3")
 
 
-def test_version_bytes_on_disk_counts_that_version_only(tmp_path: Path) -> None:
+def test_version_files_bytes_counts_that_version_hard_links_included(tmp_path: Path) -> None:
     (tmp_path / "embeddings_user_0.v3.h5").write_bytes(b"x" * 100)
-    (tmp_path / "model.v3.h5").write_bytes(b"x" * 10)
+    (tmp_path / "model.v3.h5").write_bytes(b"x" * 5000)
     (tmp_path / "embeddings_user_0.v2.h5").write_bytes(b"x" * 1000)
-    (tmp_path / "checkpoint_version.txt").write_text("2\n")
-    assert version_bytes_on_disk(str(tmp_path), 3) == 110
-    assert version_bytes_on_disk(str(tmp_path / "absent"), 3) == 0
-    assert version_bytes_on_disk("s3://bucket/ckpt", 3) == 0
-
-
-def test_a_file_linked_to_a_progress_save_takes_no_room_of_its_own(tmp_path: Path) -> None:
     area = tmp_path / "progress" / "v3-b5"
     area.mkdir(parents=True)
     (area / "embeddings_user_1.v3.h5").write_bytes(b"x" * 500)
-    os.link(area / "embeddings_user_1.v3.h5", tmp_path / "embeddings_user_1.v3.h5")  # a promoted save
-    (tmp_path / "embeddings_user_0.v3.h5").write_bytes(b"x" * 100)
-    assert version_bytes_on_disk(str(tmp_path), 3) == 100
+    os.link(area / "embeddings_user_1.v3.h5", tmp_path / "embeddings_user_1.v3.h5")  # promoted: a copy needs room
+    (tmp_path / "checkpoint_version.txt").write_text("2\n")
+    blocks = [os.stat(tmp_path / n).st_blocks * 512 for n in ("embeddings_user_0.v3.h5", "model.v3.h5")]
+    assert (
+        version_files_bytes(str(tmp_path), 3) == sum(blocks) + os.stat(area / "embeddings_user_1.v3.h5").st_blocks * 512
+    )
+    assert version_files_bytes(str(tmp_path / "absent"), 3) == 0
+    assert version_files_bytes("s3://bucket/ckpt", 3) == 0
 
 
 def test_a_full_disk_is_recognised_in_every_form_it_arrives() -> None:
@@ -119,3 +124,30 @@ def test_a_filesystem_out_of_inodes_is_told_as_such(small_disk: Callable[..., Pa
     error = no_space_while_writing(full.value, str(disk / "out" / "a.tsv"), str(disk / "out"), 10, 0, "the export")
     assert "the filesystem ran out of inodes (it can hold no more files) while writing the export" in str(error)
     assert str(error).endswith("1,048,576 bytes (1.0 MiB) free; the partial files are removed (remove some files)")
+
+
+META = CheckpointMetadata(config_json="", iteration={"epoch_idx": 7, "edge_path": "/data/some/edge/path"})
+
+
+@pytest.mark.parametrize("config_bytes", [0, 2_000, 30_000, 100_000])
+@pytest.mark.parametrize(("rows", "dim"), [(1, 1), (200, 16), (10_000, 400)])
+def test_an_embeddings_file_takes_at_most_the_estimate(tmp_path: Path, config_bytes: int, rows: int, dim: int) -> None:
+    """Measured on real files: st_blocks * 512 <= the estimate < twice it + 64 KiB."""
+    meta = replace(META, config_json="x" * config_bytes)
+    state = state_to_bytes(RowAdagrad.state_dict(torch.zeros(rows), 0.1))
+    CheckpointStore(str(tmp_path)).save_embeddings("n", 0, 1, torch.ones(rows, dim), state, meta)
+    taken = os.stat(tmp_path / "embeddings_n_0.v1.h5").st_blocks * 512
+    estimate = hdf5_file_bytes(rows * (dim + 1) * 4, attrs_bytes(meta.config_json))
+    assert taken <= estimate < 2 * taken + 64 * 1024
+
+
+@pytest.mark.parametrize(("parameters", "numel"), [(0, 0), (1, 16), (1_000, 16), (50, 40_000)])
+def test_a_model_file_takes_at_most_the_estimate(tmp_path: Path, parameters: int, numel: int) -> None:
+    names = {f"rhs_operators.{i}.diagonal": f"relations/{i}/operator/rhs/diagonal" for i in range(parameters)}
+    state = {key: torch.ones(numel) for key in names}
+    optim = {"state": {i: {"sum": torch.ones(numel), "step": torch.tensor(0.0)} for i in range(parameters)}}
+    meta = replace(META, config_json="x" * 2_000)
+    CheckpointStore(str(tmp_path)).save_model(1, state, names, state_to_bytes(optim), meta)
+    taken = os.stat(tmp_path / "model.v1.h5").st_blocks * 512
+    estimate = hdf5_file_bytes(8 * parameters * numel, attrs_bytes(meta.config_json), parameters + 1)
+    assert taken <= estimate < 2 * taken + 64 * 1024

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pbg_core.ports import FINAL, CheckpointMetadata, PassProgress
+from pbg_core.ports import FINAL, CheckpointMetadata, CompleteVersion, PassProgress
 from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError
@@ -87,8 +87,12 @@ def test_prune_and_clear(tmp_path: Path) -> None:
     root = tmp_path / "ckpt" / "progress"
     progress.prune(5, keep={1})
     assert sorted(p.name for p in root.iterdir()) == ["v4-b0", "v4.json", "v5-b1", "v5.json"]
-    progress.clear(keep_version=5)
+    committed = CompleteVersion(str(tmp_path / "ckpt"), 4)  # as check_complete gives it
+    progress.clear(committed, keep_open=True)
     assert sorted(p.name for p in root.iterdir()) == ["v5-b1", "v5.json"]
-    progress.clear()
+    with pytest.raises(ValueError, match="of another directory"):
+        progress.clear(CompleteVersion(str(tmp_path / "other"), 4))
+    assert sorted(p.name for p in root.iterdir()) == ["v5-b1", "v5.json"]
+    progress.clear(committed)
     assert not root.exists()
-    progress.clear()  # idempotent
+    progress.clear(committed)  # idempotent

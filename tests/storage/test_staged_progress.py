@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from pbg_core.ports import CheckpointMetadata, PassProgress
+from pbg_core.ports import CheckpointMetadata, CompleteVersion, PassProgress
 from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from storage.fs import reads
@@ -49,7 +49,7 @@ def test_records_and_areas_reach_s3_in_the_background(s3_bucket: str, tmp_path: 
     assert torch.equal(loaded, torch.full((4, 3), 1.0)) and optim == b"opt"
     staged.promote(2, 1, "node", 0)
     assert remote.checkpoint.has_embeddings("node", 0, 2)
-    staged.clear()
+    staged.clear(CompleteVersion(f"s3://{s3_bucket}/ckpt", 2))
     assert not reads.exists(f"s3://{s3_bucket}/ckpt/progress") and not (tmp_path / "stage" / "progress").exists()
     staged.close()
 

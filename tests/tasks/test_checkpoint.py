@@ -151,6 +151,7 @@ def test_remove_leftovers_deletes_older_versions_and_committed_progress(make_con
     store = CheckpointStore(config.checkpoint_path)
     for version in (1, 2, 3):
         store.save_embeddings("node", 0, version, torch.zeros(200, 16), None, CheckpointMetadata(config_json="{}"))
+        store.save_model(version, {}, {}, None, CheckpointMetadata(config_json="{}"))
     store.write_version(3)
     progress = CheckpointProgress(store)
     progress.write(PassProgress(version=3, iteration_index=2, order=[Bucket(0, 0)], done=1))  # committed since

@@ -8,12 +8,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from pbg_core.config import parse_config
+from pbg_core.ports import CheckpointMetadata
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
 from tasks.plan import check_inputs, plan_training
 from tasks.runs import open_run
+
+META = CheckpointMetadata(config_json="")  # no recorded config: nothing to compare
+
+
+def commit(config: dict[str, Any], version: int) -> None:
+    """``version`` of the planted graph's checkpoint committed with all its files (200 x 16 and a model)."""
+    store = CheckpointStore(config["checkpoint_path"])
+    store.save_embeddings("node", 0, version, torch.zeros(200, 16), None, META)
+    store.save_model(version, {}, {}, None, META)
+    store.write_version(version)
 
 
 def test_fresh_run_plans_every_epoch(make_config: Any) -> None:
@@ -47,7 +59,7 @@ def test_configured_num_edge_chunks_wins(make_config: Any) -> None:
 
 def test_resume_skips_committed_iterations(make_config: Any) -> None:
     config = make_config(num_epochs=4)
-    CheckpointStore(config["checkpoint_path"]).write_version(2)
+    commit(config, 2)
     plan = plan_training.fn(open_run(parse_config(config)))
     assert plan.committed_version == 2
     assert [(it.index, it.version, it.epoch_idx) for it in plan.remaining] == [(2, 3, 2), (3, 4, 3)]
@@ -57,7 +69,7 @@ def test_checkpoint_beyond_the_config_plans_nothing_and_warns(
     make_config: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = make_config(num_epochs=2)
-    CheckpointStore(config["checkpoint_path"]).write_version(5)
+    commit(config, 5)
     with caplog.at_level(logging.WARNING, logger="tasks"):
         plan = plan_training.fn(open_run(parse_config(config)))
     assert plan.remaining == []
@@ -102,7 +114,7 @@ def test_the_plan_under_the_lease_reads_the_checkpoint_not_the_inputs_again(make
     run = open_run(parse_config({**config, "entity_path": str(tmp_path / "data"), "edge_paths": [str(edges)]}))
     chunks = check_inputs.fn(run)
     assert chunks == 4  # 1,600 edges in bucket (0, 0)
-    CheckpointStore(config["checkpoint_path"]).write_version(3)  # another run committed meanwhile
+    commit(config, 3)  # another run committed meanwhile
     shutil.rmtree(edges)  # not looked at again: planning reads only the checkpoint
     plan = plan_training.fn(run, chunks)
     assert (plan.num_edge_chunks, plan.committed_version, plan.total_iterations) == (4, 3, 8)

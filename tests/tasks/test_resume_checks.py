@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import torch
+from disk_state import changes, tree_state
+from fsspec.core import url_to_fs
 
 from pbg_core.config import config_to_json, parse_config
 from pbg_core.edgelist import EdgeList
@@ -23,9 +25,11 @@ from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.errors import BadDataError, DataNotFound
-from tasks.plan import plan_training
-from tasks.resume_checks import check_fits, shape_differences
+from tasks.plan import check_inputs, plan_training
+from tasks.resume_checks import check_fits, check_not_a_file, shape_differences
 from tasks.runs import open_run
+
+META = CheckpointMetadata(config_json="{}")
 
 
 def commit_trained(url: str, raw_config: dict[str, Any], version: int = 1) -> CheckpointStore:
@@ -40,6 +44,9 @@ def commit_trained(url: str, raw_config: dict[str, Any], version: int = 1) -> Ch
         None,
         CheckpointMetadata(config_json=text, iteration={"num_edge_chunks": 1, "num_edge_paths": 1}),
     )
+    node = parse_config(raw_config).entities["node"]  # every partition, as a complete version holds them
+    for part in range(node.num_partitions):
+        store.save_embeddings("node", part, version, torch.zeros(200 // node.num_partitions, 16), None, META)
     store.write_version(version)
     return store
 
@@ -202,3 +209,28 @@ def test_an_init_path_of_pbg_v0_files_is_checked_too(make_config: Any, tmp_path:
     assert store.read_version() == 0
     with pytest.raises(ShapeError, match=r'init_path .*v0 version 0 was trained with relations\[0\].operator "linear"'):
         plan_training.fn(open_run(parse_config({**config, "init_path": str(tmp_path / "v0")})))
+
+
+@pytest.mark.parametrize("field", ["init_path", "checkpoint_path", "entity_path"])
+def test_a_file_where_a_directory_is_expected_is_named_by_the_run(make_config: Any, tmp_path: Path, field: str) -> None:
+    """The flow's own check (deployed runs and remote stores skip ``pbg train``'s pre-check)."""
+    (tmp_path / "notes.txt").write_text("not a directory\n")
+    run = open_run(parse_config({**make_config(), field: str(tmp_path / "notes.txt")}))
+    before = tree_state(tmp_path)
+    with pytest.raises(BadDataError, match=rf"^{tmp_path / 'notes.txt'}: {field} is a file, expected "):
+        check_inputs.fn(run)
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_an_object_where_a_directory_is_expected_is_named_on_s3(s3_bucket: str) -> None:
+    s3 = url_to_fs(f"s3://{s3_bucket}", use_listings_cache=False)[0]  # planted outside the code under test
+    s3.pipe_file(f"{s3_bucket}/runs/init", b"an object, not a prefix")
+    s3.pipe_file(f"{s3_bucket}/runs/ckpt/checkpoint_version.txt", b"1\n")
+    check_not_a_file(f"s3://{s3_bucket}/runs/ckpt", None, "checkpoint_path")  # a prefix: a directory
+    check_not_a_file(f"s3://{s3_bucket}/runs/new", None, "checkpoint_path")  # nothing there yet: created later
+    with pytest.raises(BadDataError) as raised:
+        check_not_a_file(f"s3://{s3_bucket}/runs/init", None, "init_path")
+    assert str(raised.value) == (
+        f"s3://{s3_bucket}/runs/init: init_path is a file, expected a checkpoint directory (checkpoint_version.txt, "
+        "model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5)"
+    )

@@ -22,6 +22,7 @@ from pbg_core.session.memory_plan import MemoryPlanError
 from pbg_core.training.settings import BatchSettings, WorkerSettings
 from storage.checkpoints import CheckpointStore
 from storage.run_stores import open_run_stores
+from storage.version_check import IncompleteVersionError
 
 META = CheckpointMetadata(config_json="{}")
 
@@ -29,6 +30,7 @@ META = CheckpointMetadata(config_json="{}")
 def committed(path: Path, shape: tuple[int, int], version: int = 1) -> None:
     store = CheckpointStore(str(path))
     store.save_embeddings("node", 0, version, torch.zeros(shape), None, META)
+    store.save_model(version, {}, {}, None, META)
     store.write_version(version)
 
 
@@ -42,7 +44,7 @@ def test_a_committed_checkpoint_of_another_shape_is_refused(
         build_session(config, open_run_stores(config))
     message = str(raised.value)
     assert config.checkpoint_path in message and "version 1" in message
-    assert f"stored shape {shape}" in message and "expects (200, 16)" in message
+    assert f"stored shape {shape}" in message and "expects (200, 16)" in message and "\n" not in message
 
 
 def test_a_committed_checkpoint_missing_a_partition_is_refused(make_config: Any, graph_2x2: Any) -> None:
@@ -50,8 +52,11 @@ def test_a_committed_checkpoint_missing_a_partition_is_refused(make_config: Any,
     store = CheckpointStore(config.checkpoint_path)
     count = len(json.loads((Path(graph_2x2.entity_path) / "entity_names_node_0.json").read_text()))
     store.save_embeddings("node", 0, 1, torch.zeros(count, 16), None, META)
+    store.save_model(1, {}, {}, None, META)
     store.write_version(1)
-    with pytest.raises(ShapeError, match="partition 1: no embeddings file"):
+    with pytest.raises(
+        IncompleteVersionError, match=r"says 1 but version 1's files are missing \(1 of 3: embeddings_node_1"
+    ):
         build_session(config, open_run_stores(config))
 
 

@@ -182,4 +182,3 @@ def test_run_sizes_from_the_config_and_counts() -> None:
     assert found.slot_bytes() == 30 * (8 * 4 + 4)
     assert found.unpartitioned_bytes == 7 * (4 * 4 + 4)
     assert found.edge_bytes == 11 * EDGE_BYTES
-    assert found.version_bytes == 55 * 36 + 7 * 20 + found.model_bytes

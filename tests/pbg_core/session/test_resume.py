@@ -25,7 +25,9 @@ def session_parts(make_config: Any, graph_2x2: Any) -> Any:
 
 
 def resume(session: Any, progress: Any, iteration: Any, order: list[Bucket]) -> tuple[PassProgress, int | None]:
-    return resume_or_start(iteration, order, progress, session.residency, session.model_state, session.store)
+    return resume_or_start(
+        iteration, order, progress, session.residency, session.model_state, session.store, session.kept
+    )
 
 
 def test_without_a_progress_store_every_pass_starts_afresh(session_parts: Any) -> None:

@@ -142,6 +142,8 @@ def test_featurized_entity_types_are_refused(tmp_path: Path) -> None:
     EntityStore(config.entity_path).save_names("word", 0, ["w"])
     store = CheckpointStore(config.checkpoint_path)
     store.save_embeddings("word", 0, 1, torch.tensor([[1.0, 2.0]]), None, META)
+    store.save_embeddings("doc", 0, 1, torch.tensor([[0.5, 0.5]]), None, META)  # its features' rows
+    store.save_model(1, {}, {}, None, META)
     store.write_version(1)
     with pytest.raises(ValueError, match=r"featurized entity type\(s\) \['doc'\].*non-featurized: \['word'\]"):
         export_embeddings(config, str(root / "o"), "h5")

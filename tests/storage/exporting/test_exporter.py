@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from disk_state import changes, tree_state
 from store_io import StorePath
 
 from pbg_core.config import ConfigSchema, parse_config
@@ -15,6 +16,7 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.exporting.exporter import export_tsv, write_rows
+from storage.version_check import IncompleteVersionError
 
 META = CheckpointMetadata(config_json="{}")
 
@@ -184,3 +186,21 @@ def test_no_committed_checkpoint(root: StorePath) -> None:
     with pytest.raises(DataNotFound, match="no committed checkpoint"):
         export_tsv(config, str(root / "e.tsv"), str(root / "r.tsv"))
     assert not (root / "e.tsv").exists()
+
+
+def test_the_latest_version_behind_its_pointer_is_named_and_nothing_is_written(root: StorePath) -> None:
+    """checkpoint_version.txt ahead of its files (an interrupted copy): one line, not an HDF5 error."""
+    config = make_config(root)
+    write_standard_checkpoint(config)
+    CheckpointStore(config.checkpoint_path).write_version(2)
+    before = tree_state(str(root))
+    with pytest.raises(IncompleteVersionError) as raised:
+        export_tsv(config, str(root / "e.tsv"), str(root / "r.tsv"))
+    assert str(raised.value) == (
+        f"{config.checkpoint_path}: checkpoint_version.txt says 2 but version 2's files are missing (4 of 4: "
+        "embeddings_item_0.v2.h5, embeddings_user_0.v2.h5, embeddings_user_1.v2.h5, model.v2.h5): found complete "
+        "version 1; nothing was removed; restore version 2's files, or write 1 into checkpoint_version.txt to go "
+        "on from version 1"
+    )
+    assert changes(before, tree_state(str(root))) == []
+    assert export_tsv(config, str(root / "e.tsv"), str(root / "r.tsv"), version=1).version == 1  # what is there
