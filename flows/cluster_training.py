@@ -118,7 +118,8 @@ def _collect(handle: str, machine: str, state: _Pass, artifact: Any, total: int)
         bucket = abandon_bucket(handle, machine, lost=True)
         get_run_logger().warning("%s; its bucket %s goes to another worker", exc, tuple(bucket) if bucket else None)
         return
-    except BaseException as exc:  # noqa: BLE001 - raised by the loop, once the buckets in flight are recorded
+    except Exception as exc:  # noqa: BLE001 - raised by the loop, once the buckets in flight are recorded
+        # (an interrupt here is no bucket's failure: it goes up, and the loop abandons the buckets in flight)
         abandon_bucket(handle, machine, lost=False)
         state.failures.append(exc)
         return

@@ -30,6 +30,7 @@ CA_FILE = "distributed.comm.tls.ca-file"
 CLIENT_CERT = "distributed.comm.tls.client.cert"
 CLIENT_KEY = "distributed.comm.tls.client.key"
 SETTINGS = (CA_FILE, CLIENT_CERT, CLIENT_KEY)
+REQUIRE_ENCRYPTION = "distributed.comm.require-encryption"
 
 
 def environment_variable(setting: str) -> str:
@@ -51,7 +52,12 @@ def tls_connection_args(address: str) -> dict[str, Any]:
     """
     security = client_security()
     if not address.lower().startswith("tls://"):
-        return dict(security.get_connection_args("client"))
+        if security.require_encryption:  # Dask would refuse the connection with a RuntimeError
+            raise ClusterError(
+                f"dask_address {address}: Dask's config requires encryption ({REQUIRE_ENCRYPTION} is true, "
+                f"{environment_variable(REQUIRE_ENCRYPTION)}); use the scheduler's tls:// address, or unset it"
+            )
+        return {}  # a tcp:// connection takes no TLS arguments (nor fails on a broken TLS setting)
     values = {name: _setting(security, name) for name in SETTINGS}
     missing = [name for name in (CA_FILE, CLIENT_CERT) if not values[name]]
     if missing:

@@ -214,6 +214,8 @@ def stop_buckets(handle: str) -> None:
 
 def _stop(cluster: ClusterRun) -> None:
     cluster.stopping.set()
+    if cluster.client.status != "running":  # the scheduler is gone: there is nothing to reach
+        return
     futures = list(cluster.in_flight.values())
 
     def close_machines() -> None:

@@ -190,3 +190,19 @@ def test_pbg_train_on_two_tls_workers(
         ]
     finally:
         cluster.stop()
+
+
+def test_a_tcp_address_ignores_tls_files_but_not_required_encryption(tmp_path: Path) -> None:
+    plain = DaskProcesses(tmp_path)
+    try:
+        address = plain.start_scheduler()
+        with dask.config.set({"distributed.comm.tls.ca-file": "/nonexistent/ca.pem"}):
+            probe_scheduler(address, timeout=10)  # TLS settings of another cluster do not break a tcp:// one
+        with dask.config.set({"distributed.comm.require-encryption": True}), pytest.raises(ClusterError) as caught:
+            probe_scheduler(address, timeout=10)
+        assert str(caught.value) == (
+            f"dask_address {address}: Dask's config requires encryption (distributed.comm.require-encryption is "
+            "true, DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION); use the scheduler's tls:// address, or unset it"
+        )
+    finally:
+        plain.stop()
