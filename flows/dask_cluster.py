@@ -4,46 +4,38 @@ A distributed run trains its buckets on the workers of an existing Dask cluster
 (``dask_address``). Before any training, :func:`check_cluster` makes sure, each failure one
 :class:`ClusterError` line naming the address or worker and what to do:
 
-- the address is well formed and a scheduler answers there within ``timeout`` seconds (never a hang);
+- the address is ``tcp://host:port`` or ``tls://host:port`` (checked before anything connects),
+  and a scheduler answers there within ``timeout`` seconds (never a hang), through Dask's own
+  TLS settings for ``tls://`` (:mod:`flows.dask_security`);
 - at least ``machines`` workers joined it within ``timeout``;
-- the scheduler and every worker have this package installed at this version (a worker running
-  other code would write checkpoints this run cannot read; the scheduler unpickles each bucket's
-  arguments, which are this package's types);
-- every worker may start the HOGWILD trainer processes: Dask's worker processes are daemonic
-  by default under a nanny, and a daemonic process cannot have children.
+- the scheduler and every worker run this package's code, and every worker may start the
+  HOGWILD trainer processes (:mod:`tasks.worker_checks`; a worker joining later is checked
+  before its first bucket, :mod:`tasks.cluster_members`).
 
 Without a ``dask_address``, :func:`local_cluster` starts the cluster on this machine: a
 ``distributed.LocalCluster`` of ``machines`` worker processes (the embedded default for tests
 and demos).
-
-The version is read on each worker through :func:`importlib.metadata.version` (standard
-library, so the call reaches a worker that lacks this package); the process check runs this
-module's own function, so it comes only after the version check passed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import logging
-import multiprocessing
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import dask
 from distributed import Client, LocalCluster
 from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.comm.core import connect as connect_comm
 
+from flows.dask_security import client_security, describe_tls_failure, tls_connection_args
+from pbg_core.config.cluster_rules import address_problem
 from pbg_core.errors import ClusterError
-
-PACKAGE = "pbg-flow"
-DAEMON_FIX = (
-    "start the workers with DASK_DISTRIBUTED__WORKER__DAEMON=False in their environment "
-    "(or distributed.worker.daemon: false in their Dask config)"
-)
+from tasks.worker_checks import describe, scheduler_problem, worker_problems
 
 
 @dataclass(frozen=True)
@@ -52,16 +44,6 @@ class ClusterInfo:
 
     address: str
     workers: tuple[str, ...]
-
-
-def package_version() -> str:
-    """This package's installed version."""
-    return importlib.metadata.version(PACKAGE)
-
-
-def can_start_processes() -> bool:
-    """Whether the calling process may start child processes (it is not daemonic); runs on a worker."""
-    return not multiprocessing.current_process().daemon
 
 
 @contextmanager
@@ -102,7 +84,7 @@ def connect(address: str, timeout: float) -> Client:
     """
     probe_scheduler(address, timeout)
     try:
-        return Client(address, timeout=timeout, set_as_default=False)
+        return Client(address, timeout=timeout, set_as_default=False, security=client_security())
     except (OSError, TimeoutError) as exc:
         raise ClusterError(
             f"dask_address {address}: the Dask scheduler stopped answering ({type(exc).__name__}: {exc})"
@@ -112,46 +94,53 @@ def connect(address: str, timeout: float) -> Client:
 def probe_scheduler(address: str, timeout: float) -> None:
     """Check that a Dask scheduler answers at ``address``, without a ``Client``.
 
-    A TCP connection, then Dask's ``identity`` handshake on a connection of its own: a Client
-    that never connected still tries to close its connection when collected, which prints a
-    traceback at exit (after a 10 s wait) once the error was reported; and a port where
-    something else listens (an HTTP server, a proxy) makes Dask read the first bytes of its
-    answer as a message length, which fails as an allocation of exabytes.
+    The address's form first (nothing connects to an ``http://`` or scheme-less address), then a
+    TCP connection, then Dask's ``identity`` handshake on a connection of its own, with Dask's
+    TLS settings for ``tls://``: a Client that never connected still tries to close its
+    connection when collected, which prints a traceback at exit (after a 10 s wait) once the
+    error was reported; and a port where something else listens (an HTTP server, a proxy) makes
+    Dask read the first bytes of its answer as a message length, which fails as an allocation
+    of exabytes.
 
     Raises:
-        ClusterError: the address is malformed, nothing answered there within ``timeout``
-            seconds, or what answered is not a Dask scheduler.
+        ClusterError: the address is malformed or of another scheme, no TLS certificate is
+            configured for a ``tls://`` one, nothing answered there within ``timeout`` seconds,
+            the TLS handshake failed, or what answered is not a Dask scheduler.
     """
+    wrong = address_problem(address)
+    if wrong:
+        raise ClusterError(wrong)
+    scheme, location = parse_address(address)
+    host, port = parse_host_port(location)
+    connection_args = tls_connection_args(address)  # before connecting: a missing certificate is no network fault
     try:
-        scheme, location = parse_address(address)
-        host, port = parse_host_port(location)
-    except ValueError as exc:
-        raise ClusterError(f"dask_address {address!r}: {exc}; expected tcp://host:port") from None
-    try:
-        if scheme in ("tcp", "tls"):
-            socket.create_connection((host, port), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
         raise ClusterError(
             f"dask_address {address}: no Dask scheduler answered ({type(exc).__name__}: {exc}; waited up to "
             f"{timeout:g} s); start one with `dask scheduler`, or check the address and the network"
         ) from None
     try:
-        identity = asyncio.run(asyncio.wait_for(_identity(address, timeout), timeout))  # the comm's own handshake too
+        identity = asyncio.run(asyncio.wait_for(_identity(address, timeout, connection_args), timeout))
     except TimeoutError:
         identity = f"no answer to Dask's handshake within {timeout:g} s"
-    except Exception:  # noqa: BLE001 - whatever answered, it does not speak Dask's protocol
+    except Exception as exc:  # noqa: BLE001 - whatever answered, it does not speak Dask's protocol
+        tls_failure = describe_tls_failure(address, exc) if scheme == "tls" else None
+        if tls_failure:
+            raise ClusterError(tls_failure) from None
         identity = "its answer is not Dask's protocol"
     if not isinstance(identity, dict) or identity.get("type") != "Scheduler":
         found = identity if isinstance(identity, str) else "it is not a scheduler"
+        hint = "" if scheme == "tls" else "; a scheduler started with --protocol tls needs a tls:// address"
         raise ClusterError(
             f"dask_address {address}: something answered but not a Dask scheduler ({found}); check the "
-            "address and port (a scheduler listens on 8786 unless started with --port)"
+            f"address and port (a scheduler listens on 8786 unless started with --port){hint}"
         )
 
 
-async def _identity(address: str, timeout: float) -> object:
+async def _identity(address: str, timeout: float, connection_args: dict[str, Any]) -> object:
     """The scheduler's answer to Dask's ``identity`` message, on a connection of its own."""
-    comm = await connect_comm(address, timeout=timeout)
+    comm = await connect_comm(address, timeout=timeout, **connection_args)
     try:
         await comm.write({"op": "identity", "reply": True})
         return await asyncio.wait_for(comm.read(), timeout)
@@ -169,13 +158,12 @@ def check_cluster(address: str, machines: int, timeout: float = 30.0) -> Cluster
     try:
         _wait_for_workers(client, address, machines, timeout)
         workers = tuple(sorted(client.scheduler_info(n_workers=-1)["workers"]))
-        _check_versions(client, workers)
-        unfit = [w for w, ok in client.run(can_start_processes, workers=list(workers)).items() if not ok]
+        wrong = scheduler_problem(client)
+        if wrong:
+            raise ClusterError(f"the Dask scheduler at {address} {wrong}")
+        unfit = worker_problems(client, workers)
         if unfit:
-            raise ClusterError(
-                f"Dask worker(s) {', '.join(sorted(unfit))} at {address} cannot start the HOGWILD trainer "
-                f"processes (a daemonic worker process cannot have children); {DAEMON_FIX}"
-            )
+            raise ClusterError(f"dask_address {address}: {describe(unfit)}")
         return ClusterInfo(address=address, workers=workers)
     finally:
         client.close()
@@ -190,28 +178,3 @@ def _wait_for_workers(client: Client, address: str, machines: int, timeout: floa
             f"dask_address {address}: {count} worker(s) joined within {timeout:g} s, but num_machines is "
             f"{machines}; start more with `dask worker {address}` or lower num_machines"
         ) from None
-
-
-def _check_versions(client: Client, workers: tuple[str, ...]) -> None:
-    expected = package_version()
-    found = client.run(importlib.metadata.version, PACKAGE, workers=list(workers), on_error="return")
-    # The scheduler unpickles every task's arguments (a bucket's carry this package's types).
-    try:
-        found["the scheduler"] = client.run_on_scheduler(importlib.metadata.version, PACKAGE)
-    except Exception as exc:  # noqa: BLE001 - reported as what the scheduler has
-        found["the scheduler"] = exc
-    wrong = {w: v for w, v in found.items() if v != expected}
-    if wrong:
-        listed = "; ".join(f"{w}: {_describe(v)}" for w, v in sorted(wrong.items()))
-        raise ClusterError(
-            f"the Dask cluster runs another {PACKAGE} than this one ({expected}): {listed}; "
-            f"install {PACKAGE}=={expected} on the scheduler and every worker"
-        )
-
-
-def _describe(found: object) -> str:
-    if isinstance(found, importlib.metadata.PackageNotFoundError):
-        return "not installed"
-    if isinstance(found, BaseException):
-        return f"{type(found).__name__}: {found}"
-    return f"version {found}"

@@ -169,7 +169,7 @@ def pbg(
         pause_timeout_seconds: A pause not resumed within this time fails the run (the
             committed checkpoint stays; a retry resumes from it).
         dask_address: The Dask scheduler to train on when the config's num_machines > 1
-            (tcp://host:8786); overrides the config's. None and none in the config: a local
+            (tcp://host:8786, or tls://host:8786 with Dask's TLS settings); overrides the config's. None and none in the config: a local
             cluster of num_machines worker processes. See docs/distributed.md.
     """
     forward_engine_logs()
@@ -306,8 +306,8 @@ def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
     """The run's training session: in this process, or a coordinator of ``num_machines`` Dask workers."""
     if config.num_machines == 1:
         return open_training_session(run)
-    address, local = cluster_address(config, None, stack)
-    return open_cluster_session(run, address, local)
+    address, local, workers = cluster_address(config, None, stack)
+    return open_cluster_session(run, address, local, workers)
 
 
 def _run_iteration(

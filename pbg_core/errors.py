@@ -62,6 +62,17 @@ class SharedMemoryFull(PbgError, MemoryError):
 class ClusterError(PbgError, RuntimeError):
     """The Dask cluster of a distributed run cannot train it: names the address or worker and the fix."""
 
+    # Never retried as a storage fault, whatever it was raised from (read by tasks/_policies.py):
+    # a lost worker or scheduler has its own handling, with its own waits.
+    transient = False
+
 
 class MachineLost(ClusterError):
     """A machine (Dask worker) left the cluster while it trained a bucket: the bucket goes to another."""
+
+
+class BucketAbandoned(ClusterError):
+    """A distributed run closed (its end, Ctrl-C, a failure) while a machine trained a bucket.
+
+    The bucket is not recorded: a rerun trains it again from its partitions' last recorded saves.
+    """

@@ -7,33 +7,36 @@ its handle unchanged. The same handle names the :class:`ClusterRun` here: the Da
 run's token and the config every machine builds its own session from.
 
 Per bucket, the flow calls :func:`assign_bucket` (the lock server's choice: a plain call, no
-task), runs ``train bucket (l, r) on <worker>`` (a task that drives one Dask future pinned to that
-worker and waits for it, never longer than the worker lives) and then ``record-bucket``.
+task), runs ``train bucket (l, r) on <worker>`` (:mod:`tasks.cluster_buckets`) and then
+``record-bucket``. Which workers may get a bucket is :mod:`tasks.cluster_members`'s to say.
+
+Closing never waits behind a bucket: :func:`stop_buckets` (the flow calls it when a pass ends
+abnormally: Ctrl-C, a lost scheduler) and ``close-cluster-session`` abandon the buckets in
+flight, on the workers too (:func:`tasks.machines.close_machine`); the rerun trains them again.
 """
 
 from __future__ import annotations
 
-import time
+import threading
 import uuid
-from concurrent.futures import CancelledError
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from distributed import Client, Future
+from distributed import Client, Future, Security
 from prefect import task
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.distributed.assignments import Assignment, Outcome
 from pbg_core.distributed.coordinator import Coordinator
-from pbg_core.errors import ClusterError, MachineLost
 from pbg_core.parallel.worker_boot import default_num_workers
 from pbg_core.session.build import build_session
-from pbg_core.session.engine import STEP
 from pbg_core.session.iterations import Iteration
 from pbg_core.types import Bucket
 from storage.run_stores import open_run_stores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.machines import close_machine, train_on_machine
+from tasks.cluster_members import Members, machine_config
+from tasks.machines import close_machine
 from tasks.runs import Registry, get_run
 from tasks.sessions import register_session, unregister_session
 
@@ -41,7 +44,7 @@ from tasks.sessions import register_session, unregister_session
 # reconnecting after its own timeout; this bounds the wait in any case).
 SCHEDULER_GRACE_SECONDS = 30.0
 POLL_SECONDS = 0.5
-LOST_AFTER_POLLS = 2  # a worker missing from two answers in a row (a second apart) is lost
+STOP_SECONDS = 10.0  # how long closing waits for the scheduler to pass on the machines' close
 
 
 @dataclass
@@ -54,8 +57,10 @@ class ClusterRun:
         address: The scheduler's address (for messages).
         token: Names this run's machines on the workers.
         machine_config: The config each machine builds its session from (seed fixed, 2 resident
-            partitions per type, its HOGWILD worker count).
-        lost: Workers that left during the run (never given a bucket again).
+            partitions per type, its HOGWILD worker count, no credential the workers resolve themselves).
+        members: The workers admitted to the run, refused, lost.
+        in_flight: Machine -> the Dask future of the bucket it trains now.
+        stopping: Set when the run abandons its buckets in flight (:func:`stop_buckets`).
     """
 
     coordinator: Coordinator
@@ -63,11 +68,14 @@ class ClusterRun:
     address: str
     token: str
     machine_config: ConfigSchema
-    lost: set[str] = field(default_factory=set)
+    members: Members
+    in_flight: dict[str, Future[Any]] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
-    def workers(self) -> list[str]:
-        """The scheduler's workers now, minus those lost during the run."""
-        return sorted((live_workers(self.client) or set()) - self.lost)
+    def workers(self, busy: Collection[str] = ()) -> list[str]:
+        """The workers that may train now (:meth:`Members.refresh`: who left and who joined is logged)."""
+        live = live_workers(self.client) if self.client.status == "running" else None
+        return self.members.refresh(self.client, live, busy)
 
     def scheduler_lost(self) -> bool:
         """Whether the client lost its scheduler (it reconnects for a while, then gives up)."""
@@ -107,7 +115,7 @@ def is_cluster_session(handle: str) -> bool:
     return True
 
 
-def machine_config(config: ConfigSchema, seed: int, machines: int, local: bool) -> ConfigSchema:
+def machine_settings(config: ConfigSchema, seed: int, machines: int, local: bool) -> ConfigSchema:
     """The config a machine builds its session from.
 
     The coordinator's seed (every machine must initialise a partition alike), room for one
@@ -128,17 +136,26 @@ def machine_config(config: ConfigSchema, seed: int, machines: int, local: bool) 
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-def open_cluster_session(run: str, address: str, local: bool) -> str:
+def open_cluster_session(run: str, address: str, local: bool, workers: list[str]) -> str:
     """Build the coordinator on the run's stores and connect to the scheduler at ``address``; returns a handle.
 
-    ``local``: the cluster runs on this machine (its workers share its cores).
+    ``local``: the cluster runs on this machine (its workers share its cores). ``workers``: the
+    workers checked fit (:func:`flows.dask_cluster.check_cluster`); a later one is checked
+    before its first bucket.
     """
     config = get_run(run).config
     coordinator_config = config.model_copy(update={"resident_partitions": 2, "workers": 1})
     session = build_session(coordinator_config, open_run_stores(config, staged=False), read_ahead=False)
     try:
-        client = Client(address, timeout=SCHEDULER_GRACE_SECONDS, set_as_default=False)
+        # Dask's own TLS settings of this process (flows.dask_security), as the checks connected.
+        client = Client(address, timeout=SCHEDULER_GRACE_SECONDS, set_as_default=False, security=Security())
     except BaseException:
+        session.close()
+        raise
+    try:
+        sent, credentials = machine_config(config, client, workers, address, local)
+    except BaseException:
+        client.close()
         session.close()
         raise
     get_run(run).stores.checkpoint.save_config(config_to_json(config))  # secrets masked
@@ -153,7 +170,8 @@ def open_cluster_session(run: str, address: str, local: bool) -> str:
         client=client,
         address=address,
         token=uuid.uuid4().hex,
-        machine_config=machine_config(config, session.seed, config.num_machines, local),
+        machine_config=machine_settings(sent, session.seed, config.num_machines, local),
+        members=Members(admitted=set(workers), credentials=credentials),
     )
     handle = register_session(session, run, prefix="cluster")
     _CLUSTER_RUNS.put(handle, cluster)
@@ -170,20 +188,55 @@ def open_cluster_session(run: str, address: str, local: bool) -> str:
 
 @task(name="close-cluster-session", task_run_name="close cluster session", cache_policy=NO_CACHE)
 def close_cluster_session(handle: str) -> None:
-    """Close the machines on every worker, the client and the coordinator's session (idempotent)."""
+    """Close the machines on every worker (abandoning a bucket in flight), the client and the
+    coordinator's session (idempotent); never waits for a bucket to finish."""
     cluster = _CLUSTER_RUNS.pop(handle)
     session = unregister_session(handle)
     try:
         if cluster is not None:
             try:
-                cluster.client.run(close_machine, cluster.token, on_error="return")
-            except Exception as exc:  # noqa: BLE001 - a lost cluster has nothing left to close
-                run_logger().warning("could not close the machines on %s: %s", cluster.address, exc)
+                _stop(cluster)
             finally:
                 cluster.client.close(timeout=10)
     finally:
         if session is not None:
             session.close()
+
+
+def stop_buckets(handle: str) -> None:
+    """Abandon the run's buckets in flight: their tasks return at once, their workers stop training them.
+
+    Their buckets are not recorded (the rerun trains them again). Also closes the run's machine on
+    every worker: call it only when the run hands out no more buckets.
+    """
+    _stop(get_cluster_run(handle))
+
+
+def _stop(cluster: ClusterRun) -> None:
+    cluster.stopping.set()
+    if cluster.client.status != "running":  # the scheduler is gone: there is nothing to reach
+        return
+    futures = list(cluster.in_flight.values())
+
+    def close_machines() -> None:
+        try:
+            if futures:
+                cluster.client.cancel(futures, force=True)
+            cluster.client.run(close_machine, cluster.token, on_error="return")
+        except Exception as exc:  # noqa: BLE001 - a lost cluster has nothing left to close
+            run_logger().warning("could not close the machines on %s: %s", cluster.address, exc)
+
+    # A scheduler that stopped answering would hold these calls for the client's whole timeout.
+    closing = threading.Thread(target=close_machines, name="close-machines", daemon=True)
+    closing.start()
+    closing.join(STOP_SECONDS)
+    if closing.is_alive():
+        run_logger().warning(
+            "the Dask scheduler at %s did not confirm within %g s that the run's machines are closed; a bucket "
+            "still training there is not recorded, and the next bucket of another run closes them",
+            cluster.address,
+            STOP_SECONDS,
+        )
 
 
 @task(
@@ -208,41 +261,8 @@ def abandon_bucket(handle: str, machine: str, lost: bool) -> Bucket | None:
     """``machine``'s bucket failed, or (``lost``) the machine left: the bucket goes back to the pass."""
     cluster = get_cluster_run(handle)
     if lost:
-        cluster.lost.add(machine)
+        cluster.members.leave(machine)
     return cluster.coordinator.abandon(machine)
-
-
-@task(
-    name="train-bucket-on-machine",
-    task_run_name="train bucket ({assignment.bucket.lhs}, {assignment.bucket.rhs}) on {machine}",
-    cache_policy=NO_CACHE,
-)
-def train_bucket_on(handle: str, machine: str, assignment: Assignment) -> Outcome:
-    """Train ``assignment`` on the Dask worker ``machine``; its log lines join this task's.
-
-    Raises:
-        MachineLost: the worker left the cluster before the bucket was done.
-        ClusterError: the scheduler stopped answering.
-    """
-    cluster = get_cluster_run(handle)
-    future = cluster.client.submit(
-        train_on_machine,
-        cluster.token,
-        cluster.machine_config,
-        assignment,
-        workers=[machine],
-        allow_other_workers=False,
-        pure=False,
-        key=f"train-bucket-{assignment.bucket.lhs}-{assignment.bucket.rhs}-v{assignment.iteration.version}-a{assignment.area}",
-    )
-    try:
-        outcome = _wait(cluster, future, machine)
-    finally:
-        future.release()
-    logger = run_logger()
-    for line, step in outcome.logs:
-        logger.info("%s", line, extra=STEP if step else None)
-    return outcome
 
 
 @task(
@@ -256,37 +276,3 @@ def train_bucket_on(handle: str, machine: str, assignment: Assignment) -> Outcom
 def record_bucket(handle: str, machine: str, outcome: Outcome) -> dict[str, Any]:
     """Add the bucket's change to the shared parameters, save them and the pass's record (durable)."""
     return get_cluster_run(handle).coordinator.complete(machine, outcome)
-
-
-def _wait(cluster: ClusterRun, future: Future[Outcome], machine: str) -> Outcome:
-    """The future's result, watching that its worker and the scheduler are still there."""
-    unreachable_since: float | None = None
-    missing = 0  # consecutive polls that did not find the worker
-    while True:
-        if future.status in ("finished", "error"):
-            return future.result()  # an error: the machine's, raised here
-        known = live_workers(cluster.client) if cluster.client.status == "running" else None
-        if known is None or future.status == "cancelled":
-            unreachable_since = unreachable_since or time.monotonic()
-            waited = time.monotonic() - unreachable_since
-            if cluster.client.status in ("closing", "closed") or waited > SCHEDULER_GRACE_SECONDS:
-                raise ClusterError(
-                    f"dask_address {cluster.address}: lost the Dask scheduler while {machine} trained a bucket; "
-                    "the committed checkpoint and the buckets recorded so far are kept: a retry resumes from them"
-                )
-            time.sleep(POLL_SECONDS)
-            continue
-        unreachable_since = None
-        if machine in known:
-            missing = 0
-        else:
-            missing += 1
-            if missing >= LOST_AFTER_POLLS:
-                future.cancel()
-                raise MachineLost(f"Dask worker {machine} left the cluster while it trained a bucket")
-        try:
-            return future.result(timeout=POLL_SECONDS)
-        except TimeoutError:
-            continue
-        except CancelledError:  # the client lost the scheduler: the loop's first branch decides
-            continue

@@ -7,6 +7,19 @@ here, bucket progress written straight to the shared checkpoint, the HOGWILD wor
 here), reused for every later bucket, closed by :func:`close_machine` at the end of the run or
 when a bucket of another run arrives (a run that crashed never closed its machines).
 
+Closing never waits for a bucket: the coordinator closes its machines when the run ends, fails
+or is interrupted, and a bucket still training then is abandoned at once (the run records it
+no more; the rerun trains it again from its partitions' last recorded saves). Dask cannot stop
+a running task, and :func:`close_machine` runs on the worker's event loop, which must not
+block; so it raises :class:`_Abandon` in the training thread (``PyThreadState_SetAsyncExc``,
+delivered at the thread's next Python instruction: within a batch, or within a second of a
+wait on storage). :class:`_Abandon` is a ``BaseException``, so no ``except Exception`` of the
+engine swallows it, and the HOGWILD pool, seeing it, stops its children without waiting
+(:meth:`pbg_core.parallel.pool.WorkerPool.run_alongside`). The machine is then closed and the
+task ends with :class:`~pbg_core.errors.BucketAbandoned`. The exception is only ever raised in
+a thread registered as training the run's bucket, and the thread leaves that registration
+under the same lock, cancelling a stop not delivered yet, so it cannot land in Dask's own code.
+
 The machine's log lines of a bucket go back with its outcome, so they show in the run's logs.
 """
 
@@ -22,48 +35,113 @@ from contextlib import contextmanager
 from pbg_core.config import ConfigSchema
 from pbg_core.distributed.assignments import Assignment, Outcome
 from pbg_core.distributed.machine import Machine
+from pbg_core.errors import BucketAbandoned
 from pbg_core.session.build import build_session
 from storage.run_stores import open_run_stores
 
 logger = logging.getLogger(__name__)
 
 _MACHINES: dict[str, Machine] = {}  # run token -> this worker's machine of that run
-_LOCK = threading.Lock()  # a worker with several threads still trains one bucket at a time per run
+_LOCK = threading.Lock()  # one bucket at a time on a worker, whatever its thread count
+_STATE = threading.Lock()  # guards the three tables here; never held while training
+_TRAINING: dict[str, int] = {}  # run token -> the thread training its bucket now
+_CLOSED: set[str] = set()  # runs whose machines were closed: a later bucket of theirs is abandoned
+
+
+class _Abandon(BaseException):
+    """Raised in a training thread by :func:`close_machine`: the bucket's run closed."""
 
 
 def train_on_machine(token: str, config: ConfigSchema, assignment: Assignment) -> Outcome:
-    """Train ``assignment`` on this worker's machine of run ``token`` (built on first use)."""
-    with _LOCK, _captured_logs() as lines:
-        machine = _machine(token, config)
-        outcome = machine.train(assignment)
+    """Train ``assignment`` on this worker's machine of run ``token`` (built on first use).
+
+    Raises:
+        BucketAbandoned: the run closed its machines before the bucket was done.
+    """
+    with _LOCK:
+        try:
+            with _captured_logs() as lines, _training(token):
+                outcome = _machine(token, config).train(assignment)
+        except _Abandon:
+            _close(token)
+            raise BucketAbandoned(
+                f"bucket {tuple(assignment.bucket)} of {assignment.iteration.label} abandoned: its run closed "
+                "its machines while it trained (a rerun trains it again)"
+            ) from None
     outcome.logs = lines
     return outcome
 
 
 def close_machine(token: str) -> bool:
-    """Close this worker's machine of run ``token``, if any (its HOGWILD workers, its memory)."""
-    with _LOCK:
-        machine = _MACHINES.pop(token, None)
-        if machine is not None:
-            machine.close()
-        return machine is not None
+    """Close this worker's machine of run ``token`` without waiting; whether there was one.
+
+    A bucket of that run training now is abandoned: its thread stops at once and closes the
+    machine itself. Runs on the worker's event loop (``Client.run``).
+    """
+    with _STATE:
+        _CLOSED.add(token)
+        thread = _TRAINING.pop(token, None)
+        if thread is not None:
+            _raise_in(thread, _Abandon)
+            return True
+    return _close(token)
 
 
 def open_machines() -> list[str]:
     """Tokens of the runs with a machine on this worker (for tests and diagnostics)."""
-    return sorted(_MACHINES)
+    with _STATE:
+        return sorted(_MACHINES)
+
+
+@contextmanager
+def _training(token: str) -> Iterator[None]:
+    """Register this thread as training run ``token``'s bucket (where :func:`close_machine` may stop it).
+
+    On the way out, a stop that was asked for but not delivered yet is cancelled and raised
+    here instead: nothing is left pending to land in Dask's code after the bucket.
+    """
+    with _STATE:
+        if token in _CLOSED:
+            raise _Abandon
+        _TRAINING[token] = threading.get_ident()
+    try:
+        yield
+    finally:
+        with _STATE:
+            stopped = _TRAINING.pop(token, None) is None  # close_machine took the registration
+            if stopped:
+                _raise_in(threading.get_ident(), None)
+        if stopped:
+            raise _Abandon
+
+
+def _raise_in(thread: int, exc: type[BaseException] | None) -> None:
+    """Make ``thread`` raise ``exc`` at its next Python instruction (None: cancel a pending one)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc else None)
+
+
+def _close(token: str) -> bool:
+    with _STATE:
+        machine = _MACHINES.pop(token, None)
+    if machine is not None:
+        machine.close()
+    return machine is not None
 
 
 def _machine(token: str, config: ConfigSchema) -> Machine:
-    machine = _MACHINES.get(token)
+    with _STATE:
+        machine = _MACHINES.get(token)
+        others = [_MACHINES.pop(other) for other in list(_MACHINES) if other != token]
+    for other in others:  # another run's, left behind (a run that crashed): free its memory first
+        other.close()
     if machine is not None:
         return machine
-    for other in list(_MACHINES):  # another run's, left behind: free its memory first
-        _MACHINES.pop(other).close()
     undo_dask_malloc_trim()
     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)  # the HOGWILD children inherit the environment
     session = build_session(config, open_run_stores(config, staged=False), read_ahead=False)
-    machine = _MACHINES[token] = Machine(session)
+    machine = Machine(session)
+    with _STATE:
+        _MACHINES[token] = machine
     return machine
 
 

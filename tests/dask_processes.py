@@ -5,7 +5,9 @@ group (a worker's nanny and its worker process die together). The scheduler writ
 address to a scheduler file, which the workers and the test read. Nothing binds beyond the
 loopback interface, and no dashboard is started. This directory is on their ``PYTHONPATH``
 (after the repository's), so a test can send them this module's functions (Dask pickles them
-by reference).
+by reference). ``tls`` (:mod:`tls_certs`) starts them all with ``--protocol tls`` and its
+certificate. :func:`modified_sources` is a copy of this package with one line changed, for a
+worker that runs other code at the same version.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tls_certs import TlsFiles
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
@@ -40,10 +45,11 @@ def spawn_child() -> int:
 class DaskProcesses:
     """A scheduler plus workers under ``directory`` (logs ``scheduler.log``, ``worker-<i>.log``)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, tls: TlsFiles | None = None) -> None:
         self.directory = directory
         self.scheduler_file = directory / "scheduler.json"
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.tls = tls
 
     @property
     def address(self) -> str:
@@ -53,6 +59,8 @@ class DaskProcesses:
     def start_scheduler(self) -> str:
         """Start ``dask scheduler`` on a free port of 127.0.0.1; its address once it listens."""
         argv = [DASK, "scheduler", "--host", HOST, "--port", "0", "--no-dashboard"]
+        if self.tls is not None:
+            argv += ["--protocol", "tls", *self.tls.dask_args()]
         self._spawn([*argv, "--scheduler-file", str(self.scheduler_file)], "scheduler.log", {})
         self._wait(self.scheduler_file.exists, "the scheduler file")
         return self.address
@@ -61,6 +69,8 @@ class DaskProcesses:
         """Start one ``dask worker`` (one process, one thread) with extra environment ``env``."""
         argv = [DASK, "worker", "--scheduler-file", str(self.scheduler_file), "--host", HOST]
         argv += ["--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+        if self.tls is not None:
+            argv += self.tls.dask_args()
         return self._spawn(argv, f"worker-{len(self.processes)}.log", env or {})
 
     def stop(self) -> None:
@@ -92,6 +102,19 @@ class DaskProcesses:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no {what} after {START_TIMEOUT_S} s: see {self.directory}")
             time.sleep(0.1)
+
+
+def modified_sources(directory: Path) -> Path:
+    """A copy of this package's sources under ``directory`` with one line of the engine changed;
+    the directory to put first on a worker's ``PYTHONPATH`` (its installed version stays the same)."""
+    for package in ("pbg_core", "storage", "tasks", "flows"):
+        shutil.copytree(Path(REPO_DIR) / package, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
+    machine = directory / "pbg_core" / "distributed" / "machine.py"
+    source = machine.read_text()
+    changed = source.replace("logger = logging.getLogger(__name__)", "logger = logging.getLogger('modified')", 1)
+    assert changed != source, "the line to change is gone: pick another"
+    machine.write_text(changed)
+    return directory
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

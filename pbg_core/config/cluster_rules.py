@@ -4,6 +4,8 @@
   partition"): each machine locks the partitions of the bucket it trains.
 - ``num_machines`` may not exceed the buckets that can train at once: with one partitioned
   type on both sides, an off-diagonal bucket holds two of its ``n`` partitions, so ``n // 2``.
+- A ``dask_address`` is ``tcp://host:port`` or ``tls://host:port`` (:func:`address_problem`):
+  another scheme (``http://``, ``inproc://``, ``ucx://``) or none is refused before anything connects.
 - A ``dask_address`` with ``num_machines: 1`` is refused (it would be ignored).
 - With a ``dask_address``, the workers run elsewhere: local paths are refused unless
   ``shared_paths`` says every worker mounts them at the same place.
@@ -15,6 +17,29 @@ from collections.abc import Mapping
 from typing import Any
 
 Problem = tuple[str, str]  # (the fields involved, space separated; the message line)
+
+# The Dask comm schemes a distributed run connects with: plain TCP, or TCP under TLS (Dask's
+# ``distributed.Security`` settings). ``inproc://`` names a scheduler inside one process, and
+# ``ucx://``/``ws://`` need transports this package neither installs nor tests.
+DASK_SCHEMES = ("tcp", "tls")
+ADDRESS_EXAMPLE = "tcp://10.0.0.1:8786; tls:// for a scheduler started with --protocol tls"
+
+
+def address_problem(address: str) -> str | None:
+    """Why ``address`` cannot be a ``dask_address`` (scheme and host:port), or None when it can."""
+    scheme, sep, location = address.partition("://")
+    allowed = " or ".join(f"{s}://" for s in DASK_SCHEMES)
+    if not sep:
+        return f"dask_address {address!r} has no scheme; it must start with {allowed} (e.g. {ADDRESS_EXAMPLE})"
+    if scheme.lower() not in DASK_SCHEMES:
+        return (
+            f"dask_address {address!r}: scheme {scheme}:// is not allowed; allowed: {allowed} "
+            f"(a Dask scheduler's address, e.g. {ADDRESS_EXAMPLE})"
+        )
+    host, colon, port = location.rpartition(":")
+    if not colon or not host or not port.isdigit() or "/" in location:
+        return f"dask_address {address!r}: expected {scheme}://host:port (e.g. {ADDRESS_EXAMPLE})"
+    return None
 
 
 def config_problems(config: Any) -> list[Problem]:
@@ -44,7 +69,7 @@ def distributed_problems(
     sides: tuple[Mapping[str, int], Mapping[str, int]],
     paths: Mapping[str, str],
 ) -> list[Problem]:
-    """Every rule a distributed config breaks (with ``num_machines`` 1: only a ``dask_address`` set).
+    """Every rule a distributed config breaks (with ``num_machines`` 1: only those of a ``dask_address`` set).
 
     Args:
         num_machines: The config's.
@@ -53,6 +78,10 @@ def distributed_problems(
         sides: Partitioned entity types on the lhs and on the rhs side, with their num_partitions.
         paths: Field name -> path or URL (entity_path, edge_paths[i], checkpoint_path, init_path).
     """
+    wrong_address = address_problem(dask_address) if dask_address else None
+    if wrong_address:
+        # The rules below that involve the address would describe a cluster that cannot exist.
+        return [("dask_address", wrong_address), *_partition_problems(num_machines, sides)]
     if num_machines <= 1:
         if dask_address:  # a cluster given for a run that would not use it: surely a mistake
             return [
@@ -64,26 +93,7 @@ def distributed_problems(
                 )
             ]
         return []
-    problems = []
-    at_once = _buckets_at_once(*sides)
-    if at_once == 0:
-        problems.append(
-            (
-                "num_machines entities",
-                f"num_machines: {num_machines} needs partitioned entity types (PBG: cannot run distributed "
-                f"training with a single partition); set num_partitions >= {2 * num_machines} for the "
-                "entity types of your relations, or num_machines: 1",
-            )
-        )
-    elif num_machines > at_once:
-        problems.append(
-            (
-                "num_machines entities",
-                f"num_machines: {num_machines} is more than the {at_once} bucket(s) that can train at once "
-                f"with these partitions ({_describe(sides)}); set num_partitions >= {2 * num_machines}, "
-                f"or num_machines <= {at_once}",
-            )
-        )
+    problems = _partition_problems(num_machines, sides)
     local = [name for name, path in paths.items() if path and is_local_path(path)]
     if dask_address and local and not shared_paths:
         listed = ", ".join(f"{name} {paths[name]!r}" for name in local)
@@ -96,6 +106,32 @@ def distributed_problems(
             )
         )
     return problems
+
+
+def _partition_problems(num_machines: int, sides: tuple[Mapping[str, int], Mapping[str, int]]) -> list[Problem]:
+    """The partitioning rules of ``num_machines`` machines (none for one machine)."""
+    if num_machines <= 1:
+        return []
+    at_once = _buckets_at_once(*sides)
+    if at_once == 0:
+        return [
+            (
+                "num_machines entities",
+                f"num_machines: {num_machines} needs partitioned entity types (PBG: cannot run distributed "
+                f"training with a single partition); set num_partitions >= {2 * num_machines} for the "
+                "entity types of your relations, or num_machines: 1",
+            )
+        ]
+    if num_machines > at_once:
+        return [
+            (
+                "num_machines entities",
+                f"num_machines: {num_machines} is more than the {at_once} bucket(s) that can train at once "
+                f"with these partitions ({_describe(sides)}); set num_partitions >= {2 * num_machines}, "
+                f"or num_machines <= {at_once}",
+            )
+        ]
+    return []
 
 
 def is_local_path(path: str) -> bool:

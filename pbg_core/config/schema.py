@@ -161,7 +161,8 @@ class ConfigSchema(BaseModel):
     )
     dask_address: str | None = Field(
         None,
-        description="Scheduler of the Dask cluster to train on when num_machines > 1 (tcp://host:8786); "
+        description="Scheduler of the Dask cluster to train on when num_machines > 1: tcp://host:8786, or "
+        "tls://host:8786 with Dask's TLS settings (docs/distributed.md); "
         "None: a local cluster of num_machines worker processes on this machine. New field.",
     )
     shared_paths: bool = Field(

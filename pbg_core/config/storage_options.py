@@ -31,6 +31,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 logger = logging.getLogger(__name__)
 
 SECRET_MASK = "**********"  # pydantic's rendering of a SecretStr
+CREDENTIAL_FIELDS = ("key", "secret", "token")  # S3's, which the AWS_* environment can supply instead
 AWS_ENVIRONMENT = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -172,6 +173,20 @@ class StorageOptions(BaseModel):
                 {"given": given, "missing": missing},
             )
 
+    def credentials(self) -> tuple[str | None, str | None, str | None]:
+        """The S3 ``key``, ``secret`` and ``token`` in clear (None: unset, or a mask read back)."""
+        values = [_reveal(getattr(self, name), name) for name in CREDENTIAL_FIELDS]
+        return values[0], values[1], values[2]
+
+    def without_credentials(self) -> StorageOptions:
+        """A copy without ``key``, ``secret`` and ``token``: whoever uses it resolves its own."""
+        return self.model_copy(update=dict.fromkeys(CREDENTIAL_FIELDS))
+
+    def secret_names(self) -> list[str]:
+        """The dotted names of every secret value set here, masks read back excepted (names only: for messages)."""
+        dumped = {**{name: getattr(self, name) for name in type(self).model_fields}, **(self.model_extra or {})}
+        return sorted(_secret_paths(dumped, ""))
+
     def to_fsspec(self) -> dict[str, Any]:
         """The real (unmasked) fsspec keyword arguments: unset and empty values left out, masks dropped.
 
@@ -186,6 +201,17 @@ class StorageOptions(BaseModel):
         if region is not None:
             kwargs["client_kwargs"] = {"region_name": region, **kwargs.get("client_kwargs", {})}
         return kwargs
+
+
+def _secret_paths(value: Any, path: str) -> list[str]:
+    """Dotted paths of the ``SecretStr`` values in ``value`` (masks read back are none: never sent as such)."""
+    if isinstance(value, SecretStr):
+        return [path] if value.get_secret_value() != SECRET_MASK else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _secret_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _secret_paths(v, f"{path}[{i}]")]
+    return []
 
 
 def _reveal(value: Any, path: str) -> Any:

@@ -6,6 +6,7 @@ import errno
 
 from prefect.states import Failed
 
+from pbg_core.errors import BucketAbandoned, ClusterError, MachineLost
 from tasks._policies import is_transient, retry_if_transient
 
 
@@ -35,3 +36,15 @@ def test_transient_cause_is_found_through_wrapping() -> None:
 def test_retry_condition_reads_the_failed_state() -> None:
     assert retry_if_transient(None, None, Failed(data=ConnectionResetError()))
     assert not retry_if_transient(None, None, Failed(data=ValueError("bad")))
+
+
+def test_a_cluster_error_is_never_a_storage_fault_to_retry() -> None:
+    # A lost worker or scheduler has its own handling; a timeout inside it must not look transient.
+    for error_type in (ClusterError, MachineLost, BucketAbandoned):
+        try:
+            try:
+                raise TimeoutError("waited")
+            except TimeoutError as cause:
+                raise error_type("dask_address tcp://h:1: lost") from cause
+        except ClusterError as exc:
+            assert not is_transient(exc)

@@ -68,3 +68,26 @@ def test_a_local_cluster_reads_local_paths() -> None:
 )
 def test_is_local_path(path: str, local: bool) -> None:
     assert is_local_path(path) is local
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("http://h:8786", "dask_address 'http://h:8786': scheme http:// is not allowed; allowed: tcp:// or tls://"),
+        ("h:8786", "dask_address 'h:8786' has no scheme; it must start with tcp:// or tls://"),
+        ("inproc://10.0.0.1/123/1", "dask_address 'inproc://10.0.0.1/123/1': scheme inproc:// is not allowed"),
+        ("ucx://h:8786", "dask_address 'ucx://h:8786': scheme ucx:// is not allowed; allowed: tcp:// or tls://"),
+        ("tcp://h", "dask_address 'tcp://h': expected tcp://host:port"),
+        ("tls://h:port", "dask_address 'tls://h:port': expected tls://host:port"),
+    ],
+)
+def test_a_dask_address_is_tcp_or_tls_host_and_port(address: str, problem: str) -> None:
+    remote = {"entity_path": "s3://b/ents", "checkpoint_path": "s3://b/ckpt", "edge_paths": ["s3://b/edges"]}
+    problems = problems_of(partitioned(4, num_machines=2, **remote), (f"dask_address={address}",))
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+
+
+def test_a_dask_address_of_another_scheme_is_the_one_problem_of_the_address() -> None:
+    # Local paths and num_machines 1 would otherwise add lines about a cluster that cannot exist.
+    assert len(problems_of(partitioned(4), ("dask_address=http://h:8786",))) == 1
+    assert parse_config(partitioned(4, num_machines=2, dask_address="tls://h:8786", shared_paths=True)).dask_address

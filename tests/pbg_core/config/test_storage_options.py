@@ -144,3 +144,15 @@ def test_secret_fields_are_password_inputs_in_the_form() -> None:
 def test_secretstr_inputs_are_kept() -> None:
     options = StorageOptions(key=SecretStr(KEY), secret=SecretStr(SECRET), extra_token=SecretStr(TOKEN))
     assert options.to_fsspec() == {"key": KEY, "secret": SECRET, "extra_token": TOKEN}
+
+
+def test_credentials_can_be_left_out_and_secrets_named_without_their_values() -> None:
+    options = StorageOptions(
+        key="AKIA1", secret="s3cr3t", endpoint_url="http://e", client_kwargs={"aws_session_token": "t0k"}
+    )
+    assert options.credentials() == ("AKIA1", "s3cr3t", None)
+    assert options.secret_names() == ["client_kwargs.aws_session_token", "key", "secret"]
+    bare = options.without_credentials()
+    assert bare.credentials() == (None, None, None) and bare.secret_names() == ["client_kwargs.aws_session_token"]
+    assert bare.to_fsspec() == {"endpoint_url": "http://e", "client_kwargs": {"aws_session_token": "t0k"}}
+    assert StorageOptions(key=SECRET_MASK, secret=SECRET_MASK).secret_names() == []  # a config read back
