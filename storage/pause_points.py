@@ -13,7 +13,8 @@ waits for the file to appear, does what it needs (or kills the process there), a
 file to let it go on. Without ``PBG_PAUSE_AT`` (always, outside tests) :func:`pause_point` is one
 dictionary lookup.
 
-Points: ``import-lease-held`` (the import holds its lease, before it reads anything),
+Points: ``import-lease-held`` (the import holds its lease and has cleaned up what killed imports
+left, before it reads anything),
 ``import-space-checked`` (pass 1 done, free space checked, nothing written to the outputs yet),
 ``import-staged`` (every output staged, before the first move), ``import-move`` (after each file
 moved into place) and ``import-recorded`` (every file in place and the manifest written, before
