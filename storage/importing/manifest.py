@@ -142,6 +142,18 @@ def _locate_edge_paths(record: dict[str, Any], root: str, storage_options: Any) 
             paths[i] = urls.join_url(root, place) if root else place
 
 
+def import_stamp(entity_path: str, storage_options: Any = None) -> str | None:
+    """What identifies the import now in ``entity_path``: its manifest's text (None without one).
+
+    Every import that commits writes a new manifest (a new ``import_token``; a plain import
+    deletes the old one before its first move), so two equal stamps mean no import committed between.
+    """
+    try:
+        return reads.read_text(urls.join_url(entity_path, MANIFEST), storage_options)
+    except DataNotFound:
+        return None
+
+
 def import_tokens(manifest: dict[str, Any] | None) -> set[str]:
     """The tokens of every import the manifest records as complete (its commit points)."""
     if not manifest:
