@@ -49,7 +49,9 @@ class _Live:
 
 _SESSIONS: Registry[_Live] = Registry("training session")
 _PREPARED: dict[str, TrainingSession] = {}  # config fingerprint -> a session opened ahead of its flow
-_IMPORTS: dict[str, str | None] = {}  # config fingerprint -> the import it read (storage.importing.manifest.import_stamp)
+_IMPORTS: dict[
+    str, str | None
+] = {}  # config fingerprint -> the import it read (storage.importing.manifest.import_stamp)
 
 
 def get_session(handle: str) -> TrainingSession:
