@@ -69,6 +69,7 @@ def reader_lease(entity_path: str, label: str, storage_options: Any = None) -> L
         busy=f"entity_path {entity_path} is being read",
         storage_options=storage_options,
         token=token,
+        prune_dir=True,
     )
 
 

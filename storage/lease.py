@@ -88,6 +88,8 @@ class Lease:
         ttl: Seconds the lease stays valid without renewal (env ``PBG_LEASE_TTL_SECONDS``).
         storage_options: Filesystem keyword arguments.
         token: This holder's token (default: a fresh one).
+        prune_dir: Remove the lease file's directory when the release leaves it empty (a
+            directory of many holders' files, such as an entity_path's readers).
     """
 
     def __init__(
@@ -100,8 +102,10 @@ class Lease:
         ttl: float | None = None,
         storage_options: Any = None,
         token: str | None = None,
+        prune_dir: bool = False,
     ) -> None:
         self.url = urls.join_url(directory, name)
+        self.prune_dir = prune_dir
         self.run = run
         self.busy = busy
         self.ttl = ttl if ttl is not None else float(os.environ.get("PBG_LEASE_TTL_SECONDS", DEFAULT_TTL))
@@ -112,7 +116,11 @@ class Lease:
     def acquire(self) -> None:
         """Take the lease, or raise :class:`LeaseHeldError` naming the live holder."""
         for _ in range(3):
-            if atomic.create_exclusive(self.url, self._content(), self.storage_options):
+            try:
+                created = atomic.create_exclusive(self.url, self._content(), self.storage_options)
+            except FileNotFoundError:
+                continue  # its directory was pruned by another holder's release meanwhile: again
+            if created:
                 self.held = True
                 logger.info("lease on %s taken by run %r", self.url, self.run)
                 return
@@ -153,6 +161,9 @@ class Lease:
         if current is not None and current.token == self.token:
             changes.remove(self.url, missing_ok=True, storage_options=self.storage_options)
             logger.info("lease on %s released", self.url)
+            if self.prune_dir:
+                with contextlib.suppress(OSError):  # another holder's file arrived meanwhile: it stays
+                    changes.remove_empty_dir(self.url.rpartition("/")[0], self.storage_options)
         self.held = False
 
     def read(self) -> LeaseHolder | None:

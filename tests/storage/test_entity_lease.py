@@ -125,16 +125,14 @@ def race(entities: str, readers: int) -> list[Lease]:
 
 
 def test_an_import_and_readers_starting_together_never_both_hold(store_root: str) -> None:
-    """The protocol's point: whoever writes its file second sees the other's, so never both proceed
-    (both may back off: each then deletes its file and says who it saw)."""
+    """The protocol's point: whoever writes its file second sees the other's, so never both proceed.
+    Both may back off (on S3 they often do here, all starting within a millisecond): each then
+    deletes its file and names the other, and a retry goes ahead (the tests above)."""
     entities = f"{store_root}/data"
-    outcomes = []
     for _ in range(12):
         granted = race(entities, readers=3)
         names = sorted(lease.run for lease in granted)
         assert not ("pbg import" in names and len(names) > 1), names
-        outcomes.append(names)
         for lease in granted:
             lease.release()
         assert not reads.exists(f"{entities}/{IMPORT_LEASE}") and reader_files(entities) == []
-    assert any(outcomes), "nobody ever proceeded"
