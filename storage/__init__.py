@@ -4,9 +4,9 @@ Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspe
 ``storage_options``; the :mod:`storage.fs` package is the only place that resolves URLs.
 
 - Top level: the stores (``checkpoints``, ``edges``, ``entities``, ``stats_log``,
-  ``progress``, ``staged_progress``, ``lease``, ``run_dirs``, ``run_stores``,
+  ``progress``, ``staged_progress``, ``lease``, ``entity_lease``, ``run_dirs``, ``run_stores``,
   ``config_loader``) and their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
-  ``layout``, ``errors``, ``probe``, ``local_dirs``).
+  ``layout``, ``errors``, ``probe``, ``local_dirs``, ``pause_points``).
 - :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``.
 
 May import: :mod:`pbg_core` (never tasks, flows or Prefect). The stores import neither

@@ -4,7 +4,7 @@
 directory of the import (:mod:`storage.importing.staging`) before it is created, with its final
 directory and the output directories the import created. Right before the first file moves into
 place it is rewritten with ``phase: "committing"`` and the names of every staged file (all
-complete by then). It is deleted last, after the staging and backup directories. An import that
+complete by then; for an append, also which of them replace a file). It is deleted last, after the staging and backup directories. An import that
 ends in any way but ``kill -9`` (or a crash of the machine) removes its journal with the rest;
 :mod:`storage.importing.leftovers` reads the ones a killed import left.
 
@@ -61,6 +61,8 @@ class Journal:
         staged: (staging directory, final directory) pairs, absolute URLs, in staging order.
         created: Output directories the import created (absolute URLs).
         files: In the committing phase: the names staged in each staging directory.
+        existed: In the committing phase, with ``keep_replaced``: the names of ``files`` that were
+            already at their final place (each is moved into the backup directory before it is replaced).
     """
 
     token: str
@@ -69,6 +71,7 @@ class Journal:
     staged: list[tuple[str, str]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     files: dict[str, list[str]] = field(default_factory=dict)
+    existed: dict[str, list[str]] = field(default_factory=dict)
 
     def save(self, entity_path: str, storage_options: Any = None) -> None:
         """Write the journal (atomically)."""
@@ -90,6 +93,7 @@ class Journal:
                 staged=[(str(s), str(f)) for s, f in data["staged"]],
                 created=[str(c) for c in data["created"]],
                 files={str(k): [str(n) for n in v] for k, v in data["files"].items()},
+                existed={str(k): [str(n) for n in v] for k, v in data.get("existed", {}).items()},
             )
         except (DataNotFound, ValueError, KeyError, TypeError):
             return None

@@ -101,14 +101,14 @@ def _roll_back(journal: Journal, so: Any) -> int:
     """Take out what an append moved in and put back what it replaced (its manifest never recorded it); bytes freed."""
     for staging, final in journal.staged:
         backup = backup_dir(final, journal.token)
+        existed = set(journal.existed.get(staging, []))
         for name in journal.files.get(staging, []):
-            target, saved, staged = (urls.join_url(d, name) for d in (final, backup, staging))
-            if reads.exists(saved, so):
+            target, saved = urls.join_url(final, name), urls.join_url(backup, name)
+            if name not in existed:
+                changes.remove(target, storage_options=so)  # new: whatever is there is this import's (or nothing)
+            elif reads.exists(saved, so):
                 changes.move(saved, target, so)  # the previous file, over whatever is there now
-            elif not reads.exists(staged, so) or changes.same_stored_object(staged, target, so):
-                # Moved in (or copied in, on an object store, but not yet deleted from staging), and
-                # nothing was there before (else there would be a backup): not the previous import's.
-                changes.remove(target, storage_options=so)
+            # else: killed before it was moved aside, so the previous file is still in place
     freed = _remove_staging(journal, so)
     _remove_created(journal, so)
     return freed

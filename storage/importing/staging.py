@@ -86,11 +86,19 @@ class Staging:
         backup directory, which :meth:`rollback` moves back and :meth:`finish` deletes.
         """
         pause_point("import-staged")
-        self._journal(COMMITTING, files={s: reads.listdir(s, self.storage_options) for s, _ in self.staged})
+        so = self.storage_options
+        files = {s: reads.listdir(s, so) for s, _ in self.staged}
+        existed: dict[str, list[str]] = {}
+        if self.keep_replaced:  # what each move replaces, known before the first one
+            existed = {
+                s: [n for n in names if reads.exists(urls.join_url(f, n), so)]
+                for (s, f), names in zip(self.staged, files.values(), strict=True)
+            }
+        self._journal(COMMITTING, files=files, existed=existed)
         for staging_url, final_url in self.staged:
-            for name in reads.listdir(staging_url, self.storage_options):
+            for name in files[staging_url]:
                 target = urls.join_url(final_url, name)
-                if self.keep_replaced and reads.exists(target, self.storage_options):
+                if name in existed.get(staging_url, ()):
                     backup = urls.join_url(backup_dir(final_url, self.token), name)
                     changes.move(target, backup, self.storage_options)
                     self.replaced.append((backup, target))
@@ -124,7 +132,9 @@ class Staging:
         for url in sorted(self.created_dirs, key=len, reverse=True):
             changes.remove_empty_dir(url, self.storage_options)
 
-    def _journal(self, phase: str, files: dict[str, list[str]] | None = None) -> None:
+    def _journal(
+        self, phase: str, files: dict[str, list[str]] | None = None, existed: dict[str, list[str]] | None = None
+    ) -> None:
         """Record what is staged (absolute URLs) before it is created or moved."""
         if self.journal is None or self.journal_dir is None:
             return
@@ -133,6 +143,7 @@ class Staging:
         self.journal.staged = [(absolute(s, so), absolute(f, so)) for s, f in self.staged]
         self.journal.created = [absolute(c, so) for c in self.created_dirs]
         self.journal.files = {absolute(s, so): names for s, names in (files or {}).items()}
+        self.journal.existed = {absolute(s, so): names for s, names in (existed or {}).items()}
         self.journal.save(self.journal_dir, so)
 
 
