@@ -78,7 +78,7 @@ from storage.importing.previous import (
     unchanged_report,
 )
 from storage.importing.report import ImportReport, ProgressFn
-from storage.importing.run import check_outputs, run_import
+from storage.importing.run import check_input_count, check_outputs, run_import
 from storage.lease import LeaseKeeper
 from storage.pause_points import pause_point
 
@@ -109,7 +109,7 @@ def import_edges(
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
 
     Long because its signature and docstring document the sixteen options of ``pbg import``;
-    the body is short (option checks, the lease, then :func:`_plain` or :func:`_append`).
+    the body is short (option checks, the lease, then :meth:`_Job.plain` or :meth:`_Job.append`).
 
     Args:
         config: The training config (``ConfigSchema``); reads entity_path, edge_paths,
@@ -174,6 +174,7 @@ def import_edges(
     if append:  # a separate key: an append never matches a plain import of the same files
         options["append"] = True
     job = _Job(config, list(inputs), _read_spec(config, options), options, progress, force)
+    check_input_count(config, job.inputs)
     check_outputs(config)  # before the lease is created inside them
     so = config.storage_options_for_fs()
     with importing(config.entity_path, holder or command_label(), so) as keeper:  # refused here if busy

@@ -64,11 +64,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         DataNotFound: an input does not exist.
         OutputNotWritable: a local output directory (entity_path, an edge path) cannot be created.
     """
-    if len(inputs) != len(config.edge_paths):
-        raise UsageError(
-            f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
-            f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
-        )
+    check_input_count(config, inputs)
     columns = spec.columns
     for name, col in zip(columns._fields, columns, strict=True):
         if isinstance(col, int) and col < 0:
@@ -113,6 +109,19 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         nparts_rhs=max(parts[rhs] for _, rhs in sides),
         storage_options=options,
     )
+
+
+def check_input_count(config: Any, inputs: Sequence[str]) -> None:
+    """One input per edge path.
+
+    Raises:
+        UsageError: naming both lists.
+    """
+    if len(inputs) != len(config.edge_paths):
+        raise UsageError(
+            f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
+            f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
+        )
 
 
 def check_outputs(config: Any) -> None:
