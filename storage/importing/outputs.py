@@ -106,19 +106,7 @@ def write_and_commit(
     """Pass 2, steps 1-5 of the module docstring."""
     so = plan.storage_options
     mapper = ChunkMapper(plan, ids.entities, ids.relations)
-    sizes = []
-    for spill in spills:
-        input_sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
-        report.skipped["unknown_relation"] += unknown_relation
-        report.skipped["unknown_entity"] += unknown_entity
-        report.edges_written.append(int(input_sizes.sum()))
-        sizes.append(input_sizes)
-    if not sum(report.edges_written):
-        raise BadDataError(", ".join(inputs), nothing_imported(report, ids.relation_names, ids.entity_min_count))
-    groups = [
-        (path, members, np.sum([sizes[i] for i in members], axis=0))
-        for path, members in input_groups(config.edge_paths, so)
-    ]
+    groups = _sized_groups(config, inputs, spills, mapper, ids, report, chunk_edges)
     edge_bytes = [bucket_bytes(group_sizes.tolist(), weighted) for _, _, group_sizes in groups]
     entity_bytes = 2 * 4096 + sum(  # the relation names files, and each entity type's files
         names_bytes(counter.entities[name].names(), assignment.num_partitions)
@@ -155,6 +143,36 @@ def write_and_commit(
             staging.finish()
         except StorageError as exc:  # the import is complete: the next one removes what is left
             logger.warning("could not remove the import's staging directories (the next import will): %s", exc)
+
+
+def _sized_groups(
+    config: Any,
+    inputs: Sequence[str],
+    spills: list[Spill],
+    mapper: ChunkMapper,
+    ids: Ids,
+    report: ImportReport,
+    chunk_edges: int,
+) -> list[tuple[str, list[int], np.ndarray]]:
+    """Step 1: every input's bucket sizes (and skips, into ``report``); per distinct edge path, its
+    inputs and their summed sizes.
+
+    Raises:
+        BadDataError: every edge was skipped (nothing is written).
+    """
+    sizes = []
+    for spill in spills:
+        input_sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
+        report.skipped["unknown_relation"] += unknown_relation
+        report.skipped["unknown_entity"] += unknown_entity
+        report.edges_written.append(int(input_sizes.sum()))
+        sizes.append(input_sizes)
+    if not sum(report.edges_written):
+        raise BadDataError(", ".join(inputs), nothing_imported(report, ids.relation_names, ids.entity_min_count))
+    return [
+        (path, members, np.sum([sizes[i] for i in members], axis=0))
+        for path, members in input_groups(config.edge_paths, mapper.plan.storage_options)
+    ]
 
 
 def _counted_back(groups: list[tuple[str, list[int], np.ndarray]], so: Any) -> dict[str, int]:
