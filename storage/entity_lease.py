@@ -178,11 +178,16 @@ def reading(entity_path: str, label: str, storage_options: Any = None) -> Iterat
     """Hold a reader file of ``entity_path`` (see :func:`acquire_reader`) while the block runs, renewed
     (None: ``entity_path`` is read-only for this reader)."""
     lease = reader_lease(entity_path, label, storage_options)
-    if not acquire_reader(lease, entity_path):
-        yield None
-        return
-    with kept(lease) as keeper:
-        yield keeper
+    created = _missing_dirs(entity_path, storage_options)
+    try:
+        if not acquire_reader(lease, entity_path):
+            yield None
+            return
+        with kept(lease) as keeper:
+            yield keeper
+    finally:
+        for url in created:  # an entity_path that does not exist is not left behind empty
+            changes.remove_empty_dir(url, storage_options)
 
 
 T = TypeVar("T")

@@ -136,3 +136,9 @@ def test_an_import_and_readers_starting_together_never_both_hold(store_root: str
         for lease in granted:
             lease.release()
         assert not reads.exists(f"{entities}/{IMPORT_LEASE}") and reader_files(entities) == []
+
+
+def test_a_reader_of_an_entity_path_that_does_not_exist_leaves_nothing(tmp_path: Path) -> None:
+    with reading(str(tmp_path / "a" / "data"), "pbg eval"):
+        assert (tmp_path / "a" / "data" / READERS_DIR).is_dir()
+    assert list(tmp_path.iterdir()) == []
