@@ -56,13 +56,17 @@ def _add_import(sub: Subcommands) -> None:
     imp.add_argument("--rel-col", type=_column, default=None, help="column of the relation name (default: relation 0)")
     imp.add_argument("--weight-col", type=_column, default=None, help="column of a float edge weight")
     imp.add_argument(
-        "--force", action="store_true", help="import even if the inputs' content and the options match the last import"
+        "--force",
+        action="store_true",
+        help="import even if the inputs' content and the options match the last import; write inputs that "
+        "share an edge path into it together; let --append replace an earlier generation's edge path",
     )
     imp.add_argument(
         "--append",
         action="store_true",
         help="add to the import in entity_path: names imported before keep their partition and offset, new "
-        "names go to the partitions' ends, the inputs go to the config's edge_paths (give new ones); "
+        "names go to the partitions' ends, the inputs go to the config's edge_paths (give new ones: an "
+        "earlier generation's are refused); "
         "the same append twice imports once",
     )
     imp.add_argument(

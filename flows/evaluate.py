@@ -14,6 +14,7 @@ from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation.sampling import sample_edge_positions
 from tasks.evaluate import count_edges, evaluate_edge_path, open_eval_session
+from tasks.lease import reading_entities
 from tasks.runs import opened_run
 from tasks.sessions import close_training_session
 
@@ -47,7 +48,7 @@ def pbg_eval(
     check_sample_options(sample_edges, candidates)
     sampling = sample_edges is not None or candidates is not None
     seed = sample_seed if sample_seed is not None else (config.seed if config.seed is not None else 0)
-    with opened_run(config) as run:  # the run's stores, opened once
+    with opened_run(config) as run, reading_entities(run):  # its stores; no import changes entity_path meanwhile
         handle = open_eval_session(run, filtered=filter_paths is not None, candidates=candidates, seed=seed)
         try:
             positions: list[list[list[int]] | None] = [None] * len(config.edge_paths)

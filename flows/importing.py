@@ -81,7 +81,8 @@ def pbg_import(
         skip_bad_lines: Skip and count malformed lines (listing the first ones) instead of failing.
         unknown_relations: A relation name not in the config: "skip" the edge and count it (as
             PBG), or "error": the line is malformed (see `skip_bad_lines`).
-        force: Import even if the inputs' content and the options match the last import.
+        force: Import even if the inputs' content and the options match the last import; write inputs
+            sharing an edge path into it together; let an append replace an earlier generation's edge path.
         append: Add to the import in entity_path; names imported before keep their places (`pbg import --append`).
     """
     forward_engine_logs()

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from prefect import task
+from prefect.runtime import flow_run
 
 from pbg_core.config import ConfigSchema
 from storage.exporting.exporter import export_embeddings, export_tsv
@@ -36,7 +37,8 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
         logger.info("import %s", text)
 
     progress = ImportProgress(estimate_lines(inputs, config.storage_options_for_fs()), report_progress, every_s=5.0)
-    report = import_edges(config, inputs, progress=progress, **options)
+    holder = f"pbg-import flow run {flow_run.name} ({flow_run.id})" if flow_run.id else None  # named in its lease
+    report = import_edges(config, inputs, progress=progress, holder=holder, **options)
     update_progress(artifact, 1, 1)
     return {"summary": str(report), **dataclasses.asdict(report)}
 

@@ -1,22 +1,29 @@
-"""Hold the checkpoint's lease for the whole training run (storage.lease).
+"""Hold the checkpoint's lease, and a reader's lease on the entity_path, for the whole training run.
 
-:func:`acquire_lease` takes the lease before the session opens (a second run on the
-same checkpoint fails here, naming the holder) and starts a daemon thread renewing it
-every third of its time to live. :func:`check_lease` is called before the version
-pointer moves: a run whose lease was lost (it stalled past the expiry and another run
+:func:`acquire_lease` takes the checkpoint's lease (:mod:`storage.lease`) before the session
+opens (a second run on the same checkpoint fails here, naming the holder), then a reader's
+lease on the config's entity_path (:mod:`storage.entity_lease`: a run fails here, naming the
+import, while ``pbg import`` writes it, and no import starts while the run reads it); daemon
+threads renew both every third of their time to live. :func:`check_lease` is called before the
+version pointer moves: a run whose lease was lost (it stalled past the expiry and another run
 took over) stops instead of committing over the other run's work.
+:func:`reading_entities` holds a reader's lease alone (``pbg eval``); :func:`hold_lease` the lease of
+any directory (a retraining run's root).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from prefect import task
 
-from storage.lease import CheckpointLease, LeaseLostError
+from storage.entity_lease import acquire_reader, reader_lease, reading
+from storage.lease import CheckpointLease, LeaseKeeper
+from storage.pause_points import pause_point
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, is_transient, retry_if_transient
 from tasks.runs import get_run
 
@@ -25,12 +32,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Held:
-    """A lease held by this process and the thread renewing it."""
+    """The leases this run holds (its checkpoint's, and a reader's on its entity_path), each renewed."""
 
-    lease: CheckpointLease
-    stop: threading.Event = field(default_factory=threading.Event)
-    lost: LeaseLostError | None = None
-    thread: threading.Thread | None = None
+    keepers: list[LeaseKeeper] = field(default_factory=list)
 
 
 _HELD: dict[str, _Held] = {}
@@ -47,20 +51,6 @@ def _run_label() -> str:
         return "pbg"
 
 
-def _renew_until_stopped(held: _Held) -> None:
-    interval = max(held.lease.ttl / 3.0, 0.05)
-    while not held.stop.wait(interval):
-        try:
-            held.lease.renew()
-        except LeaseLostError as exc:
-            held.lost = exc
-            logger.error("%s", exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - keep renewing through storage hiccups
-            if not is_transient(exc):
-                logger.warning("could not renew the lease on %s: %s", held.lease.url, exc)
-
-
 @task(
     name="acquire-checkpoint-lease",
     task_run_name="acquire checkpoint lease",
@@ -70,38 +60,49 @@ def _renew_until_stopped(held: _Held) -> None:
     retry_condition_fn=retry_if_transient,
 )
 def acquire_lease(run: str) -> str:
-    """Take the lease of the run's checkpoint directory; returns its key (the checkpoint path).
+    """Take the lease of the run's checkpoint directory, then a reader's on its entity_path; returns
+    their key (the checkpoint path).
 
-    ``run``: the run's handle (:mod:`tasks.runs`); the lease is written with its checkpoint
-    store's filesystem options.
+    ``run``: the run's handle (:mod:`tasks.runs`); each lease is written with its store's
+    filesystem options. The reader's lease (:mod:`storage.entity_lease`) keeps imports out of the
+    entity_path while the run trains on it.
 
     Raises:
-        storage.lease.LeaseHeldError: another live run holds it (named in the message).
+        storage.lease.LeaseHeldError: another live run holds the checkpoint, or an import writes
+            the entity_path (named in the message); no lease is left held.
     """
-    checkpoint = get_run(run).stores.checkpoint
-    return hold_lease(checkpoint.url, checkpoint.storage_options)
+    stores = get_run(run).stores
+    checkpoint, entities = stores.checkpoint, stores.entities
+    lease = CheckpointLease(checkpoint.url, _run_label(), storage_options=checkpoint.storage_options)
+    lease.acquire()
+    reader = reader_lease(entities.url, _run_label(), entities.storage_options)
+    try:
+        acquire_reader(reader, entities.url)  # not held: a read-only entity_path (warned)
+    except BaseException:
+        lease.release()
+        raise
+    _HELD[checkpoint.url] = _Held([LeaseKeeper(held).start() for held in (lease, reader) if held.held])
+    pause_point("train-leases-held")
+    return checkpoint.url
 
 
 def hold_lease(url: str, storage_options: Any = None) -> str:
-    """Take the lease of directory ``url`` and renew it until :func:`release_lease` (its key: ``url``).
+    """Take the lease of directory ``url`` (its ``lease.json``) and renew it until
+    :func:`release_lease` (its key: ``url``); a retraining run holds its run root's this way.
 
     Raises:
         storage.lease.LeaseHeldError: another live run holds it (named in the message).
     """
     lease = CheckpointLease(url, _run_label(), storage_options=storage_options)
     lease.acquire()
-    held = _Held(lease=lease)
-    held.thread = threading.Thread(target=_renew_until_stopped, args=(held,), name="pbg-lease", daemon=True)
-    held.thread.start()
-    _HELD[url] = held
+    _HELD[url] = _Held([LeaseKeeper(lease).start()])
     return url
 
 
 def check_lease(key: str) -> None:
-    """Raise the :class:`LeaseLostError` the renewing thread saw, if any (no-op for unknown keys)."""
-    held = _HELD.get(key)
-    if held is not None and held.lost is not None:
-        raise held.lost
+    """Raise the :class:`LeaseLostError` a renewing thread saw, if any (no-op for unknown keys)."""
+    for keeper in _HELD[key].keepers if key in _HELD else []:
+        keeper.check()
 
 
 @task(
@@ -113,17 +114,29 @@ def check_lease(key: str) -> None:
     retry_condition_fn=retry_if_transient,
 )
 def release_lease(key: str) -> None:
-    """Stop renewing and delete the lease (idempotent)."""
+    """Stop renewing and delete the leases (idempotent)."""
     held = _HELD.get(key)
     if held is None:
         return
-    held.stop.set()
-    if held.thread is not None:
-        held.thread.join(timeout=5)
-    try:
-        held.lease.release()
-    except Exception as exc:
-        if is_transient(exc):
-            raise  # retried by the task
-        logger.warning("could not release the lease on %s (it expires by itself): %s", held.lease.url, exc)
+    for keeper in held.keepers:
+        keeper.stop()
+        try:
+            keeper.lease.release()
+        except Exception as exc:
+            if is_transient(exc):
+                raise  # retried by the task (the leases released already are not released twice)
+            logger.warning("could not release the lease on %s (it expires by itself): %s", keeper.lease.url, exc)
     _HELD.pop(key, None)
+
+
+@contextmanager
+def reading_entities(run: str) -> Iterator[None]:
+    """Hold a reader's lease on the run's entity_path while the block runs (``pbg eval``): no import
+    changes the entity files under it, and none is under way when it starts.
+
+    Raises:
+        storage.lease.LeaseHeldError: an import writes the entity_path (named in the message).
+    """
+    entities = get_run(run).stores.entities
+    with reading(entities.url, _run_label(), entities.storage_options):
+        yield

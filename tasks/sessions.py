@@ -17,7 +17,7 @@ A session is built on its run's stores (:mod:`tasks.runs`): ``open-training-sess
 starts, on stores opened ahead for its run (:func:`tasks.runs.open_stores_ahead`), and reads
 the first bucket's partitions and edges into it; the ``open-training-session`` task then adopts
 it if it still holds: built on this run's stores (same config), and the checkpoint's committed
-version unchanged now that the run holds the lease. Otherwise it is closed and the task opens a
+version and the entity_path's import unchanged now that the run holds its leases. Otherwise it is closed and the task opens a
 fresh one, as a deployed run always does.
 """
 
@@ -31,6 +31,7 @@ from prefect import task
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.session.build import build_session
 from pbg_core.session.engine import TrainingSession
+from storage.importing.manifest import import_stamp
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.new_rows import starts_new_rows
@@ -48,6 +49,9 @@ class _Live:
 
 _SESSIONS: Registry[_Live] = Registry("training session")
 _PREPARED: dict[str, TrainingSession] = {}  # config fingerprint -> a session opened ahead of its flow
+_IMPORTS: dict[
+    str, str | None
+] = {}  # config fingerprint -> the import it read (storage.importing.manifest.import_stamp)
 
 
 def get_session(handle: str) -> TrainingSession:
@@ -91,6 +95,7 @@ def prepare_training_session(config: ConfigSchema) -> bool:
         stores = open_stores_ahead(config)
         if starts_new_rows(config, stores.checkpoint.read_version()):
             return False  # the rows init_path lacks start from a file the flow writes first (tasks/new_rows.py)
+        _IMPORTS[fingerprint(config)] = import_stamp(config.entity_path, config.storage_options_for_fs())
         session = _PREPARED[fingerprint(config)] = build_session(config, stores)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.debug("could not open the session ahead: %s", exc)
@@ -108,16 +113,20 @@ def close_prepared_sessions() -> None:
     """Close sessions opened ahead and never adopted (idempotent)."""
     while _PREPARED:
         _PREPARED.popitem()[1].close()
+    _IMPORTS.clear()
 
 
 def _adopt_prepared(config: ConfigSchema, stores: RunStores) -> TrainingSession | None:
     """The session opened ahead for ``config`` if it is built on ``stores`` and the checkpoint
     is still where it found it."""
     session = _PREPARED.pop(fingerprint(config), None)
+    read = _IMPORTS.pop(fingerprint(config), None)
     close_prepared_sessions()  # any other one is of another config
     if session is None:
         return None
     moved = session.residency.committed_version != stores.checkpoint.read_version()  # another run committed
+    # An import committed between the session's reads and the run's reader lease: read the entities again.
+    moved = moved or read != import_stamp(config.entity_path, config.storage_options_for_fs())
     if session.store is not stores.checkpoint or moved:
         session.close()  # start from this run's stores, and from what is committed now
         return None

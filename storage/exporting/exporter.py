@@ -24,6 +24,8 @@ Shared rules:
   ``global_embs.emb_{type}``, it is added to every vector (float32), as PBG does.
 - **Featurized** entity types are refused: their checkpoint rows are feature embeddings,
   not one vector per entity name.
+- **A reader of entity_path** (:mod:`storage.entity_lease`): an export refuses to start while an
+  import writes the names, and no import starts while it reads them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pbg_core.types import ModuleStateDict
 from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
+from storage.entity_lease import reads_entity_path
 from storage.errors import BadDataError, DataNotFound
 from storage.exporting import outputs as export_outputs
 from storage.exporting.relations import estimated_bytes, operator_params, write_relations, write_rows
@@ -182,6 +185,7 @@ def _select_entity_types(config: Any, entity_types: Sequence[str] | None) -> lis
     return selected
 
 
+@reads_entity_path  # no import rewrites the names while they are exported
 def export_tsv(
     config: Any,
     entities_output: str,
@@ -235,6 +239,7 @@ def export_tsv(
     return ExportReport(ckpt.version, written, relation_rows, counts, outputs)
 
 
+@reads_entity_path
 def export_embeddings(
     config: Any,
     output: str,

@@ -4,7 +4,8 @@ The entry point is :func:`storage.importing.importer.import_edges`; :mod:`~stora
 runs the two passes (:mod:`~storage.importing.count`, then :mod:`~storage.importing.write`).
 
 May import: the stores and plumbing at the top of :mod:`storage` (``fs``, ``layout``, ``hdf5``,
-``entities``, ``errors``, ``local_dirs``) and :mod:`pbg_core`. Never :mod:`storage.exporting`,
+``entities``, ``errors``, ``local_dirs``, ``lease``, ``entity_lease``, ``disk_space``,
+``pause_points``) and :mod:`pbg_core`. Never :mod:`storage.exporting`,
 and nothing that loads torch or Prefect: ``pbg import`` starts without either.
 The stores never import this package.
 """

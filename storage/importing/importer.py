@@ -26,6 +26,15 @@ with PBG's weak points fixed (docs/differences-from-pbg.md):
   final moves can also remove files an older import left at the same names: the output is
   then absent rather than a mix of two imports.
 - **Weights** are float32 (PBG truncated them to int64).
+- **One writer.** The import holds ``entity_path``'s import lease from start to end
+  (:mod:`storage.entity_lease`): a second import, or one while a training run (eval, export) reads
+  ``entity_path``, is refused before anything is written, naming the holder. Under the lease it
+  first undoes or finishes what killed imports left (:mod:`storage.importing.leftovers`).
+- **Edges never lost.** Two inputs never share an edge path and an append never writes over an
+  earlier generation's edge path, unless ``force`` (:mod:`storage.importing.edge_paths`); the
+  report counts the edges the bucket files hold once in place.
+- **Disk space** is checked before the outputs are written, and a full disk is named
+  (:mod:`storage.importing.space`).
 
 An edge whose relation is unknown (non-dynamic: not a config relation name; dynamic: filtered
 out by ``relation_type_min_count``) or whose entity was filtered out is skipped and counted.
@@ -39,28 +48,39 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from pbg_core.errors import UsageError
-from pbg_core.session.partitions import PartitionTopology
-from storage.entities import EntityStore
-from storage.errors import OutputExistsError, StorageError
-from storage.fs import reads
+from storage.entity_lease import command_label, importing
 from storage.importing.append import read_existing
+from storage.importing.edge_paths import Replacement, check_edge_paths, mark_replaced
+from storage.importing.leftovers import recover
 from storage.importing.manifest import (
-    fingerprint,
     generation_history,
-    now_utc,
+    import_record,
     read_manifest,
     remove_manifest,
     write_manifest,
 )
+from storage.importing.outputs import Commit
 from storage.importing.parse import Column, Columns, ReadSpec
 from storage.importing.partition import EntityIndex
+from storage.importing.previous import (
+    Fingerprint,
+    outputs_complete,
+    refuse_replacing_appends,
+    repeated,
+    this_fingerprint,
+    unchanged_report,
+)
 from storage.importing.report import ImportReport, ProgressFn
-from storage.importing.run import check_outputs, run_import
-from storage.importing.write import EdgeTarget
+from storage.importing.run import check_input_count, check_outputs, run_import
+from storage.lease import LeaseKeeper
+from storage.pause_points import pause_point
 
 __all__ = ["EntityIndex", "ImportReport", "ProgressFn", "import_edges"]
 
@@ -84,11 +104,12 @@ def import_edges(
     force: bool = False,
     unknown_relations: str = "skip",
     append: bool = False,
+    holder: str | None = None,
 ) -> ImportReport:
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
 
-    Long because its signature and docstring document the fifteen options of ``pbg import``;
-    the body is short (option checks, the unchanged-import shortcut, then :func:`_run_and_hash`).
+    Long because its signature and docstring document the sixteen options of ``pbg import``;
+    the body is short (option checks, the lease, then :meth:`_Job.plain` or :meth:`_Job.append`).
 
     Args:
         config: The training config (``ConfigSchema``); reads entity_path, edge_paths,
@@ -118,8 +139,10 @@ def import_edges(
             names imported before keep their (partition, offset), new ones are appended, the
             inputs go to ``config.edge_paths``; the same append twice does nothing the second time.
         force: Import even when the inputs' content and the options match the last import
-            (:mod:`storage.importing.manifest`); otherwise that case writes nothing and returns
-            the last report with ``unchanged_since`` set.
+            (:mod:`storage.importing.manifest`; otherwise that case writes nothing and returns
+            the last report with ``unchanged_since`` set); write inputs that share an edge path
+            into it together; let an append replace an earlier generation's edge path.
+        holder: This import's name in its lease, shown to whoever it keeps out (default: the command line).
 
     Returns:
         An :class:`ImportReport`.
@@ -130,7 +153,10 @@ def import_edges(
         DataNotFound: An input does not exist.
         BadDataError: A malformed line, an empty input, or every edge skipped (raised before
             anything is written).
-        OutputExistsError: A plain import (no ``append``, no ``force``) over an import grown by appends.
+        OutputExistsError: A plain import (no ``append``, no ``force``) over an import grown by appends;
+            two inputs with one edge path, or an append onto an edge path holding edges (no ``force``).
+        LeaseHeldError: Another import writes ``entity_path``, or a training run reads it (nothing written).
+        NoSpaceForImport: The outputs do not fit on their disk (checked first), or a disk filled.
     """
     if unknown_relations not in UNKNOWN_RELATION_POLICIES:
         raise UsageError(
@@ -147,28 +173,15 @@ def import_edges(
     }
     if append:  # a separate key: an append never matches a plain import of the same files
         options["append"] = True
-    spec = _read_spec(config, options)
-    check_outputs(config)  # before the manifest is looked for inside them
-    if append:
-        return _append(config, inputs, spec, options, progress, force)
-    previous = None if force else read_manifest(config.entity_path, config.storage_options_for_fs())
-    _refuse_replacing_appends(config, previous)
-    if previous is not None and not _outputs_complete(config):
-        previous = None
-    print_: str | None = None  # None: unreadable inputs (the import itself then says why)
-    if previous is not None:  # only a previous import can make this one unnecessary: compare fingerprints first
-        print_ = _fingerprint(config, inputs, options)
-        if print_ is not None and previous.get("fingerprint") == print_:
-            unchanged = _unchanged_report(previous)
-            logger.info("%s", unchanged)
-            return unchanged
-    report, hashed = _run_and_hash(config, inputs, spec, options, progress, hash_inputs=previous is None)
-    if previous is None:
-        print_ = hashed
-    if print_ is not None:
-        where = {"inputs": list(inputs), "edge_paths": list(config.edge_paths)}
-        write_manifest(config.entity_path, print_, dataclasses.asdict(report), config.storage_options_for_fs(), where)
-    return report
+    job = _Job(config, list(inputs), _read_spec(config, options), options, progress, force)
+    check_input_count(config, job.inputs)
+    check_outputs(config)  # before the lease is created inside them
+    so = config.storage_options_for_fs()
+    with importing(config.entity_path, holder or command_label(), so) as keeper:  # refused here if busy
+        recover(config.entity_path, list(config.edge_paths), so)  # what killed imports left
+        pause_point("import-lease-held")
+        job.keeper = keeper
+        return job.append() if append else job.plain()
 
 
 def _read_spec(config: Any, options: dict[str, Any]) -> ReadSpec:
@@ -181,144 +194,121 @@ def _read_spec(config: Any, options: dict[str, Any]) -> ReadSpec:
     return ReadSpec(columns, options["delimiter"], options["skip_bad_lines"], relations)
 
 
-def _run_and_hash(
-    config: Any,
-    inputs: list[str],
-    spec: ReadSpec,
-    options: dict[str, Any],
-    progress: ProgressFn | None,
-    *,
-    hash_inputs: bool,
-) -> tuple[ImportReport, str | None]:
-    """Run the import; with ``hash_inputs``, hash the inputs while pass 1 parses them (hashlib releases
-    the GIL). The report, and the fingerprint (None if not asked for or the inputs were unreadable)."""
-    so = config.storage_options_for_fs()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-import-fingerprint") as hasher:
-        later: Future[str | None] | None = None
-        if hash_inputs:
-            later = hasher.submit(_fingerprint, config, inputs, options)
-        report = _run(
-            config,
-            inputs,
-            spec,
-            options,
-            progress,
-            # Only now, when the first file is about to replace the last import's output: an
-            # interrupted commit must not leave a manifest that matches, but an import that
-            # fails before (a bad line, every edge skipped) leaves that output and its manifest.
-            before_commit=lambda: remove_manifest(config.entity_path, so),
+@dataclasses.dataclass
+class _Job:
+    """One import under its lease: a plain import or an append, and how it is recorded."""
+
+    config: Any
+    inputs: list[str]
+    spec: ReadSpec
+    options: dict[str, Any]
+    progress: ProgressFn | None
+    force: bool
+    keeper: LeaseKeeper | None = None
+    token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def so(self) -> Any:
+        return self.config.storage_options_for_fs()
+
+    def plain(self) -> ImportReport:
+        """A plain import, or nothing if the inputs and options match the last import's."""
+        config = self.config
+        check_edge_paths(config, self.inputs, [], append=False, force=self.force)
+        previous = None if self.force else read_manifest(config.entity_path, self.so)
+        refuse_replacing_appends(config, previous)
+        if previous is not None and not outputs_complete(config):
+            previous = None
+        this = None
+        if previous is not None:  # only a previous import can make this one unnecessary: compare first
+            this = this_fingerprint(config, self.inputs, self.options)
+            if repeated([previous], this, config, self.inputs, self.options) is not None:
+                unchanged = unchanged_report(previous)
+                logger.info("%s", unchanged)
+                return unchanged
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pbg-import-fingerprint") as hasher:
+            # Hashed while pass 1 parses the inputs (hashlib releases the GIL).
+            later = hasher.submit(this_fingerprint, config, self.inputs, self.options) if this is None else None
+
+            def record(report: ImportReport) -> None:
+                done = this if later is None else later.result()
+                if done is not None:  # None: unreadable inputs, which the import would have failed on
+                    write_manifest(config.entity_path, self._record(report, done), self.so)
+
+            # The manifest goes only now, when the first file is about to replace the last import's
+            # output: an interrupted commit must not leave a manifest that matches, but an import
+            # that fails before (a bad line, every edge skipped) leaves that output and its manifest.
+            forget = partial(remove_manifest, config.entity_path, self.so)
+            return self._run(before_commit=forget, record=record)
+
+    def append(self) -> ImportReport:
+        """An appending import, or nothing if the same append is already recorded among the generations.
+
+        The existing import is read (and refused if it does not fit the config) before any input.
+        """
+        config = self.config
+        existing = read_existing(config)
+        history = generation_history(read_manifest(config.entity_path, self.so))
+        this = this_fingerprint(config, self.inputs, self.options)
+        done = repeated(history, this, config, self.inputs, self.options)
+        if done is not None and not self.force and outputs_complete(config):
+            unchanged = unchanged_report(done)
+            logger.info("append already imported as generation %s: %s", done.get("generation"), unchanged)
+            return unchanged
+        replaced = check_edge_paths(config, self.inputs, history, append=True, force=self.force)
+        generation = len(history)
+
+        def record(report: ImportReport) -> None:
+            report.generation = generation
+            report.replaced = [_replacement(r) for r in replaced]
+            mark_replaced(history, replaced, generation, self.so)
+            entry = {"generation": generation, "append": True, **self._record(report, this)}
+            if replaced:
+                entry["replaces"] = [dataclasses.asdict(r) for r in replaced]
+            write_manifest(config.entity_path, entry, self.so, generations=[*history, entry])
+
+        return self._run(before_commit=None, record=record, existing=existing)
+
+    def _run(
+        self, before_commit: Callable[[], None] | None, record: Callable[[ImportReport], None], **extra: Any
+    ) -> ImportReport:
+        """:func:`run_import` with the import's options, committed as :class:`Commit` says."""
+
+        def before() -> None:
+            if self.keeper is not None:
+                self.keeper.check()  # a lease lost (this process stalled past its expiry): nothing moves
+            if before_commit is not None:
+                before_commit()
+
+        return run_import(
+            self.config,
+            self.inputs,
+            self.spec,
+            relation_type_min_count=self.options["relation_type_min_count"],
+            entity_min_count=self.options["entity_min_count"],
+            seed=self.options["seed"],
+            progress=self.progress,
+            commit=Commit(self.token, before_commit=before, record=record),
+            **extra,
         )
-    return report, None if later is None else later.result()
 
-
-def _run(
-    config: Any, inputs: list[str], spec: ReadSpec, options: dict[str, Any], progress: ProgressFn | None, **extra: Any
-) -> ImportReport:
-    """:func:`run_import` with the import's options (``extra``: its keyword arguments beyond them)."""
-    return run_import(
-        config,
-        inputs,
-        spec,
-        relation_type_min_count=options["relation_type_min_count"],
-        entity_min_count=options["entity_min_count"],
-        seed=options["seed"],
-        progress=progress,
-        **extra,
-    )
-
-
-def _refuse_replacing_appends(config: Any, previous: dict[str, Any] | None) -> None:
-    """A plain import over an import that appends have grown would give every name a new place.
-
-    Raises:
-        OutputExistsError: ``previous`` records appends (``force`` skips this check: it reads no manifest).
-    """
-    appends = [g for g in (previous or {}).get("generations") or [] if g.get("append")]
-    if appends:
-        raise OutputExistsError(
-            config.entity_path,
-            f"holds an import grown by {len(appends)} append(s) ({_generations(appends)}); a plain import "
-            "would replace it and move every entity, so models trained on it would no longer fit. "
-            "Use --append to add edges, another entity_path for a new import, or --force to replace it",
+    def _record(self, report: ImportReport, this: Fingerprint | None) -> dict[str, Any]:
+        """The manifest record of this import (where it read and wrote, by stable identity)."""
+        return import_record(
+            self.config.entity_path,
+            self.inputs,
+            None if this is None else this.files,
+            self.config.edge_paths,
+            self.so,
+            fingerprint=None if this is None else this.value,
+            import_token=self.token,
+            report=dataclasses.asdict(report),
         )
 
 
-def _generations(entries: list[dict[str, Any]]) -> str:
-    numbers = [int(g.get("generation", 0)) for g in entries]
-    return f"generation {numbers[0]}" if len(numbers) == 1 else f"generations {min(numbers)}-{max(numbers)}"
-
-
-def _append(
-    config: Any, inputs: list[str], spec: ReadSpec, options: dict[str, Any], progress: ProgressFn | None, force: bool
-) -> ImportReport:
-    """An appending import, or nothing if the same append is already recorded among the manifest's generations.
-
-    The existing import is read (and refused if it does not fit the config) before any input.
-    """
-    so = config.storage_options_for_fs()
-    existing = read_existing(config)
-    generations = generation_history(read_manifest(config.entity_path, so))
-    print_ = _fingerprint(config, inputs, options)
-    done = [g for g in generations if print_ is not None and g.get("fingerprint") == print_]
-    if done and not force and _outputs_complete(config):
-        unchanged = _unchanged_report(done[-1])
-        logger.info("append already imported as generation %s: %s", done[-1].get("generation"), unchanged)
-        return unchanged
-    report = _run(config, inputs, spec, options, progress, existing=existing)
-    report.generation = len(generations)
-    report_dict = dataclasses.asdict(report)
-    entry: dict[str, Any] = {
-        "generation": len(generations),
-        "append": True,
-        "fingerprint": print_,
-        "imported_at": now_utc(),
-        "inputs": list(inputs),
-        "edge_paths": list(config.edge_paths),
-        "report": report_dict,
-    }
-    write_manifest(config.entity_path, print_, report_dict, so, generations=[*generations, entry])
-    return report
-
-
-def _fingerprint(config: Any, inputs: list[str], options: dict[str, Any]) -> str | None:
-    """The import's fingerprint; None when the inputs cannot be read (the import then says why)."""
-    try:
-        shaping = {
-            "edge_paths": list(config.edge_paths),
-            "dynamic_relations": config.dynamic_relations,
-            "entities": {name: e.num_partitions for name, e in config.entities.items()},
-            "relations": [[r.name, r.lhs, r.rhs] for r in config.relations],
-        }
-        return fingerprint(inputs, {**options, **shaping}, config.storage_options_for_fs())
-    except (StorageError, OSError):
-        return None
-
-
-def _unchanged_report(previous: dict[str, Any]) -> ImportReport:
-    """The report of the last import (its manifest ``previous``), marked as unchanged since then."""
-    report = ImportReport(**{k: v for k, v in previous["report"].items() if k in _REPORT_FIELDS})
-    report.unchanged_since = previous.get("imported_at", "an earlier run")
-    return report
+def _replacement(replaced: Replacement) -> str:
+    by = "an import no generation records" if replaced.generation is None else f"generation {replaced.generation}"
+    return f"{replaced.edge_path} ({replaced.edges:,} edges of {by})"
 
 
 UNKNOWN_RELATION_POLICIES = ("skip", "error")
-_REPORT_FIELDS = {f.name for f in dataclasses.fields(ImportReport)}
-
-
-def _outputs_complete(config: Any) -> bool:
-    """Every entity count file and every bucket file of every edge path is there."""
-    so = config.storage_options_for_fs()
-    entities = EntityStore(config.entity_path, so)
-    if not all(
-        entities.has_count(name, part) for name, e in config.entities.items() for part in range(e.num_partitions)
-    ):
-        return False
-    topology = PartitionTopology.build(
-        {name: e.num_partitions for name, e in config.entities.items()},
-        [(r.lhs, r.rhs) for r in config.relations],
-    )
-    return all(
-        reads.exists(EdgeTarget(path, so).bucket_url(bucket), so)
-        for path in config.edge_paths
-        for bucket in topology.buckets()
-    )

@@ -46,6 +46,10 @@ class ImportReport:
             with their edge counts (all of them are in ``skipped["unknown_relation"]``).
         generation: An append's place in the import's history (the first import is 0); None otherwise.
         new_entities: An append's new names per entity type (included in ``entity_counts``).
+        edges_on_disk: Per edge path (as the config names it): the edges its bucket files hold,
+            read back once they were in place (equal to what its inputs wrote, or the import fails).
+        replaced: Edge paths of earlier generations whose edges this import replaced (``--force``),
+            each as ``"<edge path> (<edges> edges of generation <n>)"``.
     """
 
     edges_read: int = 0
@@ -61,6 +65,8 @@ class ImportReport:
     unchanged_since: str | None = None  # set when a re-import found nothing changed (nothing written)
     generation: int | None = None
     new_entities: dict[EntityName, int] = field(default_factory=dict)
+    edges_on_disk: dict[str, int] = field(default_factory=dict)
+    replaced: list[str] = field(default_factory=list)
 
     def add_bad_lines(self, lines: list[str]) -> None:
         """Count skipped malformed lines and keep the first few for the report."""
@@ -75,7 +81,7 @@ class ImportReport:
                 f"inputs and options unchanged since the import of {self.unchanged_since}: nothing to do "
                 f"({sum(self.edges_written):,} edges in place; --force imports again)"
             )
-        written = sum(self.edges_written)
+        written = sum(self.edges_on_disk.values()) if self.edges_on_disk else sum(self.edges_written)
         rate = self.edges_read / self.seconds if self.seconds > 0 else 0.0
         skipped = ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in self.skipped.items() if n)
         entities = ", ".join(f"{name}: {n:,}" for name, n in sorted(self.entity_counts.items()))
@@ -84,6 +90,11 @@ class ImportReport:
             f"per input {', '.join(f'{n:,}' for n in self.edges_written)}; "
             f"skipped {skipped or 'none'}; entities {entities}; {self.relation_count} relation type(s)"
         )
+        if 0 < len(self.edges_on_disk) < len(self.edges_written):  # inputs sharing an edge path (--force)
+            paths = ", ".join(f"{path}: {n:,}" for path, n in self.edges_on_disk.items())
+            text += f"\nper edge path (several inputs into one, --force): {paths}"
+        if self.replaced:
+            text += f"\nreplaced, with --force, the edges of earlier generations at: {'; '.join(self.replaced)}"
         if self.generation is not None:
             new = ", ".join(f"{name}: {n:,}" for name, n in sorted(self.new_entities.items()))
             text += f"\nappended as generation {self.generation}; new entities {new or 'none'} (earlier ones kept their places)"

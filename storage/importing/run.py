@@ -20,12 +20,14 @@ fingerprint (:mod:`storage.importing.manifest`) is hashed alongside pass 1.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,22 +35,21 @@ import numpy as np
 import pyarrow as pa
 
 from pbg_core.errors import ConfigError, UsageError
-from storage.entities import EntityStore
-from storage.errors import BadDataError, DataNotFound, OutputNotWritable
+from storage.errors import DataNotFound, OutputNotWritable
 from storage.fs import reads, urls
 from storage.importing import write as write_pass
 from storage.importing.append import Existing, seed_counter
 from storage.importing.count import ImportPlan, NameCounter
-from storage.importing.entity_files import write_entity_files
+from storage.importing.leftovers import SPILL_PREFIX, claim_spill
+from storage.importing.outputs import Commit, Ids, write_and_commit
 from storage.importing.parquet import parquet_batches
 from storage.importing.parse import FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, is_parquet
 from storage.importing.partition import Assignment, assign, extend
 from storage.importing.report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
+from storage.importing.space import NoSpaceForImport, free_space, human, is_disk_full
 from storage.importing.spill import Spill
-from storage.importing.staging import Staging, StopSignalHold
 from storage.importing.text_fast import fast_batches
 from storage.importing.text_slow import slow_batches
-from storage.importing.write import ChunkMapper, EdgeTarget, bucket_sizes, write_buckets
 from storage.local_dirs import creatable_problem
 
 logger = logging.getLogger(__name__)
@@ -63,11 +64,7 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         DataNotFound: an input does not exist.
         OutputNotWritable: a local output directory (entity_path, an edge path) cannot be created.
     """
-    if len(inputs) != len(config.edge_paths):
-        raise UsageError(
-            f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
-            f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
-        )
+    check_input_count(config, inputs)
     columns = spec.columns
     for name, col in zip(columns._fields, columns, strict=True):
         if isinstance(col, int) and col < 0:
@@ -112,6 +109,19 @@ def make_plan(config: Any, inputs: Sequence[str], spec: ReadSpec) -> ImportPlan:
         nparts_rhs=max(parts[rhs] for _, rhs in sides),
         storage_options=options,
     )
+
+
+def check_input_count(config: Any, inputs: Sequence[str]) -> None:
+    """One input per edge path.
+
+    Raises:
+        UsageError: naming both lists.
+    """
+    if len(inputs) != len(config.edge_paths):
+        raise UsageError(
+            f"got {len(inputs)} input(s) {list(inputs)} but config.edge_paths has "
+            f"{len(config.edge_paths)} {list(config.edge_paths)}: input i is imported into edge path i"
+        )
 
 
 def check_outputs(config: Any) -> None:
@@ -180,27 +190,6 @@ def _report_shared_names(counter: NameCounter, report: ImportReport) -> None:
                 report.shared_examples[f"{first}/{second}"] = examples
 
 
-def nothing_imported(report: ImportReport, relation_names: Sequence[str], entity_min_count: int) -> str:
-    """Why an import whose every edge was skipped wrote nothing: one line, every reason counted."""
-    why = {
-        "unknown_relation": "relation name not in the config"
-        + (
-            f" (seen: {', '.join(f'{n!r} ({c:,})' for n, c in report.unknown_relations.items())}; the config "
-            f"has {', '.join(map(repr, relation_names))})"
-            if report.unknown_relations
-            else ""
-        ),
-        "unknown_entity": f"entity seen fewer than entity_min_count={entity_min_count} times",
-        "blank_line": "blank line",
-        "malformed_line": "malformed line" + (f" (first: {report.bad_lines[0]})" if report.bad_lines else ""),
-    }
-    groups = "; ".join(f"{count:,} skipped: {why[reason]}" for reason, count in report.skipped.items() if count)
-    return (
-        f"read {report.edges_read:,} edges and every one was skipped ({groups or 'no edges'}); "
-        "nothing was written (the output of an earlier import, if any, is kept)"
-    )
-
-
 def run_import(
     config: Any,
     inputs: Sequence[str],
@@ -212,7 +201,7 @@ def run_import(
     progress: ProgressFn | None = None,
     spill_dir: str | None = None,
     chunk_edges: int | None = None,
-    before_commit: Callable[[], None] | None = None,
+    commit: Commit | None = None,
     existing: Existing | None = None,
 ) -> ImportReport:
     """Import ``inputs`` into ``config.entity_path`` and ``config.edge_paths`` (see the module docstring).
@@ -230,8 +219,9 @@ def run_import(
         spill_dir: Parent of the temporary spill directory (default: the system temp dir).
         chunk_edges: Spill edges mapped at a time in pass 2
             (default :data:`storage.importing.write.CHUNK_EDGES`).
-        before_commit: Called once everything is staged, right before the first file moves into
-            place (the caller forgets its record of the previous import there).
+        commit: The caller's part in the commit (:class:`storage.importing.outputs.Commit`: the
+            import's token, what to do before the first file moves and once all are in place);
+            default: a fresh token, nothing else.
         existing: Append to this import (:mod:`storage.importing.append`): its names keep their
             places, new names are added at the partitions' ends; None imports anew.
 
@@ -240,55 +230,56 @@ def run_import(
 
     Raises:
         BadDataError: every edge read was skipped (nothing is written, earlier outputs stay).
+        NoSpaceForImport: a disk filled, or would (nothing is written, earlier outputs stay).
     """
     started = time.monotonic()
     chunk_edges = chunk_edges or write_pass.CHUNK_EDGES
     plan = make_plan(config, inputs, spec)
     report = ImportReport()
     weighted = spec.columns.weight is not None
+    commit = dataclasses.replace(commit or Commit(uuid.uuid4().hex[:12]), append=existing is not None)
     with (
-        tempfile.TemporaryDirectory(prefix="pbg-import-spill-", dir=spill_dir) as tmp,
+        tempfile.TemporaryDirectory(prefix=SPILL_PREFIX, dir=spill_dir) as tmp,
         ThreadPoolExecutor(max_workers=2, thread_name_prefix="pbg-import") as threads,
     ):
+        claim_spill(tmp)  # a later import removes it if this process dies without cleaning up
         counter = NameCounter(plan, threads)
         if existing is not None:
             seed_counter(counter, existing, plan.dynamic)
         counting = PhaseProgress(progress, "counting")
-        spills = []
+        spills: list[Spill] = []
         for i, url in enumerate(inputs):
             spills.append(Spill(os.path.join(tmp, f"input{i}"), weighted))
-            count_input(url, spills[-1], counter, spec, report, counting)
+            with spill_space(tmp, url, spills):
+                count_input(url, spills[-1], counter, spec, report, counting)
         counting.finish()
         ids = _assign_ids(config, plan, counter, report, (relation_type_min_count, entity_min_count), seed, existing)
         writing = PhaseProgress(progress, "writing")
-        _write_and_commit(
-            config,
-            inputs,
-            plan,
-            spills,
-            counter,
-            ids,
-            report,
-            writing,
-            weighted,
-            chunk_edges,
-            before_commit,
-            append=existing is not None,
-        )
+        write_and_commit(config, inputs, plan, spills, counter, ids, report, writing, weighted, chunk_edges, commit)
         writing.finish()
     report.seconds = time.monotonic() - started
     logger.info("import done: %s", report)
     return report
 
 
-@dataclasses.dataclass(frozen=True)
-class _Ids:
-    """What pass 2 needs of the ids pass 1 assigned."""
-
-    relations: Assignment | None  # dynamic mode only: the relation names' shuffle
-    relation_names: list[str]  # in id order
-    entities: dict[str, Assignment]  # per entity type
-    entity_min_count: int  # for the message when every edge was skipped
+@contextlib.contextmanager
+def spill_space(directory: str, url: str, spills: list[Spill]) -> Iterator[None]:
+    """A full disk while pass 1 spills ``url`` into ``directory``, as :class:`NoSpaceForImport` naming both."""
+    try:
+        yield
+    except OSError as exc:
+        # numpy's tofile reports a short write without an errno ("N requested and M written").
+        if not (is_disk_full(exc) or (exc.errno is None and " requested and " in str(exc))):
+            raise
+        written = sum(entry.stat().st_size for spill in spills for entry in os.scandir(spill.directory))
+        found = free_space(directory)
+        free = human(found[1]) if found else "no space"
+        raise NoSpaceForImport(
+            directory,
+            f"disk full while pass 1 spilled {url} here (12-16 bytes per edge): it needed more than the "
+            f"{human(written)} written, {free} free; nothing was written to the outputs (an earlier import "
+            "there is intact): point TMPDIR to a directory on a larger disk",
+        ) from None
 
 
 def _assign_ids(
@@ -299,7 +290,7 @@ def _assign_ids(
     min_counts: tuple[int, int],
     seed: int | None,
     existing: Existing | None,
-) -> _Ids:
+) -> Ids:
     """Pass 2's ids: rare names dropped, one seeded shuffle (relations first, then entity types); the counts go to ``report``.
 
     ``min_counts``: (relation_type_min_count, entity_min_count). With ``existing`` (an append) the
@@ -334,50 +325,4 @@ def _assign_ids(
     _report_shared_names(counter, report)
     report.unknown_relations = dict(counter.unknown_relations.most_common(MAX_NAMES_SHOWN))
     report.relation_count = len(relation_names)
-    return _Ids(relations, relation_names, entities, entity_min_count)
-
-
-def _write_and_commit(
-    config: Any,
-    inputs: Sequence[str],
-    plan: ImportPlan,
-    spills: list[Spill],
-    counter: NameCounter,
-    ids: _Ids,
-    report: ImportReport,
-    writing: PhaseProgress,
-    weighted: bool,
-    chunk_edges: int,
-    before_commit: Callable[[], None] | None,
-    append: bool = False,
-) -> None:
-    """Pass 2: map the spills into staged bucket files, stage the entity files, then move all into place.
-
-    Any failure removes everything staged (and, when appending, puts back the entity files it
-    replaced); a stop signal during the moves is delivered once they are done.
-    """
-    mapper = ChunkMapper(plan, ids.entities, ids.relations)
-    staging = Staging(plan.storage_options, keep_replaced=append)
-    with StopSignalHold() as hold:  # Ctrl-C during the moves: delivered once they are done
-        try:
-            for spill, edge_path in zip(spills, config.edge_paths, strict=True):
-                sizes, unknown_relation, unknown_entity = bucket_sizes(spill, mapper, chunk_edges)
-                report.skipped["unknown_relation"] += unknown_relation
-                report.skipped["unknown_entity"] += unknown_entity
-                target = EdgeTarget(staging.stage(edge_path), plan.storage_options)
-                written = write_buckets(spill, mapper, target, sizes, weighted, writing.advance, chunk_edges)
-                report.edges_written.append(written)
-                logger.info("imported %d edges into %s", written, edge_path)
-            if not sum(report.edges_written):
-                raise BadDataError(
-                    ", ".join(inputs), nothing_imported(report, ids.relation_names, ids.entity_min_count)
-                )
-            entity_store = EntityStore(staging.stage(config.entity_path), plan.storage_options)
-            write_entity_files(entity_store, counter, ids.entities, ids.relation_names, plan.dynamic)
-            if before_commit is not None:
-                before_commit()
-            hold.hold()
-            staging.commit()
-        except BaseException:
-            staging.rollback()
-            raise
+    return Ids(relations, relation_names, entities, entity_min_count)

@@ -1,11 +1,15 @@
 """Atomic output directories: write into hidden staging directories, then move into place.
 
 Each output directory gets a hidden ``.pbg-import-<token>-<n>`` staging directory inside
-it (created, with any missing parents). :meth:`Staging.commit` moves the staged files into
-their final directories in staging order; :meth:`Staging.rollback` removes every file this
-run staged or already moved, and the output directories it created. A failure during the
-moves can therefore also remove files an older run had left at the same names: the output
-is then absent rather than a mix of two runs.
+it (created, with any missing parents). :meth:`Staging.move_into_place` moves the staged files
+into their final directories in staging order (an append first moves each file it replaces into
+``.pbg-import-<token>-replaced``); the caller records the import (its manifest), then
+:meth:`Staging.finish` removes the staging and backup directories. :meth:`Staging.rollback`
+removes every file this run staged or already moved, puts the files it replaced back, and
+removes the output directories it created. A failure during the moves of a plain import can
+therefore also remove files an older run had left at the same names: the output is then absent
+rather than a mix of two runs. A journal (:mod:`storage.importing.journal`) lists all of this
+for :mod:`storage.importing.leftovers`, which handles what a ``kill -9`` leaves.
 
 A Ctrl-C or SIGTERM must not cause that: :class:`StopSignalHold` holds both signals while the
 moves run and delivers one that came once the caller is past its rollback, so an interrupted
@@ -22,6 +26,8 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from storage.fs import changes, reads, urls
+from storage.importing.journal import COMMITTING, PREFIX, STAGING, Journal, absolute, backup_dir
+from storage.pause_points import pause_point
 
 
 class Staging:
@@ -29,47 +35,86 @@ class Staging:
 
     Works on local disk (moves are renames) and object stores (moves are server-side copies
     followed by deletes; each object still appears whole).
+
+    Args:
+        storage_options: Filesystem keyword arguments.
+        keep_replaced: Move a file already at a final name aside into a hidden backup directory
+            first (an append: :meth:`rollback` can put it back).
+        token: The import's token (default: a fresh one).
+        journal_dir: Keep a journal (:mod:`storage.importing.journal`) in this directory (the
+            entity_path), so that a later import can undo or finish what a killed one left.
     """
 
-    def __init__(self, storage_options: Any = None, keep_replaced: bool = False) -> None:
+    def __init__(
+        self,
+        storage_options: Any = None,
+        keep_replaced: bool = False,
+        token: str | None = None,
+        journal_dir: str | None = None,
+    ) -> None:
         self.storage_options = storage_options
         self.keep_replaced = keep_replaced
-        self.token = uuid.uuid4().hex[:12]
+        self.token = token or uuid.uuid4().hex[:12]
         self.staged: list[tuple[str, str]] = []  # (staging url, final url)
         self.created_dirs: list[str] = []  # directories we made (urls)
         self.moved: list[str] = []  # final urls of files moved into place
         self.replaced: list[tuple[str, str]] = []  # keep_replaced: (backup url, final url)
+        self.journal_dir = journal_dir
+        self.journal = Journal(self.token, keep_replaced) if journal_dir is not None else None
 
     def stage(self, final_url: str) -> str:
-        """A fresh staging directory inside ``final_url`` (created, like ``final_url``)."""
+        """A fresh staging directory inside ``final_url`` (created, like ``final_url``; journaled first)."""
         missing = final_url
         while _has_parent(missing) and not reads.exists(missing, self.storage_options):
             self.created_dirs.append(missing)
             missing = _parent(missing)
-        staging_url = urls.join_url(final_url, f".pbg-import-{self.token}-{len(self.staged)}")
-        changes.makedirs(staging_url, self.storage_options)
+        staging_url = urls.join_url(final_url, f"{PREFIX}{self.token}-{len(self.staged)}")
         self.staged.append((staging_url, final_url))
+        self._journal(STAGING)
+        changes.makedirs(staging_url, self.storage_options)
         return staging_url
 
     def commit(self) -> None:
+        """:meth:`move_into_place`, then :meth:`finish`."""
+        self.move_into_place()
+        self.finish()
+
+    def move_into_place(self) -> None:
         """Move every staged file into its final directory, in staging order.
 
         With ``keep_replaced`` a file already at a final name is first moved aside into a hidden
-        backup directory, which :meth:`rollback` moves back and a finished commit deletes.
+        backup directory, which :meth:`rollback` moves back and :meth:`finish` deletes.
         """
+        pause_point("import-staged")
+        so = self.storage_options
+        files = {s: reads.listdir(s, so) for s, _ in self.staged}
+        existed: dict[str, list[str]] = {}
+        if self.keep_replaced:  # what each move replaces, known before the first one
+            existed = {
+                s: [n for n in names if reads.exists(urls.join_url(f, n), so)]
+                for (s, f), names in zip(self.staged, files.values(), strict=True)
+            }
+        self._journal(COMMITTING, files=files, existed=existed)
         for staging_url, final_url in self.staged:
-            for name in reads.listdir(staging_url, self.storage_options):
+            for name in files[staging_url]:
                 target = urls.join_url(final_url, name)
-                if self.keep_replaced and reads.exists(target, self.storage_options):
-                    backup = urls.join_url(final_url, f".pbg-import-{self.token}-replaced", name)
+                if name in existed.get(staging_url, ()):
+                    backup = urls.join_url(backup_dir(final_url, self.token), name)
                     changes.move(target, backup, self.storage_options)
                     self.replaced.append((backup, target))
                 changes.move(urls.join_url(staging_url, name), target, self.storage_options)
                 self.moved.append(target)
+                pause_point("import-move")
+
+    def finish(self) -> None:
+        """Remove the (now empty) staging directories, the backups and the journal: the commit is done."""
+        for staging_url, _ in self.staged:
             changes.remove_tree(staging_url, self.storage_options)
         # Only directories that got a backup: a plain import makes no extra request per directory.
-        for backup_dir in {posixpath.dirname(backup) for backup, _ in self.replaced}:
-            changes.remove_tree(backup_dir, self.storage_options)
+        for backup in {posixpath.dirname(backup) for backup, _ in self.replaced}:
+            changes.remove_tree(backup, self.storage_options)
+        if self.journal is not None and self.journal_dir is not None:
+            self.journal.remove(self.journal_dir, self.storage_options)
 
     def rollback(self) -> None:
         """Remove every staged or moved file, and output directories this import created."""
@@ -79,9 +124,27 @@ class Staging:
             changes.remove(target, storage_options=self.storage_options)
         for backup, target in reversed(self.replaced):  # the files this import replaced, back in place
             changes.move(backup, target, self.storage_options)
+        for backup in {posixpath.dirname(backup) for backup, _ in self.replaced}:
+            changes.remove_empty_dir(backup, self.storage_options)
+        if self.journal is not None and self.journal_dir is not None:
+            self.journal.remove(self.journal_dir, self.storage_options)
         # Children before parents: a child's URL is longer than its parent's.
         for url in sorted(self.created_dirs, key=len, reverse=True):
             changes.remove_empty_dir(url, self.storage_options)
+
+    def _journal(
+        self, phase: str, files: dict[str, list[str]] | None = None, existed: dict[str, list[str]] | None = None
+    ) -> None:
+        """Record what is staged (absolute URLs) before it is created or moved."""
+        if self.journal is None or self.journal_dir is None:
+            return
+        so = self.storage_options
+        self.journal.phase = phase
+        self.journal.staged = [(absolute(s, so), absolute(f, so)) for s, f in self.staged]
+        self.journal.created = [absolute(c, so) for c in self.created_dirs]
+        self.journal.files = {absolute(s, so): names for s, names in (files or {}).items()}
+        self.journal.existed = {absolute(s, so): names for s, names in (existed or {}).items()}
+        self.journal.save(self.journal_dir, so)
 
 
 def _parent(url: str) -> str:

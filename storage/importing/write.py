@@ -13,7 +13,7 @@ float32, ``format_version = 1``); files appear only when complete (:func:`storag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -194,7 +194,7 @@ class _BucketFiles:
 
 
 def write_buckets(
-    spill: Spill,
+    spills: Sequence[Spill],
     mapper: ChunkMapper,
     target: EdgeTarget,
     sizes: np.ndarray,
@@ -204,10 +204,12 @@ def write_buckets(
 ) -> int:
     """Write every bucket file of one edge path (all of the grid, empty ones too); edges written.
 
-    A background thread maps and sorts the next chunk (numpy, GIL released) while this one
-    is written (h5py).
+    ``spills``: the inputs written into this edge path, in order (one, unless ``--force`` gave
+    several inputs one edge path); ``sizes``: their edges per bucket, summed. A background
+    thread maps and sorts the next chunk (numpy, GIL released) while this one is written (h5py).
     """
-    grouped = (_grouped(mapper.map(chunk), mapper.num_buckets, len(chunk)) for chunk in spill.chunks(chunk_edges))
+    chunks = (chunk for spill in spills for chunk in spill.chunks(chunk_edges))
+    grouped = (_grouped(mapper.map(chunk), mapper.num_buckets, len(chunk)) for chunk in chunks)
     with ExitStack() as stack:
         files = _BucketFiles(target, mapper.plan, sizes, weighted, stack)
         for group in prefetched(grouped, name="pbg-import-map"):

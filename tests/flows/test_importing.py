@@ -78,6 +78,51 @@ def test_unknown_relations_error_fails_the_flow_naming_the_line(graph: Any, conf
     assert not data.exists() or not any(data.rglob("*.h5"))
 
 
+def test_the_flow_is_refused_while_another_import_holds_the_entity_path(
+    graph: Any, config_for: Any, tmp_path: Path
+) -> None:
+    from disk_state import changes, tree_state
+
+    from storage.entity_lease import importing
+
+    (tmp_path / "data").mkdir()
+    with importing(str(tmp_path / "data"), "pbg import config.json other.tsv"):
+        before = tree_state(tmp_path / "data")
+        state, _, data = failed_import(graph, config_for, tmp_path, "n1\tlinked\tn2\n")
+        assert state.is_failed()
+        assert "is being imported into by run 'pbg import config.json other.tsv' (pid" in str(state.message)
+        assert changes(before, tree_state(data)) == []
+    state, _, _ = failed_import(graph, config_for, tmp_path, "n1\tlinked\tn2\n")
+    assert state.is_completed() and not (tmp_path / "data" / "import_lease.json").exists()
+
+
+def test_the_flow_names_its_run_in_its_lease(
+    graph: Any, config_for: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import threading
+
+    pause = tmp_path / "paused"
+    monkeypatch.setenv("PBG_PAUSE_AT", "import-lease-held")
+    monkeypatch.setenv("PBG_PAUSE_FILE", str(pause))
+    states: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: states.append(failed_import(graph, config_for, tmp_path, "n1\tlinked\tn2\n")[0])
+    )
+    thread.start()
+    while not pause.exists():
+        assert thread.is_alive()
+        thread.join(0.05)
+    holder = json.loads((tmp_path / "data" / "import_lease.json").read_text())
+    pause.unlink()
+    thread.join()
+    assert states[0].is_completed()
+    assert (
+        holder["run"].startswith("pbg-import flow run import ")
+        and str(states[0].state_details.flow_run_id) in holder["run"]
+    )
+
+
 def test_inputs_read_as_a_command_line_lists_them_and_long_lists_are_shortened() -> None:
     assert inputs_label(["a.tsv", "b.tsv"]) == "a.tsv, b.tsv"
     many = [f"s3://bucket/graphs/train_{i}.tsv.gz" for i in range(9)]

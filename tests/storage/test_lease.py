@@ -13,7 +13,7 @@ import pytest
 
 from storage.errors import BadDataError
 from storage.fs import reads
-from storage.lease import CheckpointLease, LeaseHeldError, LeaseLostError
+from storage.lease import CheckpointLease, Lease, LeaseHeldError, LeaseLostError, kept
 
 
 def test_second_run_is_refused_naming_the_holder(store_root: str) -> None:
@@ -92,3 +92,35 @@ def test_a_garbage_lease_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "lease.json").write_text("not json")
     with pytest.raises(BadDataError, match="not a lease file"):
         CheckpointLease(str(tmp_path), "run").acquire()
+
+
+def test_a_lease_of_any_name_and_purpose(tmp_path: Path) -> None:
+    first = Lease(
+        str(tmp_path), "pbg import a.tsv", name="import_lease.json", busy="entity_path data is being imported into"
+    )
+    first.acquire()
+    with pytest.raises(LeaseHeldError, match=r"import_lease.json: entity_path data is being imported into by run 'pbg"):
+        Lease(str(tmp_path), "pbg import b.tsv", name="import_lease.json", busy=first.busy).acquire()
+    CheckpointLease(str(tmp_path), "training").acquire()  # another file: another lease
+    first.release()
+    assert not (tmp_path / "import_lease.json").exists() and (tmp_path / "lease.json").exists()
+
+
+def test_a_kept_lease_is_renewed_reports_its_loss_and_is_released(tmp_path: Path) -> None:
+    lease = Lease(str(tmp_path), "run", ttl=0.3)  # renewed every 0.1 s
+    lease.acquire()
+    with kept(lease) as keeper:
+        first = lease.read().expires_at
+        deadline = time.monotonic() + 5
+        while lease.read().expires_at == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lease.read().expires_at > first  # renewed by the thread
+        keeper.check()
+        (tmp_path / "lease.json").unlink()  # as if another run had taken it over
+        while keeper.lost is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(LeaseLostError, match="taken over by nobody"):
+            keeper.check()
+    assert not (tmp_path / "lease.json").exists()
+    with kept(Lease(str(tmp_path), "again")):  # kept() expects an acquired lease; release is idempotent
+        pass

@@ -208,6 +208,32 @@ def test_a_session_opened_ahead_is_dropped_when_the_checkpoint_moved_or_the_conf
         close_training_session.fn(handle)
 
 
+def test_a_session_opened_ahead_is_dropped_when_an_import_committed_meanwhile(
+    make_config: Any, graph: Any, tmp_path: Path
+) -> None:
+    """``pbg train`` reads the entities ahead of its reader's lease: an import committed in between
+    (here: an append of two new names) must not leave the run with the old counts."""
+    from storage.importing.importer import import_edges
+    from tasks.sessions import prepare_training_session
+
+    entities = tmp_path / "entities"
+    shutil.copytree(graph.entity_path, entities)
+    config = parse_config(make_config("appended", workers=1, entity_path=str(entities)))
+    before = sum(int((entities / f"entity_count_node_{p}.txt").read_text()) for p in range(graph.num_partitions))
+    assert prepare_training_session(config)
+    prepared = _prepared_sessions()[0]
+    (tmp_path / "day1.tsv").write_text("brand-new-1\tlinked\tbrand-new-2\n")
+    grown = config.model_copy(update={"edge_paths": [str(tmp_path / "day1")]})
+    import_edges(grown, [str(tmp_path / "day1.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=0, append=True)
+    handle = open_training_session.fn(open_run(config))
+    try:
+        session = get_session(handle)
+        assert session is not prepared
+        assert sum(session.residency.counts[("node", p)] for p in range(graph.num_partitions)) == before + 2
+    finally:
+        close_training_session.fn(handle)
+
+
 @pytest.mark.parametrize("eval_fraction", [0.0, 0.1])
 def test_a_session_opened_ahead_reads_the_first_bucket_and_trains_the_same(
     make_config: Any, graph_2x2: Any, train_buckets: Any, eval_fraction: float

@@ -54,3 +54,29 @@ def test_a_lease_lost_is_reported_before_the_next_commit(make_config: Any, monke
                 pytest.fail("the renewing thread never saw the lease taken over")
         finally:
             release_lease.fn(key)
+
+
+def test_a_run_is_refused_while_an_import_writes_its_entity_path_and_keeps_imports_out(make_config: Any) -> None:
+    from disk_state import changes, tree_state
+
+    from storage.entity_lease import acquire_import, import_lease, importing
+    from tasks.lease import reading_entities
+
+    config = parse_config(make_config())
+    with opened_run(config) as run:
+        with importing(config.entity_path, "pbg import config.json day2.tsv --append"):
+            before = tree_state(config.entity_path)
+            with pytest.raises(LeaseHeldError, match=r"is being imported into by run 'pbg import config.json day2"):
+                acquire_lease.fn(run)
+            assert changes(before, tree_state(config.entity_path)) == []
+            with pytest.raises(LeaseHeldError, match="is being imported into"), reading_entities(run):
+                pytest.fail("an evaluation read the entity_path during an import")
+        assert CheckpointLease(config.checkpoint_path, "probe").read() is None  # not left held by the refusal
+        key = acquire_lease.fn(run)
+        try:
+            with pytest.raises(LeaseHeldError, match=r"is being read by run 'pbg'"):
+                acquire_import(import_lease(config.entity_path, "pbg import"), config.entity_path)
+        finally:
+            release_lease.fn(key)
+        with importing(config.entity_path, "pbg import"):  # the run is done: imports may start
+            pass
