@@ -291,6 +291,14 @@ class CheckpointStore:
         """
         return version_check.check_complete(self.url, self.storage_options, version, expected)
 
+    def check_not_behind(self, committed: int, expected: VersionLayout) -> None:
+        """Refuse a version pointer behind the directory's files (:func:`storage.version_check.check_not_behind`).
+
+        Raises:
+            IncompleteVersionError: files of a version above ``committed + 1`` exist.
+        """
+        version_check.check_not_behind(self.url, self.storage_options, committed, expected)
+
     def remove_versions_before(self, kept: CompleteVersion) -> list[int]:
         """Delete every version older than the complete version ``kept`` except 0; those removed, ascending.
 

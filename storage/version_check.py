@@ -6,6 +6,11 @@ Nothing is deleted before the version that is kept is known complete (docs/check
 pointer ahead of its files (an interrupted copy or sync writes the small ``checkpoint_version.txt``
 first) is then an error naming both versions, raised before anything is removed.
 
+A pointer behind its files is refused too (:func:`check_not_behind`): a run writes version ``v + 1``
+only while ``v`` is committed, so files of a version above ``v + 1`` mean the pointer went back
+(``checkpoint_version.txt`` lost or restored from an older copy); training on would overwrite those
+versions as it reached their numbers.
+
 A version ``v`` is complete when its directory holds:
 
 - ``embeddings_{type}_{part}.v{v}.h5`` for every (entity type, partition) of the layout (every
@@ -119,6 +124,40 @@ def check_complete(url: str, storage_options: StorageOptions, version: int, expe
     if report.complete:
         return CompleteVersion(url, version)
     raise refusal(url, storage_options, report, expected, names)
+
+
+def check_not_behind(url: str, storage_options: StorageOptions, committed: int, expected: VersionLayout) -> None:
+    """Refuse a version pointer behind the files of the directory ``url`` (see the module docstring).
+
+    Raises:
+        IncompleteVersionError: files of a version above ``committed + 1`` exist; one line naming
+            the pointer's version, the newest version found (complete or not), that nothing was
+            removed, and what to do.
+    """
+    names = reads.listdir(url, storage_options)
+    ahead = sorted({v for v in map(layout.parse_checkpoint_file, names) if v is not None and v > committed + 1})
+    if not ahead:
+        return
+    pointer = f"says {committed}" if committed else "is missing or says 0"
+    good = next(
+        (v for v in reversed(ahead) if inspect_version(url, storage_options, v, expected, names).complete), None
+    )
+    found = (
+        f"complete version {good}"
+        if good is not None
+        else f"files of version(s) {_some([str(v) for v in ahead])} (incomplete)"
+    )
+    remedy = (
+        f"write {good} into checkpoint_version.txt to go on from version {good}"
+        if good is not None
+        else "restore the checkpoint's version file"
+    )
+    raise IncompleteVersionError(
+        url,
+        f"checkpoint_version.txt {pointer} but the directory holds {found}: the pointer is behind its files "
+        f"(training on would overwrite them); nothing was removed; {remedy}, or move those files away to start "
+        "over in this directory",
+    )
 
 
 def refusal(

@@ -73,6 +73,7 @@ def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
     chunks = _check_inputs(run) if num_edge_chunks is None else num_edge_chunks
     iterations = build_iterations(config.num_epochs, config.edge_paths, chunks)
     committed = stores.checkpoint.read_version()
+    stores.checkpoint.check_not_behind(committed, version_layout(config))  # files of versions it never wrote
     if committed > 0:  # a pointer ahead of its files stops the run here, before anything is removed
         # Every file there and readable; row counts are checked against the entity files only after
         # check-checkpoint-names (a re-import is named as such, not as a shape) and at session open.

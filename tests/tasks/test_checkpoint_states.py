@@ -154,3 +154,31 @@ def test_an_incomplete_version_is_never_committed(
         )
     finally:
         close_training_session.fn(handle)
+
+
+@pytest.mark.parametrize("pointer", ["", "1\n"])
+def test_a_pointer_behind_its_files_is_refused_before_training_overwrites_them(
+    planted: tuple[Path, str], pointer: str
+) -> None:
+    """checkpoint_version.txt lost (or restored from an older copy) while version 2 is committed:
+    training on from 0 (or 1) would write versions 1-3 again over the trained ones."""
+    checkpoint, run = planted
+    version_file = checkpoint / "checkpoint_version.txt"
+    if pointer:
+        version_file.write_text(pointer)
+    else:
+        version_file.unlink()
+    said = "says 1" if pointer else "is missing or says 0"
+    expected = (
+        f"checkpoint_version.txt {said} but the directory holds complete version 3: the pointer is behind its "
+        "files (training on would overwrite them); nothing was removed; write 3 into checkpoint_version.txt to go "
+        "on from version 3, or move those files away to start over in this directory"
+    )
+    assert refused(checkpoint, lambda: plan_training.fn(run)) == expected
+
+
+def test_the_next_version_in_progress_is_not_a_pointer_behind(planted: tuple[Path, str]) -> None:
+    """Pointer 2 with version 3 written and never committed is the normal state after a kill: planned on."""
+    checkpoint, run = planted
+    plan = plan_training.fn(run)
+    assert plan.committed_version == 2 and [it.version for it in plan.remaining] == [3]
