@@ -20,7 +20,8 @@ A file found in the inbox is judged against what was received (:func:`judge`), i
 
 Records from before identities are read by :func:`old_records`: a path that still names a file is
 identified now and counts as received with the content it has; a path that names nothing any more
-(the project moved) becomes an :class:`OldPath`, matched by place alone (rule 4). An old record is
+(the project moved) becomes an :class:`OldPath`, matched by place alone (rule 4), and where the
+import recorded the input's identity (``input_files``) by its content too (rule 2). An old record is
 never a reason to import a file again.
 """
 
@@ -199,14 +200,20 @@ def old_records(
     gone: list[OldPath] = []
     for entry in history:
         generation, when = int(entry.get("generation", 0)), entry.get("imported_at")
-        for url in entry.get("inputs") or []:
+        contents = entry.get("input_files") or []  # the import's own identities, where it recorded them
+        for index, url in enumerate(entry.get("inputs") or []):
             if not isinstance(url, str) or (generation, relative_place(url, root, storage_options)) in covered:
                 continue
             if reads.exists(url, storage_options) and not reads.isdir(url, storage_options):
                 identity, mtime = identify_arrival(url, root, [*received, *found], storage_options)
                 found.append(ReceivedFile(identity, generation, when, mtime))
-            else:
-                gone.append(OldPath(url, generation, when))
+                continue
+            gone.append(OldPath(url, generation, when))
+            recorded = FileIdentity.from_json(contents[index]) if index < len(contents) else None
+            if recorded is not None:
+                # Its content, so that the file is known wherever it is now (rule 2); its place stays the
+                # old path as spelled, which no relative place equals: by place it is judged by rule 4.
+                found.append(ReceivedFile(FileIdentity(url, recorded.size, recorded.digest), generation, when))
     return found, gone
 
 

@@ -141,6 +141,29 @@ def test_old_records_identify_what_is_still_there_and_keep_the_path_of_what_is_g
     assert old_records(history, str(inbox), [covering]) == ([], gone)
 
 
+def test_an_import_s_recorded_content_finds_its_file_wherever_the_inbox_moved(tmp_path: Path) -> None:
+    """Run directories gone and the project moved: the manifest's ``input_files`` (content) still
+    keeps the file out, at any place under the new inbox; other content at its place is new data
+    only by rule 3 of a record of that place, never through the old path's content."""
+    inbox = tmp_path / "moved" / "in"
+    (inbox / "sub").mkdir(parents=True)
+    (inbox / "sub" / "day1.tsv").write_bytes(b"x\ty\n")
+    history = [
+        {
+            "generation": 1,
+            "imported_at": "T1",
+            "inputs": ["/old/project/in/day1.tsv"],
+            "input_files": [FileIdentity("in/day1.tsv", 4, md5(b"x\ty\n")).to_json()],
+        }
+    ]
+    found, gone = old_records(history, str(inbox), [])
+    assert gone == [OldPath("/old/project/in/day1.tsv", 1, "T1")]
+    moved, _ = identify_arrival(str(inbox / "sub" / "day1.tsv"), str(inbox), [])
+    assert judge(moved, found, gone).kind == "duplicate"
+    other = FileIdentity("day1.tsv", 4, md5(b"z\tw\n"))
+    assert judge(other, found, gone).kind == "old path"  # the old path's place: skipped, as before
+
+
 def test_every_run_directory_adds_to_what_was_received(root: StorePath) -> None:
     first = ReceivedFile(DAY3, 3, "T3")
     second = ReceivedFile(FileIdentity("day4.tsv", 2, "e4"), 4, "T4")

@@ -179,6 +179,6 @@ def test_a_pointer_behind_its_files_is_refused_before_training_overwrites_them(
 
 def test_the_next_version_in_progress_is_not_a_pointer_behind(planted: tuple[Path, str]) -> None:
     """Pointer 2 with version 3 written and never committed is the normal state after a kill: planned on."""
-    checkpoint, run = planted
+    _, run = planted
     plan = plan_training.fn(run)
     assert plan.committed_version == 2 and [it.version for it in plan.remaining] == [3]
