@@ -124,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     problem = _serve_usage_problem(args) or (args.config_url and config_url_problem(args.config_url, list(args.param)))
     if problem:
         return _usage_error("serve", problem)
-    from flows.preflight import check_prefect_api
+    from flows.service_checks import check_prefect_api
 
     check_prefect_api(os.environ.get("PREFECT_API_URL"), otherwise=SERVE_API_HINT)
     from prefect.types.entrypoint import EntrypointType

@@ -31,7 +31,8 @@ SAMPLE_KEYS = ("total_edges", "sample_edges", "candidates", "sample_seed")
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``pbg train CONFIG``: the ``pbg`` flow on the config; prints the committed version."""
-    from flows.preflight import check_dask_scheduler, check_prefect_api, load_checked_config
+    from flows.preflight import load_checked_config
+    from flows.service_checks import check_dask_scheduler, check_prefect_api
 
     # Before the server or any worker starts: a bad config or a missing input fails in under a second.
     config = load_checked_config(args.config, args.param, training=True)
@@ -65,7 +66,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``pbg eval CONFIG``: the ``pbg-eval`` flow on the latest checkpoint; prints its metrics."""
-    from flows.preflight import check_prefect_api, load_checked_config
+    from flows.preflight import load_checked_config
+    from flows.service_checks import check_prefect_api
 
     # Before the server, as for train.
     config = load_checked_config(args.config, args.param, training=False, filter_paths=args.filter_path or ())

@@ -19,7 +19,7 @@ from pbg_core.parallel.hogwild import HogwildWorkers
 from pbg_core.parallel.memory import EmbeddingPool, SlotSpec
 from pbg_core.parallel.worker_boot import default_num_workers, take_prestarted
 from pbg_core.parallel.worker_jobs import WorkerInit, init_worker
-from pbg_core.ports import NamesDigests, PartitionStore, VersionLayout
+from pbg_core.ports import CompleteVersion, NamesDigests, PartitionStore, VersionLayout
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.engine import TrainingSession
 from pbg_core.session.memory_plan import MemoryPlan, largest_chunk, plan_memory, run_sizes
@@ -244,10 +244,11 @@ def _build_residency(
 
 
 def _checked_starts(
-    stores: Any, committed: int, counts: dict[PartitionKey, int], dims: dict[str, int], dynamic: bool
-) -> tuple[NamesDigests, PartitionStore | None]:
-    """The names the run's rows follow, and where ``init_path``'s rows are read, checked to fit (see
-    :func:`check_checkpoint_fits`; the run's own committed version is checked whole before).
+    config: ConfigSchema, stores: Any, committed: int, counts: dict[PartitionKey, int]
+) -> tuple[VersionLayout, CompleteVersion, NamesDigests, PartitionStore | None]:
+    """What a complete version holds, evidence that the committed one is whole (every file, readable,
+    of these shapes: nothing is deleted without it, see storage.version_check), the names the run's
+    rows follow, and where ``init_path``'s rows are read, checked to fit (:func:`check_checkpoint_fits`).
 
     ``init_path`` is not read at all once a version is committed (that version holds what it gave);
     where its names moved since, its rows are read remapped by name (``stores.init_rows``).
@@ -255,7 +256,12 @@ def _checked_starts(
     Raises:
         ShapeError: init_path does not fit the config.
         PbgError: init_path's rows belong to other names and no start remapped by name was prepared.
+        IncompleteVersionError: the committed version lacks a file or holds an unreadable one.
     """
+    dims = {entity: config.entity_dimension(entity) for entity, _ in counts}
+    layout = VersionLayout.of(counts, dims)
+    kept = stores.checkpoint.check_complete(committed, layout)
+    dynamic = config.dynamic_relations
     keys = list(counts)
     names = stores.names_now(keys, dynamic) if hasattr(stores, "names_now") else NamesDigests()
     init = None
@@ -264,7 +270,7 @@ def _checked_starts(
         init = stores.init_rows(names, keys, dynamic) if hasattr(stores, "init_rows") else stores.init
     if init is not None:
         check_checkpoint_fits(init, init.read_version(), counts, dims, required=False, may_grow=True)
-    return names, init
+    return layout, kept, names, init
 
 
 def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dynamic: int) -> SessionSettings:
@@ -305,12 +311,7 @@ def build_session(
     committed = stores.checkpoint.read_version()
     for_workers = worker_settings(config, sampled=sampled)
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
-    dims = {entity: config.entity_dimension(entity) for entity, _ in keys}
-    layout = VersionLayout.of(counts, dims)
-    # Evidence that the committed version is whole (every file, readable, of these shapes):
-    # nothing is deleted without it (storage.version_check).
-    kept = stores.checkpoint.check_complete(committed, layout)
-    names, init = _checked_starts(stores, committed, counts, dims, config.dynamic_relations)
+    layout, kept, names, init = _checked_starts(config, stores, committed, counts)
     model_state.restore(stores.checkpoint, committed, init)
     seed = config.seed if config.seed is not None else fresh_seed()
     spare_slots = read_ahead and not read_only

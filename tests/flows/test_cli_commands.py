@@ -88,6 +88,7 @@ def export_project(root: Path, value: float | None = None) -> Path:
         embeddings = torch.full((NODES, DIM), value)
     store = CheckpointStore(str(root / "ckpt"))
     store.save_embeddings("node", 0, 1, embeddings, None, CheckpointMetadata(config_json="{}"))
+    store.save_model(1, {}, {}, None, CheckpointMetadata(config_json="{}"))  # operator "none": no parameters
     store.write_version(1)
     config = {
         "entity_path": "data",

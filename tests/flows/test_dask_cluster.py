@@ -25,7 +25,7 @@ from process_state import running
 from s3_server import free_port
 
 from flows.dask_cluster import ClusterError, check_cluster, local_cluster
-from flows.preflight import check_dask_scheduler
+from flows.service_checks import check_dask_scheduler
 from tasks.worker_checks import DAEMON_FIX, package_version, source_digest
 
 NOT_DASK = ["http://127.0.0.1:{port}", "127.0.0.1:{port}", "inproc://127.0.0.1/1/2", "ucx://127.0.0.1:{port}"]
