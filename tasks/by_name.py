@@ -16,6 +16,9 @@ Every checkpoint file records which names list its rows follow (:mod:`storage.ch
   ``init_by_name/`` (:mod:`storage.remap`), counted in one line.
 - ``remove-start-by-name`` (after training): the remapped start is not read once a version is
   committed.
+- :func:`check_ranked_names` (``pbg eval``, the retraining gate's holdout evaluation, before any
+  partition is read): a version whose names moved is not ranked by position either
+  (:func:`storage.reader_names.check_positions`); one without a record is, with one warning.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from storage.checkpoint_names import (
 )
 from storage.fs import urls
 from storage.layout import DYNAMIC_REL_NAMES_FILE
+from storage.reader_names import check_positions
 from storage.remap.moved import what_moved
 from storage.remap.prepare import RunShape, prepare_start
 from storage.remap.start import StartDir
@@ -130,6 +134,23 @@ def remove_start_by_name(run: str) -> None:
         StartDir(stores.checkpoint.url, stores.checkpoint.storage_options).remove()
 
 
+def check_ranked_names(config: ConfigSchema, stores: RunStores, version: int, reader: str) -> None:
+    """Refuse to rank the edges of the current import against ``version`` of the run's checkpoint
+    when the rows of an entity type the relations use (or the dynamic relation types) belong to
+    other names now; cheap when they do not (digests only).
+
+    ``reader``: what would rank them (``pbg eval``), for the message.
+
+    Raises:
+        NamesChangedError: naming each entity type whose names moved, how many, and what to do.
+    """
+    ranked = {relation.lhs for relation in config.relations} | {relation.rhs for relation in config.relations}
+    parts = {name: entity.num_partitions for name, entity in config.entities.items() if name in ranked}
+    checkpoint = stores.checkpoint
+    check = check_positions(checkpoint, version, stores.entities, parts, config.dynamic_relations, reader)
+    _warn_unchecked(check, f"checkpoint_path {checkpoint.url} version {version}")
+
+
 def _record_names(stores: RunStores, current: NamesDigests, prune: bool) -> int:
     """Copy the names files the run reads into its checkpoint's ``names/``; returns how many were copied.
 
@@ -178,4 +199,4 @@ def _run_shape(config: ConfigSchema, stores: RunStores) -> RunShape:
     )
 
 
-__all__ = ["check_checkpoint_names", "remove_start_by_name", "run_keys", "start_by_name"]
+__all__ = ["check_checkpoint_names", "check_ranked_names", "remove_start_by_name", "run_keys", "start_by_name"]

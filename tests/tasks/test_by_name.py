@@ -21,8 +21,8 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.importing.importer import import_edges
 from storage.remap.start import START_DIR
-from tasks.by_name import check_checkpoint_names, remove_start_by_name, run_keys, start_by_name
-from tasks.runs import open_run
+from tasks.by_name import check_checkpoint_names, check_ranked_names, remove_start_by_name, run_keys, start_by_name
+from tasks.runs import get_run, open_run, opened_run
 
 EDGES = [(f"u{i}", "bought", f"i{(i * 7) % 23}") for i in range(60)] + [
     (f"u{i}", "follows", f"u{(i * 5) % 60}") for i in range(60)
@@ -164,3 +164,32 @@ def test_names_of_an_attempt_that_committed_nothing_are_removed_once_committed_o
     stale.write_text('["from before a re-import"]')
     start_by_name.fn(open_run(config), 1)
     assert stale.exists() and len(NamesArchive(config.checkpoint_path).digests()) == 5
+
+
+def test_ranking_rows_whose_names_moved_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    committed(config)
+    imported(tmp_path, EDGES[5:] + [("u99", "bought", "i99")], seed=0)  # a plain re-import: names reshuffle
+    before = tree_state(tmp_path)
+    with opened_run(config) as run, pytest.raises(NamesChangedError) as raised:
+        check_ranked_names(config, get_run(run).stores, 1, "pbg eval")
+    message = str(raised.value)
+    assert "\n" not in message and "version 1 was trained on other names" in message
+    assert "entity type 'user':" in message and "names moved" in message and "1 new" in message
+    assert "pbg eval would rank each moved row as another entity's" in message
+    assert f"init_path={config.checkpoint_path}" in message
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_ranking_rows_without_a_record_warns_once_and_goes_on_by_position(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    committed(config, record=False)
+    imported(tmp_path, EDGES, seed=3)  # the same names in other places: PBG's reading cannot tell
+    with opened_run(config) as run, caplog.at_level(logging.WARNING):
+        check_ranked_names(config, get_run(run).stores, 1, "pbg eval")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "names could not be checked, rows are used by position" in warnings[0]
