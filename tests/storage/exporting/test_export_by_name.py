@@ -89,12 +89,12 @@ def own_row(name: str) -> list[float]:
     return [number, -number / 4, 1.0 if name[0] == "u" else 2.0]
 
 
-def exported(config: Any, out: Path, kind: str) -> dict[str, list[float]]:
+def exported(config: Any, out: Path, kind: str, version: int | None = None) -> dict[str, list[float]]:
     """name -> exported vector, through ``kind`` (``pbg``: PBG's two files; else ``--format kind``)."""
     if kind == "pbg":
-        export_tsv(config, str(out / "entities.tsv"), str(out / "relations.tsv"))
+        export_tsv(config, str(out / "entities.tsv"), str(out / "relations.tsv"), version)
         return _tsv_rows(out / "entities.tsv")
-    export_embeddings(config, str(out), kind)  # type: ignore[arg-type]  # one of the export formats
+    export_embeddings(config, str(out), kind, version=version)  # type: ignore[arg-type]  # one of the export formats
     rows: dict[str, list[float]] = {}
     for entity in ("user", "item"):
         if kind == "tsv":
@@ -200,3 +200,22 @@ def test_dynamic_relation_parameters_keep_their_relation_names(root: StorePath, 
     for line in (tmp_path / "r1.tsv").read_text().splitlines():
         name, *_, value = line.split("\t")
         assert float(value) == float(name[1:])
+
+
+def test_an_older_version_is_labelled_with_its_own_record(root: StorePath, tmp_path: Path) -> None:
+    """Version 1 trained on the first import, version 2 on the second: each exports with its own names."""
+    config = config_for(root)
+    imported(config, tmp_path, changed=False, seed=0)
+    committed(config)
+    first = exported(config, tmp_path / "v1-then", "pbg")
+    imported(config, tmp_path, changed=True, seed=1)
+    entities, store = EntityStore(config.entity_path), CheckpointStore(config.checkpoint_path)
+    digests = current_digests(entities, KEYS, dynamic=False)
+    NamesArchive(store.url).keep({d: names_url(entities, *key) for key, d in digests.entities.items()})
+    for entity, part in KEYS:  # version 2: every row twice its entity's own
+        vectors = torch.tensor([[2 * x for x in own_row(name)] for name in entities.load_names(entity, part)])
+        store.save_embeddings(entity, part, 2, vectors, None, CheckpointMetadata("{}", names=digests))
+    store.write_version(2)
+    assert exported(config, tmp_path / "v1-now", "pbg", version=1) == first
+    latest = exported(config, tmp_path / "v2", "pbg")
+    assert latest == {name: [2 * x for x in own_row(name)] for name in latest} and "u100" in latest
