@@ -16,7 +16,11 @@ list its file records (``names/digest``, :mod:`storage.checkpoint_names`), not t
   (:func:`storage.remap.moved.what_moved`). Equal digests (the usual case) cost one attribute per
   checkpoint file and one digest per names file; names are read only when the digests differ.
 
-Either way nothing is written, and a refusal comes before any row is read.
+- **A resumed first pass** (nothing committed yet, bucket saves under ``progress/``):
+  :func:`progress_moved` finds the saves whose names moved since; ``pbg train`` then discards
+  that progress (:func:`tasks.by_name.start_by_name`) rather than train them as other entities'.
+
+Export and eval write nothing, and refuse before any row is read.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pbg_core.ports import NamesDigests, PassProgress
 from pbg_core.types import PartitionKey
 from storage import layout
 from storage.checkpoint_names import (
@@ -40,6 +45,7 @@ from storage.checkpoint_names import (
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.fs import urls
+from storage.progress import CheckpointProgress
 from storage.remap.moved import what_moved
 
 
@@ -182,4 +188,27 @@ def check_positions(
     )
 
 
-__all__ = ["NamesFile", "RowLabels", "check_positions", "export_labels"]
+def progress_moved(checkpoint: CheckpointStore, saved: PassProgress, current: NamesDigests) -> list[str]:
+    """What of an open version's recorded bucket progress (``saved``, in ``checkpoint``'s ``progress/``)
+    follows other names than ``current``: ``entity type 'user' partition 0``, ``the relation types``.
+
+    A resumed pass reads those saves by position, as a resumed version does; files without a
+    record (or keys without a names file now) are not counted.
+    """
+    progress = CheckpointProgress(checkpoint)
+    options = checkpoint.storage_options
+    moved = []
+    for (entity, part), position in sorted(saved.partitions.items()):
+        url = progress.area(saved.version, position).file_url(layout.embeddings_file(entity, part, saved.version))
+        recorded, now = read_digest(url, options), current.entities.get((entity, part))
+        if recorded is not None and now is not None and recorded != now:
+            moved.append(f"entity type {entity!r} partition {part}")
+    if saved.model is not None and current.relations is not None:
+        url = progress.area(saved.version, saved.model).file_url(layout.model_file(saved.version))
+        recorded = read_digest(url, options)
+        if recorded is not None and recorded != current.relations:
+            moved.append("the relation types")
+    return moved
+
+
+__all__ = ["NamesFile", "RowLabels", "check_positions", "export_labels", "progress_moved"]

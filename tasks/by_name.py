@@ -10,10 +10,12 @@ Every checkpoint file records which names list its rows follow (:mod:`storage.ch
   with one warning.
 - ``start-by-name`` (before the session opens, when there is something to train): the names
   files the run reads are copied into the checkpoint's ``names/`` (only those not there yet;
-  while nothing is committed, others left by an earlier attempt are removed). With ``init_path`` and nothing committed, its
-  record is compared with the entity files: the same names (equal digests) need nothing; no
-  record: used by position, one warning; otherwise its rows are remapped by name into
-  ``init_by_name/`` (:mod:`storage.remap`), counted in one line.
+  while nothing is committed, others left by an earlier attempt are removed, and so is the
+  bucket progress of an interrupted first pass whose saves follow other names, with one
+  warning). With ``init_path`` and nothing committed, its record is compared with the entity
+  files: the same names (equal digests) need nothing; no record: used by position, one
+  warning; otherwise its rows are remapped by name into ``init_by_name/`` (:mod:`storage.remap`),
+  counted in one line.
 - ``remove-start-by-name`` (after training): the remapped start is not read once a version is
   committed.
 - :func:`check_ranked_names` (``pbg eval``, the retraining gate's holdout evaluation, before any
@@ -45,7 +47,7 @@ from storage.checkpoint_names import (
 )
 from storage.fs import urls
 from storage.layout import DYNAMIC_REL_NAMES_FILE
-from storage.reader_names import check_positions
+from storage.reader_names import check_positions, progress_moved
 from storage.remap.moved import what_moved
 from storage.remap.prepare import RunShape, prepare_start
 from storage.remap.start import StartDir
@@ -106,6 +108,8 @@ def start_by_name(run: str, committed_version: int) -> dict[str, Any]:
     config, stores = get_run(run).config, get_run(run).stores
     keys, dynamic = run_keys(config), config.dynamic_relations
     current = stores.names_now(keys, dynamic)
+    if committed_version == 0:
+        _discard_moved_progress(stores, current)  # before the names it followed are pruned
     copied = _record_names(stores, current, prune=committed_version == 0)
     start = StartDir(stores.checkpoint.url, stores.checkpoint.storage_options)
     if committed_version > 0 or stores.init is None:
@@ -149,6 +153,27 @@ def check_ranked_names(config: ConfigSchema, stores: RunStores, version: int, re
     checkpoint = stores.checkpoint
     check = check_positions(checkpoint, version, stores.entities, parts, config.dynamic_relations, reader)
     _warn_unchecked(check, f"checkpoint_path {checkpoint.url} version {version}")
+
+
+def _discard_moved_progress(stores: RunStores, current: NamesDigests) -> None:
+    """Discard the bucket saves of an interrupted first pass whose names moved since (imported again):
+    resumed, they would be trained as other entities' rows. Nothing is committed: the pass starts afresh."""
+    progress = stores.progress
+    try:
+        saved = progress.read(1)
+        moved = progress_moved(stores.checkpoint, saved, current) if saved is not None else []
+        if saved is not None and moved:
+            run_logger().warning(
+                "discarding the recorded progress of version 1 (%d of %d buckets, nothing committed): %s follow "
+                "other names than %s lists now (imported again since?); the pass starts afresh",
+                saved.done,
+                len(saved.order),
+                ", ".join(moved),
+                stores.entities.url,
+            )
+            progress.clear()
+    finally:
+        progress.close()
 
 
 def _record_names(stores: RunStores, current: NamesDigests, prune: bool) -> int:
