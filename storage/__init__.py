@@ -3,11 +3,11 @@
 Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspec
 ``storage_options``; the :mod:`storage.fs` package is the only place that resolves URLs.
 
-- Top level: the stores (``checkpoints`` and its names record ``checkpoint_names``, ``edges``,
-  ``entities``, ``stats_log``, ``progress``, ``staged_progress``, ``lease``, ``entity_lease``,
-  ``run_dirs``, ``run_stores``, ``config_loader``) and their plumbing (``fs``, ``read_cache``,
-  ``fail_fast``, ``hdf5``, ``layout``, ``errors``, ``probe``, ``local_dirs``, ``credentials``,
-  ``pause_points``).
+- Top level: the stores (``checkpoints`` and its names record ``checkpoint_names``, which its
+  readers follow through ``reader_names``, ``edges``, ``entities``, ``stats_log``, ``progress``,
+  ``staged_progress``, ``lease``, ``entity_lease``, ``run_dirs``, ``run_stores``,
+  ``config_loader``) and their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
+  ``layout``, ``errors``, ``probe``, ``local_dirs``, ``credentials``, ``pause_points``).
 - :mod:`storage.remap`: ``init_path``'s rows matched to the entity files by name, once per run.
 - :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``.
 

@@ -10,12 +10,17 @@ Every checkpoint file records which names list its rows follow (:mod:`storage.ch
   with one warning.
 - ``start-by-name`` (before the session opens, when there is something to train): the names
   files the run reads are copied into the checkpoint's ``names/`` (only those not there yet;
-  while nothing is committed, others left by an earlier attempt are removed). With ``init_path`` and nothing committed, its
-  record is compared with the entity files: the same names (equal digests) need nothing; no
-  record: used by position, one warning; otherwise its rows are remapped by name into
-  ``init_by_name/`` (:mod:`storage.remap`), counted in one line.
+  while nothing is committed, others left by an earlier attempt are removed, and so is the
+  bucket progress of an interrupted first pass whose saves follow other names, with one
+  warning). With ``init_path`` and nothing committed, its record is compared with the entity
+  files: the same names (equal digests) need nothing; no record: used by position, one
+  warning; otherwise its rows are remapped by name into ``init_by_name/`` (:mod:`storage.remap`),
+  counted in one line.
 - ``remove-start-by-name`` (after training): the remapped start is not read once a version is
   committed.
+- :func:`check_ranked_names` (``pbg eval``, the retraining gate's holdout evaluation, before any
+  partition is read): a version whose names moved is not ranked by position either
+  (:func:`storage.reader_names.check_positions`); one without a record is, with one warning.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.model.embedder import build_model
-from pbg_core.ports import NamesDigests
+from pbg_core.ports import NamesDigests, VersionLayout
 from pbg_core.seeding import fresh_seed
 from pbg_core.session.build import build_topology
 from pbg_core.session.partition_reads import random_start
@@ -42,6 +47,7 @@ from storage.checkpoint_names import (
 )
 from storage.fs import urls
 from storage.layout import DYNAMIC_REL_NAMES_FILE
+from storage.reader_names import check_positions, progress_moved
 from storage.remap.moved import what_moved
 from storage.remap.prepare import RunShape, prepare_start
 from storage.remap.start import StartDir
@@ -102,6 +108,8 @@ def start_by_name(run: str, committed_version: int) -> dict[str, Any]:
     config, stores = get_run(run).config, get_run(run).stores
     keys, dynamic = run_keys(config), config.dynamic_relations
     current = stores.names_now(keys, dynamic)
+    if committed_version == 0:
+        _discard_moved_progress(stores, current)  # before the names it followed are pruned
     copied = _record_names(stores, current, prune=committed_version == 0)
     start = StartDir(stores.checkpoint.url, stores.checkpoint.storage_options)
     if committed_version > 0 or stores.init is None:
@@ -128,6 +136,45 @@ def remove_start_by_name(run: str) -> None:
     stores = get_run(run).stores
     if stores.init is not None and stores.checkpoint.read_version() > 0:
         StartDir(stores.checkpoint.url, stores.checkpoint.storage_options).remove()
+
+
+def check_ranked_names(config: ConfigSchema, stores: RunStores, version: int, reader: str) -> None:
+    """Refuse to rank the edges of the current import against ``version`` of the run's checkpoint
+    when the rows of an entity type the relations use (or the dynamic relation types) belong to
+    other names now; cheap when they do not (digests only).
+
+    ``reader``: what would rank them (``pbg eval``), for the message.
+
+    Raises:
+        NamesChangedError: naming each entity type whose names moved, how many, and what to do.
+    """
+    ranked = {relation.lhs for relation in config.relations} | {relation.rhs for relation in config.relations}
+    parts = {name: entity.num_partitions for name, entity in config.entities.items() if name in ranked}
+    checkpoint = stores.checkpoint
+    check = check_positions(checkpoint, version, stores.entities, parts, config.dynamic_relations, reader)
+    _warn_unchecked(check, f"checkpoint_path {checkpoint.url} version {version}")
+
+
+def _discard_moved_progress(stores: RunStores, current: NamesDigests) -> None:
+    """Discard the bucket saves of an interrupted first pass whose names moved since (imported again):
+    resumed, they would be trained as other entities' rows. Nothing is committed: the pass starts afresh."""
+    progress = stores.progress
+    try:
+        saved = progress.read(1)
+        moved = progress_moved(stores.checkpoint, saved, current) if saved is not None else []
+        if saved is not None and moved:
+            run_logger().warning(
+                "discarding the recorded progress of version 1 (%d of %d buckets, nothing committed): %s follow "
+                "other names than %s lists now (imported again since?); the pass starts afresh",
+                saved.done,
+                len(saved.order),
+                ", ".join(moved),
+                stores.entities.url,
+            )
+            # Nothing is committed: version 0 is complete by definition, the only evidence clear() needs.
+            progress.clear(stores.checkpoint.check_complete(0, VersionLayout({})))
+    finally:
+        progress.close()
 
 
 def _record_names(stores: RunStores, current: NamesDigests, prune: bool) -> int:
@@ -178,4 +225,4 @@ def _run_shape(config: ConfigSchema, stores: RunStores) -> RunShape:
     )
 
 
-__all__ = ["check_checkpoint_names", "remove_start_by_name", "run_keys", "start_by_name"]
+__all__ = ["check_checkpoint_names", "check_ranked_names", "remove_start_by_name", "run_keys", "start_by_name"]

@@ -1,4 +1,9 @@
-"""Offline evaluation of the latest committed checkpoint (``pbg eval``)."""
+"""Offline evaluation of the latest committed checkpoint (``pbg eval``).
+
+The edges ranked are (partition, offset) ids of the import the entity files hold now: a
+checkpoint whose rows belong to other names (imported again since it was trained) is refused
+before any partition is read (:func:`tasks.by_name.check_ranked_names`).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.by_name import check_ranked_names
 from tasks.resume_checks import check_fits
 from tasks.runs import get_run
 from tasks.sessions import get_session, register_session, session_run
@@ -41,6 +47,8 @@ def open_eval_session(run: str, filtered: bool = False, candidates: int | None =
             (filtering removes known edges from *all* entities: it needs all_negs), unless
             ``candidates`` (known edges are then removed from the candidates); ``candidates``
             above a ranked partition's entity count.
+        NamesChangedError: the checkpoint's rows belong to other entity names than the entity
+            files list now (imported again since; see :func:`tasks.by_name.check_ranked_names`).
     """
     config, stores = get_run(run).config, get_run(run).stores
     if candidates is not None:
@@ -58,6 +66,8 @@ def open_eval_session(run: str, filtered: bool = False, candidates: int | None =
     version = stores.checkpoint.read_version()
     if version == 0:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    # The edges are (partition, offset) ids of the import now: rows that belong to other names are not ranked.
+    check_ranked_names(config, stores, version, "pbg eval")
     # Another operator's parameters would be skipped and the metrics silently wrong.
     check_fits(stores.checkpoint, version, config, run_logger(), "evaluated checkpoint")
     if candidates is not None:

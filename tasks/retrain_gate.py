@@ -22,6 +22,7 @@ from pbg_core.stats import Stats
 from storage.edges import EdgeStore
 from storage.retrain_state import RetrainState, as_json, read_state, write_state
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks.by_name import check_ranked_names
 from tasks.retrain_options import RetrainOptions
 from tasks.runs import get_run
 
@@ -65,6 +66,8 @@ def evaluate_holdout(run: str, which: Which) -> dict[str, float] | None:
         return None
     if which == "trained" and version == 0:
         return None
+    if which == "trained":  # the baseline reads init_path's rows by name (tasks.by_name), this one by position
+        check_ranked_names(config, stores, version, "the quality gate")
     session = build_session(config, stores, read_only=True)
     try:
         stats = Stats.sum(evaluate_edge_source(session, EdgeStore(path, storage)) for path in state.holdouts)

@@ -6,6 +6,6 @@ The entry points are :func:`storage.exporting.exporter.export_tsv` and
 :mod:`~storage.exporting.relations` the relation-parameters file.
 
 May import: the stores at the top of :mod:`storage` (``checkpoints``, ``entities``, ``fs``,
-``errors``) and :mod:`pbg_core`. Never :mod:`storage.importing`, and never Prefect.
+``errors``, ``reader_names``) and :mod:`pbg_core`. Never :mod:`storage.importing`, and never Prefect.
 The stores never import this package.
 """

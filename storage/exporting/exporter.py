@@ -18,6 +18,11 @@ Shared rules:
   happens before anything is created. All are written under temporary names and published
   (rename on local disk, one upload each on S3) only when all are complete; if the export
   fails half way (a disk that fills up anyway is named as such), nothing is left over.
+- **Names**: each row is labelled with the name its checkpoint file records it belongs to
+  (:mod:`storage.reader_names`): the list kept in the checkpoint's ``names/``, so an export after
+  a re-import of ``entity_path`` still names every row right; the entity files serve for files
+  without a record (PBG's: by position, one warning) and, while their digest is the record's, for
+  a checkpoint copied without its ``names/``. Anything else is refused before anything is written.
 - **Streaming**: embeddings are read one partition at a time (the text is formatted in row
   blocks by :mod:`storage.exporting.text`, on both cores).
 - **global_emb**: when ``config.global_emb`` is set and the model holds
@@ -34,23 +39,29 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import numpy as np
 
 from pbg_core.errors import UnknownNameError
 from pbg_core.session.build import version_layout
 from pbg_core.types import ModuleStateDict
-from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.entity_lease import reads_entity_path
 from storage.errors import BadDataError, DataNotFound
 from storage.exporting import outputs as export_outputs
-from storage.exporting.relations import estimated_bytes, operator_params, write_relations, write_rows
+from storage.exporting.relations import (
+    estimated_bytes,
+    operator_params,
+    stored_relation_names,
+    write_relations,
+    write_rows,
+)
 from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink, EntityShape, ExportFormat, tsv_sizes
 from storage.exporting.text import write_blocks
 from storage.fs import urls
+from storage.reader_names import export_labels
 
 __all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params", "write_rows"]
 
@@ -82,9 +93,15 @@ class ExportReport:
 
 
 class _Checkpoint:
-    """The stores and model state of one committed checkpoint version."""
+    """The stores, model state and row names of one committed checkpoint version."""
 
-    def __init__(self, config: Any, version: int | None) -> None:
+    def __init__(self, config: Any, version: int | None, entity_types: Sequence[str]) -> None:
+        """Open the version and find whose names its rows of ``entity_types`` are (storage.reader_names).
+
+        Raises:
+            NamesChangedError: a record names a list that neither the checkpoint's ``names/`` nor
+                the entity files hold (nothing is read or written).
+        """
         self.config = config
         self.options = config.storage_options_for_fs()  # the real credentials
         self.checkpoints = CheckpointStore(config.checkpoint_path, self.options)
@@ -92,8 +109,23 @@ class _Checkpoint:
         self.version = _resolve_version(self.checkpoints, config.checkpoint_path, version)
         if version is None:  # the latest: a pointer ahead of its files is named, not a missing file (rows: below)
             self.checkpoints.check_complete(self.version, version_layout(config))
+        keys = [(entity, part) for entity in entity_types for part in range(config.entities[entity].num_partitions)]
+        self.labels = export_labels(self.checkpoints, self.version, self.entity_store, keys, config.dynamic_relations)
         has_model = self.checkpoints.has_model(self.version)
         self.state_dict: ModuleStateDict = self.checkpoints.load_model(self.version)[0] if has_model else {}
+
+    def warn_unrecorded(self) -> None:
+        """Once the export is written: one warning if rows without a names record were labelled by position
+        (not before: an export refused for another reason says that one thing)."""
+        if self.labels.unrecorded:
+            logger.warning(
+                "checkpoint_path %s version %d has no record of the names its rows belong to for %s (written by "
+                "PBG, or before pbg-flow recorded them): rows were labelled by position with the names %s lists now",
+                self.config.checkpoint_path,
+                self.version,
+                ", ".join(self.labels.unrecorded),
+                self.config.entity_path,
+            )
 
     def shape(self, entity: str) -> tuple[int, int]:
         """(rows over all partitions, dim) of ``entity``'s stored embeddings."""
@@ -114,7 +146,7 @@ class _Checkpoint:
         rows, dim = self.shape(entity)
         name_bytes = 0
         for part in range(self.config.entities[entity].num_partitions):
-            url = urls.join_url(self.config.entity_path, layout.entity_names_file(entity, part))
+            url = self.labels.entities[(entity, part)].url
             filesystem, path = urls.resolve(url, self.options)
             with urls.translate_errors(url):
                 name_bytes += int(filesystem.size(path)) - 2
@@ -124,18 +156,27 @@ class _Checkpoint:
         """About the bytes of the relation parameters file."""
         return estimated_bytes(self.config, self.state_dict)
 
+    def write_relations(self, out: TextIO) -> int:
+        """The relation parameters file; returns its rows (see :mod:`storage.exporting.relations`)."""
+        names: list[str] | None
+        if self.labels.relations is not None:
+            names = self.labels.relations.load()  # the relation types the parameters' rows belong to
+        else:
+            names = stored_relation_names(self.entity_store)
+        return write_relations(out, self.config, names, self.state_dict)
+
     def partitions(self, entity: str) -> Iterator[tuple[list[str], np.ndarray]]:
         """(names, float32 [len(names), dim] embeddings incl. global_emb) per partition, in order."""
         global_emb = self.state_dict.get(f"global_embs.emb_{entity}") if self.config.global_emb else None
         for part in range(self.config.entities[entity].num_partitions):
-            names = self.entity_store.load_names(entity, part)
+            labels = self.labels.entities[(entity, part)]
+            names = labels.load()
             embeddings, _ = self.checkpoints.load_embeddings(entity, part, self.version)
             if embeddings.dim() != 2 or embeddings.shape[0] != len(names):
                 raise BadDataError(
                     self.config.checkpoint_path,
                     f"embeddings of {entity!r} partition {part} (v{self.version}) have shape "
-                    f"{tuple(embeddings.shape)}, expected ({len(names)}, D) to match "
-                    f"entity_names_{entity}_{part}.json",
+                    f"{tuple(embeddings.shape)}, expected ({len(names)}, D) to match {labels.url}",
                 )
             if global_emb is not None:
                 embeddings += global_emb.to(embeddings.dtype)  # in place: float32 like PBG's `+=`
@@ -214,6 +255,7 @@ def export_tsv(
         NoSpaceForOutput: The outputs' disk has less room than they need, or filled up (nothing is left).
         DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model
             file is missing.
+        NamesChangedError: Rows whose names neither its ``names/`` nor the entity files hold (nothing written).
         AccessDenied: An output cannot be written (permissions).
         BadDataError: Names and embeddings disagree, or relation names do not match.
         UnknownNameError: The config has a featurized entity type.
@@ -221,7 +263,7 @@ def export_tsv(
     named = {"entities_output": entities_output, "relation_types_output": relation_types_output}
     _check_distinct(config, [((labels or {}).get(key, key), url) for key, url in named.items()], reads)
     entity_types = _select_entity_types(config, None)
-    ckpt = _Checkpoint(config, version)
+    ckpt = _Checkpoint(config, version, entity_types)
     counts: dict[str, int] = {}
     outputs = (entities_output, relation_types_output)
     sizes = {
@@ -233,7 +275,8 @@ def export_tsv(
             for entity in entity_types:
                 counts[entity] = sum(write_blocks(entities_file, *part) for part in ckpt.partitions(entity))
         with open(staging.path(relation_types_output), "w", encoding="utf-8") as relations_file:
-            relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
+            relation_rows = ckpt.write_relations(relations_file)
+    ckpt.warn_unrecorded()
     written = sum(counts.values())
     logger.info("exported checkpoint v%d: %d entities, %d relation rows", ckpt.version, written, relation_rows)
     return ExportReport(ckpt.version, written, relation_rows, counts, outputs)
@@ -268,20 +311,19 @@ def export_embeddings(
         An :class:`ExportReport` (``outputs`` lists the URLs written).
 
     Raises:
-        UnknownNameError: ``format`` is not a registered format; an unknown or featurized
-            entity type, or an empty ``entity_types``.
+        UnknownNameError: ``format`` is not a registered format; an unknown or featurized entity type, or none.
         ValueError: Entity type names that give clashing output files.
         OutputsOverlap: An output is an input (nothing is written).
         FileExistsError: Some outputs already exist (all are named; nothing is written).
         NoSpaceForOutput: The outputs' disk has less room than they need, or filled up (nothing is left).
-        DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model
-            file is missing.
+        DataNotFound: No committed checkpoint, no files of ``version``, or a names/embeddings/model file.
+        NamesChangedError: Rows whose names neither its ``names/`` nor the entity files hold (nothing written).
         AccessDenied: The output directory cannot be created or written (permissions).
         BadDataError: Names and embeddings disagree, or relation names do not match.
     """
     export_format = EXPORT_FORMATS.get(format)
     selected = _select_entity_types(config, entity_types)
-    ckpt = _Checkpoint(config, version)
+    ckpt = _Checkpoint(config, version, selected)
     per_entity = {e: [urls.join_url(output, f"{e}{suffix}") for suffix in export_format.suffixes] for e in selected}
     relations_url = urls.join_url(output, RELATION_TYPES_FILE)
     outputs = tuple(url for entity_urls in per_entity.values() for url in entity_urls) + (relations_url,)
@@ -297,7 +339,8 @@ def export_embeddings(
             sink = export_format.open(staging.paths(*entity_urls), shapes[entity].count, shapes[entity].dim)
             counts[entity] = _fill(sink, ckpt.partitions(entity))
         with open(staging.path(relations_url), "w", encoding="utf-8") as relations_file:
-            relation_rows = write_relations(relations_file, config, ckpt.entity_store, ckpt.state_dict)
+            relation_rows = ckpt.write_relations(relations_file)
+    ckpt.warn_unrecorded()
     logger.info("exported checkpoint v%d as %s into %s: %s", ckpt.version, format, output, counts)
     return ExportReport(ckpt.version, sum(counts.values()), relation_rows, counts, outputs)
 

@@ -6,8 +6,9 @@ export 2-D parameters at all), formatted ``%.9f``.
 
 - **Standard mode** writes the ``rhs`` operator of each config relation, checking the names
   against ``dynamic_rel_names.json`` when that file exists.
-- **Dynamic mode** writes ``lhs`` then ``rhs`` rows, one per relation named in
-  ``dynamic_rel_names.json``, taking row ``r`` of every ``[num_relations, ...]`` parameter.
+- **Dynamic mode** writes ``lhs`` then ``rhs`` rows, one per relation type its parameters belong
+  to (the model file's names record, :mod:`storage.reader_names`; else ``dynamic_rel_names.json``),
+  taking row ``r`` of every ``[num_relations, ...]`` parameter.
 
 Parameters come in the operator's declaration order (PBG iterates ``named_parameters()``);
 operators without parameters write no row.
@@ -75,17 +76,20 @@ def _shape(tensor: torch.Tensor) -> str:
     return "x".join(str(d) for d in tensor.shape)
 
 
-def _stored_relation_names(entity_store: EntityStore) -> list[str] | None:
+def stored_relation_names(entity_store: EntityStore) -> list[str] | None:
+    """``dynamic_rel_names.json`` of the entity files, or None when there is none."""
     try:
         return entity_store.load_dynamic_relation_names()
     except DataNotFound:
         return None
 
 
-def write_standard_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
-    """Rows of the ``rhs`` operator parameters of every config relation; returns the row count."""
+def write_standard_relations(out: TextIO, config: Any, stored: list[str] | None, state_dict: ModuleStateDict) -> int:
+    """Rows of the ``rhs`` operator parameters of every config relation; returns the row count.
+
+    ``stored``: the entity files' ``dynamic_rel_names.json`` (None: none), checked against the config.
+    """
     config_names = [rel.name for rel in config.relations]
-    stored = _stored_relation_names(entity_store)
     if stored is not None and stored != config_names:
         raise BadDataError(
             config.entity_path,
@@ -99,9 +103,11 @@ def write_standard_relations(out: TextIO, config: Any, entity_store: EntityStore
     return written
 
 
-def write_dynamic_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
-    """Rows of the ``lhs`` and ``rhs`` parameters of every stored relation; returns the row count."""
-    names = entity_store.load_dynamic_relation_names()
+def write_dynamic_relations(out: TextIO, config: Any, names: list[str], state_dict: ModuleStateDict) -> int:
+    """Rows of the ``lhs`` and ``rhs`` parameters of every relation type; returns the row count.
+
+    ``names``: the relation types the parameters' rows belong to, by index.
+    """
     operator = config.relations[0].operator
     written = 0
     for side in ("lhs", "rhs"):
@@ -110,7 +116,7 @@ def write_dynamic_relations(out: TextIO, config: Any, entity_store: EntityStore,
                 raise BadDataError(
                     config.checkpoint_path,
                     f"{side}_operators.0.{param_name} has shape {tuple(param.shape)}, expected "
-                    f"({len(names)}, ...): one row per relation of dynamic_rel_names.json",
+                    f"({len(names)}, ...): one row per relation type of its names",
                 )
             shape = _shape(param[0])
             keys = ["\t".join((name, side, operator, param_name, shape)) for name in names]
@@ -118,10 +124,17 @@ def write_dynamic_relations(out: TextIO, config: Any, entity_store: EntityStore,
     return written
 
 
-def write_relations(out: TextIO, config: Any, entity_store: EntityStore, state_dict: ModuleStateDict) -> int:
-    """The relations file of ``config``'s mode (standard or dynamic); returns the row count."""
-    writer = write_dynamic_relations if config.dynamic_relations else write_standard_relations
-    return writer(out, config, entity_store, state_dict)
+def write_relations(out: TextIO, config: Any, names: list[str] | None, state_dict: ModuleStateDict) -> int:
+    """The relations file of ``config``'s mode; returns the row count.
+
+    ``names``: dynamic mode, the relation types the parameters' rows belong to; standard mode,
+    the entity files' ``dynamic_rel_names.json`` if there is one (checked against the config).
+    """
+    if config.dynamic_relations:
+        if names is None:
+            raise ValueError("dynamic relations need the relation type names")
+        return write_dynamic_relations(out, config, names, state_dict)
+    return write_standard_relations(out, config, names, state_dict)
 
 
 def estimated_bytes(config: Any, state_dict: ModuleStateDict) -> int:

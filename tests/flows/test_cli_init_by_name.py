@@ -5,7 +5,8 @@ it; change the input (edges removed and added) and ``pbg import`` it again witho
 ``--append`` (every entity reshuffled); ``pbg train`` a new checkpoint with ``init_path`` set
 to the first one and ``lr = 0``, so its committed version holds exactly the rows it started
 from, and compare them by name. Resuming the first checkpoint on the new import is refused
-in one line and changes no byte.
+in one line and changes no byte, and so is ``pbg eval`` of it; its ``pbg export`` still names
+every row as trained.
 """
 
 from __future__ import annotations
@@ -74,6 +75,16 @@ def test_a_reimported_graph_starts_from_its_entities_trained_rows_through_the_cl
     assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
     assert "version 2 was trained on other names" in resumed.stderr and "entity type 'user':" in resumed.stderr
     assert "init_path=" in resumed.stderr
+    assert changes(before[0], tree_state(tmp_path / "run0")) == []
+    assert changes(before[1], tree_state(tmp_path / "data")) == []
+
+    # The readers: export still names every row as trained; eval would rank other entities' rows.
+    assert exported(env, tmp_path, "run0-again") == old
+    before = tree_state(tmp_path / "run0"), tree_state(tmp_path / "data")
+    evaluated = run_pbg(env, tmp_path, "eval", "config.json")
+    assert evaluated.returncode == 1 and "Traceback" not in evaluated.stderr
+    errors = [line for line in evaluated.stderr.splitlines() if line.startswith("pbg eval: error:")]
+    assert len(errors) == 1 and "was trained on other names" in errors[0] and "names moved" in errors[0]
     assert changes(before[0], tree_state(tmp_path / "run0")) == []
     assert changes(before[1], tree_state(tmp_path / "data")) == []
 

@@ -1,4 +1,5 @@
-"""tasks.by_name: the resume refusal, the names record and init_path's start by name (task bodies via ``.fn()``).
+"""tasks.by_name: the resume refusal, the names record, init_path's start by name, the ranking check of
+``pbg eval`` and an interrupted first pass on moved names (task bodies via ``.fn()``).
 
 Graphs are imported with the real importer: a changed input imported without ``--append``
 reshuffles every entity, which is what these tasks guard against.
@@ -15,14 +16,16 @@ import torch
 from disk_state import changes, tree_state
 
 from pbg_core.config import parse_config
-from pbg_core.ports import CheckpointMetadata, NamesDigests
+from pbg_core.ports import CheckpointMetadata, NamesDigests, PassProgress
+from pbg_core.types import Bucket
 from storage.checkpoint_names import NamesArchive, NamesChangedError, current_digests, names_url
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.importing.importer import import_edges
+from storage.progress import CheckpointProgress
 from storage.remap.start import START_DIR
-from tasks.by_name import check_checkpoint_names, remove_start_by_name, run_keys, start_by_name
-from tasks.runs import open_run
+from tasks.by_name import check_checkpoint_names, check_ranked_names, remove_start_by_name, run_keys, start_by_name
+from tasks.runs import get_run, open_run, opened_run
 
 EDGES = [(f"u{i}", "bought", f"i{(i * 7) % 23}") for i in range(60)] + [
     (f"u{i}", "follows", f"u{(i * 5) % 60}") for i in range(60)
@@ -164,3 +167,73 @@ def test_names_of_an_attempt_that_committed_nothing_are_removed_once_committed_o
     stale.write_text('["from before a re-import"]')
     start_by_name.fn(open_run(config), 1)
     assert stale.exists() and len(NamesArchive(config.checkpoint_path).digests()) == 5
+
+
+def test_ranking_rows_whose_names_moved_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    committed(config)
+    imported(tmp_path, EDGES[5:] + [("u99", "bought", "i99")], seed=0)  # a plain re-import: names reshuffle
+    before = tree_state(tmp_path)
+    with opened_run(config) as run, pytest.raises(NamesChangedError) as raised:
+        check_ranked_names(config, get_run(run).stores, 1, "pbg eval")
+    message = str(raised.value)
+    assert "\n" not in message and "version 1 was trained on other names" in message
+    assert "entity type 'user':" in message and "names moved" in message and "1 new" in message
+    assert "pbg eval would rank each moved row as another entity's" in message
+    assert f"init_path={config.checkpoint_path}" in message
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_ranking_rows_without_a_record_warns_once_and_goes_on_by_position(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    committed(config, record=False)
+    imported(tmp_path, EDGES, seed=3)  # the same names in other places: PBG's reading cannot tell
+    with opened_run(config) as run, caplog.at_level(logging.WARNING):
+        check_ranked_names(config, get_run(run).stores, 1, "pbg eval")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "names could not be checked, rows are used by position" in warnings[0]
+
+
+def interrupted_first_pass(config: Any) -> CheckpointProgress:
+    """Bucket progress of version 1 as a first pass killed after one bucket leaves it (nothing committed)."""
+    entities, keys = EntityStore(config.entity_path), run_keys(config)
+    digests = current_digests(entities, keys, dynamic=False)
+    progress = CheckpointProgress(CheckpointStore(config.checkpoint_path))
+    area = progress.area(1, 0)
+    for entity, part in (("user", 0), ("item", 0)):
+        rows = torch.zeros(entities.load_count(entity, part), 4)
+        area.save_embeddings(entity, part, 1, rows, None, CheckpointMetadata("{}", names=digests))
+    order = [Bucket(lhs, rhs) for lhs in range(2) for rhs in range(2)]
+    progress.write(
+        PassProgress(version=1, iteration_index=0, order=order, done=1, partitions={("user", 0): 0, ("item", 0): 0})
+    )
+    return progress
+
+
+def test_an_interrupted_first_pass_on_names_that_moved_is_started_afresh_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    progress = interrupted_first_pass(config)
+    imported(tmp_path, EDGES[5:] + [("u99", "bought", "i99")], seed=0)  # re-imported before the rerun
+    with caplog.at_level(logging.WARNING):
+        start_by_name.fn(open_run(config), 0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "discarding the recorded progress of version 1 (1 of 4 buckets" in warnings[0]
+    assert "entity type 'item' partition 0, entity type 'user' partition 0 follow other names" in warnings[0]
+    assert progress.read(1) is None and not (tmp_path / "run0" / "progress").exists()
+
+
+def test_an_interrupted_first_pass_on_the_same_names_is_resumed(tmp_path: Path) -> None:
+    imported(tmp_path, EDGES, seed=0)
+    config = config_for(tmp_path)
+    progress = interrupted_first_pass(config)
+    imported(tmp_path, EDGES, seed=0)  # the same input again: the same files
+    start_by_name.fn(open_run(config), 0)
+    saved = progress.read(1)
+    assert saved is not None and saved.done == 1

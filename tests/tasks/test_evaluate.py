@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from disk_state import changes, tree_state
+from test_by_name import EDGES, committed, imported
+from test_by_name import config_for as by_name_config
 
 from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
@@ -13,6 +17,7 @@ from pbg_core.evaluation.candidates import sample_candidates
 from pbg_core.evaluation.sampling import sample_edge_positions
 from pbg_core.seeding import derive_seed
 from pbg_core.session.build import build_topology
+from storage.checkpoint_names import NamesChangedError
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
@@ -33,6 +38,18 @@ def test_a_checkpoint_never_committed_is_refused(make_config: Any) -> None:
     config = parse_config(make_config())
     with opened_run(config) as run, pytest.raises(DataNotFound, match="no committed checkpoint to evaluate"):
         open_eval_session.fn(run)
+
+
+def test_a_checkpoint_whose_names_moved_is_refused_before_any_partition_is_read(tmp_path: Path) -> None:
+    """After a plain re-import the edges' (partition, offset) ids are other entities' rows of the checkpoint."""
+    imported(tmp_path, EDGES, seed=0)
+    config = by_name_config(tmp_path)
+    committed(config)
+    imported(tmp_path, EDGES[5:] + [("u99", "bought", "i99")], seed=0)
+    before = tree_state(tmp_path)
+    with opened_run(config) as run, pytest.raises(NamesChangedError, match=r"pbg eval would rank each moved row"):
+        open_eval_session.fn(run, candidates=2)  # sampled evaluation goes through the same gate
+    assert changes(before, tree_state(tmp_path)) == []
 
 
 def evaluated_mrr(run: str, edge_path: str) -> float:

@@ -1,13 +1,21 @@
-"""tasks.retrain_gate: the verdict of the quality gate, and the message of a failed one."""
+"""tasks.retrain_gate: the verdict of the quality gate, the message of a failed one, and a holdout not
+ranked against rows of other names."""
 
 from __future__ import annotations
 
-import pytest
-from pydantic import ValidationError
+from pathlib import Path
 
-from storage.retrain_state import RetrainState
-from tasks.retrain_gate import gate_verdict, unpromoted_message
+import pytest
+from disk_state import changes, tree_state
+from pydantic import ValidationError
+from test_by_name import EDGES, committed, imported
+from test_by_name import config_for as by_name_config
+
+from storage.checkpoint_names import NamesChangedError
+from storage.retrain_state import RetrainState, write_state
+from tasks.retrain_gate import evaluate_holdout, gate_verdict, unpromoted_message
 from tasks.retrain_options import IncomingOptions, RetrainOptions
+from tasks.runs import opened_run
 
 INCOMING = IncomingOptions(inputs="in/*.tsv", edges_dir="edges")
 
@@ -54,3 +62,16 @@ def test_a_gate_needs_incoming_files_and_the_message_names_latest() -> None:
         RetrainOptions(min_mrr=0.2)
     message = unpromoted_message({"reason": "MRR 0.1 ..."}, "s3://b/runs/run-x")
     assert message == "quality gate failed, model not promoted (latest.json still names s3://b/runs/run-x): MRR 0.1 ..."
+
+
+def test_the_trained_model_is_not_ranked_on_a_holdout_whose_names_moved(tmp_path: Path) -> None:
+    """The holdout's edges are ids of the import now: a checkpoint of other names is refused, nothing written."""
+    imported(tmp_path, EDGES, seed=0)
+    config = by_name_config(tmp_path)
+    committed(config)
+    write_state(config.checkpoint_path, RetrainState(generation=1, holdouts=[str(tmp_path / "edges")]))
+    imported(tmp_path, EDGES[5:] + [("u99", "bought", "i99")], seed=0)  # imported again under the run
+    before = tree_state(tmp_path)
+    with opened_run(config) as run, pytest.raises(NamesChangedError, match=r"the quality gate would rank each moved"):
+        evaluate_holdout.fn(run, "trained")
+    assert changes(before, tree_state(tmp_path)) == []
