@@ -39,16 +39,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-## test-long: what the default run keeps short, at full length (CI runs it after `make test`):
-## a 100-iteration deployed run's server log, Ctrl-C/SIGTERM/kill -9 at every moment, scheduled retraining runs,
-## init_path by name after a re-import through the CLI, on a cluster and on S3; the Dask cluster's S3 outage,
-## Ctrl-C, late worker and TLS runs; an import and a training run kept apart by the entity_path's leases
+## test-long: what the default run keeps short, at full length (CI runs it after `make test`): a 100-iteration
+## deployed run's server log, then every test marked `slow` (long end-to-end checks: Ctrl-C/SIGTERM/kill -9 at every
+## moment, scheduled retraining runs, crashed and cancelled deployed runs, cluster faults, TLS and the cluster
+## deployment, S3 outages, imports against training runs, init_path by name through the CLI, the UMLS demo's figures)
 test-long: $(STAMP)
 	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_long_run.py
-	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_interrupts.py tests/flows/test_train_retrain.py tests/deployments/test_retrain_deployment.py \
-		tests/flows/test_cli_concurrent_imports.py
-	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_cli_init_by_name.py tests/flows/test_init_by_name.py -k "cli or cluster or s3"
-	PBG_SLOW_TESTS=1 $(PY) -m pytest tests/flows/test_cluster_faults.py tests/flows/test_dask_security.py
+	PBG_SLOW_TESTS=1 $(PY) -m pytest -m slow --durations=25
 
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports

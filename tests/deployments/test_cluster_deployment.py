@@ -23,7 +23,7 @@ from stack import Stack, clean_env, write_json
 from storage.checkpoints import CheckpointStore
 from storage.stats_log import StatsLog
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PBG = str(Path(sys.executable).with_name("pbg"))
 FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}

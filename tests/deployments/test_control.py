@@ -47,6 +47,7 @@ def all_log_text(stack: Stack, flow_run_id: str) -> str:
     return "\n".join(log["message"] for log in stack.logs(stack.run_and_subflow_ids(flow_run_id)))
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_hogwild_workers_and_keeps_the_committed_checkpoint(
     stack: Stack, graph_2x2: Any, config_for: Any, tmp_path: Path
 ) -> None:
@@ -100,6 +101,7 @@ def test_invalid_parameters_are_rejected_before_a_run_exists(stack: Stack) -> No
         assert field in output, f"the rejection of {args} does not name {field}:\n{output}"
 
 
+@pytest.mark.slow
 def test_a_config_url_with_a_bad_field_fails_the_run_naming_it(
     stack: Stack, graph_2x2: Any, config_for: Any, tmp_path: Path
 ) -> None:
@@ -117,6 +119,7 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_unreachable_s3_endpoint_fails_fast_naming_the_url_never_the_secret(
     stack: Stack, graph_2x2: Any, config_for: Any, tmp_path: Path
 ) -> None:
@@ -140,6 +143,7 @@ def test_an_unreachable_s3_endpoint_fails_fast_naming_the_url_never_the_secret(
     assert SECRET not in params  # the secret travelled in the file, not the parameters
 
 
+@pytest.mark.slow
 def test_pbg_serve_runs_deployment_runs_without_a_worker(
     stack: Stack, graph_2x2: Any, config_for: Any, tmp_path: Path
 ) -> None:

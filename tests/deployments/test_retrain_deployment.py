@@ -12,7 +12,6 @@ Slow (three deployed runs, about two minutes): run by `make test-long` (CI runs 
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from stack import Stack
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1"),
+    pytest.mark.slow,
 ]
 
 

@@ -25,7 +25,7 @@ from server_log import SERVER_LOG_PROBLEMS, server_log_records
 from shared_runs import BUCKETS_PER_PASS, CHECKPOINT_FILES, NEEDED_BUCKETS, NUM_EPOCHS, RUN_TIMEOUT_S
 from stack import Stack, version_of, write_json
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CRASH_TIMEOUT_S = 180  # heartbeat every 30 s + 60 s without one + the trigger's evaluation period
 CRASH_AFTER_S = 60  # local-up.sh's default PBG_CRASH_AFTER_SECONDS

@@ -37,6 +37,7 @@ def printed_stats(output: str) -> dict[str, float]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_seeded_demo_prints_the_readme_figures(tmp_path: Path) -> None:
     venv = Path(sys.executable).parent.parent
     for name, target in (("examples", REPO / "examples"), ("data", REPO / "data"), (".venv", venv)):

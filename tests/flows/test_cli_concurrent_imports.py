@@ -10,7 +10,6 @@ server start-ups) runs with ``PBG_SLOW_TESTS=1``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from _cli import PBG, cli_environment, run_pbg
 from disk_state import changes, tree_state
 
-slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+slow = pytest.mark.slow
 IMPORT = ["-l", "0", "-r", "1"]
 
 

@@ -12,7 +12,6 @@ every row as trained.
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from _cli import cli_environment, run_pbg
 from disk_state import changes, tree_state
 
-pytestmark = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+pytestmark = pytest.mark.slow
 
 CONFIG = {
     "entities": {"user": {"num_partitions": 2}, "item": {"num_partitions": 2}},

@@ -154,6 +154,7 @@ def test_a_boolean_for_a_number_is_refused(cli_env: dict[str, str], tmp_path: Pa
     assert "dimension: True: expected an integer, got a boolean" in done.stderr
 
 
+@pytest.mark.slow
 def test_eval_with_nothing_listening_on_the_s3_endpoint_fails_without_retries(
     cli_env: dict[str, str], tmp_path: Path, s3_server: Any
 ) -> None:

@@ -54,7 +54,7 @@ from tasks.machines import open_machines
 FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
 ONE_BOTOCORE_RETRY = {"AWS_MAX_ATTEMPTS": "2", "AWS_RETRY_MODE": "legacy"}
 OUTAGE_S = 10.0
-slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+slow = pytest.mark.slow
 
 
 @pytest.fixture
@@ -106,6 +106,7 @@ def recorded(checkpoint: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_a_run_on_command_line_workers_completes(raw: dict[str, Any]) -> None:
     result = pbg(config=parse_config(raw))
     rows = bucket_rows(Path(raw["checkpoint_path"]))
@@ -113,6 +114,7 @@ def test_a_run_on_command_line_workers_completes(raw: dict[str, Any]) -> None:
     assert len({r["machine"] for r in rows}) == 2  # both workers trained
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_gives_its_bucket_to_the_other(raw: dict[str, Any], cluster: DaskProcesses) -> None:
     checkpoint = Path(raw["checkpoint_path"])
     victim = cluster.processes[1]  # the first worker's nanny and worker: its process group
@@ -133,6 +135,7 @@ def test_a_worker_killed_mid_run_gives_its_bucket_to_the_other(raw: dict[str, An
         assert store.load_embeddings("node", part, 3)[0].shape == (store.embeddings_shape("node", part, 3)[0], 16)
 
 
+@pytest.mark.slow
 def test_a_lost_scheduler_fails_the_run_within_a_minute_and_a_new_cluster_resumes_it(
     raw: dict[str, Any], cluster: DaskProcesses, tmp_path: Path
 ) -> None:

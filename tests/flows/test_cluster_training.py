@@ -53,6 +53,7 @@ def test_two_local_machines_train_every_bucket_of_every_epoch_and_commit_each(cl
     assert all({b["machine"] for b in it["buckets"]} <= {r["machine"] for r in rows} for it in iterations)
 
 
+@pytest.mark.slow
 def test_two_machines_rank_test_edges_as_well_as_one(cluster_config: dict[str, Any], graph_4x4: Any) -> None:
     relations = [{**rel, "all_negs": True} for rel in cluster_config["relations"]]
     mrr = {}

@@ -11,7 +11,6 @@ with ``PBG_SLOW_TESTS=1``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from flows.dask_security import environment_variable
 from storage.checkpoints import CheckpointStore
 
 FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+slow = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from flows.train import pbg
@@ -35,6 +36,7 @@ def exported_names(config: Any, root: Path, name: str) -> list[str]:
     return [line.split("\t")[0] for line in (root / f"{name}.tsv").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_run_grown_from_the_previous_one_exports_the_old_entities_first_in_the_same_order(tmp_path: Path) -> None:
     (tmp_path / "day0.tsv").write_text("".join(f"u{i}\tu{(i * 7) % 60}\n" for i in range(60)))
     (tmp_path / "day1.tsv").write_text("".join(f"u{i}\tv{i % 9}\n" for i in range(30)))
@@ -62,6 +64,7 @@ def exported_vectors(config: Any, root: Path, name: str) -> dict[str, list[float
     return {row[0]: [float(x) for x in row[1:]] for row in rows}
 
 
+@pytest.mark.slow
 def test_new_entities_start_at_the_mean_of_their_trained_neighbors_when_asked(tmp_path: Path) -> None:
     (tmp_path / "day0.tsv").write_text("".join(f"u{i}\tu{(i * 7) % 60}\n" for i in range(60)))
     (tmp_path / "day1.tsv").write_text("".join(f"u{i}\tv{i % 9}\n" for i in range(30)) + "v0\tw0\n")

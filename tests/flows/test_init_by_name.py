@@ -10,7 +10,6 @@ between partitions), seeded. The same through the real command line is in
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 from dataclasses import dataclass
@@ -217,6 +216,7 @@ def test_a_checkpoint_without_a_names_record_is_used_by_position(reimported: Rei
     assert old_places  # the record-less rows went where PBG would put them, whatever the names
 
 
+@pytest.mark.slow
 def test_dynamic_relation_types_keep_their_parameters_by_name(tmp_path: Path) -> None:
     dynamic = {"relations": [{"name": "any", "lhs": "user", "rhs": "user", "operator": "translation"}]}
     rng = random.Random(3)
@@ -254,7 +254,7 @@ def relation_rows(config: Any, root: Path, name: str) -> dict[str, list[list[flo
     return rows
 
 
-@pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow (about 30 s): set PBG_SLOW_TESTS=1")
+@pytest.mark.slow
 def test_a_cluster_run_reads_the_start_by_name_on_every_machine(tmp_path: Path) -> None:
     """num_machines = 2 (a local Dask cluster): the machines read the remapped start and record the names."""
     imported(tmp_path, graph_edges(0), seed=0, partitions=4)
@@ -273,7 +273,7 @@ def test_a_cluster_run_reads_the_start_by_name_on_every_machine(tmp_path: Path) 
     )
 
 
-@pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow (about 40 s): set PBG_SLOW_TESTS=1")
+@pytest.mark.slow
 def test_on_s3_rows_follow_their_entities_by_name(s3_bucket: str, tmp_path: Path) -> None:
     """Entity files, edges and checkpoints on S3: the names record, the start by name, the refusal."""
     root = f"s3://{s3_bucket}/graph"

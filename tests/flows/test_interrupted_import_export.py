@@ -79,6 +79,7 @@ def test_an_interrupted_import_leaves_the_previous_output_as_it_was(
     assert snapshot(tmp_path / "data") != before  # the new edges are in
 
 
+@pytest.mark.slow
 def test_an_interrupted_export_leaves_no_output_and_runs_again(env: dict[str, str], tmp_path: Path) -> None:
     from flows.train import pbg
     from pbg_core.config import parse_config

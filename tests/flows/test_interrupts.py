@@ -33,7 +33,7 @@ from _signals import EXIT_WITHIN_SECONDS, Signalled, descendants, leftovers, run
 from storage.checkpoints import CheckpointStore
 
 EPOCHS = 6  # the signal comes in epoch 3 (a few ms to handle it, ~0.1 s per epoch): the run stops mid-way
-slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+slow = pytest.mark.slow
 
 
 @pytest.fixture()

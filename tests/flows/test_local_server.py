@@ -140,6 +140,7 @@ def _post_event_and_stop(event_id: str) -> None:
     assert server.process.returncode in (0, -signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_the_server_answers_in_its_own_session_stops_cleanly_and_stores_events_only_with_pbg_keep_events(
     prefect_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,6 +196,7 @@ def test_pbg_train_on_a_full_disk_fails_in_one_line_before_the_server(
     assert not server_log.exists()
 
 
+@pytest.mark.slow
 def test_the_disk_check_asks_for_what_a_version_takes(
     graph_2x2: Any, config_for: Callable[..., dict[str, Any]], small_disk: Callable[[int], Path], tmp_path: Path
 ) -> None:

@@ -184,6 +184,7 @@ def report(case: str, run: SimpleNamespace) -> str:
     )
 
 
+@pytest.mark.slow
 def test_run_completes_with_a_fifth_of_requests_failing(
     s3_proxy: S3Proxy, train_through_proxy: Callable[[], SimpleNamespace], reference: Path, h5_datasets: Any
 ) -> None:

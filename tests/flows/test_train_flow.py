@@ -136,6 +136,7 @@ def test_in_training_holdout_mrr_improves(resumed: SimpleNamespace) -> None:
 # ---- interruption inside an iteration: divergence -----------------------------------------
 
 
+@pytest.mark.slow
 def test_diverged_iteration_keeps_the_committed_version_then_a_fixed_rerun_completes(
     trained: Any, make_config: Any, h5_datasets: Any, tmp_path: Path
 ) -> None:
@@ -167,6 +168,7 @@ def test_diverged_iteration_keeps_the_committed_version_then_a_fixed_rerun_compl
     assert all(math.isfinite(row["stats"]["metrics"]["loss"]) for row in bucket_rows(checkpoint))
 
 
+@pytest.mark.slow
 def test_a_failed_iteration_cancels_the_one_created_ahead_and_fails_the_run_with_its_error(
     make_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -104,6 +104,7 @@ def test_engine_lines_reach_the_run_logs(graph_2x2: Any, config_for: Any, tmp_pa
         time.sleep(1)
 
 
+@pytest.mark.slow
 def test_retraining_runs_each_get_a_directory_initialised_from_the_previous_one(
     graph_2x2: Any, config_for: Any, tmp_path: Path
 ) -> None:
@@ -137,6 +138,7 @@ def _paused_run_id(deadline: float) -> UUID | None:
     return None
 
 
+@pytest.mark.slow
 def test_pause_every_pauses_after_a_commit_and_resumes(graph_2x2: Any, config_for: Any, tmp_path: Path) -> None:
     config = parse_config(config_for(graph_2x2, tmp_path / "paused", num_epochs=2))
     outcome: dict[str, Any] = {}

@@ -15,7 +15,6 @@ test_retrain.py, test_retrain_gate.py, tests/storage/test_received.py, ...) and 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -36,7 +35,7 @@ from tasks.retrain import NoNewData
 from tasks.retrain_gate import GateFailed
 from tasks.retrain_options import IncomingOptions, RetrainOptions
 
-slow = pytest.mark.skipif(os.environ.get("PBG_SLOW_TESTS") != "1", reason="slow: set PBG_SLOW_TESTS=1")
+slow = pytest.mark.slow
 
 
 def planted_edges(rng: random.Random, per_node: int) -> list[tuple[str, str, str]]:
