@@ -217,6 +217,7 @@ def test_eval_json_is_the_last_stdout_line(
     assert 0 < metrics["mrr"] <= 1 and 0 <= metrics["r1"] <= metrics["r10"] <= metrics["r50"] <= 1
 
 
+@pytest.mark.slow
 def test_sampled_eval_prints_what_it_ranked_and_json_has_the_sample(
     imported: SimpleNamespace, cli_env: dict[str, str], trained_cli: subprocess.CompletedProcess[str]
 ) -> None:

@@ -33,6 +33,7 @@ def cluster_config(make_config: Any, graph_4x4: Any) -> dict[str, Any]:
     return make_config("ckpt", data=graph_4x4, num_epochs=2, num_machines=2)
 
 
+@pytest.mark.slow
 def test_two_local_machines_train_every_bucket_of_every_epoch_and_commit_each(cluster_config: dict[str, Any]) -> None:
     result = pbg(config=parse_config(cluster_config))
     checkpoint = Path(cluster_config["checkpoint_path"])

@@ -166,6 +166,7 @@ def test_epoch_snapshots_carry_the_names_of_their_rows(reimported: Reimported, t
     assert {f"{d}.json" for d in recorded.entities.values()} == {p.name for p in (snapshot / ARCHIVE_DIR).iterdir()}
 
 
+@pytest.mark.slow
 def test_new_entities_start_at_their_trained_neighbors_mean_after_a_reimport(
     reimported: Reimported, tmp_path: Path
 ) -> None:

@@ -88,6 +88,7 @@ def flow_runs(env: dict[str, str], flow: str) -> list[tuple[str, str, str | None
         ).fetchall()
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_how_to_resume(
     env: dict[str, str], workdir: Path
 ) -> None:

@@ -72,6 +72,7 @@ def collide(tmp_path: Path, mode: str) -> dict[str, object]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_prefects_own_configuration_refuses_the_write_after_a_collision(tmp_path: Path) -> None:
     # The premise: without the change the collision fails (else the other test proves nothing).
     outcome = collide(tmp_path, "prefect")
@@ -80,6 +81,7 @@ def test_prefects_own_configuration_refuses_the_write_after_a_collision(tmp_path
     assert outcome["rows"] == ["second"]
 
 
+@pytest.mark.slow
 def test_immediate_writes_make_the_second_writer_wait_and_both_land(tmp_path: Path) -> None:
     outcome = collide(tmp_path, "immediate")
     assert outcome["installed"] is True

@@ -205,6 +205,7 @@ def test_run_completes_with_a_fifth_of_requests_failing(
     assert sum(run.retries.values()) > 0, "no Prefect task retry happened: every fault was absorbed below"
 
 
+@pytest.mark.slow
 def test_run_completes_across_a_3_s_outage(
     s3_proxy: S3Proxy, train_through_proxy: Callable[[], SimpleNamespace], reference: Path, h5_datasets: Any
 ) -> None:

@@ -331,6 +331,7 @@ def assert_same_checkpoint(a: Path, b: Path, version: int, h5_datasets: Any) -> 
             assert left[key].tobytes() == right[key].tobytes(), f"{name}:{key} differs"
 
 
+@pytest.mark.slow
 def test_same_seed_and_one_worker_is_bit_reproducible(
     run_2x2: SimpleNamespace, graph_2x2: Any, config_for: Any, tmp_path: Path, h5_datasets: Any
 ) -> None:
