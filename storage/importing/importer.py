@@ -78,7 +78,7 @@ from storage.importing.previous import (
     unchanged_report,
 )
 from storage.importing.report import ImportReport, ProgressFn
-from storage.importing.run import check_input_count, check_outputs, run_import
+from storage.importing.run import make_plan, run_import
 from storage.lease import LeaseKeeper
 from storage.pause_points import pause_point
 
@@ -174,8 +174,9 @@ def import_edges(
     if append:  # a separate key: an append never matches a plain import of the same files
         options["append"] = True
     job = _Job(config, list(inputs), _read_spec(config, options), options, progress, force)
-    check_input_count(config, job.inputs)
-    check_outputs(config)  # before the lease is created inside them
+    # Every argument, input and output check before the lease (created inside entity_path): a
+    # mistake is named at once, not hidden behind "another import holds entity_path".
+    make_plan(config, job.inputs, job.spec)
     so = config.storage_options_for_fs()
     with importing(config.entity_path, holder or command_label(), so) as keeper:  # refused here if busy
         recover(config.entity_path, list(config.edge_paths), so)  # what killed imports left

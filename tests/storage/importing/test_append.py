@@ -65,9 +65,9 @@ def test_an_append_that_does_not_fit_the_import_is_refused_before_reading_inputs
     import_edges(day0, [write_tsv(root / "day0.tsv", ["a b", "b c"])], lhs_col=0, rhs_col=1, seed=0)
     before = names_by_part(day0, "user")
     other = make_config(root, {"user": 4}, [("follows", "user", "user")], edge_paths=[str(root / "edges-day1")])
-    missing_input = str(root / "never-read.tsv")
+    malformed = write_tsv(root / "never-read.tsv", ["a"])  # read, it would fail as a short line
     with pytest.raises(ConfigError, match="entities.user: the import being appended to has 2 partition"):
-        import_edges(other, [missing_input], lhs_col=0, rhs_col=1, append=True)
+        import_edges(other, [malformed], lhs_col=0, rhs_col=1, append=True)
     assert names_by_part(day0, "user") == before
 
 
