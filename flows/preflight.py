@@ -258,7 +258,7 @@ def next_version_bytes(
     at every bucket, one more copy of each (less what ``progress/`` holds already); the stats
     file and a progress record rewritten with a pass's rows; ``config.json`` and the lease. A
     pass whose save points are further apart may hold more copies between them: the bucket
-    steps check again before each save (:mod:`tasks.disk_checks`).
+    steps check again before each save (:mod:`storage.disk_checks`).
     """
     attrs = attrs_bytes(json.dumps(config_to_json(config), sort_keys=True))
     files = [hdf5_file_bytes(n * (config.entity_dimension(entity) + 1) * 4, attrs) for (entity, _), n in counts.items()]
