@@ -46,7 +46,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from flows.preflight import load_config_checked
     from flows.progress_bar import import_progress
     from storage.importing.importer import import_edges
-    from tasks.import_progress import estimate_lines
+    from storage.importing.progress import estimate_lines
 
     inputs = [(f"input {number}", path) for number, path in enumerate(args.inputs, start=1)]
     config = load_config_checked(args.config, args.param, inputs, IMPORT_FIELDS)

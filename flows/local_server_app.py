@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from storage import layout
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -32,7 +34,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-STARTUP_LOCK_NAME = "pbg-server-startup.lock"  # in PREFECT_HOME, beside its database
 WARM_UP_REQUESTS = (("GET", "/api/admin/version", b""), ("POST", "/api/flow_runs/filter", b'{"limit": 1}'))
 
 
@@ -114,7 +115,7 @@ def create_app() -> ASGIApp:
 
     install_immediate_writes()
     app = warm_up_after_startup(prefect_create_app(ephemeral=True, final=True))
-    return one_start_at_a_time(app, Path(get_current_settings().home) / STARTUP_LOCK_NAME)
+    return one_start_at_a_time(app, Path(get_current_settings().home) / layout.SERVER_STARTUP_LOCK_FILE)
 
 
 def serve(fd: int) -> None:

@@ -49,8 +49,6 @@ from storage.errors import BadDataError, DataNotFound, OutputNotWritable
 from storage.host_memory import memory_available
 from storage.local_dirs import creatable_problem
 
-# storage.progress.PROGRESS_DIR, whose module imports torch (tests/flows/test_preflight.py holds them equal).
-PROGRESS_DIR = "progress"
 STATS_ROW_BYTES = 2048  # a training_stats.json row, at most (measured: about 1 KB)
 
 
@@ -258,12 +256,12 @@ def next_version_bytes(
     at every bucket, one more copy of each (less what ``progress/`` holds already); the stats
     file and a progress record rewritten with a pass's rows; ``config.json`` and the lease. A
     pass whose save points are further apart may hold more copies between them: the bucket
-    steps check again before each save (:mod:`tasks.disk_checks`).
+    steps check again before each save (:mod:`storage.disk_checks`).
     """
     attrs = attrs_bytes(json.dumps(config_to_json(config), sort_keys=True))
     files = [hdf5_file_bytes(n * (config.entity_dimension(entity) + 1) * 4, attrs) for (entity, _), n in counts.items()]
     version = sum(files) + hdf5_file_bytes(model, attrs, model_datasets(config) + 1)
-    progress = _tree_bytes(os.path.join(checkpoint_dir, PROGRESS_DIR))
+    progress = _tree_bytes(os.path.join(checkpoint_dir, layout.PROGRESS_DIR))
     rows = (len(topology.buckets()) + 1) * STATS_ROW_BYTES
     stats = rewrite_bytes(os.path.join(checkpoint_dir, layout.STATS_FILE), rows)
     record = rows + 32 * len(counts) + 4096  # the pass's rows and where each partition is

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tasks.import_progress import ImportProgress
+from storage.importing.progress import ImportProgress
 
 STEPS = 1000
 

@@ -25,6 +25,7 @@ from flows.interrupts import cancel_on_interrupt, note_position
 from flows.pipeline import SubflowPipeline, run_body
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
+from storage.stats_report import version_progress
 from tasks.arrivals import Received
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
@@ -48,7 +49,6 @@ from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
-from tasks.report import version_progress
 from tasks.retrain import (
     acquire_retrain_lease,
     finish_retrain,

@@ -45,7 +45,6 @@ from storage.fs import changes, identity, reads, urls
 from storage.fs.urls import StorageOptions
 
 DIGEST_ATTR = "names/digest"
-ARCHIVE_DIR = "names"
 _SAFE_DIGEST = re.compile(r"^[0-9A-Za-z-]{1,128}$")
 _RANGE_BLOCK = 64 << 10  # bytes per range request when reading an attribute of a remote file
 
@@ -155,7 +154,7 @@ class NamesArchive:
     """``names/{digest}.json`` of a checkpoint directory: each names list its versions' rows follow, once."""
 
     def __init__(self, checkpoint_url: str, storage_options: StorageOptions = None) -> None:
-        self.url = urls.join_url(checkpoint_url, ARCHIVE_DIR)
+        self.url = urls.join_url(checkpoint_url, layout.NAMES_DIR)
         self.storage_options = storage_options
 
     def __repr__(self) -> str:
@@ -163,12 +162,12 @@ class NamesArchive:
 
     def file_url(self, digest: str) -> str:
         """Where the names of ``digest`` are kept."""
-        return urls.join_url(self.url, f"{digest}.json")
+        return urls.join_url(self.url, layout.names_file(digest))
 
     def digests(self) -> set[str]:
         """The digests whose names are kept here."""
         names = reads.listdir(self.url, self.storage_options)
-        return {name[: -len(".json")] for name in names if name.endswith(".json") and ".tmp" not in name}
+        return {digest for digest in map(layout.parse_names_file, names) if digest is not None}
 
     def keep(self, sources: Mapping[str, str], verify: bool = True) -> int:
         """Copy in the names files of ``sources`` (digest -> names file URL) not kept yet; returns how many.
@@ -199,7 +198,7 @@ class NamesArchive:
         Raises:
             DataNotFound: they are not kept here (the directory was copied without its ``names/``).
         """
-        return EntityStore(self.url, self.storage_options).read_names_file(f"{digest}.json")
+        return EntityStore(self.url, self.storage_options).read_names_file(layout.names_file(digest))
 
     def remove_except(self, keep: set[str]) -> list[str]:
         """Delete the names of every digest not in ``keep``; returns those removed."""
@@ -264,7 +263,6 @@ def compare(recorded: NamesDigests, current: NamesDigests, keys: Iterable[Partit
 
 
 __all__ = [
-    "ARCHIVE_DIR",
     "DIGEST_ATTR",
     "NamesArchive",
     "NamesChangedError",

@@ -22,22 +22,19 @@ import errno
 import functools
 import logging
 import os
-import re
 import shlex
 import sys
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
+from storage import layout
 from storage.errors import BadDataError
 from storage.fs import changes, reads, urls
 from storage.lease import Lease, LeaseHeldError, LeaseHolder, LeaseKeeper, kept, read_holder
 
 logger = logging.getLogger(__name__)
 
-IMPORT_LEASE = "import_lease.json"
-READERS_DIR = ".pbg-readers"
-_READER_FILE = re.compile(r"^[0-9a-f]{32}\.json$")
 _LABEL_WIDTH = 120
 
 
@@ -53,7 +50,7 @@ def import_lease(entity_path: str, label: str, storage_options: Any = None) -> L
     return Lease(
         entity_path,
         label,
-        name=IMPORT_LEASE,
+        name=layout.IMPORT_LEASE_FILE,
         busy=f"entity_path {entity_path} is being imported into",
         storage_options=storage_options,
     )
@@ -65,7 +62,7 @@ def reader_lease(entity_path: str, label: str, storage_options: Any = None) -> L
     return Lease(
         entity_path,
         label,
-        name=f"{READERS_DIR}/{token}.json",
+        name=layout.reader_file(token),
         busy=f"entity_path {entity_path} is being read",
         storage_options=storage_options,
         token=token,
@@ -116,7 +113,7 @@ def acquire_reader(lease: Lease, entity_path: str) -> bool:
             raise
         logger.warning("cannot write a reader file into %s (%s): an import could change it meanwhile", entity_path, exc)
     try:
-        writer = read_holder(urls.join_url(entity_path, IMPORT_LEASE), lease.storage_options)
+        writer = read_holder(urls.join_url(entity_path, layout.IMPORT_LEASE_FILE), lease.storage_options)
     except BaseException:
         lease.release()
         raise
@@ -131,10 +128,10 @@ def acquire_reader(lease: Lease, entity_path: str) -> bool:
 
 def reader_files(entity_path: str, storage_options: Any = None) -> list[tuple[str, LeaseHolder | None]]:
     """Every reader file of ``entity_path`` with its holder (None: not a lease; files deleted meanwhile are left out)."""
-    directory = urls.join_url(entity_path, READERS_DIR)
+    directory = urls.join_url(entity_path, layout.READERS_DIR)
     found: list[tuple[str, LeaseHolder | None]] = []
     for name in reads.listdir(directory, storage_options):
-        if not _READER_FILE.match(name):
+        if layout.parse_reader_file(name) is None:
             continue  # a renewal's temporary file
         url = urls.join_url(directory, name)
         try:
@@ -207,8 +204,6 @@ def reads_entity_path(function: Callable[P, T]) -> Callable[P, T]:
 
 
 __all__ = [
-    "IMPORT_LEASE",
-    "READERS_DIR",
     "acquire_import",
     "acquire_reader",
     "command_label",

@@ -1,4 +1,9 @@
-"""Every file name of a PBG data layout, as pure functions (docs/formats.md describes the files).
+"""Every file and directory name this project reads or writes, as constants and pure functions.
+
+docs/formats.md describes the files. Nothing else spells a name: a module that needs one takes
+it from here (``tests/storage/test_layout.py`` fails on a file name written anywhere else).
+This module imports no torch, numpy, fsspec or h5py, so the pre-checks of ``pbg train``
+(:mod:`flows.preflight`) use it before anything heavy loads.
 
 Entity directory (``entity_path``)::
 
@@ -6,10 +11,17 @@ Entity directory (``entity_path``)::
     entity_names_{type}_{part}.json    JSON list of names by offset (indent 4)
     dynamic_rel_count.txt              one integer
     dynamic_rel_names.json             JSON list of relation names by index
+    import_manifest.json               what ``pbg import`` wrote here, by stable identity
+    import_lease.json                  the lease of the one import writing here
+    .pbg-readers/{token}.json          one per run, ``pbg eval`` or ``pbg export`` reading here
+    .pbg-import-{token}.json           an import's journal (what to undo or finish if it dies)
 
 Edge directory (one per edge path)::
 
     edges_{lhs_part}_{rhs_part}.h5     one HDF5 file per bucket
+
+Inside every directory an import writes: ``.pbg-import-{token}-{n}/`` (staging) and
+``.pbg-import-{token}-replaced/`` (what an append replaces, until it commits).
 
 Checkpoint directory (``checkpoint_path``)::
 
@@ -19,6 +31,20 @@ Checkpoint directory (``checkpoint_path``)::
     model.v{v}.h5                      operator parameters + optimizer state
     training_stats.json                JSON lines, one per bucket
     epoch_{N}/                         snapshot preserved after epoch N
+    lease.json                         the lease of the one run writing here
+    progress/v{v}.json                 the bucket progress record of the pass writing v
+    progress/v{v}-b{k}/                the files saved by bucket position k of that pass
+    names/{digest}.json                the entity names the checkpoint's rows follow
+    init_by_name/start.json            init_path's rows matched by name: the record
+    init_by_name/fresh_rows.h5         ... and the rows no name matched
+    init_new_rows.h5                   rows new since init_path's version (grown entities)
+
+``pbg export``'s output directory: ``relation_types.tsv`` and, per entity type, ``{type}.tsv``,
+``{type}.h5`` or ``{type}.npy`` with ``{type}.names.json``.
+
+Local scratch: ``pbg-import-spill-*/`` (an import's spill, claimed by ``owner.json``), the remap
+spill's ``to{new}-from{old}.npz``, a write probe ``.pbg-write-check-*`` and an atomic local
+write's ``.{name}.{token}.tmp`` beside its file; ``pbg-server-startup.lock`` in ``PREFECT_HOME``.
 
 Files being written carry ``.tmp`` before the extension (``edges_0_1.tmp.h5``,
 like PBG), so the parsers below never mistake one for a committed file.
@@ -35,14 +61,39 @@ CONFIG_FILE = "config.json"
 STATS_FILE = "training_stats.json"
 DYNAMIC_REL_COUNT_FILE = "dynamic_rel_count.txt"
 DYNAMIC_REL_NAMES_FILE = "dynamic_rel_names.json"
+CHECKPOINT_FILES = "checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5"  # for messages
+
+# Entity directory: what pbg import keeps beside the entity files, and who reads them.
+IMPORT_MANIFEST_FILE = "import_manifest.json"
+IMPORT_LEASE_FILE = "import_lease.json"
+READERS_DIR = ".pbg-readers"
+IMPORT_PREFIX = ".pbg-import-"  # an import's journal, staging and backup names start so
+
+# Checkpoint directory: beside the versioned files.
+LEASE_FILE = "lease.json"
+PROGRESS_DIR = "progress"
+NAMES_DIR = "names"
+START_BY_NAME_DIR = "init_by_name"
+START_RECORD_FILE = "start.json"
+FRESH_ROWS_FILE = "fresh_rows.h5"
+NEW_ROWS_FILE = "init_new_rows.h5"
+
+# pbg export's output directory.
+RELATION_TYPES_FILE = "relation_types.tsv"
+NPY_NAMES_SUFFIX = ".names.json"  # {type}.npy's names, beside it
+
+# Local scratch and PREFECT_HOME.
+IMPORT_SPILL_PREFIX = "pbg-import-spill-"
+SPILL_OWNER_FILE = "owner.json"
+WRITE_CHECK_PREFIX = ".pbg-write-check-"
+SERVER_STARTUP_LOCK_FILE = "pbg-server-startup.lock"
 
 # What each directory of the layout holds: for the message about a path that names a file instead.
 _DIRECTORY_HOLDS = {
     "entity_path": "the entity directory `pbg import` writes (entity_count_<type>_<part>.txt, "
     "entity_names_<type>_<part>.json)",
-    "checkpoint_path": "a checkpoint directory (checkpoint_version.txt, model.v<N>.h5, "
-    "embeddings_<type>_<part>.v<N>.h5), or where to create one",
-    "init_path": "a checkpoint directory (checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5)",
+    "checkpoint_path": f"a checkpoint directory ({CHECKPOINT_FILES}), or where to create one",
+    "init_path": f"a checkpoint directory ({CHECKPOINT_FILES})",
 }
 
 _EDGE_RE = re.compile(r"^edges_(\d+)_(\d+)\.h5$")
@@ -50,6 +101,9 @@ _EDGE_RE = re.compile(r"^edges_(\d+)_(\d+)\.h5$")
 _EMBEDDINGS_RE = re.compile(r"^embeddings_(.+)_(\d+)\.v(\d+)\.h5$")
 _MODEL_RE = re.compile(r"^model\.v(\d+)\.h5$")
 _SNAPSHOT_RE = re.compile(r"^epoch_(\d+)$")
+_READER_RE = re.compile(r"^([0-9a-f]{32})\.json$")
+_JOURNAL_RE = re.compile(r"^" + re.escape(IMPORT_PREFIX) + r"([0-9a-f]{12})\.json$")
+_IMPORT_DIR_RE = re.compile(r"^" + re.escape(IMPORT_PREFIX) + r"([0-9a-f]{12})-(\d+|replaced)$")
 
 
 def entity_count_file(entity: EntityName, part: Partition) -> str:
@@ -91,6 +145,81 @@ def tmp_file(name: str) -> str:
     if not dot:
         return f"{name}.tmp"
     return f"{stem}.tmp.{ext}"
+
+
+def progress_record_file(version: int) -> str:
+    """``v{version}.json``: the progress record of the pass writing ``version`` (in ``progress/``)."""
+    return f"v{version}.json"
+
+
+def progress_area_dir(version: int, position: int) -> str:
+    """``v{version}-b{position}``: the files saved by bucket ``position`` of that pass (in ``progress/``)."""
+    return f"{progress_area_prefix(version)}{position}"
+
+
+def progress_area_prefix(version: int) -> str:
+    """``v{version}-b``: what every progress area of the pass writing ``version`` starts with."""
+    return f"v{version}-b"
+
+
+def names_file(digest: str) -> str:
+    """``{digest}.json``: the entity names of content digest ``digest`` (in ``names/``)."""
+    return f"{digest}.json"
+
+
+def parse_names_file(name: str) -> str | None:
+    """The digest of a ``{digest}.json`` name in ``names/``, else None (a ``.tmp`` name included)."""
+    if not name.endswith(".json") or ".tmp" in name:
+        return None
+    return name[: -len(".json")]
+
+
+def reader_file(token: str) -> str:
+    """``.pbg-readers/{token}.json``: reader ``token``'s file, relative to the entity directory."""
+    return f"{READERS_DIR}/{token}.json"
+
+
+def parse_reader_file(name: str) -> str | None:
+    """The token of a reader file's name (``{token}.json``, 32 hex digits) in ``.pbg-readers/``, else None."""
+    match = _READER_RE.match(name)
+    return match.group(1) if match else None
+
+
+def import_journal_file(token: str) -> str:
+    """``.pbg-import-{token}.json``: the journal of import ``token`` (in the entity directory)."""
+    return f"{IMPORT_PREFIX}{token}.json"
+
+
+def parse_import_journal_file(name: str) -> str | None:
+    """The token of a ``.pbg-import-{token}.json`` name, else None."""
+    match = _JOURNAL_RE.match(name)
+    return match.group(1) if match else None
+
+
+def import_staging_dir(token: str, index: int) -> str:
+    """``.pbg-import-{token}-{index}``: import ``token``'s ``index``-th staging directory, inside its output."""
+    return f"{IMPORT_PREFIX}{token}-{index}"
+
+
+def import_backup_dir(token: str) -> str:
+    """``.pbg-import-{token}-replaced``: what an append replaces in an output directory, until it commits."""
+    return f"{IMPORT_PREFIX}{token}-replaced"
+
+
+def parse_import_dir(name: str) -> tuple[str, str] | None:
+    """(token, ``"<n>"`` or ``"replaced"``) of a staging or backup directory name, else None."""
+    match = _IMPORT_DIR_RE.match(name)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def remap_spill_file(new: Partition, old: Partition) -> str:
+    """``to{new}-from{old}.npz``: the remap spill of the rows going from partition ``old`` to ``new``."""
+    return f"to{new}-from{old}.npz"
+
+
+def atomic_tmp_file(name: str, token: str) -> str:
+    """``.{name}.{token}.tmp``: a local atomic write of ``name`` in progress, hidden beside it."""
+    return f".{name}.{token}.tmp"
 
 
 def file_not_directory(field: str) -> str:

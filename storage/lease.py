@@ -32,12 +32,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from storage import layout
 from storage.errors import BadDataError, DataNotFound, StorageError
 from storage.fs import atomic, changes, reads, urls
 
 logger = logging.getLogger(__name__)
 
-LEASE_FILE = "lease.json"
 DEFAULT_TTL = 60.0
 CHECKPOINT_BUSY = "the checkpoint is being written"
 
@@ -97,7 +97,7 @@ class Lease:
         directory: str,
         run: str,
         *,
-        name: str = LEASE_FILE,
+        name: str = layout.LEASE_FILE,
         busy: str = CHECKPOINT_BUSY,
         ttl: float | None = None,
         storage_options: Any = None,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import tempfile
 
+from storage import layout
+
 
 def creatable_problem(path: str) -> str | None:
     """Why the local directory ``path`` (existing or not) cannot be created or written; None if it can."""
@@ -20,7 +22,7 @@ def creatable_problem(path: str) -> str | None:
     if not os.path.isdir(existing):
         return f"{existing} is a file, not a directory"
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=".pbg-write-check-", dir=existing))
+        os.rmdir(tempfile.mkdtemp(prefix=layout.WRITE_CHECK_PREFIX, dir=existing))
     except OSError as err:
         return f"cannot create a directory in {existing} ({err.strerror})"
     return None

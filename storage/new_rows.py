@@ -22,12 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from storage import hdf5
+from storage import hdf5, layout
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import changes, urls
 from storage.fs.urls import StorageOptions
-
-NEW_ROWS_FILE = "init_new_rows.h5"
 
 Key = tuple[str, int]
 Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # offsets, vectors, Adagrad sums
@@ -37,7 +35,7 @@ class NewRowsFile:
     """The prepared new rows of one checkpoint directory."""
 
     def __init__(self, checkpoint_url: str, storage_options: StorageOptions = None) -> None:
-        self.url = urls.join_url(checkpoint_url, NEW_ROWS_FILE)
+        self.url = urls.join_url(checkpoint_url, layout.NEW_ROWS_FILE)
         self._storage_options = storage_options
         self._lock = threading.Lock()  # partitions may be filled on the I/O thread and the training thread
         self._loaded: dict[Key, Rows] | None = None
@@ -99,4 +97,4 @@ class NewRowsFile:
             raise BadDataError(self.url, f"not a new-rows file of pbg-flow ({err})") from None
 
 
-__all__ = ["NEW_ROWS_FILE", "NewRowsFile"]
+__all__ = ["NewRowsFile"]

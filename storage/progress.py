@@ -32,18 +32,7 @@ from storage.fs import atomic, changes, reads, urls
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_DIR = "progress"
 FORMAT = 1
-
-
-def record_file(version: int) -> str:
-    """``v{V}.json``: the progress record of version ``V`` (inside ``progress/``)."""
-    return f"v{version}.json"
-
-
-def area_dir(version: int, position: int) -> str:
-    """``v{V}-b{k}``: the files saved by bucket position ``k`` of the pass writing ``V``."""
-    return f"v{version}-b{position}"
 
 
 class CheckpointProgress:
@@ -58,14 +47,16 @@ class CheckpointProgress:
     def __init__(self, checkpoint: CheckpointStore, mirror_of: str | None = None) -> None:
         self.checkpoint = checkpoint
         self.owner = mirror_of or checkpoint.url
-        self.url = urls.join_url(checkpoint.url, PROGRESS_DIR)
+        self.url = urls.join_url(checkpoint.url, layout.PROGRESS_DIR)
         self.storage_options = checkpoint.storage_options
 
     def area(self, version: int, position: int) -> CheckpointStore:
         """The store bucket ``position`` saves into (the checkpoint itself for FINAL)."""
         if position == FINAL:
             return self.checkpoint
-        return CheckpointStore(urls.join_url(self.url, area_dir(version, position)), self.storage_options)
+        return CheckpointStore(
+            urls.join_url(self.url, layout.progress_area_dir(version, position)), self.storage_options
+        )
 
     def read(self, version: int) -> PassProgress | None:
         """The progress record of ``version``, or None when there is none.
@@ -73,7 +64,7 @@ class CheckpointProgress:
         Raises:
             BadDataError: the record exists but is not a progress record of ``version``.
         """
-        url = urls.join_url(self.url, record_file(version))
+        url = urls.join_url(self.url, layout.progress_record_file(version))
         try:
             text = reads.read_text(url, self.storage_options)
         except DataNotFound:
@@ -82,7 +73,7 @@ class CheckpointProgress:
 
     def write(self, progress: PassProgress) -> None:
         """Atomically replace the record of ``progress.version``."""
-        url = urls.join_url(self.url, record_file(progress.version))
+        url = urls.join_url(self.url, layout.progress_record_file(progress.version))
         atomic.write_text_atomic(url, json.dumps(_encode(progress), indent=1), self.storage_options)
 
     def promote(self, version: int, position: int, entity: EntityName | None, part: Partition) -> None:
@@ -122,7 +113,7 @@ class CheckpointProgress:
         if not keep_open:
             changes.remove_tree(self.url, self.storage_options)
             return
-        keep = (record_file(committed.version + 1), f"v{committed.version + 1}-b")
+        keep = (layout.progress_record_file(committed.version + 1), layout.progress_area_prefix(committed.version + 1))
         for name in reads.listdir(self.url, self.storage_options):
             if name != keep[0] and not name.startswith(keep[1]):
                 changes.remove_tree(urls.join_url(self.url, name), self.storage_options)

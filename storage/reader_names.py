@@ -32,7 +32,6 @@ from pbg_core.ports import NamesDigests, PassProgress
 from pbg_core.types import PartitionKey
 from storage import layout
 from storage.checkpoint_names import (
-    ARCHIVE_DIR,
     NamesArchive,
     NamesChangedError,
     NamesCheck,
@@ -138,7 +137,7 @@ class _Resolver:
         if recorded is None:
             return None
         if recorded in self.kept:
-            return NamesFile(EntityStore(self.archive.url, options), f"{recorded}.json")
+            return NamesFile(EntityStore(self.archive.url, options), layout.names_file(recorded))
         current = NamesFile(self.entities, names_file)
         now = file_digest(current.url, self.entities.storage_options)
         if now == recorded:
@@ -148,7 +147,7 @@ class _Resolver:
             f"checkpoint_path {self.checkpoint.url} version {self.version}: {what} belong to the "
             f"names with digest {recorded} (recorded on {checkpoint_file}), which {self.archive.file_url(recorded)} "
             f"should hold but is missing, and {current.url} {state}: labelling them by position would name other "
-            f"entities; nothing was exported. Copy the checkpoint directory with its {ARCHIVE_DIR}/ directory, "
+            f"entities; nothing was exported. Copy the checkpoint directory with its {layout.NAMES_DIR}/ directory, "
             "or export with the entity files it was trained on"
         )
 

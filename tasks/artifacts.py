@@ -5,13 +5,15 @@ artifact each. They are no-ops (returning None) outside a flow or task run, so t
 bodies called through ``.fn()`` in tests and benchmarks create nothing. An artifact is
 an observer of training, never part of it: any failure to build or post one is logged
 as a warning and swallowed. What the artifacts contain is computed in
-:mod:`tasks.report`.
+:mod:`storage.stats_report`; their keys, which Prefect's rules shape, are made here.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 from uuid import UUID
@@ -27,18 +29,15 @@ from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
 from pbg_core.session.iterations import Iteration
+from storage.stats_report import checkpoint_basename, iteration_table, summary_markdown, version_progress
 from tasks._policies import run_logger
-from tasks.report import (
-    artifact_key,
-    checkpoint_basename,
-    iteration_key,
-    iteration_table,
-    summary_markdown,
-    version_progress,
-)
 from tasks.runs import get_run
 
 T = TypeVar("T")
+
+SUMMARY_KEY_PREFIX = "pbg-summary-"
+TABLE_KEY_PREFIX = "pbg-"
+_MAX_KEY_LENGTH = 100
 
 
 def start_progress(done: int, total: int, description: str) -> UUID | None:
@@ -105,7 +104,7 @@ def publish_iteration_table(
     each subflow's Artifacts tab holds its table and the run's tab holds its progress bar and
     summary (whose learning curve lists the epochs in order): the UI lists a run's artifacts by
     artifact id, a random UUID, so a run holding every iteration's table showed them shuffled.
-    Keyed :func:`tasks.report.iteration_key` (``pbg-<checkpoint>-epoch-003-path-1-chunk-1``): the
+    Keyed :func:`iteration_key` (``pbg-<checkpoint>-epoch-003-path-1-chunk-1``): the
     UI titles the table's page by its key, and key-sorted listings (``prefect artifact ls``)
     show training order; a retried iteration adds a version under the key.
 
@@ -177,3 +176,38 @@ def _percent(done: int, total: int) -> float:
     if total <= 0:
         return 100.0
     return min(100.0, max(0.0, 100.0 * done / total))
+
+
+def artifact_key(text: str) -> str:
+    """A valid Prefect artifact key (lowercase letters, digits, dashes) for ``text``.
+
+    ``artifact_key("My Model_v2") == "pbg-summary-my-model-v2"``; accents are dropped
+    (``é`` -> ``e``), other characters become dashes; empty input gives ``pbg-summary-run``.
+    """
+    return (SUMMARY_KEY_PREFIX + _slug(text))[:_MAX_KEY_LENGTH].rstrip("-")
+
+
+def iteration_key(checkpoint_name: str, iteration: Iteration) -> str:
+    """The key of ``iteration``'s table artifact: ``pbg-<checkpoint>-epoch-003-path-1-chunk-2``.
+
+    Numbers are 1-based as in the iteration's label (``epoch 3/10 · path 1/1 · chunk 2/4``)
+    and zero-padded (epochs to at least 3 digits, paths and chunks to the digits of their
+    count) so that sorting the keys as text gives the order of training. The checkpoint's
+    name (slugged as in :func:`artifact_key`, shortened to keep the key within 100
+    characters) keeps the tables of different models apart.
+    """
+    epoch_width = max(3, len(str(iteration.num_epochs)))
+    suffix = (
+        f"-epoch-{iteration.epoch_idx + 1:0{epoch_width}d}"
+        f"-path-{iteration.edge_path_idx + 1:0{len(str(iteration.num_edge_paths))}d}"
+        f"-chunk-{iteration.edge_chunk_idx + 1:0{len(str(iteration.num_edge_chunks))}d}"
+    )
+    room = _MAX_KEY_LENGTH - len(TABLE_KEY_PREFIX) - len(suffix)
+    name = _slug(checkpoint_name)[:room].rstrip("-") or "run"
+    return TABLE_KEY_PREFIX + name + suffix
+
+
+def _slug(text: str) -> str:
+    """``text`` in lowercase ASCII letters and digits joined by single dashes (``run`` when empty)."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-") or "run"

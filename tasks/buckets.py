@@ -12,8 +12,8 @@ from prefect import task
 
 from pbg_core.session.iterations import Iteration
 from pbg_core.types import Bucket
+from storage.disk_checks import check_before_bucket_save
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient
-from tasks.disk_checks import check_before_bucket_save
 from tasks.sessions import get_session, session_run
 
 _STORAGE: dict[str, Any] = dict(

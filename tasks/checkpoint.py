@@ -16,9 +16,9 @@ from pbg_core.ports import CompleteVersion, VersionLayout
 from pbg_core.session.build import version_layout
 from pbg_core.session.iterations import Iteration, build_iterations, should_preserve
 from storage.checkpoints import CheckpointStore
+from storage.disk_checks import check_before_checkpoint, check_before_snapshot
 from storage.version_check import is_complete
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.disk_checks import check_before_checkpoint, check_before_snapshot
 from tasks.lease import check_lease
 from tasks.runs import get_run
 from tasks.sessions import get_session, session_run

@@ -17,9 +17,9 @@ from prefect.runtime import flow_run
 from pbg_core.config import ConfigSchema
 from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.importing.importer import import_edges
+from storage.importing.progress import ImportProgress, estimate_lines
 from tasks._policies import NO_CACHE, run_logger
 from tasks.artifacts import start_progress, update_progress
-from tasks.import_progress import ImportProgress, estimate_lines
 
 
 @task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)

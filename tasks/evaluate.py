@@ -19,10 +19,10 @@ from pbg_core.session.build import build_session, build_topology
 from pbg_core.session.offline_eval import evaluate_edge_source
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
+from storage.resume_checks import check_fits
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
 from tasks.by_name import check_ranked_names
-from tasks.resume_checks import check_fits
 from tasks.runs import get_run
 from tasks.sessions import get_session, register_session, session_run
 

@@ -14,9 +14,9 @@ from pbg_core.types import Bucket
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import reads
 from storage.probe import check_reachable
+from storage.resume_checks import check_fits, check_init_path, check_not_a_file
 from storage.run_stores import RunStores
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.resume_checks import check_fits, check_init_path, check_not_a_file
 from tasks.runs import get_run
 
 

@@ -46,6 +46,7 @@ import numpy as np
 from pbg_core.errors import UnknownNameError
 from pbg_core.session.build import version_layout
 from pbg_core.types import ModuleStateDict
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.entity_lease import reads_entity_path
@@ -67,7 +68,6 @@ __all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params",
 
 logger = logging.getLogger(__name__)
 
-RELATION_TYPES_FILE = "relation_types.tsv"
 ExportFormatName = Literal["tsv", "npy", "h5"]
 # The names files are PBG's json.dump(names, f, indent=4): "[\n", then '    "name",\n' per name, "]".
 NAMES_FILE_BYTES_PER_NAME = 8
@@ -325,7 +325,7 @@ def export_embeddings(
     selected = _select_entity_types(config, entity_types)
     ckpt = _Checkpoint(config, version, selected)
     per_entity = {e: [urls.join_url(output, f"{e}{suffix}") for suffix in export_format.suffixes] for e in selected}
-    relations_url = urls.join_url(output, RELATION_TYPES_FILE)
+    relations_url = urls.join_url(output, layout.RELATION_TYPES_FILE)
     outputs = tuple(url for entity_urls in per_entity.values() for url in entity_urls) + (relations_url,)
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"entity type names give clashing output files {list(outputs)}; rename the entity type")

@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from pbg_core.registry import Registry
+from storage import layout
 from storage.exporting.text import estimated_text_bytes, write_blocks
 
 EMBEDDINGS_DATASET = "embeddings"
@@ -162,6 +163,8 @@ def h5_sizes(shape: EntityShape) -> tuple[int]:
 
 EXPORT_FORMATS.register("tsv")(ExportFormat((".tsv",), lambda paths, count, dim: TsvSink(paths[0], count), tsv_sizes))
 EXPORT_FORMATS.register("npy")(
-    ExportFormat((".npy", ".names.json"), lambda paths, count, dim: NpySink(paths[0], paths[1], count, dim), npy_sizes)
+    ExportFormat(
+        (".npy", layout.NPY_NAMES_SUFFIX), lambda paths, count, dim: NpySink(paths[0], paths[1], count, dim), npy_sizes
+    )
 )
 EXPORT_FORMATS.register("h5")(ExportFormat((".h5",), lambda paths, count, dim: H5Sink(paths[0], count, dim), h5_sizes))

@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 
-from storage import read_cache
+from storage import layout, read_cache
 from storage.errors import AccessDenied, BadUrlError
 from storage.fs.uploads import upload_file, verify_upload
 from storage.fs.urls import StorageOptions, is_local, resolve, translate_errors
@@ -110,7 +110,7 @@ def create_exclusive(url: str, text: str, storage_options: StorageOptions = None
         return True
     directory = os.path.dirname(path) or "/"
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    tmp = os.path.join(directory, layout.atomic_tmp_file(os.path.basename(path), uuid.uuid4().hex[:12]))
     try:
         with open(tmp, "wb") as f:
             f.write(data)

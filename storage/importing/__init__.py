@@ -1,7 +1,8 @@
 """storage.importing: ``pbg import``, edge lists -> PBG entity files and bucketed edge files.
 
 The entry point is :func:`storage.importing.importer.import_edges`; :mod:`~storage.importing.run`
-runs the two passes (:mod:`~storage.importing.count`, then :mod:`~storage.importing.write`).
+runs the two passes (:mod:`~storage.importing.count`, then :mod:`~storage.importing.write`),
+whose counts :mod:`~storage.importing.progress` turns into a fraction done for a progress bar.
 
 May import: the stores and plumbing at the top of :mod:`storage` (``fs``, ``layout``, ``hdf5``,
 ``entities``, ``errors``, ``local_dirs``, ``lease``, ``entity_lease``, ``disk_space``,

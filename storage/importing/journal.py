@@ -15,15 +15,13 @@ finds them.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from storage import layout
 from storage.errors import DataNotFound
 from storage.fs import atomic, changes, reads, urls
 
-PREFIX = ".pbg-import-"
-_JOURNAL = re.compile(r"^\.pbg-import-([0-9a-f]{12})\.json$")
 STAGING = "staging"
 COMMITTING = "committing"
 
@@ -36,18 +34,18 @@ def absolute(url: str, storage_options: Any = None) -> str:
 
 def journal_url(entity_path: str, token: str) -> str:
     """Where the journal of the import ``token`` lives."""
-    return urls.join_url(entity_path, f"{PREFIX}{token}.json")
+    return urls.join_url(entity_path, layout.import_journal_file(token))
 
 
 def backup_dir(final_url: str, token: str) -> str:
     """The hidden directory an append moves the files it replaces in ``final_url`` into."""
-    return urls.join_url(final_url, f"{PREFIX}{token}-replaced")
+    return urls.join_url(final_url, layout.import_backup_dir(token))
 
 
 def journal_tokens(entity_path: str, storage_options: Any = None) -> list[str]:
     """The tokens of the journals in ``entity_path``."""
     names = reads.listdir(entity_path, storage_options)
-    return [match.group(1) for match in map(_JOURNAL.match, names) if match]
+    return [token for token in map(layout.parse_import_journal_file, names) if token is not None]
 
 
 @dataclass

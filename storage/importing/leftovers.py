@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import socket
 import tempfile
 from typing import Any
 
+from storage import layout
 from storage.fs import changes, reads, urls
 from storage.importing.journal import COMMITTING, Journal, absolute, backup_dir, journal_tokens
 from storage.importing.manifest import import_tokens, read_manifest
@@ -42,10 +42,6 @@ from storage.importing.space import human
 from storage.lease import process_start
 
 logger = logging.getLogger(__name__)
-
-SPILL_PREFIX = "pbg-import-spill-"
-SPILL_OWNER = "owner.json"
-_LEFTOVER_DIR = re.compile(r"^\.pbg-import-([0-9a-f]{12})-(\d+|replaced)$")
 
 
 def recover(entity_path: str, edge_paths: list[str], storage_options: Any = None, spill_dir: str | None = None) -> None:
@@ -133,9 +129,9 @@ def _journal_less(directories: list[str], journaled: set[str], so: Any) -> tuple
     found: dict[str, list[tuple[str, str, str]]] = {}  # token -> (directory, leftover url, kind)
     for directory in dict.fromkeys(absolute(d, so) for d in directories):
         for name in reads.listdir(directory, so):
-            match = _LEFTOVER_DIR.match(name)
-            if match and match.group(1) not in journaled:
-                found.setdefault(match.group(1), []).append((directory, urls.join_url(directory, name), match.group(2)))
+            parsed = layout.parse_import_dir(name)
+            if parsed and parsed[0] not in journaled:
+                found.setdefault(parsed[0], []).append((directory, urls.join_url(directory, name), parsed[1]))
     done, freed = [], 0
     for token, leftovers in sorted(found.items()):
         staging = [url for _, url, kind in leftovers if kind != "replaced"]
@@ -167,7 +163,7 @@ def _tree_bytes(tree_urls: list[str], so: Any) -> int:
 def claim_spill(directory: str) -> None:
     """Mark the spill directory ``directory`` as this process's (so that it is removed once it is dead)."""
     owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": process_start(os.getpid())}
-    with open(os.path.join(directory, SPILL_OWNER), "w", encoding="utf-8") as handle:
+    with open(os.path.join(directory, layout.SPILL_OWNER_FILE), "w", encoding="utf-8") as handle:
         json.dump(owner, handle)
 
 
@@ -176,12 +172,12 @@ def remove_dead_spills(spill_dir: str | None = None) -> tuple[int, int]:
     parent = spill_dir or tempfile.gettempdir()
     removed = freed = 0
     try:
-        entries = [e for e in os.scandir(parent) if e.name.startswith(SPILL_PREFIX) and e.is_dir()]
+        entries = [e for e in os.scandir(parent) if e.name.startswith(layout.IMPORT_SPILL_PREFIX) and e.is_dir()]
     except OSError:
         return 0, 0
     for entry in entries:
         try:
-            with open(os.path.join(entry.path, SPILL_OWNER), encoding="utf-8") as handle:
+            with open(os.path.join(entry.path, layout.SPILL_OWNER_FILE), encoding="utf-8") as handle:
                 owner = json.load(handle)
             dead = owner["host"] == socket.gethostname() and process_start(int(owner["pid"])) != owner["started"]
         except (OSError, ValueError, KeyError, TypeError):

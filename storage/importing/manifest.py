@@ -35,12 +35,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from storage import layout
 from storage.errors import DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.identity import FileIdentity
 from storage.fs.urls import resolve
 
-MANIFEST = "import_manifest.json"
+# tasks/retrain_start.py's name for it, until issue 31 moves that module into storage/retraining/.
+MANIFEST = layout.IMPORT_MANIFEST_FILE
 FINGERPRINT_VERSION = 2
 _BLOCK = 8 << 20
 # What one import's record holds, beyond generation and append (docs/formats.md, "Imports").
@@ -121,7 +123,7 @@ def read_manifest(entity_path: str, storage_options: Any = None) -> dict[str, An
     Each record's ``edge_paths`` are given where they are now (see the module docstring).
     """
     try:
-        manifest = json.loads(reads.read_text(urls.join_url(entity_path, MANIFEST), storage_options))
+        manifest = json.loads(reads.read_text(urls.join_url(entity_path, layout.IMPORT_MANIFEST_FILE), storage_options))
     except (DataNotFound, ValueError):
         return None
     if not isinstance(manifest, dict):
@@ -149,7 +151,7 @@ def import_stamp(entity_path: str, storage_options: Any = None) -> str | None:
     deletes the old one before its first move), so two equal stamps mean no import committed between.
     """
     try:
-        return reads.read_text(urls.join_url(entity_path, MANIFEST), storage_options)
+        return reads.read_text(urls.join_url(entity_path, layout.IMPORT_MANIFEST_FILE), storage_options)
     except DataNotFound:
         return None
 
@@ -164,7 +166,9 @@ def import_tokens(manifest: dict[str, Any] | None) -> set[str]:
 
 def remove_manifest(entity_path: str, storage_options: Any = None) -> None:
     """Forget the last import (before a new one starts writing)."""
-    changes.remove(urls.join_url(entity_path, MANIFEST), missing_ok=True, storage_options=storage_options)
+    changes.remove(
+        urls.join_url(entity_path, layout.IMPORT_MANIFEST_FILE), missing_ok=True, storage_options=storage_options
+    )
 
 
 def write_manifest(
@@ -181,7 +185,9 @@ def write_manifest(
     body: dict[str, Any] = {key: record[key] for key in RECORD_KEYS if key in record}
     if generations is not None:
         body["generations"] = generations
-    atomic.write_text_atomic(urls.join_url(entity_path, MANIFEST), json.dumps(body, indent=2), storage_options)
+    atomic.write_text_atomic(
+        urls.join_url(entity_path, layout.IMPORT_MANIFEST_FILE), json.dumps(body, indent=2), storage_options
+    )
     return body
 
 

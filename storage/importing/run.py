@@ -35,12 +35,13 @@ import numpy as np
 import pyarrow as pa
 
 from pbg_core.errors import ConfigError, UsageError
+from storage import layout
 from storage.errors import DataNotFound, OutputNotWritable
 from storage.fs import reads, urls
 from storage.importing import write as write_pass
 from storage.importing.append import Existing, seed_counter
 from storage.importing.count import ImportPlan, NameCounter
-from storage.importing.leftovers import SPILL_PREFIX, claim_spill
+from storage.importing.leftovers import claim_spill
 from storage.importing.outputs import Commit, Ids, write_and_commit
 from storage.importing.parquet import parquet_batches
 from storage.importing.parse import FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, is_parquet
@@ -239,7 +240,7 @@ def run_import(
     weighted = spec.columns.weight is not None
     commit = dataclasses.replace(commit or Commit(uuid.uuid4().hex[:12]), append=existing is not None)
     with (
-        tempfile.TemporaryDirectory(prefix=SPILL_PREFIX, dir=spill_dir) as tmp,
+        tempfile.TemporaryDirectory(prefix=layout.IMPORT_SPILL_PREFIX, dir=spill_dir) as tmp,
         ThreadPoolExecutor(max_workers=2, thread_name_prefix="pbg-import") as threads,
     ):
         claim_spill(tmp)  # a later import removes it if this process dies without cleaning up

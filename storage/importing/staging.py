@@ -25,8 +25,9 @@ import uuid
 from types import FrameType, TracebackType
 from typing import Any
 
+from storage import layout
 from storage.fs import changes, reads, urls
-from storage.importing.journal import COMMITTING, PREFIX, STAGING, Journal, absolute, backup_dir
+from storage.importing.journal import COMMITTING, STAGING, Journal, absolute, backup_dir
 from storage.pause_points import pause_point
 
 
@@ -68,7 +69,7 @@ class Staging:
         while _has_parent(missing) and not reads.exists(missing, self.storage_options):
             self.created_dirs.append(missing)
             missing = _parent(missing)
-        staging_url = urls.join_url(final_url, f"{PREFIX}{self.token}-{len(self.staged)}")
+        staging_url = urls.join_url(final_url, layout.import_staging_dir(self.token, len(self.staged)))
         self.staged.append((staging_url, final_url))
         self._journal(STAGING)
         changes.makedirs(staging_url, self.storage_options)

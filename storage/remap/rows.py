@@ -28,6 +28,7 @@ import torch
 
 from pbg_core.ports import CheckpointMetadata, PartitionStore
 from pbg_core.training.optimizers import RowAdagrad, state_from_bytes, state_to_bytes
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.remap.matching import Moves
 
@@ -106,7 +107,7 @@ def _spill(entity: str, moves: Moves, source: PartitionStore, version: int, spil
         _, embeddings, sums = loaded
         rows = torch.from_numpy(old_offset[begin:end])
         np.savez(
-            os.path.join(spill_dir, f"to{new}-from{old}.npz"),
+            os.path.join(spill_dir, layout.remap_spill_file(new, old)),
             offsets=new_offset[begin:end],
             rows=embeddings[rows].numpy(),
             sums=sums[rows].numpy(),

@@ -29,16 +29,13 @@ import torch
 from pbg_core.errors import PbgError
 from pbg_core.ports import CheckpointMetadata, NamesDigests
 from pbg_core.types import EntityName, Partition, PartitionKey
-from storage import hdf5
+from storage import hdf5, layout
 from storage.checkpoint_names import NamesChangedError, compare, recorded_digests
 from storage.checkpoints import CheckpointStore
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
 
-START_DIR = "init_by_name"
-RECORD_FILE = "start.json"
-FRESH_FILE = "fresh_rows.h5"
 FORMAT = 1
 
 
@@ -52,7 +49,7 @@ class StartDir:
     """The ``init_by_name/`` directory of one checkpoint directory."""
 
     def __init__(self, checkpoint_url: str, storage_options: StorageOptions = None) -> None:
-        self.url = urls.join_url(checkpoint_url, START_DIR)
+        self.url = urls.join_url(checkpoint_url, layout.START_BY_NAME_DIR)
         self.storage_options = storage_options
         self.store = CheckpointStore(self.url, storage_options)
 
@@ -73,7 +70,7 @@ class StartDir:
 
     def record(self) -> dict[str, Any] | None:
         """The record, or None when there is none (never prepared, or an attempt cut off before it)."""
-        url = urls.join_url(self.url, RECORD_FILE)
+        url = urls.join_url(self.url, layout.START_RECORD_FILE)
         try:
             loaded = json.loads(reads.read_text(url, self.storage_options))
         except DataNotFound:
@@ -85,7 +82,7 @@ class StartDir:
     def write_record(self, record: Mapping[str, Any]) -> None:
         """Write the record (the last step of a preparation: it makes the directory usable)."""
         text = json.dumps(dict(record), indent=2, sort_keys=True)
-        atomic.write_text_atomic(urls.join_url(self.url, RECORD_FILE), text, self.storage_options)
+        atomic.write_text_atomic(urls.join_url(self.url, layout.START_RECORD_FILE), text, self.storage_options)
 
     def matches(self, identity: Mapping[str, Any]) -> dict[str, Any] | None:
         """The record if it is complete and for ``identity`` (see :meth:`identity`), else None."""
@@ -101,14 +98,14 @@ class StartDir:
     def save_fresh(self, fresh: Mapping[PartitionKey, torch.Tensor]) -> None:
         """Write the offsets of the rows ``init_path`` never trained, per remapped partition."""
         keys = sorted(fresh)
-        with hdf5.open_write(urls.join_url(self.url, FRESH_FILE), self.storage_options) as hf:
+        with hdf5.open_write(urls.join_url(self.url, layout.FRESH_ROWS_FILE), self.storage_options) as hf:
             hf.attrs["keys"] = json.dumps([list(key) for key in keys])
             for i, key in enumerate(keys):
                 hf.create_dataset(f"offsets_{i}", data=fresh[key].numpy().astype(np.int64))
 
     def load_fresh(self) -> dict[PartitionKey, torch.Tensor]:
         """What :meth:`save_fresh` wrote ({} when there is no file)."""
-        url = urls.join_url(self.url, FRESH_FILE)
+        url = urls.join_url(self.url, layout.FRESH_ROWS_FILE)
         try:
             with hdf5.open_read(url, self.storage_options) as hf:
                 keys = json.loads(str(hf.attrs["keys"]))
@@ -210,9 +207,6 @@ def start_metadata(init: CheckpointStore, version: int, names: NamesDigests) -> 
 
 
 __all__ = [
-    "FRESH_FILE",
-    "RECORD_FILE",
-    "START_DIR",
     "InitByName",
     "StartDir",
     "digests_json",

@@ -24,10 +24,11 @@ from disk_state import changes, tree_state
 from flows.train import pbg
 from pbg_core.config import parse_config
 from pbg_core.session.partition_reads import random_start
-from storage.checkpoint_names import ARCHIVE_DIR, DIGEST_ATTR, NamesChangedError, current_digests, recorded_digests
+from storage.checkpoint_names import DIGEST_ATTR, NamesChangedError, current_digests, recorded_digests
 from storage.entities import EntityStore
 from storage.exporting.exporter import export_tsv
 from storage.importing.importer import import_edges
+from storage.layout import NAMES_DIR
 from tasks.by_name import run_keys
 
 Edge = tuple[str, str, str]
@@ -153,7 +154,7 @@ def test_every_entity_in_both_imports_starts_from_its_own_trained_row(reimported
     assert recorded_digests(config.checkpoint_path, 1, run_keys(config), dynamic=False) == current_digests(
         entities, run_keys(config), dynamic=False
     )
-    assert len(list((tmp_path / "run1" / ARCHIVE_DIR).iterdir())) == 4
+    assert len(list((tmp_path / "run1" / NAMES_DIR).iterdir())) == 4
     assert not (tmp_path / "run1" / "init_by_name").exists()
 
 
@@ -163,7 +164,7 @@ def test_epoch_snapshots_carry_the_names_of_their_rows(reimported: Reimported, t
     keys = [(e, p) for e in ("item", "user") for p in range(2)]
     recorded = recorded_digests(str(snapshot), 1, keys, dynamic=False)
     assert set(recorded.entities) == set(keys)
-    assert {f"{d}.json" for d in recorded.entities.values()} == {p.name for p in (snapshot / ARCHIVE_DIR).iterdir()}
+    assert {f"{d}.json" for d in recorded.entities.values()} == {p.name for p in (snapshot / NAMES_DIR).iterdir()}
 
 
 @pytest.mark.slow
@@ -200,7 +201,7 @@ def test_a_checkpoint_without_a_names_record_is_used_by_position(reimported: Rei
         with h5py.File(path, "a") as hf:
             if DIGEST_ATTR in hf.attrs:  # the model file has none without dynamic relations
                 del hf.attrs[DIGEST_ATTR]
-    for path in (tmp_path / "run0" / ARCHIVE_DIR).iterdir():
+    for path in (tmp_path / "run0" / NAMES_DIR).iterdir():
         path.unlink()
     old_rows = {}
     for entity, part in [(e, p) for e in ("item", "user") for p in range(2)]:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from flows.preflight import (
-    PROGRESS_DIR,
     CheckpointNotWritable,
     check_local_inputs,
     check_urls,
@@ -235,12 +234,6 @@ def test_the_disk_check_asks_for_what_a_version_takes(
     assert done.returncode == 0, done.stderr
     added = free_before - os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
     assert 0 < added <= needed < 2 * added + (1 << 20), (added, needed)
-
-
-def test_the_progress_directory_name_is_storage_s() -> None:
-    from storage.progress import PROGRESS_DIR as STORAGE_PROGRESS_DIR
-
-    assert PROGRESS_DIR == STORAGE_PROGRESS_DIR
 
 
 def in_small_shm(code: str, size: str = "16m") -> subprocess.CompletedProcess[str]:

@@ -29,8 +29,9 @@ from test_init_by_name import changed, config_for, graph_edges, imported
 from flows.evaluate import pbg_eval
 from flows.train import pbg
 from flows.user_errors import describe
-from storage.checkpoint_names import ARCHIVE_DIR, DIGEST_ATTR, NamesChangedError
+from storage.checkpoint_names import DIGEST_ATTR, NamesChangedError
 from storage.exporting.exporter import export_embeddings, export_tsv
+from storage.layout import NAMES_DIR
 
 FORMATS = ("pbg", "tsv", "npy", "h5")
 
@@ -120,7 +121,7 @@ def test_a_checkpoint_without_records_exports_and_evaluates_by_position_with_one
     for path in (project / "run0").glob("*.h5"):  # as PBG writes it: no names/digest, no names/
         with h5py.File(path, "a") as hf:
             hf.attrs.pop(DIGEST_ATTR, None)
-    shutil.rmtree(project / "run0" / ARCHIVE_DIR)
+    shutil.rmtree(project / "run0" / NAMES_DIR)
     config = config_for(project, "run0")
     with caplog.at_level(logging.WARNING):
         assert exported(config, project / "pbg-style", "pbg") == trained.before["pbg"]

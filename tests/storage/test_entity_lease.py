@@ -12,8 +12,6 @@ import pytest
 from disk_state import changes, tree_state
 
 from storage.entity_lease import (
-    IMPORT_LEASE,
-    READERS_DIR,
     acquire_import,
     acquire_reader,
     import_lease,
@@ -23,6 +21,7 @@ from storage.entity_lease import (
     reading,
 )
 from storage.fs import reads
+from storage.layout import IMPORT_LEASE_FILE, READERS_DIR
 from storage.lease import Lease, LeaseHeldError
 
 REPO = Path(__file__).parents[2]
@@ -36,9 +35,9 @@ def test_a_second_import_is_refused_naming_the_first_and_nothing_changes(store_r
             pytest.fail("two imports held one entity_path")
         assert tree_state(entities) == before
     message = str(refused.value)
-    assert message.startswith(f"{entities}/{IMPORT_LEASE}: entity_path {entities} is being imported into by run ")
+    assert message.startswith(f"{entities}/{IMPORT_LEASE_FILE}: entity_path {entities} is being imported into by run ")
     assert "'pbg import config.json day1.tsv --append' (pid" in message and "\n" not in message
-    assert not reads.exists(f"{entities}/{IMPORT_LEASE}")
+    assert not reads.exists(f"{entities}/{IMPORT_LEASE_FILE}")
 
 
 def test_an_import_is_refused_while_a_training_run_reads(store_root: str) -> None:
@@ -135,7 +134,7 @@ def test_an_import_and_readers_starting_together_never_both_hold(store_root: str
         assert not ("pbg import" in names and len(names) > 1), names
         for lease in granted:
             lease.release()
-        assert not reads.exists(f"{entities}/{IMPORT_LEASE}") and reader_files(entities) == []
+        assert not reads.exists(f"{entities}/{IMPORT_LEASE_FILE}") and reader_files(entities) == []
 
 
 def test_a_reader_of_an_entity_path_that_does_not_exist_leaves_nothing(tmp_path: Path) -> None:

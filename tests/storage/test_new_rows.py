@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from storage.errors import BadDataError
-from storage.new_rows import NEW_ROWS_FILE, NewRowsFile
+from storage.layout import NEW_ROWS_FILE
+from storage.new_rows import NewRowsFile
 
 
 def test_saved_rows_load_per_partition_with_their_source(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""tasks.artifacts against a real (temporary) Prefect API: create, then read back.
+"""tasks.artifacts against a real (temporary) Prefect API: create, then read back; their keys.
 
 A tiny flow defined here calls the artifact functions; the artifacts are read back
 through the client, filtered by that flow run's id.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ from prefect.testing.utilities import prefect_test_harness
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.session.iterations import Iteration
 from storage.stats_log import StatsLog
-from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
+from tasks.artifacts import (
+    artifact_key,
+    iteration_key,
+    publish_iteration_table,
+    publish_summary,
+    start_progress,
+    update_progress,
+)
 from tasks.runs import open_run
 
 ITERATION = Iteration(
@@ -223,3 +231,65 @@ def test_progress_moves_at_most_once_a_second_but_always_reaches_the_end() -> No
 def read_progress(artifact_id: UUID | None) -> float:
     with get_client(sync_client=True) as client:
         return client.read_artifacts(artifact_filter=ArtifactFilter(id={"any_": [artifact_id]}))[0].data
+
+
+# ---- keys ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My Model_v2", "pbg-summary-my-model-v2"),
+        ("ckpt", "pbg-summary-ckpt"),
+        ("  --Weird!!name..  ", "pbg-summary-weird-name"),
+        ("Modèle été", "pbg-summary-modele-ete"),
+        ("___", "pbg-summary-run"),
+        ("", "pbg-summary-run"),
+    ],
+)
+def test_artifact_key(text: str, expected: str) -> None:
+    assert artifact_key(text) == expected
+
+
+def test_artifact_key_is_always_valid_and_bounded() -> None:
+    for text in ["A" * 500, "日本語", "a/b\\c", "x-" * 80, "UPPER lower 123"]:
+        key = artifact_key(text)
+        assert re.fullmatch(r"pbg-summary-[a-z0-9]+(-[a-z0-9]+)*", key), key
+        assert len(key) <= 100
+
+
+def iteration(epoch: int, epochs: int, path: int = 0, paths: int = 1, chunk: int = 0, chunks: int = 1) -> Iteration:
+    index = (epoch * paths + path) * chunks + chunk
+    return Iteration(
+        index=index,
+        epoch_idx=epoch,
+        num_epochs=epochs,
+        edge_path_idx=path,
+        num_edge_paths=paths,
+        edge_path=f"/data/p{path}",
+        edge_chunk_idx=chunk,
+        num_edge_chunks=chunks,
+    )
+
+
+def test_iteration_key_names_the_checkpoint_and_the_iteration_one_based() -> None:
+    assert iteration_key("My Model_v2", iteration(2, 10, 0, 1, 1, 4)) == "pbg-my-model-v2-epoch-003-path-1-chunk-2"
+    assert iteration_key("ckpt", iteration(0, 5)) == "pbg-ckpt-epoch-001-path-1-chunk-1"
+    assert iteration_key("___", iteration(0, 1)) == "pbg-run-epoch-001-path-1-chunk-1"
+
+
+def test_iteration_keys_sort_in_training_order() -> None:
+    for epochs, paths, chunks in [(12, 3, 11), (1500, 2, 1), (3, 12, 2)]:
+        its = [
+            iteration(e, epochs, p, paths, c, chunks)
+            for e in range(epochs)
+            for p in range(paths)
+            for c in range(chunks)
+        ]
+        keys = [iteration_key("ckpt", it) for it in its]
+        assert sorted(keys) == keys and len(set(keys)) == len(keys), (epochs, paths, chunks)
+
+
+def test_iteration_key_is_always_valid_and_bounded() -> None:
+    for name in ["A" * 500, "日本語", "a/b\\c", "x-" * 80, ""]:
+        key = iteration_key(name, iteration(41, 1000, 2, 3, 9, 10))
+        assert re.fullmatch(r"pbg-[a-z0-9]+(-[a-z0-9]+)*", key), key
+        assert len(key) <= 100 and key.endswith("-epoch-0042-path-3-chunk-10"), key

@@ -22,8 +22,8 @@ from storage.checkpoint_names import NamesArchive, NamesChangedError, current_di
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.importing.importer import import_edges
+from storage.layout import START_BY_NAME_DIR
 from storage.progress import CheckpointProgress
-from storage.remap.start import START_DIR
 from tasks.by_name import check_checkpoint_names, check_ranked_names, remove_start_by_name, run_keys, start_by_name
 from tasks.runs import get_run, open_run, opened_run
 
@@ -127,12 +127,12 @@ def test_init_path_whose_names_moved_is_remapped_by_name_and_counted(
     assert done["kept"] == kept and done["new"] == len(now - set(old)) == 2 and done["dropped"] == len(set(old) - now)
     line = next(r.getMessage() for r in caplog.records if "remapped init_path by name" in r.getMessage())
     assert f"{kept:,} of {len(now):,} entities kept their trained rows, 2 new (random)" in line
-    assert (tmp_path / "run1" / START_DIR / "start.json").exists()
+    assert (tmp_path / "run1" / START_BY_NAME_DIR / "start.json").exists()
     assert len(NamesArchive(config.checkpoint_path).digests()) == 4  # the names this run trains
     # After the first commit nothing reads the start: it goes.
     CheckpointStore(config.checkpoint_path).write_version(1)
     remove_start_by_name.fn(run)
-    assert not (tmp_path / "run1" / START_DIR).exists()
+    assert not (tmp_path / "run1" / START_BY_NAME_DIR).exists()
 
 
 def test_init_path_with_the_same_names_needs_no_start(tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_init_path_with_the_same_names_needs_no_start(tmp_path: Path) -> None:
     committed(config_for(tmp_path))
     config = config_for(tmp_path, "run1", init_path=str(tmp_path / "run0"))
     assert start_by_name.fn(open_run(config), 0) == {"names_copied": 4}
-    assert not (tmp_path / "run1" / START_DIR).exists()
+    assert not (tmp_path / "run1" / START_BY_NAME_DIR).exists()
 
 
 def test_a_pbg_init_path_is_used_by_position_with_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -152,7 +152,7 @@ def test_a_pbg_init_path_is_used_by_position_with_one_warning(tmp_path: Path, ca
         start_by_name.fn(open_run(config), 0)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "init_path" in warnings[0] and "used by position" in warnings[0]
-    assert not (tmp_path / "run1" / START_DIR).exists()
+    assert not (tmp_path / "run1" / START_BY_NAME_DIR).exists()
 
 
 def test_names_of_an_attempt_that_committed_nothing_are_removed_once_committed_ones_stay(tmp_path: Path) -> None:

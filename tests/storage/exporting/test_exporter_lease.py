@@ -8,8 +8,9 @@ from disk_state import changes, tree_state
 from store_io import StorePath
 from test_exporter import make_config, write_standard_checkpoint
 
-from storage.entity_lease import READERS_DIR, importing, reader_files
+from storage.entity_lease import importing, reader_files
 from storage.exporting.exporter import export_embeddings, export_tsv
+from storage.layout import READERS_DIR
 from storage.lease import LeaseHeldError
 
 

@@ -1,6 +1,6 @@
 """storage.importing.report: the import summary users read, bad-line bookkeeping and phase progress.
 
-Named after its package because ``tests/tasks/test_report.py`` holds the base name.
+Named after its package: a test's base name is unique across tests/ (see docs/architecture.md, "Tests").
 """
 
 from __future__ import annotations

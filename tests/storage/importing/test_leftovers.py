@@ -19,9 +19,10 @@ from disk_state import tree_state
 from store_io import StorePath
 
 from storage.importing.journal import journal_tokens
-from storage.importing.leftovers import SPILL_PREFIX, claim_spill, recover, remove_dead_spills
+from storage.importing.leftovers import claim_spill, recover, remove_dead_spills
 from storage.importing.manifest import write_manifest
 from storage.importing.staging import Staging
+from storage.layout import IMPORT_SPILL_PREFIX as SPILL_PREFIX
 
 REPO = Path(__file__).parents[3]
 

@@ -13,7 +13,8 @@ import pytest
 from pbg_core.config import parse_config
 from storage.fs.identity import identify
 from storage.importing.importer import import_edges
-from storage.importing.manifest import MANIFEST, fingerprint, generation_history, read_manifest
+from storage.importing.manifest import fingerprint, generation_history, read_manifest
+from storage.layout import IMPORT_MANIFEST_FILE as MANIFEST
 
 LINES = "".join(f"n{i}\tr\tn{(i * 7) % 50}\n" for i in range(200))
 

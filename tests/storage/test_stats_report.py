@@ -1,4 +1,4 @@
-"""tasks.report: bucket table rows, epoch grouping, sparklines, summary markdown, artifact keys.
+"""storage.stats_report: bucket table rows, epoch grouping, sparklines, summary markdown, names.
 
 Every expected number is computed by hand from the rows below.
 """
@@ -6,21 +6,17 @@ Every expected number is computed by hand from the rows below.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pbg_core.config import parse_config
-from pbg_core.session.iterations import Iteration
-from tasks.report import (
+from storage.stats_report import (
     TABLE_COLUMNS,
-    artifact_key,
     checkpoint_basename,
     checkpoint_urls,
     epoch_curve,
-    iteration_key,
     iteration_table,
     sparkline,
     summary_markdown,
@@ -229,67 +225,6 @@ def test_summary_markdown_without_rows() -> None:
     text = summary_markdown(config_with_secret("s3://bucket/runs/ckpt/"), 0, 4, [])
     assert "No training stats recorded yet." in text and "No epochs recorded yet." in text
     assert "- `s3://bucket/runs/ckpt/`" in text and "model file" not in text  # nothing committed
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("My Model_v2", "pbg-summary-my-model-v2"),
-        ("ckpt", "pbg-summary-ckpt"),
-        ("  --Weird!!name..  ", "pbg-summary-weird-name"),
-        ("Modèle été", "pbg-summary-modele-ete"),
-        ("___", "pbg-summary-run"),
-        ("", "pbg-summary-run"),
-    ],
-)
-def test_artifact_key(text: str, expected: str) -> None:
-    assert artifact_key(text) == expected
-
-
-def test_artifact_key_is_always_valid_and_bounded() -> None:
-    for text in ["A" * 500, "日本語", "a/b\\c", "x-" * 80, "UPPER lower 123"]:
-        key = artifact_key(text)
-        assert re.fullmatch(r"pbg-summary-[a-z0-9]+(-[a-z0-9]+)*", key), key
-        assert len(key) <= 100
-
-
-def iteration(epoch: int, epochs: int, path: int = 0, paths: int = 1, chunk: int = 0, chunks: int = 1) -> Iteration:
-    index = (epoch * paths + path) * chunks + chunk
-    return Iteration(
-        index=index,
-        epoch_idx=epoch,
-        num_epochs=epochs,
-        edge_path_idx=path,
-        num_edge_paths=paths,
-        edge_path=f"/data/p{path}",
-        edge_chunk_idx=chunk,
-        num_edge_chunks=chunks,
-    )
-
-
-def test_iteration_key_names_the_checkpoint_and_the_iteration_one_based() -> None:
-    assert iteration_key("My Model_v2", iteration(2, 10, 0, 1, 1, 4)) == "pbg-my-model-v2-epoch-003-path-1-chunk-2"
-    assert iteration_key("ckpt", iteration(0, 5)) == "pbg-ckpt-epoch-001-path-1-chunk-1"
-    assert iteration_key("___", iteration(0, 1)) == "pbg-run-epoch-001-path-1-chunk-1"
-
-
-def test_iteration_keys_sort_in_training_order() -> None:
-    for epochs, paths, chunks in [(12, 3, 11), (1500, 2, 1), (3, 12, 2)]:
-        its = [
-            iteration(e, epochs, p, paths, c, chunks)
-            for e in range(epochs)
-            for p in range(paths)
-            for c in range(chunks)
-        ]
-        keys = [iteration_key("ckpt", it) for it in its]
-        assert sorted(keys) == keys and len(set(keys)) == len(keys), (epochs, paths, chunks)
-
-
-def test_iteration_key_is_always_valid_and_bounded() -> None:
-    for name in ["A" * 500, "日本語", "a/b\\c", "x-" * 80, ""]:
-        key = iteration_key(name, iteration(41, 1000, 2, 3, 9, 10))
-        assert re.fullmatch(r"pbg-[a-z0-9]+(-[a-z0-9]+)*", key), key
-        assert len(key) <= 100 and key.endswith("-epoch-0042-path-3-chunk-10"), key
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,6 @@ from pbg_core.types import PartitionKey
 from storage import layout
 from storage.config_loader import local_path
 from storage.disk_space import attrs_bytes, check_disk_space, hdf5_file_bytes, rewrite_bytes, version_files_bytes
-from storage.progress import PROGRESS_DIR, record_file
 
 
 def partition_bytes(session: TrainingSession, keys: Iterable[PartitionKey]) -> int:
@@ -64,7 +63,9 @@ def dirty_bytes(session: TrainingSession, checkpoint_path: str) -> int:
     # each partition is (32 bytes each at most).
     held = sum(len(json.dumps(row)) + 1 for row in session.save_points.held.values())
     added = held + 2048 + 32 * len(residency.counts) + 1024
-    return total + _rewrite(checkpoint_path, [PROGRESS_DIR, record_file(residency.open_version)], added)
+    return total + _rewrite(
+        checkpoint_path, [layout.PROGRESS_DIR, layout.progress_record_file(residency.open_version)], added
+    )
 
 
 def completion_bytes(session: TrainingSession, config: ConfigSchema) -> int:

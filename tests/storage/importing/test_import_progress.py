@@ -1,4 +1,4 @@
-"""tasks.import_progress: line estimates from file sizes, and the two-phase fraction."""
+"""storage.importing.progress: line estimates from file sizes, and the two-phase fraction."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.import_progress import ImportProgress, estimate_lines
+from storage.importing.progress import ImportProgress, estimate_lines
 
 
 def test_estimate_from_sizes_and_the_first_head(tmp_path: Path) -> None:

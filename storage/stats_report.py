@@ -1,8 +1,8 @@
-"""What the Prefect UI shows of a training run, as plain data: tables, markdown, keys.
+"""What a training run's stats say, as plain data: bucket tables, the learning curve, a summary.
 
-Pure formatting over ``training_stats.json`` rows (see :mod:`storage.stats_log`): no
-Prefect and no I/O here, so every number can be checked by hand in tests;
-:mod:`tasks.artifacts` turns the results into artifacts.
+Pure formatting over ``training_stats.json`` rows (see :mod:`storage.stats_log`) and the
+checkpoint's names (:mod:`storage.layout`): no I/O here, so every number can be checked by
+hand in tests; :mod:`tasks.artifacts` posts the results as the Prefect UI's artifacts.
 
 A bucket row's ``stats`` and ``eval_stats_*`` hold per-edge *means* with their edge
 ``count``, so means over several buckets are weighted by those counts (the value a
@@ -13,8 +13,6 @@ single bucket covering all those edges would show). Rows carrying
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +20,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from pbg_core.config import ConfigSchema
-from pbg_core.session.iterations import Iteration
 from storage import layout
 from storage.stats_log import SUMMARY_KEY
 
 Row = Mapping[str, Any]
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
-SUMMARY_KEY_PREFIX = "pbg-summary-"
-TABLE_KEY_PREFIX = "pbg-"
-_MAX_KEY_LENGTH = 100
 _MISSING = "–"  # noqa: RUF001 - an en dash on purpose: the tables' placeholder for a missing value
 
 TABLE_COLUMNS = (
@@ -272,42 +266,7 @@ def _curve_section(curve: Sequence[EpochPoint]) -> str:
     return "\n".join(lines)
 
 
-# ---- names --------------------------------------------------------------------------------
-def artifact_key(text: str) -> str:
-    """A valid Prefect artifact key (lowercase letters, digits, dashes) for ``text``.
-
-    ``artifact_key("My Model_v2") == "pbg-summary-my-model-v2"``; accents are dropped
-    (``é`` -> ``e``), other characters become dashes; empty input gives ``pbg-summary-run``.
-    """
-    return (SUMMARY_KEY_PREFIX + _slug(text))[:_MAX_KEY_LENGTH].rstrip("-")
-
-
-def iteration_key(checkpoint_name: str, iteration: Iteration) -> str:
-    """The key of ``iteration``'s table artifact: ``pbg-<checkpoint>-epoch-003-path-1-chunk-2``.
-
-    Numbers are 1-based as in the iteration's label (``epoch 3/10 · path 1/1 · chunk 2/4``)
-    and zero-padded (epochs to at least 3 digits, paths and chunks to the digits of their
-    count) so that sorting the keys as text gives the order of training. The checkpoint's
-    name (slugged as in :func:`artifact_key`, shortened to keep the key within 100
-    characters) keeps the tables of different models apart.
-    """
-    epoch_width = max(3, len(str(iteration.num_epochs)))
-    suffix = (
-        f"-epoch-{iteration.epoch_idx + 1:0{epoch_width}d}"
-        f"-path-{iteration.edge_path_idx + 1:0{len(str(iteration.num_edge_paths))}d}"
-        f"-chunk-{iteration.edge_chunk_idx + 1:0{len(str(iteration.num_edge_chunks))}d}"
-    )
-    room = _MAX_KEY_LENGTH - len(TABLE_KEY_PREFIX) - len(suffix)
-    name = _slug(checkpoint_name)[:room].rstrip("-") or "run"
-    return TABLE_KEY_PREFIX + name + suffix
-
-
-def _slug(text: str) -> str:
-    """``text`` in lowercase ASCII letters and digits joined by single dashes (``run`` when empty)."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-") or "run"
-
-
+# ---- names ----------------------------------------------------------------------------------
 def checkpoint_basename(checkpoint_path: str) -> str:
     """The last path component of a checkpoint path or URL (``s3://b/runs/ckpt/`` -> ``ckpt``)."""
     stripped = checkpoint_path.rstrip("/")

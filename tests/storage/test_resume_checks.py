@@ -1,4 +1,4 @@
-"""Checks of the checkpoints a run starts from (``tasks.resume_checks``), through ``plan_training``.
+"""Checks of the checkpoints a run starts from (``storage.resume_checks``), through ``plan_training``.
 
 Checkpoints are real directories: a model file written by :class:`CheckpointStore` with the
 ``config/json`` attribute of the config it was "trained" with, as training writes it.
@@ -25,8 +25,8 @@ from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from storage.edges import EdgeStore
 from storage.errors import BadDataError, DataNotFound
+from storage.resume_checks import check_fits, check_not_a_file, shape_differences
 from tasks.plan import check_inputs, plan_training
-from tasks.resume_checks import check_fits, check_not_a_file, shape_differences
 from tasks.runs import open_run
 
 META = CheckpointMetadata(config_json="{}")

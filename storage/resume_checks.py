@@ -37,7 +37,6 @@ from storage.fs.urls import StorageOptions
 
 # Changing these changes the loss, not the parameters: warned about on resume.
 WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
-_CHECKPOINT_FILES = "checkpoint_version.txt, model.v<N>.h5, embeddings_<type>_<part>.v<N>.h5"
 
 
 def check_init_path(store: CheckpointStore) -> None:
@@ -49,7 +48,7 @@ def check_init_path(store: CheckpointStore) -> None:
     """
     if not reads.exists(store.url, store.storage_options):
         raise DataNotFound(
-            store.url, f"init_path does not exist; expected a checkpoint directory ({_CHECKPOINT_FILES})"
+            store.url, f"init_path does not exist; expected a checkpoint directory ({layout.CHECKPOINT_FILES})"
         )
     version = store.read_version()
     versions = store.list_versions()
@@ -85,7 +84,7 @@ def trained_config(store: CheckpointStore, version: int) -> dict[str, Any] | Non
             loaded = json.loads(text)
         except json.JSONDecodeError:
             raise BadDataError(
-                store.file_url(f"model.v{version}.h5"), "attribute config/json is not valid JSON"
+                store.file_url(layout.model_file(version)), "attribute config/json is not valid JSON"
             ) from None
         return loaded if isinstance(loaded, dict) else None
     try:

@@ -1,4 +1,4 @@
-"""tasks.disk_checks: a step that would fill the checkpoint's disk fails before writing, v stays
+"""storage.disk_checks: a step that would fill the checkpoint's disk fails before writing, v stays
 loadable and the directory byte-identical; with exactly the room a step asks for, it succeeds, and
 asks for less than twice what it adds (+ 1 MiB).
 
@@ -20,10 +20,10 @@ from disk_state import changes, tree_state
 from pbg_core.config import parse_config
 from pbg_core.ports import FINAL
 from storage.checkpoints import CheckpointStore
+from storage.disk_checks import completion_bytes, dirty_bytes, partition_bytes
 from storage.disk_space import NoSpaceForCheckpoint, version_files_bytes
 from tasks.buckets import finish_bucket, load_edges, schedule_buckets, swap_partitions, train_bucket
 from tasks.checkpoint import preserve_version, switch_version, write_checkpoint
-from tasks.disk_checks import completion_bytes, dirty_bytes, partition_bytes
 from tasks.plan import plan_training
 from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session, session_run
