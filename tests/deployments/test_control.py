@@ -19,7 +19,7 @@ import httpx
 import pytest
 from stack import PREFECT, REPO_ROOT, Stack, process_tree, running, version_of, write_json
 
-from tasks.retrain_options import RetrainOptions
+from storage.retraining.options import RetrainOptions
 
 pytestmark = pytest.mark.integration
 

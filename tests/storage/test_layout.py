@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
 from pbg_core.types import Bucket
 from storage import layout
 
@@ -54,3 +58,25 @@ def test_names_round_trip_through_parsers() -> None:
         assert layout.parse_embeddings_file(name) == (entity, part, version)
     assert layout.parse_model_file(layout.model_file(9)) == 9
     assert layout.parse_edge_file(layout.edge_file(4, 2)) == Bucket(4, 2)
+
+
+def test_run_dir_name_is_the_utc_start_and_the_id_prefix() -> None:
+    start = datetime(2026, 3, 1, 12, 30, 5, tzinfo=timezone(timedelta(hours=2)))
+    assert layout.run_dir_name("0B9E1C2D-77aa-4bb0-8ccc-0123456789ab", start) == "run-20260301T103005Z-0b9e1c2d"
+    with pytest.raises(ValueError, match="naive"):
+        layout.run_dir_name("0b9e1c2d", datetime(2026, 3, 1))
+    with pytest.raises(ValueError, match="8 hex digits.*'run-xyz'"):
+        layout.run_dir_name("run-xyz", start)
+    assert layout.is_run_dir_name("run-20260301T103005Z-0b9e1c2d") and not layout.is_run_dir_name("run-xyz")
+
+
+def test_retraining_names() -> None:
+    assert (layout.LATEST_FILE, layout.RETRAIN_STATE_FILE, layout.SPLIT_FILE) == (
+        "latest.json",
+        "retrain.json",
+        "split.json",
+    )
+    assert layout.generation_edge_dir(3, "day1") == "gen0003-day1_partitioned"
+    assert layout.GENERATION_DIR_RE.match(layout.generation_edge_dir(12345, "x")) is not None
+    assert layout.holdout_dir("gen0003-day1_partitioned") == "gen0003-day1_holdout"
+    assert layout.holdout_dir("edges") == "edges_holdout"

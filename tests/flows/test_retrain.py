@@ -30,10 +30,10 @@ from pbg_core.config import parse_config
 from storage.errors import DataNotFound
 from storage.importing.manifest import read_manifest
 from storage.lease import LeaseHeldError
-from storage.retrain_state import read_state
+from storage.retraining.options import IncomingOptions, RetrainOptions
+from storage.retraining.state import read_state
 from tasks.retrain import NoNewData
 from tasks.retrain_gate import GateFailed
-from tasks.retrain_options import IncomingOptions, RetrainOptions
 
 slow = pytest.mark.slow
 
