@@ -49,7 +49,6 @@ from tasks.retrain_gate import evaluate_holdout, judge_gate
 from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
 
-
 DEFAULT_OPTIONS = RetrainOptions.model_validate({})  # frozen: one shared default is never changed
 
 

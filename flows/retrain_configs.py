@@ -1,4 +1,4 @@
-"""What ``pbg train`` and ``pbg eval`` say about a config written for scheduled retraining.
+"""What ``pbg train`` and ``pbg eval`` say about a config written for scheduled retraining (``pbg retrain``).
 
 A retraining config (docs/retraining.md) names its edge paths by a glob pattern
 (``edges/gen*_partitioned``: each run trains the directories it matches when it starts) and
@@ -73,7 +73,7 @@ def _advice(config: ConfigSchema, command: str, patterns: list[str], promoted: s
         if holdouts:
             found += f", held out (never trained): {_listed(holdouts)}"
         overrides[-1] += found
-    runs = "; scheduled runs expand the pattern themselves (the pbg flow's retrain parameter)"
+    runs = "; or retrain the root: `pbg retrain CONFIG` (each run expands the pattern when it starts)"
     return "give " + " and ".join(overrides) + (runs if command == "train" else "")
 
 
