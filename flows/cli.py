@@ -2,12 +2,14 @@
 
     pbg import CONFIG INPUT... --lhs-col N --rhs-col N [--rel-col N] [-p key=value ...]
     pbg train  CONFIG [-p key=value ...]
+    pbg retrain CONFIG [-p key=value ...] [--incoming PATTERN --edges-dir DIR] [--epochs N] [--keep-last K]
+               [--min-mrr X] [--max-mrr-drop X] [--on-no-new-data skip|fail] ...
     pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
                [--sample-edges N] [--candidates K] [--sample-seed S]
     pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
-    pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name train]
+    pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name NAME]
 
-``train`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
+``train``, ``retrain`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
 ephemeral API with SQLite) unless PREFECT_API_URL points at a server; they check the
 config and their local inputs first (:mod:`flows.preflight`), before that server starts.
 
@@ -17,7 +19,7 @@ takes ``--debug`` (or ``PBG_DEBUG=1``) for the traceback.
 This module is the entry point (:func:`run`, :func:`main`): the environment Prefect must
 see, the dispatch, and how a failure or a stop ends the process. The options are in
 :mod:`flows.cli_parser`, the commands in :mod:`flows.cli_commands` (import, export, serve)
-and :mod:`flows.cli_runs` (train, eval: the Prefect flows).
+and :mod:`flows.cli_runs` (train, retrain, eval: the Prefect flows).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from flows import interrupts
 from flows.cli_commands import cmd_export, cmd_import, cmd_serve
 from flows.cli_parser import build_parser
-from flows.cli_runs import cmd_eval, cmd_train
+from flows.cli_runs import cmd_eval, cmd_retrain, cmd_train
 from flows.user_errors import debug_enabled, report
 from pbg_core.parallel.worker_boot import close_prestarted
 
@@ -56,6 +58,7 @@ def _prepare_prefect_env() -> None:
 COMMANDS = {
     "import": cmd_import,
     "train": cmd_train,
+    "retrain": cmd_retrain,
     "eval": cmd_eval,
     "export": cmd_export,
     "serve": cmd_serve,

@@ -76,7 +76,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``pbg export CONFIG ...``: a checkpoint's embeddings in PBG's two files or one file per type."""
     problem = _export_usage_problem(args)
     if problem:
-        return _usage_error("export", problem)
+        return usage_error("export", problem)
     from flows.preflight import load_config_checked
     from storage.exporting.exporter import export_embeddings, export_tsv
 
@@ -120,42 +120,55 @@ def _export_usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """``pbg serve``: deployment pbg/<name> served from this process until stopped."""
+    """``pbg serve``: deployment pbg/<name> (pbg-retrain/<name> with ``--retrain-keep-last``) served from
+    this process until stopped."""
     problem = _serve_usage_problem(args) or (args.config_url and config_url_problem(args.config_url, list(args.param)))
     if problem:
-        return _usage_error("serve", problem)
+        return usage_error("serve", problem)
     from flows.service_checks import check_prefect_api
 
     check_prefect_api(os.environ.get("PREFECT_API_URL"), otherwise=SERVE_API_HINT)
     from prefect.types.entrypoint import EntrypointType
-
-    from flows.train import pbg
 
     parameters: dict[str, object] = {}
     if args.config_url:
         parameters["config_url"] = args.config_url
     if args.param:
         parameters["overrides"] = list(args.param)
-    if args.retrain_keep_last is not None:
+    if args.retrain_keep_last is not None:  # scheduled retraining: the pbg-retrain flow
+        from flows.retrain import pbg_retrain as served
+
         parameters["retrain"] = {"keep_last": args.retrain_keep_last, "init_from_previous": True}
-    pbg.serve(
-        name=args.name,
+        name, what = args.name or "retrain", "PyTorch-BigGraph scheduled retraining"
+    else:
+        from flows.train import pbg as served
+
+        name, what = args.name or "train", "PyTorch-BigGraph training"
+    served.serve(
+        name=name,
         cron=args.cron,
         parameters=parameters,
         limit=args.limit,
         entrypoint_type=EntrypointType.MODULE_PATH,
         pause_on_shutdown=False,
-        description="PyTorch-BigGraph training (served by `pbg serve`)",
+        description=f"{what} (served by `pbg serve`)",
         tags=["pbg"],
     )
     return 0
+
+
+def served_name(args: argparse.Namespace) -> str:
+    """The deployment ``pbg serve`` files: ``pbg/<name>``, or ``pbg-retrain/<name>`` with ``--retrain-keep-last``."""
+    if args.retrain_keep_last is not None:
+        return f"pbg-retrain/{args.name or 'retrain'}"
+    return f"pbg/{args.name or 'train'}"
 
 
 def _serve_usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the serve options or environment (before Prefect is imported), or None."""
     if not os.environ.get("PREFECT_API_URL"):
         return (
-            f"PREFECT_API_URL is not set: pbg/{args.name} must live on a Prefect server that "
+            f"PREFECT_API_URL is not set: the deployment {served_name(args)} must live on a Prefect server that "
             "`prefect deployment run` can reach; start one (`prefect server start --host 127.0.0.1`, or "
             "deployments/local-up.sh) and export PREFECT_API_URL=http://127.0.0.1:4200/api"
         )
@@ -231,6 +244,7 @@ def config_url_problem(config_url: str, overrides: list[str]) -> str | None:
     return None
 
 
-def _usage_error(command: str, problem: str) -> int:
+def usage_error(command: str, problem: str) -> int:
+    """Print ``pbg <command>: error: <problem>`` and return :data:`EXIT_USAGE`."""
     print(f"pbg {command}: error: {problem}", file=sys.stderr)
     return EXIT_USAGE

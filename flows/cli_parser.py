@@ -30,10 +30,64 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import(sub)
     train = sub.add_parser("train", help="run the `pbg` training flow (resumes from the last committed version)")
     _add_config_args(train)
+    _add_retrain(sub)
     _add_eval(sub)
     _add_export(sub)
     _add_serve(sub)
     return parser
+
+
+def _add_retrain(sub: Subcommands) -> None:
+    """``pbg retrain``: one option per field of the ``retrain`` parameter, its help the field's description."""
+    from storage.retraining.options import IncomingOptions, RetrainOptions
+
+    def described(model: type[RetrainOptions] | type[IncomingOptions], field: str, extra: str = "") -> str:
+        return (model.model_fields[field].description or "") + extra
+
+    ret = sub.add_parser(
+        "retrain",
+        help="run the `pbg-retrain` flow: a new run directory under the config's checkpoint_path (the root), "
+        "grown from the promoted run, trained, judged by the gate and promoted (docs/retraining.md)",
+    )
+    _add_config_args(ret)
+    r, i = RetrainOptions, IncomingOptions
+    ret.add_argument(
+        "--keep-last", type=_positive, default=None, metavar="K", help=described(r, "keep_last", " (default 3)")
+    )
+    ret.add_argument(
+        "--no-init-from-previous",
+        dest="init_from_previous",
+        action="store_false",
+        help="start from the config's init_path, not from the newest earlier run ("
+        + described(r, "init_from_previous")
+        + ")",
+    )
+    ret.add_argument("--epochs", type=_positive, default=None, metavar="N", help=described(r, "epochs"))
+    ret.add_argument("--on-no-new-data", choices=("skip", "fail"), default=None, help=described(r, "on_no_new_data"))
+    ret.add_argument("--min-mrr", type=float, default=None, metavar="X", help=described(r, "min_mrr"))
+    ret.add_argument("--max-mrr-drop", type=float, default=None, metavar="X", help=described(r, "max_mrr_drop"))
+    inbox = ret.add_argument_group(
+        "new edge lists (retrain.incoming: give --incoming and --edges-dir to import what arrived before each run)"
+    )
+    inbox.add_argument("--incoming", dest="inputs", default=None, metavar="PATTERN", help=described(i, "inputs"))
+    inbox.add_argument("--edges-dir", default=None, metavar="DIR", help=described(i, "edges_dir"))
+    inbox.add_argument("-l", "--lhs-col", type=_column, default=None, help=described(i, "lhs_col", " (default 0)"))
+    inbox.add_argument("-r", "--rhs-col", type=_column, default=None, help=described(i, "rhs_col", " (default 1)"))
+    inbox.add_argument("--rel-col", type=_column, default=None, help=described(i, "rel_col"))
+    inbox.add_argument("--weight-col", type=_column, default=None, help=described(i, "weight_col"))
+    inbox.add_argument("--delimiter", default=None, help=described(i, "delimiter"))
+    inbox.add_argument("--entity-min-count", type=_positive, default=None, help=described(i, "entity_min_count"))
+    inbox.add_argument("--skip-bad-lines", action="store_true", default=None, help=described(i, "skip_bad_lines"))
+    inbox.add_argument(
+        "--unknown-relations", choices=("skip", "error"), default=None, help=described(i, "unknown_relations")
+    )
+    inbox.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help=described(i, "holdout_fraction", " (default 0.05)"),
+    )
 
 
 def _add_import(sub: Subcommands) -> None:
@@ -165,11 +219,15 @@ def _add_export(sub: Subcommands) -> None:
 def _add_serve(sub: Subcommands) -> None:
     serve = sub.add_parser(
         "serve",
-        help="serve the `pbg` flow as deployment pbg/<name> from this process (no work pool or worker); "
-        "needs a Prefect server in PREFECT_API_URL",
+        help="serve the `pbg` flow as deployment pbg/<name> (with --retrain-keep-last: the `pbg-retrain` flow "
+        "as pbg-retrain/<name>) from this process (no work pool or worker); needs a Prefect server in PREFECT_API_URL",
     )
     _add_debug_arg(serve)
-    serve.add_argument("--name", default="train", help="deployment name (default: train, i.e. pbg/train)")
+    serve.add_argument(
+        "--name",
+        default=None,
+        help="deployment name (default: train, i.e. pbg/train; with --retrain-keep-last: retrain, i.e. pbg-retrain/retrain)",
+    )
     serve.add_argument(
         "--config-url",
         default=None,
@@ -194,8 +252,8 @@ def _add_serve(sub: Subcommands) -> None:
         type=int,
         default=None,
         metavar="K",
-        help="default `retrain` parameter: each run trains into its own directory under "
-        "checkpoint_path, initialised from the previous run; keep the last K",
+        help="serve the `pbg-retrain` flow instead, its default `retrain` parameter keeping the last K runs: each "
+        "run trains into its own directory under checkpoint_path, initialised from the previous run",
     )
     serve.add_argument(
         "--limit",

@@ -1,4 +1,4 @@
-"""``pbg train`` and ``pbg eval``: the commands that run Prefect flows.
+"""``pbg train``, ``pbg retrain`` and ``pbg eval``: the commands that run Prefect flows.
 
 Both check the config and their local inputs first (:mod:`flows.preflight`), before the
 embedded API server starts (:mod:`flows.local_server`), then fork the HOGWILD children the
@@ -24,9 +24,32 @@ from pbg_core.parallel.worker_boot import active_workers, default_num_workers, p
 
 if TYPE_CHECKING:
     from pbg_core.config import ConfigSchema
+    from storage.retraining.options import RetrainOptions
 
 # What `pbg eval`'s flow returns about a sampled evaluation, printed on its own line, not in Stats.
 SAMPLE_KEYS = ("total_edges", "sample_edges", "candidates", "sample_seed")
+# `pbg retrain`'s options: the fields of RetrainOptions and of its `incoming`, by option name.
+RETRAIN_OPTIONS = {
+    "keep_last": "--keep-last",
+    "init_from_previous": "--no-init-from-previous",
+    "epochs": "--epochs",
+    "on_no_new_data": "--on-no-new-data",
+    "min_mrr": "--min-mrr",
+    "max_mrr_drop": "--max-mrr-drop",
+}
+INCOMING_OPTIONS = {
+    "inputs": "--incoming",
+    "edges_dir": "--edges-dir",
+    "lhs_col": "--lhs-col",
+    "rhs_col": "--rhs-col",
+    "rel_col": "--rel-col",
+    "weight_col": "--weight-col",
+    "delimiter": "--delimiter",
+    "entity_min_count": "--entity-min-count",
+    "skip_bad_lines": "--skip-bad-lines",
+    "unknown_relations": "--unknown-relations",
+    "holdout_fraction": "--holdout-fraction",
+}
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -62,6 +85,61 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"({time.perf_counter() - started:.1f} s)"
     )
     return 0
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    """``pbg retrain CONFIG``: the ``pbg-retrain`` flow on the config's root; prints what it promoted."""
+    from flows.cli_commands import usage_error
+    from flows.preflight import load_config_checked
+    from flows.service_checks import check_prefect_api
+
+    options = retrain_options(args)
+    if isinstance(options, str):
+        return usage_error("retrain", options)
+    config = load_config_checked(args.config, args.param)  # before the server: a bad config fails at once
+    check_prefect_api(os.environ.get("PREFECT_API_URL"))
+    with local_api() as server:
+        from flows.retrain import pbg_retrain
+
+        _quiet_run_failures(args)
+        prestart_workers(config, training=False)  # the holdout evaluations use every worker
+        started = time.perf_counter()
+        with _local_run_settings(server), interrupts.flow_call():
+            result = pbg_retrain(config=config, retrain=options)
+    elapsed = f"({time.perf_counter() - started:.1f} s)"
+    if "skipped" in result:
+        print(f"skipped: {result['skipped']}; latest.json names {result['latest']} {elapsed}")
+        return 0
+    gate = result.get("gate") or {}
+    verdict = f"; quality gate {gate['gate']}: {gate.get('reason', '')}" if gate else ""
+    print(f"retrained: {result['checkpoint_path']} is at version {result['version']}{verdict} {elapsed}")
+    return 0
+
+
+def retrain_options(args: argparse.Namespace) -> RetrainOptions | str:
+    """The ``retrain`` parameter ``pbg retrain``'s options give, or the one-line problem with them."""
+    from pydantic import ValidationError
+
+    from storage.retraining.options import RetrainOptions
+
+    given = {field: getattr(args, field) for field in RETRAIN_OPTIONS if getattr(args, field) is not None}
+    incoming = {field: getattr(args, field) for field in INCOMING_OPTIONS if getattr(args, field) is not None}
+    if incoming:
+        given["incoming"] = incoming
+    try:
+        return RetrainOptions.model_validate(given)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = [str(part) for part in first["loc"]]
+        option = (
+            INCOMING_OPTIONS.get(loc[-1]) if loc[:1] == ["incoming"] else RETRAIN_OPTIONS.get(loc[0]) if loc else None
+        )
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if option is None:
+            return message
+        value = first.get("input")
+        shown = f" {value}" if value is not None and not isinstance(value, dict) else ""
+        return f"{option}{shown}: {message}"
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""What ``pbg train`` and ``pbg eval`` say about a config written for scheduled retraining.
+"""What ``pbg train`` and ``pbg eval`` say about a config written for scheduled retraining (``pbg retrain``).
 
 A retraining config (docs/retraining.md) names its edge paths by a glob pattern
 (``edges/gen*_partitioned``: each run trains the directories it matches when it starts) and
@@ -21,12 +21,11 @@ import os
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
+from storage import layout
 from storage.config_loader import local_path
+from storage.fs.globs import has_glob
 
-_GLOB_CHARS = frozenset("*?[")
 _SHOWN = 3
-LATEST_FILE = "latest.json"  # storage.latest_run.LATEST_FILE (whose module imports h5py and torch)
-VERSION_FILE = "checkpoint_version.txt"  # storage.layout.VERSION_FILE
 
 
 def check_concrete_paths(config: ConfigSchema, command: str, source: str | None = None) -> None:
@@ -40,7 +39,7 @@ def check_concrete_paths(config: ConfigSchema, command: str, source: str | None 
     Raises:
         ConfigError: one problem line naming the pattern or the root and what to pass instead.
     """
-    patterns = [path for path in config.edge_paths if any(c in _GLOB_CHARS for c in path)]
+    patterns = [path for path in config.edge_paths if has_glob(path)]
     promoted = _promoted_run(config.checkpoint_path)
     if not patterns and promoted is None:
         return
@@ -48,7 +47,7 @@ def check_concrete_paths(config: ConfigSchema, command: str, source: str | None 
     if patterns:
         what.append(f"edge_paths {patterns[0]!r} is a glob pattern")
     if promoted is not None:
-        what.append(f"checkpoint_path {config.checkpoint_path!r} is the root of retraining runs ({LATEST_FILE})")
+        what.append(f"checkpoint_path {config.checkpoint_path!r} is the root of retraining runs ({layout.LATEST_FILE})")
     needs = "concrete edge paths" if not promoted else "one checkpoint"
     if patterns and promoted is not None:
         needs = "one checkpoint and concrete edge paths"
@@ -74,7 +73,7 @@ def _advice(config: ConfigSchema, command: str, patterns: list[str], promoted: s
         if holdouts:
             found += f", held out (never trained): {_listed(holdouts)}"
         overrides[-1] += found
-    runs = "; scheduled runs expand the pattern themselves (the pbg flow's retrain parameter)"
+    runs = "; or retrain the root: `pbg retrain CONFIG` (each run expands the pattern when it starts)"
     return "give " + " and ".join(overrides) + (runs if command == "train" else "")
 
 
@@ -84,12 +83,8 @@ def _matches(patterns: list[str]) -> tuple[list[str], list[str]]:
     for pattern in patterns:
         local = local_path(pattern)
         if local is not None:
-            matches += sorted(p for p in glob.glob(local) if os.path.isdir(p) and not p.endswith("_holdout"))
-    holdouts = [
-        p.removesuffix("_partitioned") + "_holdout"
-        for p in matches
-        if os.path.isdir(p.removesuffix("_partitioned") + "_holdout")
-    ]
+            matches += sorted(p for p in glob.glob(local) if os.path.isdir(p) and not p.endswith(layout.HOLDOUT_SUFFIX))
+    holdouts = [layout.holdout_dir(p) for p in matches if os.path.isdir(layout.holdout_dir(p))]
     return matches, holdouts
 
 
@@ -101,10 +96,10 @@ def _listed(paths: list[str]) -> str:
 def _promoted_run(checkpoint_path: str) -> str | None:
     """The run a local retraining root's ``latest.json`` names; None if ``checkpoint_path`` is no such root."""
     local = local_path(checkpoint_path)
-    if local is None or os.path.isfile(os.path.join(local, VERSION_FILE)):
+    if local is None or os.path.isfile(os.path.join(local, layout.VERSION_FILE)):
         return None
     try:
-        with open(os.path.join(local, LATEST_FILE), encoding="utf-8") as handle:
+        with open(os.path.join(local, layout.LATEST_FILE), encoding="utf-8") as handle:
             run = json.load(handle).get("run")
     except (OSError, ValueError, AttributeError):
         return None

@@ -5,17 +5,23 @@ evaluate before -> HOGWILD train -> evaluate after -> save its progress) and the
 commits a new checkpoint version in four retryable steps. A rerun of the same config
 resumes after the last committed version and, inside the interrupted pass, after the
 last saved bucket; raising ``num_epochs`` extends a finished run.
+
+Scheduled retraining is a flow of its own, ``pbg-retrain`` (:mod:`flows.retrain`), which calls this
+one as a subflow; a ``pbg`` run given a ``retrain`` parameter is refused in one line naming it
+(:class:`TrainingFlow`).
 """
 
 # No `from __future__ import annotations`: Prefect validates the parameters of a flow run
 # started by `pbg serve` against the annotations, and string annotations were not resolved
 # there ("ConfigSchema is not fully defined").
+from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
 from typing import Annotated, Any
 from uuid import UUID
 
-from prefect import flow, get_run_logger
+from prefect import Flow, flow, get_run_logger
+from prefect.exceptions import ParameterTypeError
 from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
@@ -26,7 +32,6 @@ from flows.pipeline import SubflowPipeline, run_body
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
 from storage.stats_report import version_progress
-from tasks.arrivals import Received
 from tasks.artifacts import publish_iteration_table, publish_summary, start_progress, update_progress
 from tasks.buckets import (
     evaluate_bucket,
@@ -49,17 +54,6 @@ from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
-from tasks.retrain import (
-    acquire_retrain_lease,
-    finish_retrain,
-    latest_run,
-    nothing_new,
-    prepare_retrain,
-    receive_arrivals,
-    run_key_for,
-)
-from tasks.retrain_gate import GateFailed, evaluate_holdout, judge_gate, unpromoted_message
-from tasks.retrain_options import RetrainOptions
 from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
 from tasks.sessions import close_training_session, open_training_session
@@ -142,13 +136,38 @@ def _run_name() -> str:
     return f"train {what}"
 
 
-@flow(name="pbg", flow_run_name=_run_name)
+RETRAIN_MOVED = (
+    "retrain: the pbg flow trains one checkpoint and takes no `retrain` parameter; scheduled retraining is "
+    "the flow pbg-retrain: run its deployment pbg-retrain/retrain, or `pbg retrain CONFIG` (docs/retraining.md)"
+)
+
+
+class TrainingFlow(Flow[..., dict[str, Any]]):
+    """The ``pbg`` flow, which says where a run given the former ``retrain`` parameter belongs.
+
+    A deployment run's parameters reach the flow unchecked against its signature (the server
+    checks only the schema's fields); Prefect's own refusal of an unknown one lists the signature.
+    """
+
+    def validate_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        """Refuse ``retrain`` in one line (:data:`RETRAIN_MOVED`), then Prefect's validation."""
+        if "retrain" in parameters:
+            raise ParameterTypeError(RETRAIN_MOVED)
+        return super().validate_parameters(parameters)
+
+
+def _training_flow(fn: Callable[..., dict[str, Any]]) -> TrainingFlow:
+    """``@flow(name="pbg", ...)``, as a :class:`TrainingFlow` (the function keeps its name: a served
+    deployment's entrypoint is ``flows.train.pbg``)."""
+    return TrainingFlow(fn=fn, name="pbg", flow_run_name=_run_name)
+
+
+@_training_flow
 @cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
 def pbg(
     config: ConfigSchema | None = None,
     config_url: str | None = None,
     overrides: list[str] | None = None,
-    retrain: RetrainOptions | None = None,
     pause_every: Annotated[int, Field(ge=0)] = 0,
     pause_timeout_seconds: Annotated[int, Field(ge=1)] = 3600,
     dask_address: str | None = None,
@@ -161,9 +180,6 @@ def pbg(
         overrides: PBG-style `key=value` overrides with dotted paths, e.g. `num_epochs=10`.
             Credentials are refused here (parameters are recorded in clear): use the AWS_*
             environment variables of the worker, or `storage_options` in a config file.
-        retrain: Scheduled retraining (docs/retraining.md): each flow run trains into its own
-            directory under `checkpoint_path`, from the latest promoted run; `incoming` imports
-            new edge lists first; `min_mrr` / `max_mrr_drop` gate the promotion (latest.json).
         pause_every: Pause the run after every N committed iterations (0: never); resume it
             from the UI's Resume button. The process, its HOGWILD workers and the lease stay up.
         pause_timeout_seconds: A pause not resumed within this time fails the run (the
@@ -175,54 +191,31 @@ def pbg(
     forward_engine_logs()
     cluster = [f"dask_address={dask_address}"] if dask_address else []
     resolved = resolve_config(config, config_url, [*(overrides or []), *cluster])
-    if retrain is None:
-        return _train(resolved, resolved, None, None, pause_every, pause_timeout_seconds)
-    root = acquire_retrain_lease(resolved)  # a second retraining run on this root stops here, naming the holder
-    try:
-        run_config, arrivals = _start_retrain(resolved, retrain)  # a directory of its own, the same for every retry
-        if arrivals is not None and arrivals.nothing_new:
-            return nothing_new(resolved, retrain)  # skipped, or failed (retrain.on_no_new_data)
-        return _train(run_config, resolved, retrain, arrivals, pause_every, pause_timeout_seconds)
-    finally:
-        release_lease(root)
-
-
-def _train(
-    run_config: ConfigSchema,
-    resolved: ConfigSchema,
-    retrain: RetrainOptions | None,
-    arrivals: Received | None,
-    pause_every: int,
-    pause_timeout_seconds: int,
-) -> dict[str, Any]:
-    """Train ``run_config`` under its checkpoint's lease; with ``retrain``, judge the gate and promote."""
     results: list[dict[str, Any]] = []
-    with opened_run(run_config) as run:  # the run's stores, opened once: the tasks below take this handle
+    with opened_run(resolved) as run:  # the run's stores, opened once: the tasks below take this handle
         chunks = check_inputs(run)  # before anything is written: nothing here depends on the checkpoint
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
-            _prepare_start(run, run_config, plan)
-            if arrivals is not None and retrain is not None and retrain.gated:
-                evaluate_holdout(run, "baseline")  # the previous model, grown, before any training
+            prepare_start(run, resolved, plan)
             if plan.remaining:
-                results = _train_remaining(run, run_config, plan, pause_every, pause_timeout_seconds)
+                results = _train_remaining(run, resolved, plan, pause_every, pause_timeout_seconds)
                 remove_start_by_name(run)  # read only until the first commit
         finally:
             release_lease(lease)
         final = plan.committed_version + len(results)
-        gate = _judge_and_promote(run, resolved, retrain, arrivals) if retrain is not None else None
-        publish_summary(run, final, plan.total_iterations, gate)
-    if gate is not None and gate.get("gate") == "failed":
-        raise GateFailed(unpromoted_message(gate, latest_run(resolved)))  # the flow run ends Failed
+        publish_summary(run, final, plan.total_iterations)
     done = version_progress(final, plan.total_iterations)
-    get_run_logger().info("checkpoint %s is at %s", run_config.checkpoint_path, done)
-    return {"checkpoint_path": run_config.checkpoint_path, "version": final, "iterations": results, "gate": gate}
+    get_run_logger().info("checkpoint %s is at %s", resolved.checkpoint_path, done)
+    return {"checkpoint_path": resolved.checkpoint_path, "version": final, "iterations": results}
 
 
-def _prepare_start(run: str, config: ConfigSchema, plan: TrainingPlan) -> None:
+def prepare_start(run: str, config: ConfigSchema, plan: TrainingPlan) -> None:
     """Before the session: refuse rows that now mean other entities, clear what a killed run left,
-    record the names trained and start init_path's rows by name (and new entities' rows)."""
+    record the names trained and start init_path's rows by name (and new entities' rows).
+
+    Idempotent: ``pbg-retrain`` runs it before its baseline (the grown starting point), and the
+    ``pbg`` subflow then finds it done (a retry of either runs it again too)."""
     if plan.remaining:
         check_checkpoint_names(run, plan.committed_version)  # before anything is written or removed
     # Leftovers of a run killed while removing or committing.
@@ -231,30 +224,6 @@ def _prepare_start(run: str, config: ConfigSchema, plan: TrainingPlan) -> None:
         start_by_name(run, plan.committed_version)  # the names record; init_path's rows matched by name
     if _starts_new_rows(config, plan):
         prepare_new_rows(run)  # neighbor means of the entities init_path lacks
-
-
-def _start_retrain(config: ConfigSchema, retrain: RetrainOptions) -> tuple[ConfigSchema, Received | None]:
-    """The run's own config; with ``incoming``, first import what arrived (the run's new data)."""
-    run_key = run_key_for(str(flow_run.id), flow_run.scheduled_start_time)
-    arrivals = None
-    if retrain.incoming is not None:
-        arrivals = receive_arrivals(config, retrain, run_key)  # import what arrived, split holdouts
-        if arrivals.nothing_new:
-            return config, arrivals
-    return prepare_retrain(config, retrain, run_key, arrivals), arrivals
-
-
-def _judge_and_promote(
-    run: str, config: ConfigSchema, retrain: RetrainOptions, arrivals: Received | None
-) -> dict[str, Any] | None:
-    """With new data: the trained model on the holdout, and the gate. Promote unless it failed."""
-    gate = None
-    if arrivals is not None:
-        evaluate_holdout(run, "trained")
-        gate = judge_gate(run, retrain)
-    if gate is None or gate.get("gate") != "failed":
-        finish_retrain(run, config.checkpoint_path, retrain)  # promote: latest.json, prune
-    return gate
 
 
 def _train_remaining(

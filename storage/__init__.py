@@ -5,13 +5,14 @@ Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspe
 
 - Top level: the stores (``checkpoints`` and its names record ``checkpoint_names``, which its
   readers follow through ``reader_names``, ``edges``, ``entities``, ``stats_log``, ``progress``,
-  ``staged_progress``, ``lease``, ``entity_lease``, ``run_dirs``, ``run_stores``,
+  ``staged_progress``, ``lease``, ``entity_lease``, ``run_stores``,
   ``config_loader``), their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
   ``layout``, ``errors``, ``probe``, ``local_dirs``, ``credentials``, ``pause_points``) and the
   checks and reports on them (``resume_checks``: the checkpoints a run starts from;
   ``disk_checks``: room before a checkpoint write; ``stats_report``: what the stats say).
 - :mod:`storage.remap`: ``init_path``'s rows matched to the entity files by name, once per run.
 - :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``.
+- :mod:`storage.retraining`: the run directories, records and holdouts of scheduled retraining.
 
 May import: :mod:`pbg_core` (never tasks, flows or Prefect). The stores import neither
 subpackage, and the two subpackages never import each other (import-linter holds all three).

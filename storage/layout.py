@@ -46,6 +46,16 @@ Local scratch: ``pbg-import-spill-*/`` (an import's spill, claimed by ``owner.js
 spill's ``to{new}-from{old}.npz``, a write probe ``.pbg-write-check-*`` and an atomic local
 write's ``.{name}.{token}.tmp`` beside its file; ``pbg-server-startup.lock`` in ``PREFECT_HOME``.
 
+Retraining root (a scheduled retraining's ``checkpoint_path``, :mod:`storage.retraining`)::
+
+    run-{YYYYmmddTHHMMSSZ}-{8 hex}/    one checkpoint directory per flow run (+ retrain.json)
+    latest.json                        the promoted run
+
+Imported generations (``retrain.incoming.edges_dir``)::
+
+    gen{NNNN}-{file stem}_partitioned  an edge path of an imported file
+    gen{NNNN}-{file stem}_holdout      its held-out edges (+ split.json)
+
 Files being written carry ``.tmp`` before the extension (``edges_0_1.tmp.h5``,
 like PBG), so the parsers below never mistake one for a committed file.
 """
@@ -53,6 +63,7 @@ like PBG), so the parsers below never mistake one for a committed file.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 from pbg_core.types import Bucket, EntityName, Partition
 
@@ -87,6 +98,17 @@ IMPORT_SPILL_PREFIX = "pbg-import-spill-"
 SPILL_OWNER_FILE = "owner.json"
 WRITE_CHECK_PREFIX = ".pbg-write-check-"
 SERVER_STARTUP_LOCK_FILE = "pbg-server-startup.lock"
+
+# Retraining (storage.retraining): names under the root, in a run directory, in edges_dir.
+LATEST_FILE = "latest.json"  # in the root: the promoted run
+RETRAIN_STATE_FILE = "retrain.json"  # in a run directory: what it trained on, how its gate went
+SPLIT_FILE = "split.json"  # in a holdout directory, once its split is complete: fraction and seed
+HOLDOUT_SUFFIX = "_holdout"
+PARTITIONED_SUFFIX = "_partitioned"
+RUN_DIR_RE = re.compile(r"^run-(\d{8}T\d{6}Z)-([0-9a-f]{8})$")
+RUN_DIR_FORM = "run-YYYYmmddTHHMMSSZ-<8 hex>"
+GENERATION_DIR_RE = re.compile(r"^gen\d{4,}-")  # generation_edge_dir's names
+_RUN_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 
 # What each directory of the layout holds: for the message about a path that names a file instead.
 _DIRECTORY_HOLDS = {
@@ -261,3 +283,36 @@ def parse_snapshot_dir(name: str) -> int | None:
     """The epoch of an ``epoch_{N}`` directory name, else None."""
     match = _SNAPSHOT_RE.match(name)
     return int(match.group(1)) if match else None
+
+
+def run_dir_name(flow_run_id: str, expected_start: datetime) -> str:
+    """``run-{YYYYmmddTHHMMSSZ}-{first 8 hex of the flow run id}``: a retraining run's directory.
+
+    Args:
+        flow_run_id: The flow run's id (a UUID; dashes are ignored).
+        expected_start: The flow run's expected start time, timezone-aware (converted to UTC).
+
+    Raises:
+        ValueError: a naive datetime, or an id that does not start with 8 hex digits.
+    """
+    if expected_start.tzinfo is None or expected_start.utcoffset() is None:
+        raise ValueError(f"expected_start must be timezone-aware (e.g. UTC), got naive {expected_start.isoformat()}")
+    digits = flow_run_id.replace("-", "").lower()[:8]
+    if len(digits) != 8 or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError(f"flow_run_id must start with 8 hex digits (a UUID), got {flow_run_id!r}")
+    return f"run-{expected_start.astimezone(UTC).strftime(_RUN_TIME_FORMAT)}-{digits}"
+
+
+def is_run_dir_name(name: str) -> bool:
+    """Whether ``name`` has the form of :func:`run_dir_name`."""
+    return RUN_DIR_RE.match(name) is not None
+
+
+def generation_edge_dir(generation: int, stem: str) -> str:
+    """``gen{generation:04d}-{stem}_partitioned``: the edge path of an imported file."""
+    return f"gen{generation:04d}-{stem}{PARTITIONED_SUFFIX}"
+
+
+def holdout_dir(edge_dir: str) -> str:
+    """The holdout beside an edge path's name: ``x_partitioned`` -> ``x_holdout``, else ``x_holdout``."""
+    return edge_dir.removesuffix(PARTITIONED_SUFFIX) + HOLDOUT_SUFFIX

@@ -178,7 +178,7 @@ def summary_markdown(
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule (epochs x edge paths x chunks).
         rows: Every stats row of the checkpoint (earlier runs included).
-        gate: A retraining run's ``retrain.json`` after its quality gate (:mod:`storage.retrain_state`).
+        gate: A retraining run's ``retrain.json`` after its quality gate (:mod:`storage.retraining.state`).
 
     Returns:
         Markdown for Prefect's UI.

@@ -1,52 +1,46 @@
-"""Scheduled retraining: each flow run trains into its own directory under the checkpoint root.
+"""The retraining tasks of the ``pbg-retrain`` flow (:mod:`flows.retrain`): the root's lease, what
+arrived, the run's own config, nothing new, and the promotion.
 
-With ``retrain`` set, the config's ``checkpoint_path`` is a *root*: a flow run trains into
-``{root}/run-{expected start, UTC}-{8 hex of its id}`` (:func:`run_key_for`), initialised from
-the newest earlier run that committed a version, on the edge directories its ``edge_paths``
-patterns match when it first starts. :func:`prepare_retrain` writes that choice into the run
-directory's ``config.json`` at once, so a retry of the same flow run (same directory) reuses
-it and its schedule never changes mid-run. :func:`finish_retrain` points ``{root}/latest.json``
-at the run and deletes old runs (see :mod:`storage.run_dirs` for what is never deleted).
+The config's ``checkpoint_path`` is a *root*: a flow run trains into
+``{root}/run-{expected start, UTC}-{8 hex of its id}`` (:func:`storage.layout.run_dir_name`),
+initialised from the newest earlier run that committed a version, on the edge directories its
+``edge_paths`` patterns match when it first starts. :func:`prepare_retrain` writes that choice
+into the run directory's ``config.json`` at once (:mod:`storage.retraining.run_config`), so a retry
+of the same flow run (same directory) reuses it. :func:`finish_retrain` points ``{root}/latest.json``
+at the run and deletes old runs (see :mod:`storage.retraining.pruning` for what is never deleted).
 
-The run's config is the resolved one with three path fields replaced (``model_copy``), not parsed
-again: ``checkpoint_path``, ``init_path`` and ``edge_paths`` are plain path values that no
-rule of the schema relates to another field, so each is validated against its own field type
-(:func:`_with_run_paths`) and the rest stays as validated; ``num_epochs`` becomes ``retrain.epochs``
-(validated >= 1 by :class:`tasks.retrain_options.RetrainOptions`). Credentials stay ``SecretStr``
-(copied, never dumped), and ``prepare_retrain``'s result is not persisted (a pickled config
-would hold them in clear).
+The logic is :mod:`storage.retraining`'s; these tasks add Prefect's retries and logs, and join it to
+the importer (:func:`imported_data`, :func:`importer_for`), which the storage package keeps apart
+(its importer never loads torch). ``prepare_retrain``'s result is not persisted (a pickled config
+would hold credentials in clear).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from prefect import task
-from pydantic import TypeAdapter, ValidationError
 
-from pbg_core.config import ConfigSchema, config_to_json
-from pbg_core.errors import ConfigError, PbgError
-from storage.checkpoints import CheckpointStore
-from storage.holdout import HOLDOUT_SUFFIX
-from storage.latest_run import promoted_run, read_latest, starting_run, write_latest
-from storage.received import recorded_in_runs
-from storage.retrain_state import RetrainState, read_state, remove_state, write_state
-from storage.run_dirs import (
-    expand_edge_paths,
-    has_glob,
-    read_run_dir,
-    read_saved_config,
-    run_dir_name,
-    run_dir_url,
-    run_name_in,
-)
-from storage.run_pruning import prune_run_dirs
+from pbg_core.config import ConfigSchema
+from pbg_core.errors import PbgError
+from storage import layout
+from storage.errors import DataNotFound
+from storage.fs import urls
+from storage.importing.append import partition_counts_on_disk
+from storage.importing.importer import import_edges
+from storage.importing.manifest import generation_history, read_manifest
+from storage.retraining.arrivals import Received, receive
+from storage.retraining.generations import Generation, ImportedData, ImportFiles
+from storage.retraining.latest import promoted_run, read_latest, write_latest
+from storage.retraining.options import IncomingOptions, RetrainOptions
+from storage.retraining.pruning import prune_run_dirs
+from storage.retraining.received import recorded_in_runs
+from storage.retraining.run_config import check_root, run_config
+from storage.retraining.run_dirs import read_run_dir, run_dir_url, run_name_in
+from storage.retraining.start import base_generation, check_base, check_still_there
+from storage.retraining.state import RetrainState, read_state, remove_state, write_state
 from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
-from tasks.arrivals import Received, place, receive
 from tasks.lease import hold_lease
-from tasks.retrain_options import IncomingOptions, RetrainOptions
-from tasks.retrain_start import base_generation, check_base, check_still_there
 from tasks.runs import get_run
 
 _STORAGE: dict[str, Any] = dict(
@@ -55,20 +49,6 @@ _STORAGE: dict[str, Any] = dict(
     retry_delay_seconds=STORAGE_RETRY_DELAYS,
     retry_condition_fn=retry_if_transient,
 )
-
-
-def run_key_for(flow_run_id: str, expected_start: datetime) -> str:
-    """The run directory name of a flow run: ``run-{YYYYmmddTHHMMSSZ}-{first 8 hex of the id}``.
-
-    Args:
-        flow_run_id: The flow run's id (``flow_run.id`` of Prefect's runtime context).
-        expected_start: Its expected start time (timezone-aware); a retry keeps it, so it
-            keeps the directory.
-
-    Raises:
-        ValueError: a naive datetime or an id without 8 leading hex digits.
-    """
-    return run_dir_name(flow_run_id, expected_start)
 
 
 @task(name="acquire-retrain-lease", task_run_name="acquire the retraining root's lease", **_STORAGE)
@@ -83,15 +63,13 @@ def acquire_retrain_lease(config: ConfigSchema) -> str:
         ValueError: the root is a glob pattern.
         storage.lease.LeaseHeldError: another live run holds the root.
     """
-    root = config.checkpoint_path
-    if has_glob(root):
-        raise ValueError(f"checkpoint_path {root!r}: the root of the run directories cannot be a glob pattern")
-    return hold_lease(root, config.storage_options_for_fs())
+    check_root(config.checkpoint_path)
+    return hold_lease(config.checkpoint_path, config.storage_options_for_fs())
 
 
 @task(name="receive-arrivals", task_run_name="import what arrived", persist_result=False, **_STORAGE)
 def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str) -> Received:
-    """Import the files that arrived, split the new generations' holdouts (:func:`tasks.arrivals.receive`).
+    """Import the files that arrived, split the new generations' holdouts (:func:`storage.retraining.arrivals.receive`).
 
     On a retry of the same flow run the run directory's ``retrain.json`` holds what the first
     attempt received, and nothing is imported again. With new data, that file is written
@@ -112,21 +90,23 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     state = read_state(url, storage)
     if state is not None and state.received:
         check_still_there(state.holdouts, storage)
-        run_logger().info("retry: training what the first attempt received (generation %d)", state.generation)
+        run_logger().info("retry: training what the first attempt received (generation %s)", state.generation)
         return Received([], state.generation, state.new_generations, state.holdouts, state.edge_paths)
+    imported = imported_data(config)
     if state is not None:  # an attempt stopped after choosing its base: what was new then is new now
         base = state.base_generation
-        check_base(config, base, f"{run_key} (this run, retried)", storage)
+        check_base(config.checkpoint_path, imported, base, f"{run_key} (this run, retried)")
     else:
-        base = base_generation(config, options.init_from_previous, run_key, storage)
+        base = base_generation(config.checkpoint_path, imported, options.init_from_previous, run_key, storage)
     earlier = recorded_in_runs(config.checkpoint_path, storage)
     seed = config.seed if config.seed is not None else 0
 
     def choose_base() -> None:  # before the import: a retry after it must know what was new
         if state is None:
-            write_state(url, RetrainState(generation=-1, base_generation=base, received=False), storage)
+            write_state(url, RetrainState(generation=None, base_generation=base, received=False), storage)
 
-    arrivals = receive(config, incoming, base, seed, _import_options(incoming), earlier, choose_base)
+    importer = importer_for(config, incoming, seed)
+    arrivals = receive(incoming, imported, importer, base, seed, storage, earlier, choose_base)
     _log_arrivals(arrivals, incoming, base)
     if arrivals.nothing_new:
         remove_state(url, storage)  # a skipped run leaves nothing to start from or to keep
@@ -135,6 +115,42 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
         chosen = {name: getattr(arrivals, name) for name in fields}
         write_state(url, RetrainState(**chosen, base_generation=base), storage)
     return arrivals
+
+
+def imported_data(config: ConfigSchema) -> ImportedData:
+    """What the config's ``entity_path`` holds: the import manifest's generations, typed."""
+    storage = config.storage_options_for_fs()
+    manifest = read_manifest(config.entity_path, storage)
+    generations = tuple(map(Generation.from_entry, generation_history(manifest))) if manifest is not None else ()
+    return ImportedData(
+        generations,
+        _holds_import(config.entity_path, storage),
+        config.entity_path,
+        urls.join_url(config.entity_path, layout.IMPORT_MANIFEST_FILE),
+    )
+
+
+def importer_for(config: ConfigSchema, incoming: IncomingOptions, seed: int) -> ImportFiles:
+    """``pbg import`` (``--append``) of the files that arrived, with ``incoming``'s columns and policies."""
+    names = ("lhs_col", "rhs_col", "rel_col", "weight_col", "delimiter", "entity_min_count")
+    options: dict[str, Any] = {
+        name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")
+    }
+
+    def import_files(files: list[str], edge_paths: list[str], append: bool) -> ImportedData:
+        target = config.model_copy(update={"edge_paths": edge_paths})
+        import_edges(target, files, seed=seed, append=append, **options)
+        return imported_data(config)
+
+    return import_files
+
+
+def _holds_import(entity_path: str, storage: dict[str, Any]) -> bool:
+    """Whether ``entity_path`` holds an import (perhaps PBG's, without a manifest)."""
+    try:
+        return bool(partition_counts_on_disk(entity_path, storage))
+    except DataNotFound:
+        return False
 
 
 class NoNewData(PbgError):
@@ -170,12 +186,6 @@ def latest_run(config: ConfigSchema) -> str | None:
     return None if latest is None else run_dir_url(config.checkpoint_path, str(latest["run"]))
 
 
-def _import_options(incoming: IncomingOptions) -> dict[str, Any]:
-    """``import_edges`` keyword arguments of the incoming files."""
-    names = ("lhs_col", "rhs_col", "rel_col", "weight_col", "delimiter", "entity_min_count")
-    return {name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")}
-
-
 def _log_arrivals(arrivals: Received, incoming: IncomingOptions, base: int | None) -> None:
     logger = run_logger()
     if arrivals.imported:
@@ -190,18 +200,13 @@ def _log_arrivals(arrivals: Received, incoming: IncomingOptions, base: int | Non
 def prepare_retrain(
     config: ConfigSchema, options: RetrainOptions, run_key: str, arrivals: Received | None = None
 ) -> ConfigSchema:
-    """The run's own config: its directory, what it initialises from, its edge directories.
-
-    On the run's first start: ``init_path`` = the newest earlier committed run (when
-    ``init_from_previous``; else, or if none, the config's ``init_path``) and each
-    ``edge_paths`` glob replaced by the directories it matches, sorted; the result is saved
-    as the run directory's ``config.json`` (credentials masked). On a retry (that file
-    exists) its ``edge_paths`` and ``init_path`` are reused.
+    """The run's own config: its directory, what it initialises from, its edge directories
+    (:func:`storage.retraining.run_config.run_config`: saved on the first start, reused by a retry).
 
     Args:
         config: The resolved config; its ``checkpoint_path`` is the root of the run directories.
         options: Retraining options (``epochs`` replaces the config's ``num_epochs``).
-        run_key: This run's directory name (:func:`run_key_for`).
+        run_key: This run's directory name (:func:`storage.layout.run_dir_name`).
         arrivals: With ``incoming``: what :func:`receive_arrivals` found; the import's
             generations' edge paths are trained after the config's own.
 
@@ -211,78 +216,7 @@ def prepare_retrain(
             names a missing or incomplete run (before anything is written).
         ConfigError: the run directory's saved ``edge_paths`` or ``init_path`` have the wrong type.
     """
-    logger = run_logger()
-    root = config.checkpoint_path
-    storage = config.storage_options_for_fs()
-    if has_glob(root):
-        raise ValueError(f"checkpoint_path {root!r}: the root of the run directories cannot be a glob pattern")
-    url = run_dir_url(root, run_key)
-    saved = read_saved_config(url, storage)
-    if saved is not None:
-        edge_paths, init_path = saved.get("edge_paths") or list(config.edge_paths), saved.get("init_path")
-        logger.info(
-            "run directory %s exists: resuming with its saved edge paths %s and init_path %s",
-            url,
-            edge_paths,
-            init_path,
-        )
-    else:
-        promoted_run(root, storage)  # a latest.json naming a lost model stops the run before config.json
-        edge_paths = _union(expand_edge_paths(list(config.edge_paths), storage), arrivals)
-        init_path = _choose_init(config, options, run_key, storage)
-        logger.info("new run directory %s: edge paths %s, init_path %s", url, edge_paths, init_path)
-    run_config = _with_run_paths(
-        config, f"retrain run {run_key}", checkpoint_path=url, init_path=init_path, edge_paths=edge_paths
-    )
-    if options.epochs is not None:  # validated (>= 1) by RetrainOptions
-        run_config = run_config.model_copy(update={"num_epochs": options.epochs})
-    if saved is None:
-        CheckpointStore(url, storage).save_config(config_to_json(run_config))  # freezes the choice; secrets masked
-    return run_config
-
-
-def _union(config_paths: list[str], arrivals: Received | None) -> list[str]:
-    """The config's edge paths (but holdouts), then the import generations' not among them (same place, any spelling)."""
-    held = [path for path in config_paths if path.rstrip("/").endswith(HOLDOUT_SUFFIX)]
-    if held:
-        run_logger().warning("edge_paths patterns match holdout directories, not trained: %s", held)
-    paths = [path for path in config_paths if path not in held]
-    seen = {place(path) for path in paths}
-    for path in arrivals.edge_paths if arrivals is not None else []:
-        if place(path) not in seen:
-            seen.add(place(path))
-            paths.append(path)
-    return paths
-
-
-def _with_run_paths(config: ConfigSchema, source: str, **paths: object) -> ConfigSchema:
-    """``config`` with its path fields replaced, each value checked against its field's type.
-
-    Raises:
-        ConfigError: naming ``source``, the field, the bad value and the type allowed.
-    """
-    problems = []
-    for name, value in paths.items():
-        annotation = ConfigSchema.model_fields[name].annotation
-        try:
-            TypeAdapter(annotation).validate_python(value, strict=True)  # type: ignore[arg-type]  # every ConfigSchema field is annotated
-        except ValidationError:
-            problems.append(f"{name}: {value!r} is not a {annotation}")
-    if problems:
-        raise ConfigError(problems, source)
-    return config.model_copy(update=paths)
-
-
-def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, storage: dict[str, Any]) -> str | None:
-    """The newest earlier committed run's directory, else the config's own ``init_path``."""
-    if not options.init_from_previous:
-        return config.init_path
-    previous = starting_run(config.checkpoint_path, run_key, storage)
-    if previous is None:
-        run_logger().info("no earlier committed run under %s: init_path %s", config.checkpoint_path, config.init_path)
-        return config.init_path
-    run_logger().info("initialising from %s (version %d)", previous.url, previous.version)
-    return previous.url
+    return run_config(config, options, run_key, arrivals)
 
 
 @task(name="finish-retrain", task_run_name="keep the last runs, point latest.json here", **_STORAGE)
@@ -309,7 +243,7 @@ def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
     if name is None:
         raise ValueError(
             f"run checkpoint_path {checkpoint.url!r} is not a run directory "
-            f"(run-YYYYmmddTHHMMSSZ-<8 hex>) directly under the root {root!r}"
+            f"({layout.RUN_DIR_FORM}) directly under the root {root!r}"
         )
     run_dir = read_run_dir(root, name, storage)
     if run_dir.version > 0:
@@ -327,13 +261,12 @@ def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
 
 __all__ = [
     "NoNewData",
-    "Received",
-    "RetrainOptions",
     "acquire_retrain_lease",
     "finish_retrain",
+    "imported_data",
+    "importer_for",
     "latest_run",
     "nothing_new",
     "prepare_retrain",
     "receive_arrivals",
-    "run_key_for",
 ]

@@ -45,6 +45,13 @@ def _field_name(key: object, model: type[BaseModel]) -> object:
     return key
 
 
+# Top-level keys that are no training config's, said where they belong instead of "did you mean".
+_MOVED_KEYS = {
+    "retrain": "not a training config key: scheduled retraining is its own flow, pbg-retrain "
+    "(`pbg retrain CONFIG`, or deployment pbg-retrain/retrain; docs/retraining.md)",
+}
+
+
 def _suggest(name: object, known: Sequence[str] | Mapping[str, Any]) -> str:
     names = [str(k) for k in known]
     close = difflib.get_close_matches(str(name), names, n=1)
@@ -197,6 +204,8 @@ def _model_step(node: dict[str, Any], schema: type[BaseModel], parts: list[str],
     if name not in schema.model_fields:
         if schema.model_config.get("extra") == "allow":
             return _set_free(node, parts[depth:], value, ".".join(parts[:depth]))
+        if depth == 0 and part in _MOVED_KEYS:
+            return [f"{here}: {_MOVED_KEYS[part]}"]
         return [f"{here}: unknown key{_suggest(part, schema.model_fields)}"]
     annotation = schema.model_fields[name].annotation
     if last:
@@ -326,6 +335,8 @@ def _describe(err: Any, schemas: Schemas) -> str:
     if err["type"] == "extra_forbidden":
         nested = {"entities": schemas.entity, "relations": schemas.relation}
         model = schemas.config if len(loc) == 1 else nested.get(str(loc[0]), schemas.config)
+        if len(loc) == 1 and loc[0] in _MOVED_KEYS:
+            return _MOVED_KEYS[str(loc[0])]
         return f"unknown key{_suggest(loc[-1], model.model_fields)}"
     if err["type"] not in _MESSAGES:
         return f"{err.get('input')!r}: {err['msg']}"

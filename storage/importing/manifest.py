@@ -41,8 +41,6 @@ from storage.fs import atomic, changes, reads, urls
 from storage.fs.identity import FileIdentity
 from storage.fs.urls import resolve
 
-# tasks/retrain_start.py's name for it, until issue 31 moves that module into storage/retraining/.
-MANIFEST = layout.IMPORT_MANIFEST_FILE
 FINGERPRINT_VERSION = 2
 _BLOCK = 8 << 20
 # What one import's record holds, beyond generation and append (docs/formats.md, "Imports").

@@ -1,4 +1,5 @@
-"""Control of deployment runs on the local stack: cancel, bad parameters, bad storage, `pbg serve`.
+"""Control of deployment runs on the local stack: cancel, bad parameters, bad storage, `pbg serve`, the
+retraining deployment's schedule.
 
 Shares the session's stack (``conftest.py``) with the end-to-end tests. Every run trains the
 planted graph of ``tests/conftest.py`` in a 2x2 bucket grid.
@@ -19,7 +20,8 @@ import httpx
 import pytest
 from stack import PREFECT, REPO_ROOT, Stack, process_tree, running, version_of, write_json
 
-from tasks.retrain_options import RetrainOptions
+from flows.train import RETRAIN_MOVED
+from storage.retraining.options import RetrainOptions
 
 pytestmark = pytest.mark.integration
 
@@ -83,13 +85,13 @@ def test_cancel_stops_the_hogwild_workers_and_keeps_the_committed_checkpoint(
 
 def test_invalid_parameters_are_rejected_before_a_run_exists(stack: Stack) -> None:
     cases = {
-        "pause_every": ["--param", "pause_every=-1"],
-        "retrain": ["--param", 'retrain={"keep_last": 0}'],
-        "config_url": ["--param", "config_url=[1, 2]"],
+        "pause_every": ("pbg/train", ["--param", "pause_every=-1"]),
+        "retrain": ("pbg-retrain/retrain", ["--param", 'retrain={"keep_last": 0}']),
+        "config_url": ("pbg/train", ["--param", "config_url=[1, 2]"]),
     }
-    for field, args in cases.items():
+    for field, (deployment, args) in cases.items():
         done = subprocess.run(
-            [str(PREFECT), "deployment", "run", "pbg/train", *args],
+            [str(PREFECT), "deployment", "run", deployment, *args],
             env=stack.env,
             cwd=REPO_ROOT,
             capture_output=True,
@@ -181,8 +183,19 @@ def test_pbg_serve_runs_deployment_runs_without_a_worker(
         log.close()
 
 
-def test_the_deployment_has_the_retraining_schedule_switched_off(stack: Stack) -> None:
+def test_a_pbg_train_run_given_retrain_fails_in_one_line_naming_pbg_retrain(stack: Stack) -> None:
+    """Through the API (the UI's way): the server takes the unknown parameter; the flow refuses it at once."""
     deployment = stack.api("GET", "/deployments/name/pbg/train")
+    body = {"parameters": {"config_url": "examples/umls/config.json", "retrain": {"keep_last": 2}}}
+    run = stack.api("POST", f"/deployments/{deployment['id']}/create_flow_run", body)
+    message = stack.wait_for_state(run["id"], ["FAILED"], timeout=300)["state"]["message"]
+    assert RETRAIN_MOVED in message and len(message.splitlines()) == 1, message
+
+
+def test_the_retrain_deployment_has_the_retraining_schedule_switched_off(stack: Stack) -> None:
+    assert stack.api("GET", "/deployments/name/pbg/train")["schedules"] == []  # the schedule moved
+    deployment = stack.api("GET", "/deployments/name/pbg-retrain/retrain")
+    assert deployment["entrypoint"] == "flows/retrain.py:pbg_retrain"
     assert deployment["concurrency_limit"] == 1 or (deployment.get("global_concurrency_limit") or {}).get("limit") == 1
     [schedule] = deployment["schedules"]
     assert schedule["active"] is False

@@ -1,6 +1,6 @@
 """Scheduled retraining through the deployment on the local stack (issue 17).
 
-Three runs of `pbg/train` with the nightly schedule's `retrain` parameters, pointed at a temporary
+Three runs of `pbg-retrain/retrain` with the nightly schedule's `retrain` parameters, pointed at a temporary
 inbox: the first imports day 0 and trains from nothing, the second imports a day of edges with new
 entities, grows the first run's model and promotes it, the third imports a day of corrupted edges
 (right-hand sides shuffled at random), fails the quality gate and leaves latest.json on the second.
@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from stack import Stack
+
+RETRAIN = "pbg-retrain/retrain"
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,7 +47,7 @@ def write_day(path: Path, edges: list[tuple[str, str]]) -> None:
 
 def parameters(stack: Stack, root: Path) -> dict[str, Any]:
     """The nightly schedule's parameters, its paths moved to ``root`` and an inline config."""
-    [schedule] = stack.api("GET", "/deployments/name/pbg/train")["schedules"]
+    [schedule] = stack.api("GET", "/deployments/name/pbg-retrain/retrain")["schedules"]
     retrain = dict(schedule["parameters"]["retrain"])
     retrain["incoming"] = retrain["incoming"] | {
         "inputs": str(root / "incoming"),
@@ -88,7 +90,7 @@ def test_two_scheduled_runs_promote_and_a_corrupted_day_fails_the_gate(stack: St
     promoted = []
     for day in (0, 1):
         write_day(tmp_path / "incoming" / f"day{day}.tsv", days[day])
-        run = stack.wait_for_state(stack.run_deployment(params), ["COMPLETED", "FAILED", "CRASHED"])
+        run = stack.wait_for_state(stack.run_deployment(params, name=RETRAIN), ["COMPLETED", "FAILED", "CRASHED"])
         assert run["state"]["type"] == "COMPLETED", run["state"].get("message")
         promoted.append(latest(tmp_path))
     assert promoted[0] != promoted[1]
@@ -97,7 +99,7 @@ def test_two_scheduled_runs_promote_and_a_corrupted_day_fails_the_gate(stack: St
 
     write_day(tmp_path / "incoming" / "day2.tsv", days[2])
     before = (tmp_path / "runs" / "latest.json").read_bytes()
-    flow_run_id = stack.run_deployment(params)
+    flow_run_id = stack.run_deployment(params, name=RETRAIN)
     run = stack.wait_for_state(flow_run_id, ["COMPLETED", "FAILED", "CRASHED"])
     message = run["state"].get("message") or ""
     assert run["state"]["type"] == "FAILED", message

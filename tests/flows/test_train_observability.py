@@ -1,4 +1,4 @@
-"""What a training run shows and offers in Prefect: artifacts, retraining runs, pause and resume.
+"""What a training run shows and offers in Prefect: artifacts, pause and resume.
 
 Runs the real ``pbg`` flow on the planted 2x2-partitioned graph under the session's
 Prefect test harness and reads the results back through the API.
@@ -28,7 +28,6 @@ from prefect.flow_runs import resume_flow_run
 
 from flows.train import pbg
 from pbg_core.config import parse_config
-from tasks.retrain import RetrainOptions
 
 pytestmark = pytest.mark.integration
 
@@ -102,26 +101,6 @@ def test_engine_lines_reach_the_run_logs(graph_2x2: Any, config_for: Any, tmp_pa
     while not all(any(w in line for line in logs_of(ids)) for w in wanted):
         assert time.monotonic() < deadline, f"engine lines missing from the run's logs: {logs_of(ids)[:20]}"
         time.sleep(1)
-
-
-@pytest.mark.slow
-def test_retraining_runs_each_get_a_directory_initialised_from_the_previous_one(
-    graph_2x2: Any, config_for: Any, tmp_path: Path
-) -> None:
-    root = tmp_path / "retrain-root"
-    config = parse_config(config_for(graph_2x2, root, num_epochs=1))
-    options = RetrainOptions(keep_last=1)
-    first = pbg(config=config, retrain=options)
-    second = pbg(config=config, retrain=options)
-
-    first_dir, second_dir = Path(first["checkpoint_path"]), Path(second["checkpoint_path"])
-    assert first_dir.parent == root and second_dir.parent == root and first_dir != second_dir
-    assert second["version"] == 1
-    saved = json.loads((second_dir / "config.json").read_text())
-    assert Path(saved["init_path"]) == first_dir  # initialised from the previous run
-    latest = json.loads((root / "latest.json").read_text())
-    assert latest["run"] == second_dir.name and latest["version"] == 1
-    assert not first_dir.exists()  # keep_last=1
 
 
 def _paused_run_id(deadline: float) -> UUID | None:

@@ -7,7 +7,10 @@ import json
 import re
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+import pytest
 
 from pbg_core.types import Bucket
 from storage import layout
@@ -122,24 +125,6 @@ NAME_EXTENSIONS = "json|h5|hdf5|txt|tsv|csv|npy|npz|parquet|lock|tmp|db|sqlite"
 FILE_NAME = re.compile(r"^[\w.{}/-]*[\w{}]\.(" + NAME_EXTENSIONS + r")$")
 HIDDEN_NAME = re.compile(r"(^|[^\w])\\?\.pbg-")
 DIRECTORY_NAMES = {layout.PROGRESS_DIR, layout.START_BY_NAME_DIR, layout.IMPORT_SPILL_PREFIX}
-# The retraining modules: issue 31 moves them into storage/retraining/ with their names into this
-# module (retrain.json, latest.json, split.json, _holdout, the run directories). Remove this list
-# when that merges.
-RETRAINING_EXEMPT = {
-    "tasks/arrivals.py",
-    "tasks/retrain.py",
-    "tasks/retrain_gate.py",
-    "tasks/retrain_options.py",
-    "tasks/retrain_start.py",
-    "storage/holdout.py",
-    "storage/latest_run.py",
-    "storage/received.py",
-    "storage/retrain_state.py",
-    "storage/run_complete.py",
-    "storage/run_dirs.py",
-    "storage/run_pruning.py",
-    "flows/retrain_configs.py",
-}
 
 
 def spelled_names(source: str) -> list[tuple[int, str]]:
@@ -191,7 +176,7 @@ def test_file_names_are_spelled_in_storage_layout_only() -> None:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
-            if relative == "storage/layout.py" or relative in RETRAINING_EXEMPT:
+            if relative == "storage/layout.py":
                 continue
             offences += [f"{relative}:{line}: {text!r}" for line, text in spelled_names(path.read_text())]
     assert offences == [], "file names spelled outside storage/layout.py (define them there):\n" + "\n".join(offences)
@@ -202,3 +187,25 @@ def test_importing_the_layout_loads_nothing_heavy() -> None:
     code = "import json, sys, storage.layout; print(json.dumps(sorted(m for m in ('torch', 'numpy', 'fsspec', 'h5py') if m in sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     assert json.loads(loaded.stdout) == []
+
+
+def test_run_dir_name_is_the_utc_start_and_the_id_prefix() -> None:
+    start = datetime(2026, 3, 1, 12, 30, 5, tzinfo=timezone(timedelta(hours=2)))
+    assert layout.run_dir_name("0B9E1C2D-77aa-4bb0-8ccc-0123456789ab", start) == "run-20260301T103005Z-0b9e1c2d"
+    with pytest.raises(ValueError, match="naive"):
+        layout.run_dir_name("0b9e1c2d", datetime(2026, 3, 1))
+    with pytest.raises(ValueError, match="8 hex digits.*'run-xyz'"):
+        layout.run_dir_name("run-xyz", start)
+    assert layout.is_run_dir_name("run-20260301T103005Z-0b9e1c2d") and not layout.is_run_dir_name("run-xyz")
+
+
+def test_retraining_names() -> None:
+    assert (layout.LATEST_FILE, layout.RETRAIN_STATE_FILE, layout.SPLIT_FILE) == (
+        "latest.json",
+        "retrain.json",
+        "split.json",
+    )
+    assert layout.generation_edge_dir(3, "day1") == "gen0003-day1_partitioned"
+    assert layout.GENERATION_DIR_RE.match(layout.generation_edge_dir(12345, "x")) is not None
+    assert layout.holdout_dir("gen0003-day1_partitioned") == "gen0003-day1_holdout"
+    assert layout.holdout_dir("edges") == "edges_holdout"

@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import fsspec
 import pytest
 import torch
 from disk_state import changes, tree_state
-from pydantic import ValidationError
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ConfigError
@@ -27,20 +25,20 @@ from pbg_core.types import Bucket
 from storage.checkpoints import CheckpointStore
 from storage.errors import DataNotFound
 from storage.lease import LeaseHeldError
-from storage.retrain_state import RetrainState, read_state, write_state
-from tasks.arrivals import receive
+from storage.retraining.arrivals import receive
+from storage.retraining.options import IncomingOptions, RetrainOptions
+from storage.retraining.state import RetrainState, read_state, write_state
 from tasks.buckets import swap_partitions
 from tasks.checkpoint import remove_old_version, switch_version, write_checkpoint
 from tasks.plan import plan_training
 from tasks.retrain import (
-    RetrainOptions,
     acquire_retrain_lease,
     finish_retrain,
+    imported_data,
+    importer_for,
     prepare_retrain,
     receive_arrivals,
-    run_key_for,
 )
-from tasks.retrain_options import IncomingOptions
 from tasks.runs import open_run
 from tasks.sessions import close_training_session, get_session, open_training_session
 
@@ -72,24 +70,6 @@ def root_config(make_config: Any, tmp_path: Path) -> ConfigSchema:
         storage_options={"key": KEY, "secret": SECRET},
     )
     return parse_config(raw)
-
-
-def test_options_are_a_frozen_validated_form() -> None:
-    assert RetrainOptions() == RetrainOptions(keep_last=3, init_from_previous=True)
-    with pytest.raises(ValidationError, match="greater than or equal to 1"):
-        RetrainOptions(keep_last=0)
-    with pytest.raises(ValidationError, match="keep_latest"):
-        RetrainOptions(keep_latest=2)
-    with pytest.raises(ValidationError, match="frozen"):
-        RetrainOptions().keep_last = 5
-    schema = RetrainOptions.model_json_schema()["properties"]
-    assert schema["keep_last"]["minimum"] == 1 and schema["keep_last"]["default"] == 3
-    assert all(prop["description"] for prop in schema.values())
-
-
-def test_run_key_is_the_expected_start_and_the_id_prefix() -> None:
-    start = datetime(2026, 3, 1, 10, 30, 5, tzinfo=UTC)
-    assert run_key_for("0b9e1c2d-77aa-4bb0-8ccc-0123456789ab", start) == "run-20260301T103005Z-0b9e1c2d"
 
 
 def test_first_start_expands_globs_and_a_retry_reuses_its_choice(root_config: ConfigSchema, tmp_path: Path) -> None:
@@ -272,11 +252,11 @@ def test_a_retry_after_the_import_still_trains_what_arrived(tmp_path: Path) -> N
     cfg, options = user_project(tmp_path)
     assert options.incoming is not None
     day_file(tmp_path, "day0.tsv", 0, 50)
-    receive(cfg, options.incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    receive(options.incoming, imported_data(cfg), importer_for(cfg, options.incoming, 0), None, 0)
     # The first attempt chose its base (generation 0), imported day 1, then was killed.
     write_state(str(tmp_path / "runs" / SECOND), RetrainState(generation=-1, base_generation=0, received=False))
     day_file(tmp_path, "day1.tsv", 50, 20)
-    receive(cfg, options.incoming, 0, 0, {"lhs_col": 0, "rhs_col": 1})
+    receive(options.incoming, imported_data(cfg), importer_for(cfg, options.incoming, 0), 0, 0)
 
     arrivals = receive_arrivals.fn(cfg, options, SECOND)
     assert arrivals.imported == [] and arrivals.new_generations == [1] and len(arrivals.holdouts) == 1
@@ -310,7 +290,7 @@ def test_the_next_run_after_a_move_knows_what_was_received_from_retrain_json(tmp
 def test_a_latest_json_naming_a_lost_run_stops_the_run_before_it_writes(tmp_path: Path, loss: str) -> None:
     cfg, options = user_project(tmp_path)
     day_file(tmp_path, "day0.tsv", 0, 50)
-    receive(cfg, options.incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    receive(options.incoming, imported_data(cfg), importer_for(cfg, options.incoming, 0), None, 0)
     promoted = plant_promoted(tmp_path, FIRST, 0)
     if loss == "deleted":
         shutil.rmtree(promoted)
@@ -327,7 +307,7 @@ def test_a_latest_json_naming_a_lost_run_stops_the_run_before_it_writes(tmp_path
 def test_a_starting_run_whose_generation_the_import_no_longer_has_is_refused(tmp_path: Path) -> None:
     cfg, options = user_project(tmp_path)
     day_file(tmp_path, "day0.tsv", 0, 50)
-    receive(cfg, options.incoming, None, 0, {"lhs_col": 0, "rhs_col": 1})
+    receive(options.incoming, imported_data(cfg), importer_for(cfg, options.incoming, 0), None, 0)
     plant_promoted(tmp_path, FIRST, 5)  # it trained generation 5: the import was replaced since
     before = tree_state(tmp_path)
     with pytest.raises(DataNotFound) as raised:

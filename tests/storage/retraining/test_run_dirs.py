@@ -1,9 +1,8 @@
-"""Run directories of scheduled retraining (local disk and S3): naming, listing, choosing, globs."""
+"""Run directories of scheduled retraining (local disk and S3): listing, choosing, edge-path patterns."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from run_trees import plant_lease, plant_run, run_name
@@ -11,16 +10,7 @@ from store_io import StorePath
 
 from storage.errors import DataNotFound
 from storage.lease import CheckpointLease
-from storage.run_dirs import RunDir, expand_edge_paths, find_previous_run, list_run_dirs, run_dir_name
-
-
-def test_run_dir_name_is_the_utc_start_and_the_id_prefix() -> None:
-    start = datetime(2026, 3, 1, 12, 30, 5, tzinfo=timezone(timedelta(hours=2)))
-    assert run_dir_name("0B9E1C2D-77aa-4bb0-8ccc-0123456789ab", start) == "run-20260301T103005Z-0b9e1c2d"
-    with pytest.raises(ValueError, match="naive"):
-        run_dir_name("0b9e1c2d", datetime(2026, 3, 1))
-    with pytest.raises(ValueError, match="8 hex digits.*'run-xyz'"):
-        run_dir_name("run-xyz", start)
+from storage.retraining.run_dirs import RunDir, expand_edge_paths, find_previous_run, list_run_dirs
 
 
 def test_listing_keeps_only_run_directories_oldest_first(root: StorePath) -> None:

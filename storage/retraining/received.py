@@ -1,6 +1,6 @@
 """Files a retraining run received, known by their place under the inbox and their content.
 
-A retraining run (:mod:`tasks.arrivals`) imports the files of its inbox (``retrain.incoming.inputs``)
+A retraining run (:mod:`storage.retraining.arrivals`) imports the files of its inbox (``retrain.incoming.inputs``)
 that were not received before. "Before" has to survive the project directory moving, the inbox
 being copied to another disk or prefix, and old run directories being pruned, so a received file
 is recorded as a :class:`ReceivedFile`: its :class:`~storage.fs.identity.FileIdentity` under the
@@ -35,15 +35,14 @@ from typing import Any, Literal
 
 from fsspec.core import split_protocol
 
-from storage.fs import reads, urls
+from storage.fs import globs, reads, urls
 from storage.fs.identity import FileIdentity, identify, relative_place
 from storage.fs.urls import StorageOptions
-from storage.retrain_state import read_state
-from storage.run_dirs import list_run_dirs, run_dir_url
+from storage.retraining.generations import Generation
+from storage.retraining.run_dirs import list_run_dirs, run_dir_url
+from storage.retraining.state import read_state
 
 logger = logging.getLogger(__name__)
-
-_GLOB_CHARS = frozenset("*?[")
 
 Kind = Literal["new", "received", "duplicate", "changed", "old path"]
 
@@ -53,7 +52,7 @@ class ReceivedFile:
     """A file received by a retraining run: its identity, its generation, when, and its mtime."""
 
     identity: FileIdentity
-    generation: int
+    generation: int | None  # None: arrived in this run's batch, not imported yet
     received_at: str | None = None
     mtime: float | None = None  # local files: lets a later run trust an unchanged (place, size, mtime)
 
@@ -108,11 +107,12 @@ class Verdict:
     def describe(self, identity: FileIdentity) -> str:
         """One log line about the file (``identity``) and why it is imported or skipped."""
         earlier = self.earlier
-        when = (
-            f"received on {earlier.received_at or 'an earlier run'} as generation {earlier.generation}"
-            if earlier
-            else ""
-        )
+        if earlier is None:
+            when = ""
+        elif earlier.generation is None:
+            when = "among the files of this run"
+        else:
+            when = f"received on {earlier.received_at or 'an earlier run'} as generation {earlier.generation}"
         if self.kind == "received":
             return f"{identity.relative}: already {when}: skipped"
         if self.kind == "duplicate":
@@ -129,18 +129,9 @@ class Verdict:
 
 
 def inbox_root(inputs: str) -> str:
-    """The directory identities are relative to: ``inputs`` itself, or the part of a glob before its pattern.
-
-    ``in/`` -> ``in``; ``in/*.tsv`` and ``in/2026-*/edges.tsv`` -> ``in``; ``s3://b/in/*.parquet`` ->
-    ``s3://b/in``; ``*.tsv`` -> ``.``.
-    """
-    first = min((i for i, c in enumerate(inputs) if c in _GLOB_CHARS), default=None)
-    if first is None:
-        return inputs.rstrip("/") or "/"
-    head = inputs[:first].rpartition("/")[0]
-    if head.endswith(":/"):  # "s3://bucket*": no directory above the pattern
-        return inputs[:first]
-    return head or ("/" if inputs.startswith("/") else ".")
+    """The directory identities are relative to: ``inputs`` itself, or the part of a glob before its
+    pattern (:func:`storage.fs.globs.glob_root`)."""
+    return globs.glob_root(inputs)
 
 
 def judge(identity: FileIdentity, received: Sequence[ReceivedFile], old: Sequence[OldPath] = ()) -> Verdict:
@@ -184,7 +175,7 @@ def identify_arrival(
 
 
 def old_records(
-    history: Sequence[dict[str, Any]],
+    history: Sequence[Generation],
     root: str,
     received: Sequence[ReceivedFile],
     storage_options: StorageOptions = None,
@@ -199,17 +190,16 @@ def old_records(
     found: list[ReceivedFile] = []
     gone: list[OldPath] = []
     for entry in history:
-        generation, when = int(entry.get("generation", 0)), entry.get("imported_at")
-        contents = entry.get("input_files") or []  # the import's own identities, where it recorded them
-        for index, url in enumerate(entry.get("inputs") or []):
-            if not isinstance(url, str) or (generation, relative_place(url, root, storage_options)) in covered:
+        generation, when = entry.number, entry.imported_at
+        for index, url in enumerate(entry.inputs):
+            if not url or (generation, relative_place(url, root, storage_options)) in covered:
                 continue
             if reads.exists(url, storage_options) and not reads.isdir(url, storage_options):
                 identity, mtime = identify_arrival(url, root, [*received, *found], storage_options)
                 found.append(ReceivedFile(identity, generation, when, mtime))
                 continue
             gone.append(OldPath(url, generation, when))
-            recorded = FileIdentity.from_json(contents[index]) if index < len(contents) else None
+            recorded = entry.input_identity(index)  # the import's own identity of it, where it recorded one
             if recorded is not None:
                 # Its content, so that the file is known wherever it is now (rule 2); its place stays the
                 # old path as spelled, which no relative place equals: by place it is judged by rule 4.
@@ -245,7 +235,7 @@ def recorded_in_runs(root: str, storage_options: StorageOptions = None) -> RunRe
 
 def merge(*groups: Iterable[ReceivedFile]) -> list[ReceivedFile]:
     """Every record once (by identity and generation), in the order first seen."""
-    seen: dict[tuple[FileIdentity, int], ReceivedFile] = {}
+    seen: dict[tuple[FileIdentity, int | None], ReceivedFile] = {}
     for group in groups:
         for record in group:
             seen.setdefault((record.identity, record.generation), record)

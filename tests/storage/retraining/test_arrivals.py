@@ -1,4 +1,4 @@
-"""tasks.arrivals: what a retraining run imports, what is new to it, and its holdouts."""
+"""storage.retraining.arrivals: what a retraining run imports, what is new to it, and its holdouts."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from disk_state import changes, tree_state
 
 from pbg_core.config import parse_config
 from storage.errors import DataNotFound
-from storage.holdout import holdout_path_of
 from storage.importing.manifest import read_manifest
-from storage.received import ReceivedFile, RunRecords
-from tasks.arrivals import edge_path_for, list_files, receive
-from tasks.retrain_options import IncomingOptions
+from storage.retraining.arrivals import Received, edge_path_for, list_files, receive
+from storage.retraining.holdout import holdout_path_of
+from storage.retraining.options import IncomingOptions
+from storage.retraining.received import ReceivedFile, RunRecords
+from tasks.retrain import imported_data, importer_for
 
 OPTIONS = {"lhs_col": 0, "rhs_col": 1}
 
@@ -33,6 +34,12 @@ def config(root: str) -> Any:
             "checkpoint_path": f"{root}/runs",
         }
     )
+
+
+def receive_now(cfg: Any, incoming: IncomingOptions, base: int | None, earlier: RunRecords | None = None) -> Received:
+    """:func:`receive` with the real import of ``cfg``'s entity_path (as the task joins them), seed 0."""
+    importer = importer_for(cfg, incoming, 0)
+    return receive(incoming, imported_data(cfg), importer, base, 0, cfg.storage_options_for_fs(), earlier)
 
 
 def write(url: str, text: str) -> None:
@@ -65,29 +72,29 @@ def test_each_receive_imports_only_what_arrived_and_names_what_is_new(store_root
     cfg = config(store_root)
     incoming = IncomingOptions(inputs=f"{store_root}/in/*.tsv", edges_dir=f"{store_root}/edges", holdout_fraction=0.2)
     write(f"{store_root}/in/day0.tsv", day(0, 400))
-    first = receive(cfg, incoming, None, 0, OPTIONS)
+    first = receive_now(cfg, incoming, None)
     assert first.imported == [f"{store_root}/in/day0.tsv"] and first.generation == 0 and first.new_generations == [0]
     gen0 = f"{store_root}/edges/gen0000-day0_partitioned"
     assert first.edge_paths == [gen0] and first.holdouts == [holdout_path_of(gen0)]
 
     write(f"{store_root}/in/day1.tsv", day(400, 100))
-    second = receive(cfg, incoming, 0, 0, OPTIONS)  # the starting run trained generation 0
+    second = receive_now(cfg, incoming, 0)  # the starting run trained generation 0
     gen1 = f"{store_root}/edges/gen0001-day1_partitioned"
     assert second.imported == [f"{store_root}/in/day1.tsv"] and second.new_generations == [1]
     assert second.edge_paths == [gen0, gen1] and second.holdouts == [holdout_path_of(gen1)]
     manifest = read_manifest(f"{store_root}/data")
     assert manifest is not None and [g["generation"] for g in manifest["generations"]] == [0, 1]
 
-    third = receive(cfg, incoming, 1, 0, OPTIONS)
+    third = receive_now(cfg, incoming, 1)
     assert third.imported == [] and third.new_generations == [] and third.holdouts == []
-    retried = receive(cfg, incoming, 0, 0, OPTIONS)  # generation 1 not yet trained by a passing run: still new
+    retried = receive_now(cfg, incoming, 0)  # generation 1 not yet trained by a passing run: still new
     assert retried.imported == [] and retried.new_generations == [1] and retried.holdouts == second.holdouts
 
 
 def test_a_glob_matching_nothing_imports_nothing(tmp_path: Path) -> None:
     cfg = config(str(tmp_path))
     incoming = IncomingOptions(inputs=str(tmp_path / "in" / "*.tsv"), edges_dir=str(tmp_path / "edges"))
-    received = receive(cfg, incoming, None, 0, OPTIONS)
+    received = receive_now(cfg, incoming, None)
     assert received.imported == [] and received.new_generations == [] and not (tmp_path / "data").exists()
 
 
@@ -102,15 +109,15 @@ def test_an_import_done_by_hand_is_recognised_and_a_dropped_day_is_no_new_data(
     by_hand = cfg.model_copy(update={"edge_paths": [str(tmp_path / "edges" / "gen0000-day0_partitioned")]})
     import_edges(by_hand, ["in/day0.tsv"], seed=0, **OPTIONS)  # a relative spelling of the same file
     incoming = IncomingOptions(inputs=str(tmp_path / "in"), edges_dir=str(tmp_path / "edges"))
-    received = receive(cfg, incoming, 0, 0, OPTIONS)
+    received = receive_now(cfg, incoming, 0)
     assert received.imported == [] and received.new_generations == []
 
     write(str(tmp_path / "in" / "day1.tsv"), day(300, 50))
-    grown = receive(cfg, incoming, 0, 0, OPTIONS)
+    grown = receive_now(cfg, incoming, 0)
     assert grown.new_generations == [1]
     for path in (grown.edge_paths[1], grown.holdouts[0]):
         fsspec.filesystem("file").rm(path, recursive=True)  # the bad day dropped
-    again = receive(cfg, incoming, 0, 0, OPTIONS)
+    again = receive_now(cfg, incoming, 0)
     assert again.new_generations == [] and len(again.edge_paths) == 1
 
 
@@ -136,7 +143,7 @@ def test_a_moved_project_imports_nothing_it_received_before(store_root: str) -> 
     cfg, incoming = project_config(f"{store_root}/project")
     write(f"{store_root}/project/in/day0.tsv", day(0, 300))
     write(f"{store_root}/project/in/day1.tsv", day(300, 60))
-    first = receive(cfg, incoming, None, 0, OPTIONS)
+    first = receive_now(cfg, incoming, None)
     assert sorted(first.imported) == [f"{store_root}/project/in/day{d}.tsv" for d in (0, 1)]
     records = [ReceivedFile.from_json(r) for r in first.received_files]
     assert {(r.identity.relative, r.generation) for r in records if r} == {("day0.tsv", 0), ("day1.tsv", 0)}
@@ -145,7 +152,7 @@ def test_a_moved_project_imports_nothing_it_received_before(store_root: str) -> 
     cfg, incoming = project_config(f"{store_root}/moved")
     write(f"{store_root}/moved/in/day2.tsv", day(360, 40))
     earlier = RunRecords([r for r in records if r], {})
-    second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)
+    second = receive_now(cfg, incoming, 0, earlier)
     assert second.imported == [f"{store_root}/moved/in/day2.tsv"] and second.new_generations == [1]
     # The first generation's edge path is found where it is now, not where the manifest recorded it.
     assert second.edge_paths == [
@@ -160,14 +167,14 @@ def test_records_from_before_identities_still_keep_old_files_out_after_a_move(tm
     """An import recorded only by the manifest's absolute paths (no received_files anywhere)."""
     cfg, incoming = project_config(str(tmp_path / "project"))
     write(str(tmp_path / "project" / "in" / "day0.tsv"), day(0, 300))
-    receive(cfg, incoming, None, 0, OPTIONS)
+    receive_now(cfg, incoming, None)
     manifest = read_manifest(str(tmp_path / "project" / "data"))
     assert manifest is not None and manifest["inputs"] == [str(tmp_path / "project" / "in" / "day0.tsv")]
 
     shutil.move(str(tmp_path / "project"), str(tmp_path / "moved"))
     cfg, incoming = project_config(str(tmp_path / "moved"))
     before = tree_state(tmp_path / "moved")
-    again = receive(cfg, incoming, 0, 0, OPTIONS)  # no RunRecords: only the manifest's old paths
+    again = receive_now(cfg, incoming, 0)  # no RunRecords: only the manifest's old paths
     assert again.imported == [] and again.new_generations == []
     assert changes(before, tree_state(tmp_path / "moved")) == []
 
@@ -176,13 +183,13 @@ def test_a_rewritten_file_is_new_data_and_a_copy_is_a_duplicate(tmp_path: Path, 
     cfg, incoming = project_config(str(tmp_path))
     inbox = tmp_path / "in"
     write(str(inbox / "day0.tsv"), day(0, 300))
-    first = receive(cfg, incoming, None, 0, OPTIONS)
+    first = receive_now(cfg, incoming, None)
     earlier = RunRecords([r for r in map(ReceivedFile.from_json, first.received_files) if r], {})
 
     shutil.copy(inbox / "day0.tsv", inbox / "day0-again.tsv")
     write(str(inbox / "day0.tsv"), day(300, 50))  # the producer rewrote it with new edges
-    with caplog.at_level(logging.INFO, logger="tasks.arrivals"):
-        second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)
+    with caplog.at_level(logging.INFO, logger="storage.retraining.arrivals"):
+        second = receive_now(cfg, incoming, 0, earlier)
     assert second.imported == [str(inbox / "day0.tsv")] and second.new_generations == [1]
     assert second.edge_paths[-1] == str(tmp_path / "edges" / "gen0001-day0_partitioned")
     lines = [record.getMessage() for record in caplog.records]
@@ -199,14 +206,14 @@ def test_a_rewritten_file_is_new_data_and_a_copy_is_a_duplicate(tmp_path: Path, 
 def test_a_holdout_gone_since_an_earlier_run_split_it_is_refused_before_any_write(tmp_path: Path) -> None:
     cfg, incoming = project_config(str(tmp_path))
     write(str(tmp_path / "in" / "day0.tsv"), day(0, 300))
-    first = receive(cfg, incoming, None, 0, OPTIONS)
+    first = receive_now(cfg, incoming, None)
     [holdout] = first.holdouts
     fsspec.filesystem("file").rm(holdout, recursive=True)
     write(str(tmp_path / "in" / "day1.tsv"), day(300, 50))
     earlier = RunRecords([], {"gen0000-day0_holdout": "run-20260301T000000Z-0000000a"})
     before = tree_state(tmp_path)
     with pytest.raises(DataNotFound) as raised:
-        receive(cfg, incoming, None, 0, OPTIONS, earlier)
+        receive_now(cfg, incoming, None, earlier)
     assert str(raised.value).startswith(
         f"{holdout}: the holdout of {first.edge_paths[0]} (import generation 0) is gone, though "
         "run-20260301T000000Z-0000000a's retrain.json records splitting it"
@@ -214,7 +221,7 @@ def test_a_holdout_gone_since_an_earlier_run_split_it_is_refused_before_any_writ
     assert changes(before, tree_state(tmp_path)) == []
     # Dropping the day (its edge path too) is the documented way out: then it is no new data.
     fsspec.filesystem("file").rm(first.edge_paths[0], recursive=True)
-    assert receive(cfg, incoming, None, 0, OPTIONS, earlier).new_generations == [1]
+    assert receive_now(cfg, incoming, None, earlier).new_generations == [1]
 
 
 def test_a_project_with_relative_paths_moved_and_run_from_its_new_place(tmp_path: Path, monkeypatch: Any) -> None:
@@ -223,15 +230,15 @@ def test_a_project_with_relative_paths_moved_and_run_from_its_new_place(tmp_path
     monkeypatch.chdir(tmp_path / "project")
     cfg, incoming = project_config(".")
     write("in/day0.tsv", day(0, 300))
-    first = receive(cfg, incoming, None, 0, OPTIONS)
+    first = receive_now(cfg, incoming, None)
     assert first.imported == [str(tmp_path / "project" / "in" / "day0.tsv")]  # listed: absolute
     earlier = RunRecords([r for r in map(ReceivedFile.from_json, first.received_files) if r], {})
 
     shutil.move(str(tmp_path / "project"), str(tmp_path / "moved"))
     monkeypatch.chdir(tmp_path / "moved")
     write("in/day1.tsv", day(300, 50))
-    second = receive(cfg, incoming, 0, 0, OPTIONS, earlier)  # with retrain.json's records
+    second = receive_now(cfg, incoming, 0, earlier)  # with retrain.json's records
     assert second.imported == [str(tmp_path / "moved" / "in" / "day1.tsv")] and second.new_generations == [1]
     assert second.edge_paths[0] == "./edges/gen0000-day0_partitioned"
-    again = receive(cfg, incoming, 0, 0, OPTIONS)  # the manifest's paths alone: day 0's names nothing now
+    again = receive_now(cfg, incoming, 0)  # the manifest's paths alone: day 0's names nothing now
     assert again.imported == [] and again.new_generations == [1]

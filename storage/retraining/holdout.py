@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from pbg_core.edgelist import EdgeList
+from storage import layout
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.fs import atomic, reads, urls
@@ -30,18 +31,12 @@ from storage.fs.urls import StorageOptions
 
 logger = logging.getLogger(__name__)
 
-HOLDOUT_SUFFIX = "_holdout"
-SPLIT_FILE = "split.json"  # in the holdout directory, written when a split is complete: its fraction and seed
-_PARTITIONED = "_partitioned"
 _SCALE = float(2**64)
 
 
 def holdout_path_of(edge_path: str) -> str:
     """Where the held-out edges of ``edge_path`` go: ``x_partitioned`` -> ``x_holdout``, else ``x_holdout``."""
-    base = edge_path.rstrip("/")
-    if base.endswith(_PARTITIONED):
-        base = base[: -len(_PARTITIONED)]
-    return base + HOLDOUT_SUFFIX
+    return layout.holdout_dir(edge_path.rstrip("/"))
 
 
 def held_out(edges: EdgeList, fraction: float, seed: int) -> torch.Tensor:
@@ -101,7 +96,9 @@ def split_holdout(edge_path: str, fraction: float, seed: int, storage_options: S
             holdout.save(bucket, edges[mask])  # an empty bucket: every bucket of the grid has a file
     if recorded is None:
         atomic.write_text_atomic(
-            urls.join_url(holdout.url, SPLIT_FILE), json.dumps({"fraction": fraction, "seed": seed}), storage_options
+            urls.join_url(holdout.url, layout.SPLIT_FILE),
+            json.dumps({"fraction": fraction, "seed": seed}),
+            storage_options,
         )
     logger.info("held out %d of %d edges of %s in %s", held, kept + held, edge_path, holdout_path_of(edge_path))
     return SplitReport(kept, held)
@@ -110,10 +107,10 @@ def split_holdout(edge_path: str, fraction: float, seed: int, storage_options: S
 def _recorded_split(holdout_url: str, storage_options: StorageOptions) -> dict[str, Any] | None:
     """The fraction and seed a finished split recorded in its holdout directory, or None."""
     try:
-        recorded = json.loads(reads.read_text(urls.join_url(holdout_url, SPLIT_FILE), storage_options))
+        recorded = json.loads(reads.read_text(urls.join_url(holdout_url, layout.SPLIT_FILE), storage_options))
     except (DataNotFound, ValueError):
         return None
     return recorded if isinstance(recorded, dict) and {"fraction", "seed"} <= recorded.keys() else None
 
 
-__all__ = ["HOLDOUT_SUFFIX", "SplitReport", "held_out", "holdout_path_of", "split_holdout"]
+__all__ = ["SplitReport", "held_out", "holdout_path_of", "split_holdout"]

@@ -1,4 +1,5 @@
-"""The ``pbg`` flow's retraining runs with incoming files: import, grow, train, gate, promote.
+"""The ``pbg-retrain`` flow's runs with incoming files: import, grow, baseline, train (the ``pbg``
+flow as a subflow), gate, promote; ``pbg retrain`` through the real CLI; ``pbg`` refusing ``retrain``.
 
 Four runs on the planted graph (clusters of nodes; every 10th node first appears on day 1):
 day 0 from scratch, day 1 grows the model and promotes, a run with nothing new is skipped, and
@@ -23,17 +24,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli import cli_environment, run_pbg
 from disk_state import changes, tree_state
+from prefect.exceptions import ParameterTypeError
 
-from flows.train import pbg
+from flows.retrain import pbg_retrain
+from flows.train import RETRAIN_MOVED, pbg
 from pbg_core.config import parse_config
 from storage.errors import DataNotFound
 from storage.importing.manifest import read_manifest
 from storage.lease import LeaseHeldError
-from storage.retrain_state import read_state
+from storage.retraining.gate import GateFailed
+from storage.retraining.options import IncomingOptions, RetrainOptions
+from storage.retraining.state import read_state
 from tasks.retrain import NoNewData
-from tasks.retrain_gate import GateFailed
-from tasks.retrain_options import IncomingOptions, RetrainOptions
 
 slow = pytest.mark.slow
 
@@ -103,12 +107,12 @@ def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_pa
     cfg = config(tmp_path)
 
     write_tsv(inbox / "day0.tsv", day0)
-    first = pbg(config=cfg, retrain=options)
+    first = pbg_retrain(config=cfg, retrain=options)
     assert first["gate"]["gate"] == "passed" and first["gate"]["baseline"] is None  # nothing to compare with
     run1 = latest(tmp_path)
 
     write_tsv(inbox / "day1.tsv", day1)
-    second = pbg(config=cfg, retrain=options)
+    second = pbg_retrain(config=cfg, retrain=options)
     run2 = latest(tmp_path)
     assert run2 != run1 and second["gate"]["gate"] == "passed", second["gate"]["reason"]
     assert second["gate"]["new_generations"] == [1]
@@ -120,14 +124,14 @@ def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_pa
     generations = read_manifest(str(tmp_path / "data"))["generations"]  # type: ignore[index]
     assert [g["inputs"] for g in generations] == [[str(inbox / "day0.tsv")], [str(inbox / "day1.tsv")]]
 
-    skipped = pbg(config=cfg, retrain=options)
+    skipped = pbg_retrain(config=cfg, retrain=options)
     assert "no new edge list" in skipped["skipped"] and latest(tmp_path) == run2
     with pytest.raises(NoNewData, match="on_no_new_data: fail"):
-        pbg(config=cfg, retrain=options.model_copy(update={"on_no_new_data": "fail"}))
+        pbg_retrain(config=cfg, retrain=options.model_copy(update={"on_no_new_data": "fail"}))
 
     write_tsv(inbox / "day2.tsv", corrupted)
     with pytest.raises(GateFailed, match=r"MRR 0\.\d+ on \d+ holdout edges .* previous run 0\.\d+") as failed:
-        pbg(config=cfg, retrain=options)
+        pbg_retrain(config=cfg, retrain=options)
     assert f"latest.json still names {tmp_path / 'runs' / run2}" in str(failed.value)
     assert latest(tmp_path) == run2
     rejected = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-"))[-1]
@@ -147,13 +151,13 @@ def test_a_moved_project_imports_nothing_it_received_before(tmp_path: Path) -> N
     project = tmp_path / "project"
     (project / "incoming").mkdir(parents=True)
     write_tsv(project / "incoming" / "day0.tsv", day0)
-    first = pbg(config=config(project), retrain=options_for(project, max_mrr_drop=0.1))
+    first = pbg_retrain(config=config(project), retrain=options_for(project, max_mrr_drop=0.1))
     assert first["gate"]["gate"] == "passed"
 
     shutil.move(str(project), str(tmp_path / "moved"))  # the whole project, paths in the config follow
     moved = tmp_path / "moved"
     write_tsv(moved / "incoming" / "day1.tsv", day1)
-    second = pbg(config=config(moved), retrain=options_for(moved, max_mrr_drop=0.1))
+    second = pbg_retrain(config=config(moved), retrain=options_for(moved, max_mrr_drop=0.1))
     assert second["gate"]["gate"] == "passed" and second["gate"]["new_generations"] == [1]
     generations = read_manifest(str(moved / "data"))["generations"]  # type: ignore[index]
     assert [Path(g["inputs"][0]).name for g in generations] == ["day0.tsv", "day1.tsv"]  # day 0 not again
@@ -164,7 +168,7 @@ def test_a_moved_project_imports_nothing_it_received_before(tmp_path: Path) -> N
     assert state is not None and sorted(r["relative"] for r in state.received_files) == ["day0.tsv", "day1.tsv"]
 
     before = tree_state(moved / "data")
-    skipped = pbg(config=config(moved), retrain=options_for(moved))
+    skipped = pbg_retrain(config=config(moved), retrain=options_for(moved))
     assert "no new edge list" in skipped["skipped"] and changes(before, tree_state(moved / "data")) == []
 
 
@@ -173,13 +177,13 @@ def test_deleted_run_directories_are_refused_not_replaced_by_a_first_run(tmp_pat
     day0, day1, _ = days(random.Random(7))
     (tmp_path / "incoming").mkdir()
     write_tsv(tmp_path / "incoming" / "day0.tsv", day0)
-    pbg(config=config(tmp_path), retrain=options_for(tmp_path, max_mrr_drop=0.1))
+    pbg_retrain(config=config(tmp_path), retrain=options_for(tmp_path, max_mrr_drop=0.1))
     promoted = latest(tmp_path)
     shutil.rmtree(tmp_path / "runs" / promoted)  # "cleaning up" by hand; latest.json still names it
     write_tsv(tmp_path / "incoming" / "day1.tsv", day1)
     before = tree_state(tmp_path)
     with pytest.raises(DataNotFound) as raised:
-        pbg(config=config(tmp_path), retrain=options_for(tmp_path, max_mrr_drop=0.1))
+        pbg_retrain(config=config(tmp_path), retrain=options_for(tmp_path, max_mrr_drop=0.1))
     assert str(raised.value).startswith(
         f"{tmp_path / 'runs' / 'latest.json'}: names the promoted run {promoted}, but "
         f"{tmp_path / 'runs' / promoted}: the directory does not exist. Training from scratch now would replace"
@@ -199,11 +203,138 @@ def test_a_second_retraining_run_on_the_same_root_stops_before_writing(tmp_path:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
         before = tree_state(tmp_path)
         with pytest.raises(LeaseHeldError, match=r"runs/lease.json: the checkpoint is being written by run 'nightly'"):
-            pbg(config=config(tmp_path), retrain=options_for(tmp_path))
+            pbg_retrain(config=config(tmp_path), retrain=options_for(tmp_path))
         assert changes(before, tree_state(tmp_path)) == []
     finally:
         holder.kill()
         holder.wait()
+
+
+@slow
+def test_runs_without_incoming_each_get_a_directory_initialised_from_the_previous_one(
+    graph_2x2: Any, config_for: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "retrain-root"
+    config = parse_config(config_for(graph_2x2, root, num_epochs=1))
+    options = RetrainOptions(keep_last=1)
+    first = pbg_retrain(config=config, retrain=options)
+    second = pbg_retrain(config=config, retrain=options)
+
+    first_dir, second_dir = Path(first["checkpoint_path"]), Path(second["checkpoint_path"])
+    assert first_dir.parent == root and second_dir.parent == root and first_dir != second_dir
+    assert second["version"] == 1 and second["gate"] is None  # no incoming files: no gate
+    saved = json.loads((second_dir / "config.json").read_text())
+    assert Path(saved["init_path"]) == first_dir  # initialised from the previous run
+    latest = json.loads((root / "latest.json").read_text())
+    assert latest["run"] == second_dir.name and latest["version"] == 1
+    assert not first_dir.exists()  # keep_last=1
+
+
+def test_the_pbg_flow_refuses_a_retrain_parameter_in_one_line_naming_the_retraining_flow(tmp_path: Path) -> None:
+    """A deployment run of pbg/train given `retrain` reaches the flow's parameter validation."""
+    with pytest.raises(ParameterTypeError) as raised:
+        pbg.validate_parameters({"config_url": "c.json", "retrain": {"keep_last": 2}})
+    assert str(raised.value) == RETRAIN_MOVED and "\n" not in RETRAIN_MOVED
+    assert "pbg-retrain/retrain" in RETRAIN_MOVED and "`pbg retrain CONFIG`" in RETRAIN_MOVED
+    assert "retrain" not in pbg.parameters.properties
+    with pytest.raises(TypeError, match="retrain"):
+        pbg.fn(config=config(tmp_path), retrain=RetrainOptions())  # type: ignore[call-arg]
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return cli_environment(tmp_path_factory.mktemp("prefect_home"))
+
+
+def write_config(root: Path) -> None:
+    raw = json.loads(config(root).model_dump_json())
+    (root / "config.json").write_text(json.dumps({k: v for k, v in raw.items() if v is not None}))
+
+
+def test_pbg_train_given_retrain_is_refused_in_one_line_naming_pbg_retrain(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    write_config(tmp_path)
+    before = tree_state(tmp_path)
+    done = run_pbg(cli_env, tmp_path, "train", "config.json", "-p", "retrain.epochs=1")
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "retrain: not a training config key" in done.stderr and "`pbg retrain CONFIG`" in done.stderr
+    assert "pbg-retrain/retrain" in done.stderr
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--min-mrr", "0.2"], "retrain.min_mrr: a quality gate evaluates on a holdout"),
+        (
+            ["--incoming", "in", "--edges-dir", "e", "--holdout-fraction", "1.5"],
+            "--holdout-fraction 1.5: Input should be less than 1",
+        ),
+        (["--edges-dir", "e"], "--incoming: Field required"),
+        (
+            ["--max-mrr-drop", "2", "--incoming", "in", "--edges-dir", "e"],
+            "--max-mrr-drop 2.0: Input should be less than or equal to 1",
+        ),
+    ],
+)
+def test_bad_retrain_options_are_one_line_before_anything_starts(
+    tmp_path: Path, cli_env: dict[str, str], options: list[str], message: str
+) -> None:
+    write_config(tmp_path)
+    before = tree_state(tmp_path)
+    done = run_pbg(cli_env, tmp_path, "retrain", "config.json", *options)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"pbg retrain: error: {message}") and len(done.stderr.strip().splitlines()) == 1
+    assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_retrain_help_describes_every_option(cli_env: dict[str, str], tmp_path: Path) -> None:
+    done = run_pbg(cli_env, tmp_path, "retrain", "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    for option in (
+        "--incoming",
+        "--edges-dir",
+        "--keep-last",
+        "--epochs",
+        "--min-mrr",
+        "--max-mrr-drop",
+        "--on-no-new-data",
+    ):
+        assert option in text
+    assert "Fraction of each imported file's edges held out from training" in text  # the field's description
+
+
+@slow
+def test_pbg_retrain_through_the_cli_promotes_then_skips(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    day0, day1, _ = days(random.Random(7))
+    (tmp_path / "incoming").mkdir()
+    write_config(tmp_path)
+    args = [
+        "retrain",
+        "config.json",
+        "--incoming",
+        "incoming",
+        "--edges-dir",
+        "edges",
+        "--rel-col",
+        "1",
+        "--rhs-col",
+        "2",
+    ]
+    args += ["--holdout-fraction", "0.2", "--epochs", "2", "--max-mrr-drop", "0.1"]
+    write_tsv(tmp_path / "incoming" / "day0.tsv", day0)
+    first = run_pbg(cli_env, tmp_path, *args)
+    assert first.returncode == 0, first.stderr
+    assert f"retrained: {tmp_path / 'runs' / latest(tmp_path)} is at version 2; quality gate passed" in first.stdout
+    write_tsv(tmp_path / "incoming" / "day1.tsv", day1)
+    second = run_pbg(cli_env, tmp_path, *args)
+    assert second.returncode == 0 and "quality gate passed" in second.stdout, second.stderr
+    skipped = run_pbg(cli_env, tmp_path, *args, "--on-no-new-data", "fail")
+    last = skipped.stderr.strip().splitlines()[-1]  # the run's log lines come first, as for `pbg train`
+    assert skipped.returncode == 1 and last.startswith("pbg retrain: error: no new edge list under incoming")
+    assert last.endswith("(retrain.on_no_new_data: fail)") and "Traceback" not in skipped.stderr
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@
 it sits in, never by the ``checkpoint_path`` it spells, so the whole tree may move.
 
 Its absence is the only "first run": a ``latest.json`` that names a run directory that is gone
-or incomplete (:func:`storage.run_complete.missing_from_run`) is an error (:func:`promoted_run`)
+or incomplete (:func:`storage.retraining.run_complete.missing_from_run`) is an error (:func:`promoted_run`)
 raised before a new run imports or writes anything, so a deleted or half-synced model is never
 silently replaced by one trained from nothing that passes its gate as a "first run".
 """
@@ -17,15 +17,14 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from storage import layout
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, reads, urls
 from storage.fs.urls import StorageOptions
-from storage.run_complete import missing_from_run
-from storage.run_dirs import RunDir, find_previous_run, is_run_dir_name, read_run_dir, run_dir_url
+from storage.retraining.run_complete import missing_from_run
+from storage.retraining.run_dirs import RunDir, find_previous_run, read_run_dir, run_dir_url
 
 logger = logging.getLogger(__name__)
-
-LATEST_FILE = "latest.json"
 
 
 def read_latest(root: str, storage_options: StorageOptions = None) -> dict[str, Any] | None:
@@ -34,7 +33,7 @@ def read_latest(root: str, storage_options: StorageOptions = None) -> dict[str, 
     Raises:
         BadDataError: the file is not a JSON object naming a run directory.
     """
-    url = urls.join_url(root, LATEST_FILE)
+    url = urls.join_url(root, layout.LATEST_FILE)
     try:
         text = reads.read_text(url, storage_options)
     except DataNotFound:
@@ -43,7 +42,7 @@ def read_latest(root: str, storage_options: StorageOptions = None) -> dict[str, 
         latest = json.loads(text)
     except json.JSONDecodeError as err:
         raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-    if not isinstance(latest, dict) or not is_run_dir_name(str(latest.get("run", ""))):
+    if not isinstance(latest, dict) or not layout.is_run_dir_name(str(latest.get("run", ""))):
         raise BadDataError(
             url,
             'expected a JSON object {"run": "run-...", "checkpoint_path": ..., "version": ..., '
@@ -68,7 +67,7 @@ def promoted_run(root: str, storage_options: StorageOptions = None) -> RunDir | 
     missing = missing_from_run(url, storage_options)
     if missing is not None:
         raise DataNotFound(
-            urls.join_url(root, LATEST_FILE),
+            urls.join_url(root, layout.LATEST_FILE),
             f"names the promoted run {name}, but {url}: {missing}. Training from scratch now would replace "
             "that model; restore the directory, point latest.json at another complete run, or delete "
             "latest.json to start over from nothing (nothing was imported or written)",
@@ -77,7 +76,7 @@ def promoted_run(root: str, storage_options: StorageOptions = None) -> RunDir | 
 
 
 def starting_run(root: str, current: str, storage_options: StorageOptions = None) -> RunDir | None:
-    """The run a new run ``current`` starts from (:func:`storage.run_dirs.find_previous_run`), after checking
+    """The run a new run ``current`` starts from (:func:`storage.retraining.run_dirs.find_previous_run`), after checking
     ``latest.json`` (:func:`promoted_run`); None only when there is no ``latest.json`` (a first run).
 
     Raises:
@@ -88,7 +87,7 @@ def starting_run(root: str, current: str, storage_options: StorageOptions = None
     previous = find_previous_run(root, current, storage_options)
     if previous is None and promoted is not None and promoted.name != current:
         raise DataNotFound(
-            urls.join_url(root, LATEST_FILE),
+            urls.join_url(root, layout.LATEST_FILE),
             f"names the promoted run {promoted.name}, but no complete run older than this run {current} "
             f"is left to start from under {root}; give this run a later start, or delete latest.json to "
             "start over from nothing (nothing was imported or written)",
@@ -109,10 +108,10 @@ def write_latest(
     """
     missing = missing_from_run(run.url, storage_options)
     if missing is not None:
-        raise DataNotFound(run.url, f"not promoted to {LATEST_FILE}: {missing}")
+        raise DataNotFound(run.url, f"not promoted to {layout.LATEST_FILE}: {missing}")
     current = read_latest(root, storage_options)
     if current is not None and current["run"] > run.name:
-        logger.info("%s names the newer run %s: not replaced by %s", LATEST_FILE, current["run"], run.name)
+        logger.info("%s names the newer run %s: not replaced by %s", layout.LATEST_FILE, current["run"], run.name)
         return None
     when = (completed_at or datetime.now(UTC)).astimezone(UTC)
     latest = {
@@ -121,8 +120,10 @@ def write_latest(
         "version": run.version,
         "completed_at": when.isoformat(timespec="seconds"),
     }
-    atomic.write_text_atomic(urls.join_url(root, LATEST_FILE), json.dumps(latest, indent=2) + "\n", storage_options)
+    atomic.write_text_atomic(
+        urls.join_url(root, layout.LATEST_FILE), json.dumps(latest, indent=2) + "\n", storage_options
+    )
     return latest
 
 
-__all__ = ["LATEST_FILE", "promoted_run", "read_latest", "starting_run", "write_latest"]
+__all__ = ["promoted_run", "read_latest", "starting_run", "write_latest"]

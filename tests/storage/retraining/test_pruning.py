@@ -1,4 +1,4 @@
-"""storage.run_pruning: keep_last deletes old runs, never one still needed, and only after the kept one is verified."""
+"""storage.retraining.pruning: keep_last deletes old runs, never one still needed, and only after the kept one is verified."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from run_trees import plant_lease, plant_run, promote, run_name
 from store_io import StorePath, names
 
 from storage.errors import DataNotFound
-from storage.run_dirs import list_run_dirs
-from storage.run_pruning import prune_run_dirs
+from storage.retraining.pruning import prune_run_dirs
+from storage.retraining.run_dirs import list_run_dirs
 
 
 def test_prune_keeps_the_newest_complete_runs_live_runs_and_their_sources(root: StorePath) -> None:

@@ -1,22 +1,22 @@
 """What arrived for a retraining run: new edge lists imported as a generation, holdouts split off.
 
-A retraining run with ``incoming`` set (:mod:`tasks.retrain_options`) calls :func:`receive`:
+A retraining run with ``incoming`` set (:mod:`storage.retraining.options`) calls :func:`receive`
+(from the task :func:`tasks.retrain.receive_arrivals`, which hands it the import's generations and
+the way to import more, :mod:`storage.retraining.generations`):
 
 1. the files the ``inputs`` pattern (or directory) lists, minus those received before (known by
-   their place under the inbox and their content, :mod:`storage.received`: recorded in the run
+   their place under the inbox and their content, :mod:`storage.retraining.received`: recorded in the run
    directories' ``retrain.json``, or named by the import manifest's generations), are imported in
    one ``pbg import --append`` (a plain import when nothing is imported yet): file ``x.tsv`` of
    generation N goes to ``{edges_dir}/gen{N:04d}-x_partitioned``;
 2. the generations newer than the one the starting run trained are this run's new data; the
-   edge paths among them under ``edges_dir`` get their holdout split off (:mod:`storage.holdout`),
+   edge paths among them under ``edges_dir`` get their holdout split off (:mod:`storage.retraining.holdout`),
    which a retry repeats harmlessly; a holdout an earlier run split that is gone since is an error;
 3. the run trains the config's edge paths plus every generation's edge paths that still exist,
    a generation directory found by its name in today's ``edges_dir`` (the manifest recorded
    where it was, and the project may have moved).
 
-Nothing here decides whether to train; :class:`Received` says what is new. Plain functions (the
-task is :func:`tasks.retrain.receive_arrivals`): they join the importer and the edge stores, which
-the storage package keeps apart (its importer never loads torch).
+Nothing here decides whether to train; :class:`Received` says what is new.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage import layout
 from storage.errors import DataNotFound
-from storage.fs import reads, urls
+from storage.fs import globs, reads, urls
 from storage.fs.identity import FileIdentity
 from storage.fs.urls import StorageOptions
-from storage.holdout import holdout_path_of, split_holdout
-from storage.importing.append import partition_counts_on_disk
-from storage.importing.importer import import_edges
-from storage.importing.manifest import generation_history, read_manifest
-from storage.received import (
+from storage.retraining.generations import Generation, ImportedData, ImportFiles
+from storage.retraining.holdout import holdout_path_of, split_holdout
+from storage.retraining.options import IncomingOptions
+from storage.retraining.received import (
     OldPath,
     ReceivedFile,
     RunRecords,
@@ -46,13 +46,11 @@ from storage.received import (
     merge,
     old_records,
 )
-from storage.run_dirs import has_glob
 
 logger = logging.getLogger(__name__)
 
 _SUFFIXES = re.compile(r"(\.(tsv|csv|txt|parquet|gz|bz2))+$", re.IGNORECASE)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_GENERATION_DIR = re.compile(r"^gen\d{4,}-")  # edge_path_for's names
 
 
 @dataclass(frozen=True)
@@ -61,16 +59,16 @@ class Received:
 
     Attributes:
         imported: Files imported now (empty if nothing arrived, or on a retry).
-        generation: The import's newest generation.
+        generation: The import's newest generation (None: nothing imported yet).
         new_generations: Generations newer than the starting run's (all, without one).
         holdouts: Holdout edge paths of the new generations' edge paths under ``edges_dir``.
         edge_paths: Every generation's edge paths that exist, in generation order.
         received_files: Every file received so far, this run's included
-            (:meth:`storage.received.ReceivedFile.to_json`): ``retrain.json``'s ``received_files``.
+            (:meth:`storage.retraining.received.ReceivedFile.to_json`): ``retrain.json``'s ``received_files``.
     """
 
     imported: list[str]
-    generation: int
+    generation: int | None
     new_generations: list[int]
     holdouts: list[str] = field(default_factory=list)
     edge_paths: list[str] = field(default_factory=list)
@@ -83,29 +81,22 @@ class Received:
 
 
 def list_files(pattern: str, storage_options: StorageOptions = None) -> list[str]:
-    """Files matching a glob pattern, or directly in a directory; sorted URLs (scheme kept).
-
-    A missing directory lists nothing (no files arrived yet).
-    """
-    filesystem, path = urls.resolve(pattern, storage_options)
-    with urls.translate_errors(pattern):
-        if has_glob(pattern):
-            found = filesystem.glob(path, detail=True)
-        else:
+    """Files matching a glob pattern, or directly in a directory; sorted, in the pattern's form
+    (:mod:`storage.fs.globs`). A missing directory lists nothing (no files arrived yet)."""
+    if globs.has_glob(pattern):
+        found = globs.glob(pattern, "file", storage_options)
+    else:
+        filesystem, path = urls.resolve(pattern, storage_options)
+        with urls.translate_errors(pattern):
             try:
-                found = {entry["name"]: entry for entry in filesystem.ls(path, detail=True)}
+                listed = filesystem.ls(path, detail=True)
             except FileNotFoundError:
                 logger.warning("incoming directory %s does not exist (yet): nothing arrived", pattern)
                 return []
-    protocol = pattern.split("://", 1)[0] if "://" in pattern else None
+        found = sorted(globs.in_form_of(pattern, e["name"].rstrip("/")) for e in listed if e.get("type") == "file")
     # An S3 "folder" marker (the key "in/", zero bytes) lists as a file named like the folder.
-    markers = {path.rstrip("/")}
-    files = sorted(
-        p
-        for p, info in found.items()
-        if info.get("type") == "file" and not _hidden(p) and not p.endswith("/") and p.rstrip("/") not in markers
-    )
-    return [f"{protocol}://{p}" if protocol and protocol != "file" else p for p in files]
+    folder = pattern.rstrip("/")
+    return [p for p in found if not _hidden(p) and p != folder]
 
 
 def place(path: str) -> str:
@@ -123,35 +114,37 @@ def _hidden(path: str) -> bool:
 
 
 def edge_path_for(edges_dir: str, generation: int, url: str, taken: set[str]) -> str:
-    """``{edges_dir}/gen{N:04d}-{file stem}_partitioned``, made unique among ``taken``."""
-    stem = _UNSAFE.sub("_", _SUFFIXES.sub("", url.rstrip("/").rsplit("/", 1)[-1])) or "edges"
-    base = f"gen{generation:04d}-{stem}"
-    name, n = base, 1
-    while name in taken:
+    """``{edges_dir}/gen{N:04d}-{file stem}_partitioned``, the stem made unique among ``taken`` (one generation's)."""
+    base = _UNSAFE.sub("_", _SUFFIXES.sub("", url.rstrip("/").rsplit("/", 1)[-1])) or "edges"
+    stem, n = base, 1
+    while stem in taken:
         n += 1
-        name = f"{base}-{n}"
-    taken.add(name)
-    return urls.join_url(edges_dir, f"{name}_partitioned")
+        stem = f"{base}-{n}"
+    taken.add(stem)
+    return urls.join_url(edges_dir, layout.generation_edge_dir(generation, stem))
 
 
 def receive(
-    config: Any,
-    incoming: Any,
+    incoming: IncomingOptions,
+    imported: ImportedData,
+    import_files: ImportFiles,
     base_generation: int | None,
     seed: int,
-    import_options: dict[str, Any],
+    storage_options: StorageOptions = None,
     earlier: RunRecords | None = None,
     before_write: Callable[[], None] | None = None,
 ) -> Received:
     """Import what arrived, split the new generations' holdouts; see the module docstring.
 
     Args:
-        config: The resolved config (``entity_path``, entity types, storage options).
         incoming: The run's ``retrain.incoming`` options (``inputs``, ``edges_dir``, ``holdout_fraction``).
+        imported: What ``entity_path`` holds now (its generations).
+        import_files: Imports the files that arrived as the next generation (the columns and
+            policies of ``incoming`` applied by the caller).
         base_generation: The newest generation the starting run trained; None: every generation is new.
-        seed: Seed of the import's shuffles and of the holdout hash.
-        import_options: ``import_edges`` keyword arguments (columns, delimiter, policies).
-        earlier: What the run directories recorded (:func:`storage.received.recorded_in_runs`):
+        seed: Seed of the holdout hash.
+        storage_options: Filesystem options of the inbox, the edge paths and the holdouts.
+        earlier: What the run directories recorded (:func:`storage.retraining.received.recorded_in_runs`):
             the files received and the holdouts split; None: nothing.
         before_write: Called once, after every check and before the first write (the import,
             or a holdout split); not called when nothing is new.
@@ -161,39 +154,35 @@ def receive(
             anything is imported).
         ConfigError, BadDataError, DataNotFound: from the import (nothing imported then).
     """
-    so = config.storage_options_for_fs()
+    so, edges_dir = storage_options, incoming.edges_dir
     earlier = earlier or RunRecords([], {})
-    history = _history(config)
+    history = list(imported.generations)
     root = inbox_root(incoming.inputs)
     found, gone = old_records(history, root, earlier.received, so)
     known = merge(earlier.received, found)
-    where = {int(entry.get("generation", 0)): _live_paths(entry, incoming.edges_dir, so) for entry in history}
-    _check_holdouts(where, base_generation, incoming.edges_dir, earlier.holdouts, so)  # before any write
+    where = {entry.number: _live_paths(entry, edges_dir, so) for entry in history}
+    _check_holdouts(where, base_generation, edges_dir, earlier.holdouts, so)  # before any write
     arrived = _arrivals(incoming.inputs, root, known, gone, so)
     records = known
     if before_write is not None and (arrived or any(where.get(g) for g in where if _is_new(g, base_generation))):
         before_write()
     if arrived:
-        history = _import(config, incoming, [url for url, _ in arrived], history, seed, import_options)
+        history = _import(imported, import_files, edges_dir, [url for url, _ in arrived])
         entry = history[-1]
-        when, generation = entry.get("imported_at"), int(entry.get("generation", 0))
-        records = merge(known, [ReceivedFile(ident, generation, when, mtime) for _, (ident, mtime) in arrived])
-    generations = [int(entry.get("generation", 0)) for entry in history]
-    live = [
-        where[g] if g in where else _live_paths(entry, incoming.edges_dir, so)
-        for g, entry in zip(generations, history, strict=True)
-    ]
+        records = merge(known, [ReceivedFile(i, entry.number, entry.imported_at, t) for _, (i, t) in arrived])
+    live = {g.number: where[g.number] if g.number in where else _live_paths(g, edges_dir, so) for g in history}
     # A generation whose edge paths were all deleted (a bad day dropped by hand) is not new data.
-    new = [g for g, paths in zip(generations, live, strict=True) if paths and _is_new(g, base_generation)]
-    holdouts, empty = _split_new(dict(zip(generations, live, strict=True)), new, incoming, seed, so)
-    trained = [p for paths in live for p in paths if p not in empty]
-    imported = [url for url, _ in arrived]
-    newest = max(generations, default=-1)
-    return Received(imported, newest, new, holdouts, list(dict.fromkeys(trained)), [r.to_json() for r in records])
+    new = [g for g, paths in live.items() if paths and _is_new(g, base_generation)]
+    holdouts, empty = _split_new(live, new, incoming, seed, so)
+    trained = [p for paths in live.values() for p in paths if p not in empty]
+    newest = max(live, default=None)
+    return Received(
+        [url for url, _ in arrived], newest, new, holdouts, list(dict.fromkeys(trained)), [r.to_json() for r in records]
+    )
 
 
 def _split_new(
-    where: dict[int, list[str]], new: list[int], incoming: Any, seed: int, storage_options: StorageOptions
+    where: dict[int, list[str]], new: list[int], incoming: IncomingOptions, seed: int, storage_options: StorageOptions
 ) -> tuple[list[str], set[str]]:
     """Split the holdouts of the new generations' edge paths under ``edges_dir``: the holdouts, and
     the edge paths left with no edge (every edge held out: not trained)."""
@@ -211,12 +200,6 @@ def _split_new(
     return holdouts, empty
 
 
-def _history(config: Any) -> list[dict[str, Any]]:
-    """The import manifest's generations ([] before the first import)."""
-    manifest = read_manifest(config.entity_path, config.storage_options_for_fs())
-    return generation_history(manifest) if manifest is not None else []
-
-
 def _is_new(generation: int, base_generation: int | None) -> bool:
     return base_generation is None or generation > base_generation
 
@@ -224,12 +207,12 @@ def _is_new(generation: int, base_generation: int | None) -> bool:
 def _arrivals(
     inputs: str, root: str, known: list[ReceivedFile], gone: list[OldPath], storage_options: StorageOptions
 ) -> list[tuple[str, tuple[FileIdentity, float | None]]]:
-    """The files of the inbox not received before (:func:`storage.received.judge`), each with its identity."""
+    """The files of the inbox not received before (:func:`storage.retraining.received.judge`), each with its identity."""
     accepted: list[tuple[str, tuple[FileIdentity, float | None]]] = []
     for url in list_files(inputs, storage_options):
         identity, mtime = identify_arrival(url, root, known, storage_options)
         # Two new files with the same bytes in one batch: the second is a duplicate of the first.
-        pending = [ReceivedFile(ident, -1, "this run") for _, (ident, _) in accepted]
+        pending = [ReceivedFile(ident, None) for _, (ident, _) in accepted]
         verdict = judge(identity, [*known, *pending], gone)
         if verdict.kind != "new":
             log = logger.info if verdict.kind in ("received", "old path") else logger.warning
@@ -239,15 +222,15 @@ def _arrivals(
     return accepted
 
 
-def _live_paths(entry: dict[str, Any], edges_dir: str, storage_options: StorageOptions) -> list[str]:
+def _live_paths(entry: Generation, edges_dir: str, storage_options: StorageOptions) -> list[str]:
     """The generation's edge paths where they are now: a generation directory (``gen0003-x_partitioned``)
     in today's ``edges_dir`` (the project may have moved or been copied since the import recorded
     it), else where recorded; missing ones are left out (a bad day dropped by hand)."""
     live = []
-    for path in entry.get("edge_paths") or []:
+    for path in entry.edge_paths:
         name = path.rstrip("/").rpartition("/")[2]
         here = urls.join_url(edges_dir, name)
-        if _GENERATION_DIR.match(name) and reads.exists(here, storage_options):
+        if layout.GENERATION_DIR_RE.match(name) and reads.exists(here, storage_options):
             live.append(here)
         elif reads.exists(path, storage_options):
             live.append(path)
@@ -296,35 +279,16 @@ def _under(path: str, directory: str) -> bool:
     return place(path).startswith(place(directory) + "/")
 
 
-def _import(
-    config: Any,
-    incoming: Any,
-    arrived: list[str],
-    history: list[dict[str, Any]],
-    seed: int,
-    import_options: dict[str, Any],
-) -> list[dict[str, Any]]:
-    """Import ``arrived`` as the next generation; the manifest's history after it."""
-    so = config.storage_options_for_fs()
-    append = bool(history) or has_import(config.entity_path, so)
-    generation = len(history) if append else 0
-    if append and not history:
-        generation = 1  # an import without a manifest (e.g. PBG's) is generation 0
+def _import(imported: ImportedData, import_files: ImportFiles, edges_dir: str, arrived: list[str]) -> list[Generation]:
+    """Import ``arrived`` as the next generation; the manifest's generations after it."""
+    history = imported.generations
+    append = bool(history) or imported.holds_import
+    # An import without a manifest (e.g. PBG's) is generation 0.
+    generation = (len(history) or 1) if append else 0
     taken: set[str] = set()
-    paths = [edge_path_for(incoming.edges_dir, generation, url, taken) for url in arrived]
+    paths = [edge_path_for(edges_dir, generation, url, taken) for url in arrived]
     logger.info("importing %d new file(s) as generation %d: %s", len(arrived), generation, ", ".join(arrived))
-    target = config.model_copy(update={"edge_paths": paths})
-    import_edges(target, arrived, seed=seed, append=append, **import_options)
-    manifest = read_manifest(config.entity_path, so)
-    return generation_history(manifest)
+    return list(import_files(arrived, paths, append).generations)
 
 
-def has_import(entity_path: str, storage_options: StorageOptions) -> bool:
-    """Whether ``entity_path`` holds an import (perhaps PBG's, without a manifest)."""
-    try:
-        return bool(partition_counts_on_disk(entity_path, storage_options))
-    except DataNotFound:
-        return False
-
-
-__all__ = ["Received", "edge_path_for", "has_import", "list_files", "place", "receive"]
+__all__ = ["Received", "edge_path_for", "list_files", "place", "receive"]

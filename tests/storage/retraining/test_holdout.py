@@ -1,4 +1,4 @@
-"""storage.holdout: an in-place, repeatable holdout split of an edge path."""
+"""storage.retraining.holdout: an in-place, repeatable holdout split of an edge path."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from pbg_core.edgelist import EdgeList
 from pbg_core.types import Bucket
 from storage.edges import EdgeStore
-from storage.holdout import held_out, holdout_path_of, split_holdout
+from storage.retraining.holdout import held_out, holdout_path_of, split_holdout
 
 
 def edge_list(n: int, seed: int) -> EdgeList:

@@ -1,4 +1,4 @@
-"""storage.latest_run: latest.json names the promoted run; a latest.json naming a lost run is an error, not a first run."""
+"""storage.retraining.latest: latest.json names the promoted run; a latest.json naming a lost run is an error, not a first run."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from store_io import StorePath
 
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import changes as fs_changes
-from storage.latest_run import promoted_run, read_latest, starting_run, write_latest
-from storage.run_dirs import RunDir
+from storage.retraining.latest import promoted_run, read_latest, starting_run, write_latest
+from storage.retraining.run_dirs import RunDir
 
 
 def test_latest_json_names_the_newest_completed_run(root: StorePath) -> None:

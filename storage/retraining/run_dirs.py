@@ -3,39 +3,34 @@
 Layout under the root (any URL :mod:`storage.fs` resolves: local path, ``file://``, ``s3://``)::
 
     {root}/run-20260301T103005Z-0b9e1c2d/   one checkpoint directory per flow run
-    {root}/latest.json                      the newest promoted run (storage.latest_run)
+    {root}/latest.json                      the newest promoted run (storage.retraining.latest)
     {root}/lease.json                       held by the retraining run at work (storage.lease)
 
-A run directory's name is the flow run's expected start time (UTC, so names sort in time
+A run directory's name (:func:`storage.layout.run_dir_name`) is the flow run's expected start time (UTC, so names sort in time
 order) and the first 8 hex digits of its id: a retry of the same flow run maps to the same
 name and resumes there. Everything here is plain storage (no Prefect): naming and listing the
 run directories, choosing the one a new run initialises from, and expanding edge-path glob
-patterns. ``latest.json`` is :mod:`storage.latest_run`'s, deleting old runs :mod:`storage.run_pruning`'s.
+patterns. ``latest.json`` is :mod:`storage.retraining.latest`'s, deleting old runs
+:mod:`storage.retraining.pruning`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from fsspec.core import split_protocol
-
+from storage import layout
 from storage.checkpoints import CheckpointStore
 from storage.errors import DataNotFound
-from storage.fs import reads, urls
+from storage.fs import globs, reads, urls
 from storage.fs.urls import StorageOptions
 from storage.lease import CheckpointLease
-from storage.retrain_state import may_start_from
-from storage.run_complete import missing_from_run
+from storage.retraining.run_complete import missing_from_run
+from storage.retraining.state import may_start_from
 
 logger = logging.getLogger(__name__)
-
-RUN_DIR_RE = re.compile(r"^run-(\d{8}T\d{6}Z)-([0-9a-f]{8})$")
-_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
-_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -47,30 +42,7 @@ class RunDir:
     version: int
 
 
-# -- names ---------------------------------------------------------------------------------
-
-
-def run_dir_name(flow_run_id: str, expected_start: datetime) -> str:
-    """``run-{YYYYmmddTHHMMSSZ}-{first 8 hex of the flow run id}``.
-
-    Args:
-        flow_run_id: The flow run's id (a UUID; dashes are ignored).
-        expected_start: The flow run's expected start time, timezone-aware (converted to UTC).
-
-    Raises:
-        ValueError: a naive datetime, or an id that does not start with 8 hex digits.
-    """
-    if expected_start.tzinfo is None or expected_start.utcoffset() is None:
-        raise ValueError(f"expected_start must be timezone-aware (e.g. UTC), got naive {expected_start.isoformat()}")
-    digits = flow_run_id.replace("-", "").lower()[:8]
-    if len(digits) != 8 or any(c not in "0123456789abcdef" for c in digits):
-        raise ValueError(f"flow_run_id must start with 8 hex digits (a UUID), got {flow_run_id!r}")
-    return f"run-{expected_start.astimezone(UTC).strftime(_TIME_FORMAT)}-{digits}"
-
-
-def is_run_dir_name(name: str) -> bool:
-    """Whether ``name`` has the form of :func:`run_dir_name`."""
-    return RUN_DIR_RE.match(name) is not None
+# -- names (layout.run_dir_name makes them) -------------------------------------------------
 
 
 def check_run_dir_name(name: str) -> None:
@@ -79,9 +51,9 @@ def check_run_dir_name(name: str) -> None:
     Raises:
         ValueError: naming ``name`` and the expected form.
     """
-    if not is_run_dir_name(name):
+    if not layout.is_run_dir_name(name):
         raise ValueError(
-            f"run key {name!r} is not a run directory name; expected run-YYYYmmddTHHMMSSZ-<8 hex>, "
+            f"run key {name!r} is not a run directory name; expected {layout.RUN_DIR_FORM}, "
             "e.g. 'run-20260301T103005Z-0b9e1c2d'"
         )
 
@@ -95,7 +67,7 @@ def run_dir_url(root: str, name: str) -> str:
 def run_name_in(root: str, url: str) -> str | None:
     """The run directory name if ``url`` is a run directory directly under ``root``, else None."""
     name = url.rstrip("/").rpartition("/")[2]
-    if not is_run_dir_name(name) or url.rstrip("/") != urls.join_url(root, name).rstrip("/"):
+    if not layout.is_run_dir_name(name) or url.rstrip("/") != urls.join_url(root, name).rstrip("/"):
         return None
     return name
 
@@ -105,7 +77,7 @@ def run_name_in(root: str, url: str) -> str | None:
 
 def list_run_dirs(root: str, storage_options: StorageOptions = None) -> list[str]:
     """Names of the run directories under ``root``, oldest first ([] if ``root`` does not exist)."""
-    return [name for name in reads.listdir(root, storage_options) if is_run_dir_name(name)]
+    return [name for name in reads.listdir(root, storage_options) if layout.is_run_dir_name(name)]
 
 
 def read_run_dir(root: str, name: str, storage_options: StorageOptions = None) -> RunDir:
@@ -125,10 +97,10 @@ def live_lease(url: str, storage_options: StorageOptions = None) -> str | None:
 def find_previous_run(root: str, current: str, storage_options: StorageOptions = None) -> RunDir | None:
     """The newest run directory older than ``current`` that has a complete committed version.
 
-    Runs whose quality gate failed or was never judged (:mod:`storage.retrain_state`) are skipped.
-    So are runs whose committed version lacks a file (:mod:`storage.run_complete`; with a warning),
+    Runs whose quality gate failed or was never judged (:mod:`storage.retraining.state`) are skipped.
+    So are runs whose committed version lacks a file (:mod:`storage.retraining.run_complete`; with a warning),
     and runs still being trained (a live lease): their checkpoint is a moving target whose old
-    versions are deleted as they train. :func:`storage.latest_run.starting_run` adds what
+    versions are deleted as they train. :func:`storage.retraining.latest.starting_run` adds what
     ``latest.json`` requires.
     """
     check_run_dir_name(current)
@@ -168,43 +140,29 @@ def read_saved_config(url: str, storage_options: StorageOptions = None) -> dict[
 # -- edge path patterns --------------------------------------------------------------------------
 
 
-def has_glob(path: str) -> bool:
-    """Whether ``path`` contains a glob character (``*``, ``?``, ``[``)."""
-    return any(c in _GLOB_CHARS for c in path)
-
-
 def expand_edge_paths(patterns: list[str], storage_options: StorageOptions = None) -> list[str]:
     """Each pattern replaced by the directories it matches (sorted); plain paths kept as they are.
 
-    Matches keep the pattern's scheme (``s3://bucket/...`` stays an ``s3://`` URL). Only
-    directories count: an edge path is a directory of bucket files.
+    Matches keep the pattern's form (:mod:`storage.fs.globs`: ``s3://bucket/...`` stays an
+    ``s3://`` URL). Only directories count: an edge path is a directory of bucket files.
 
     Raises:
         DataNotFound: a pattern matches no directory (names the pattern).
     """
     out: list[str] = []
     for pattern in patterns:
-        if not has_glob(pattern):
+        if not globs.has_glob(pattern):
             out.append(pattern)
             continue
-        filesystem, path = urls.resolve(pattern, storage_options)
-        with urls.translate_errors(pattern):
-            found = filesystem.glob(path, detail=True)
-        matches = sorted(p.rstrip("/") for p, info in found.items() if info.get("type") == "directory")
+        matches = globs.glob(pattern, "directory", storage_options)
         if not matches:
             raise DataNotFound(
                 pattern,
                 "this edge_paths pattern matches no directory; expected at least one "
                 "edge directory (written by `pbg import`) to match",
             )
-        out.extend(_as_url(pattern, match) for match in matches)
+        out.extend(matches)
     return out
-
-
-def _as_url(pattern: str, match: str) -> str:
-    """``match`` (a path of the pattern's filesystem) in the pattern's own form."""
-    protocol = split_protocol(pattern)[0]
-    return f"{protocol}://{match}" if protocol else match
 
 
 __all__ = [
@@ -212,13 +170,10 @@ __all__ = [
     "check_run_dir_name",
     "expand_edge_paths",
     "find_previous_run",
-    "has_glob",
-    "is_run_dir_name",
     "list_run_dirs",
     "live_lease",
     "read_run_dir",
     "read_saved_config",
-    "run_dir_name",
     "run_dir_url",
     "run_name_in",
 ]

@@ -1,4 +1,4 @@
-"""storage.run_complete: a run directory is complete when every file of its committed version is there."""
+"""storage.retraining.run_complete: a run directory is complete when every file of its committed version is there."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from run_trees import plant_run, run_name
 from store_io import StorePath
 
-from storage.run_complete import missing_from_run
+from storage.retraining.run_complete import missing_from_run
 
 
 def test_a_committed_version_with_every_file_is_complete(root: StorePath) -> None:

@@ -1,8 +1,8 @@
 """Deleting old retraining run directories (``retrain.keep_last``), never one still needed.
 
 Nothing is deleted before what is kept is verified: the run ``latest.json`` names must be
-complete (:func:`storage.latest_run.promoted_run`, else nothing is deleted), and only complete
-runs (:mod:`storage.run_complete`) count among the ``keep_last`` kept.
+complete (:func:`storage.retraining.latest.promoted_run`, else nothing is deleted), and only complete
+runs (:mod:`storage.retraining.run_complete`) count among the ``keep_last`` kept.
 
 Never deleted: the current run, runs newer than it (a later run may have just created its
 directory), the run ``latest.json`` names, the run the current one starts from while it is not
@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import logging
 
+from storage import layout
 from storage.fs import changes
 from storage.fs.urls import StorageOptions
-from storage.latest_run import promoted_run
-from storage.retrain_state import may_start_from
-from storage.run_complete import missing_from_run
-from storage.run_dirs import (
+from storage.retraining.latest import promoted_run
+from storage.retraining.run_complete import missing_from_run
+from storage.retraining.run_dirs import (
     RunDir,
     check_run_dir_name,
-    is_run_dir_name,
     list_run_dirs,
     live_lease,
     read_run_dir,
     read_saved_config,
 )
+from storage.retraining.state import may_start_from
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _source_of(run: RunDir, storage_options: StorageOptions) -> set[str]:
     path it spells may be where the tree was before it moved."""
     init = (read_saved_config(run.url, storage_options) or {}).get("init_path")
     name = init.rstrip("/").rpartition("/")[2] if isinstance(init, str) else ""
-    return {name} if is_run_dir_name(name) else set()
+    return {name} if layout.is_run_dir_name(name) else set()
 
 
 __all__ = ["prune_run_dirs"]

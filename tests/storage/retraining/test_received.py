@@ -1,4 +1,4 @@
-"""storage.received: a received file is known by its place under the inbox and its content, not its path."""
+"""storage.retraining.received: a received file is known by its place under the inbox and its content, not its path."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from run_trees import run_name
 from store_io import StorePath
 
 from storage.fs.identity import FileIdentity, identify
-from storage.received import (
+from storage.retraining.generations import Generation
+from storage.retraining.received import (
     OldPath,
     ReceivedFile,
     identify_arrival,
@@ -130,7 +131,7 @@ def test_old_records_identify_what_is_still_there_and_keep_the_path_of_what_is_g
         {"generation": 1, "imported_at": "T1", "inputs": ["/moved/away/in/day1.tsv"]},
         {"generation": 2, "imported_at": None},  # PBG's import: nothing known
     ]
-    found, gone = old_records(history, str(inbox), [])
+    found, gone = old_records([Generation.from_entry(e) for e in history], str(inbox), [])
     assert [(r.identity, r.generation, r.received_at) for r in found] == [
         (FileIdentity("day0.tsv", 4, md5(b"a\tb\n")), 0, "T0")
     ]
@@ -138,7 +139,7 @@ def test_old_records_identify_what_is_still_there_and_keep_the_path_of_what_is_g
     # A path an identity already covers (same generation and place) says nothing more: the file may
     # have been rewritten since, and that is new data, not "received with the content it has now".
     covering = ReceivedFile(FileIdentity("day0.tsv", 4, "the digest it had then"), 0)
-    assert old_records(history, str(inbox), [covering]) == ([], gone)
+    assert old_records([Generation.from_entry(e) for e in history], str(inbox), [covering]) == ([], gone)
 
 
 def test_an_import_s_recorded_content_finds_its_file_wherever_the_inbox_moved(tmp_path: Path) -> None:
@@ -156,7 +157,7 @@ def test_an_import_s_recorded_content_finds_its_file_wherever_the_inbox_moved(tm
             "input_files": [FileIdentity("in/day1.tsv", 4, md5(b"x\ty\n")).to_json()],
         }
     ]
-    found, gone = old_records(history, str(inbox), [])
+    found, gone = old_records([Generation.from_entry(e) for e in history], str(inbox), [])
     assert gone == [OldPath("/old/project/in/day1.tsv", 1, "T1")]
     moved, _ = identify_arrival(str(inbox / "sub" / "day1.tsv"), str(inbox), [])
     assert judge(moved, found, gone).kind == "duplicate"

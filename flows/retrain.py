@@ -1,0 +1,147 @@
+"""The ``pbg-retrain`` flow: scheduled retraining, one checkpoint directory per flow run under a root.
+
+The config's ``checkpoint_path`` is the *root* of the run directories (docs/retraining.md). Each
+flow run, under the root's lease (a second retraining run on the root stops, naming the holder):
+
+1. **receives** what arrived in ``retrain.incoming.inputs`` (``pbg import --append``, the next
+   import generation) and **holds out** a fraction of each new generation's edges for the gate;
+   nothing new: the run is skipped, or fails (``retrain.on_no_new_data``);
+2. takes its **own directory** ``{root}/run-{expected start}-{8 hex of its id}``, the same for
+   every retry, whose ``config.json`` fixes what it starts from and trains on;
+3. **grows** the previous promoted model: ``init_path``'s rows matched to today's entities by
+   name, new entities started as the config says;
+4. measures the **baseline**: that grown model on the holdout, before any training;
+5. **trains** with the unchanged ``pbg`` flow (:mod:`flows.train`) as a subflow;
+6. **evaluates** the trained model on the holdout and **judges** the gate (``min_mrr``,
+   ``max_mrr_drop``): failed, the flow run ends Failed and nothing is promoted; else it
+   **promotes** the run (``latest.json``) and deletes old runs beyond ``keep_last``.
+"""
+
+# No `from __future__ import annotations`: Prefect validates a served run's parameters against
+# the annotations (see flows/train.py).
+from typing import Annotated, Any
+
+from prefect import flow
+from prefect.runtime import flow_run
+from pydantic import Field
+
+from flows.interrupts import cancel_on_interrupt
+from flows.train import pbg, prepare_start
+from pbg_core.config import ConfigSchema
+from storage import layout
+from storage.retraining.arrivals import Received
+from storage.retraining.gate import GateFailed, unpromoted_message
+from storage.retraining.options import RetrainOptions
+from storage.retraining.state import RetrainState, as_json
+from tasks.artifacts import publish_summary
+from tasks.config import resolve_config
+from tasks.lease import acquire_lease, release_lease
+from tasks.plan import check_inputs, plan_training
+from tasks.retrain import (
+    acquire_retrain_lease,
+    finish_retrain,
+    latest_run,
+    nothing_new,
+    prepare_retrain,
+    receive_arrivals,
+)
+from tasks.retrain_gate import evaluate_holdout, judge_gate
+from tasks.run_logs import forward_engine_logs
+from tasks.runs import opened_run
+
+DEFAULT_OPTIONS = RetrainOptions.model_validate({})  # frozen: one shared default is never changed
+
+
+def _run_name() -> str:
+    """``retrain <what>``: the config file's name, else the root's."""
+    params = flow_run.parameters or {}
+    url, config = params.get("config_url"), params.get("config")
+    if url:
+        what = str(url).rstrip("/").rsplit("/", 1)[-1]
+    elif config is not None:
+        path = config.get("checkpoint_path") if isinstance(config, dict) else getattr(config, "checkpoint_path", "")
+        what = str(path).rstrip("/").rsplit("/", 1)[-1] or "inline config"
+    else:
+        what = "(no config)"
+    return f"retrain {what}"
+
+
+@flow(name="pbg-retrain", flow_run_name=_run_name)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+def pbg_retrain(
+    config: ConfigSchema | None = None,
+    config_url: str | None = None,
+    overrides: list[str] | None = None,
+    retrain: RetrainOptions = DEFAULT_OPTIONS,
+    pause_every: Annotated[int, Field(ge=0)] = 0,
+    pause_timeout_seconds: Annotated[int, Field(ge=1)] = 3600,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """Retrain into a new run directory under the config's checkpoint_path; promote it if it passes the gate.
+
+    Args:
+        config: The training config (PBG's schema), inline; its checkpoint_path is the root of
+            the run directories, its edge_paths may be glob patterns (expanded when a run starts).
+        config_url: A JSON or YAML config file (local path, file:// or s3://) instead of `config`.
+        overrides: PBG-style `key=value` overrides with dotted paths (credentials refused, as for `pbg`).
+        retrain: What a run imports, starts from, trains, keeps, and the gate that promotes it
+            (docs/retraining.md).
+        pause_every: Pause the training subflow after every N committed iterations (0: never).
+        pause_timeout_seconds: A pause not resumed within this time fails the run.
+        dask_address: The Dask scheduler to train on when the config's num_machines > 1.
+    """
+    forward_engine_logs()
+    cluster = [f"dask_address={dask_address}"] if dask_address else []
+    resolved = resolve_config(config, config_url, [*(overrides or []), *cluster])
+    root = acquire_retrain_lease(resolved)  # a second retraining run on this root stops here, naming the holder
+    try:
+        run_key = layout.run_dir_name(str(flow_run.id), flow_run.scheduled_start_time)  # the same for every retry
+        arrivals = receive_arrivals(resolved, retrain, run_key) if retrain.incoming is not None else None
+        if arrivals is not None and arrivals.nothing_new:
+            return nothing_new(resolved, retrain)  # skipped, or failed (retrain.on_no_new_data)
+        run_config = prepare_retrain(resolved, retrain, run_key, arrivals)  # its directory and config.json
+        total = _grow(run_config, baseline=arrivals is not None and retrain.gated)
+        trained = pbg(config=run_config, pause_every=pause_every, pause_timeout_seconds=pause_timeout_seconds)
+        gate = _judge_and_promote(run_config, resolved, retrain, arrivals, trained["version"], total)
+    finally:
+        release_lease(root)
+    if gate is not None and gate.gate == "failed":
+        raise GateFailed(unpromoted_message(gate, latest_run(resolved)))  # the flow run ends Failed
+    return {**trained, "gate": as_json(gate) if gate is not None else None}
+
+
+def _grow(run_config: ConfigSchema, baseline: bool) -> int:
+    """The grown starting point (:func:`flows.train.prepare_start`), then, with ``baseline``, the
+    previous model grown on the holdout, before any training; the run's total iterations."""
+    with opened_run(run_config) as run:
+        chunks = check_inputs(run)
+        lease = acquire_lease(run)  # as the training subflow will: a second writer stops here
+        try:
+            plan = plan_training(run, chunks)
+            prepare_start(run, run_config, plan)  # the pbg subflow finds it done
+            if baseline:
+                evaluate_holdout(run, "baseline")
+        finally:
+            release_lease(lease)
+    return plan.total_iterations
+
+
+def _judge_and_promote(
+    run_config: ConfigSchema,
+    resolved: ConfigSchema,
+    retrain: RetrainOptions,
+    arrivals: Received | None,
+    version: int,
+    total_iterations: int,
+) -> RetrainState | None:
+    """With new data: the trained model on the holdout, and the gate. Promote unless it failed."""
+    with opened_run(run_config) as run:
+        gate = None
+        if arrivals is not None:
+            evaluate_holdout(run, "trained")
+            gate = judge_gate(run, retrain)
+        if gate is None or gate.gate != "failed":
+            finish_retrain(run, resolved.checkpoint_path, retrain)  # promote: latest.json, prune
+        if gate is not None:
+            publish_summary(run, version, total_iterations, as_json(gate))  # the summary with the gate
+    return gate
