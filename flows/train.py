@@ -14,9 +14,10 @@ one as a subflow; a ``pbg`` run given a ``retrain`` parameter is refused in one 
 # No `from __future__ import annotations`: Prefect validates the parameters of a flow run
 # started by `pbg serve` against the annotations, and string annotations were not resolved
 # there ("ConfigSchema is not fully defined").
+import inspect
 from collections.abc import Callable
 from contextlib import ExitStack
-from functools import partial
+from functools import partial, wraps
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -146,14 +147,36 @@ class TrainingFlow(Flow[..., dict[str, Any]]):
     """The ``pbg`` flow, which says where a run given the former ``retrain`` parameter belongs.
 
     A deployment run's parameters reach the flow unchecked against its signature (the server
-    checks only the schema's fields); Prefect's own refusal of an unknown one lists the signature.
+    checks only the schema's fields), and the engine binds them to ``self.fn`` before
+    :meth:`validate_parameters`, refusing an unknown one with the signature's list. So ``self.fn``
+    takes ``retrain`` (refused unless None: an older deployment's default) while the UI's schema,
+    made from the real function, does not show it.
     """
+
+    def __init__(self, fn: Callable[..., dict[str, Any]], **options: Any) -> None:
+        super().__init__(fn=fn, **options)  # the parameter schema: the real signature's
+        self.fn = _taking_retrain(fn)
 
     def validate_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
         """Refuse ``retrain`` in one line (:data:`RETRAIN_MOVED`), then Prefect's validation."""
-        if "retrain" in parameters:
+        if parameters.get("retrain") is not None:
             raise ParameterTypeError(RETRAIN_MOVED)
-        return super().validate_parameters(parameters)
+        return super().validate_parameters({k: v for k, v in parameters.items() if k != "retrain"})
+
+
+def _taking_retrain(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """``fn`` with a keyword-only ``retrain=None`` that it refuses when given a value."""
+
+    @wraps(fn)
+    def call(*args: Any, retrain: Any = None, **kwargs: Any) -> dict[str, Any]:
+        if retrain is not None:
+            raise ParameterTypeError(RETRAIN_MOVED)
+        return fn(*args, **kwargs)
+
+    signature = inspect.signature(fn)
+    extra = inspect.Parameter("retrain", inspect.Parameter.KEYWORD_ONLY, default=None)
+    call.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])  # type: ignore[attr-defined]
+    return call
 
 
 def _training_flow(fn: Callable[..., dict[str, Any]]) -> TrainingFlow:
