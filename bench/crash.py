@@ -43,7 +43,7 @@ from bench.lib import stats
 from bench.lib.graphs.powerlaw import ensure_graph
 from bench.lib.report import format_table, write_json
 from bench.lib.s3_server import S3Server, create_bucket
-from bench.lib.tools import REPO_ROOT, WORK_DIR, eval_metrics, machine_info, ours_bin
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, eval_metrics, machine_info, ours_bin
 from storage.stats_log import SUMMARY_KEY
 
 # Phase -> (log line that arms the kill, which occurrence in the run, delay range in seconds).
@@ -325,7 +325,7 @@ def main() -> int:
         config = write_config(work, bucket, args)
         print(f"importing {tsv.name} to s3://{bucket}/data ...", flush=True)
         subprocess.run(
-            [str(ours_bin()), "import", str(config), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+            [str(ours_bin()), "import", str(config), str(tsv), *TSV_COLUMNS],
             check=True,
             env=env,
             cwd=REPO_ROOT,

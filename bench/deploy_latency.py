@@ -46,7 +46,7 @@ from typing import Any
 
 from bench.lib.prefect_api import Api, epoch_s
 from bench.lib.report import format_table, write_json
-from bench.lib.tools import REPO_ROOT, WORK_DIR, machine_info, ours_bin
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, machine_info, ours_bin
 
 TARGET_S = 30.0
 LOCAL_UP = REPO_ROOT / "deployments" / "local-up.sh"
@@ -93,7 +93,7 @@ def import_umls(work: Path, epochs: int) -> Path:
     path = work / "config.json"
     path.write_text(json.dumps(config, indent=2))
     subprocess.run(
-        [str(ours_bin()), "import", str(path), str(UMLS), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+        [str(ours_bin()), "import", str(path), str(UMLS), *TSV_COLUMNS],
         check=True,
         cwd=work,
         env=clean_env(work / "prefect-import"),

@@ -29,7 +29,7 @@ from pathlib import Path
 from bench.lib.graphs.powerlaw import ensure_graph
 from bench.lib.report import format_table, mib, ratio, write_json
 from bench.lib.runner import run_measured
-from bench.lib.tools import WORK_DIR, machine_info, ours_bin, pbg_bin
+from bench.lib.tools import TSV_COLUMNS, WORK_DIR, machine_info, ours_bin, pbg_bin
 
 NODES, RELATIONS, SEED = 1_000_000, 10, 0
 CASE_DIR = WORK_DIR / "import_speed"
@@ -77,12 +77,7 @@ def run_tool(tool: str, tsv: Path, edges: int) -> dict[str, object]:
             "import",
             "config.py",
             str(tsv),
-            "--lhs-col",
-            "0",
-            "--rel-col",
-            "1",
-            "--rhs-col",
-            "2",
+            *TSV_COLUMNS,
             "--delimiter",
             "\t",
             "-p",
@@ -91,12 +86,7 @@ def run_tool(tool: str, tsv: Path, edges: int) -> dict[str, object]:
     else:
         argv = [
             pbg_bin("torchbiggraph_import_from_tsv"),
-            "--lhs-col",
-            "0",
-            "--rel-col",
-            "1",
-            "--rhs-col",
-            "2",
+            *TSV_COLUMNS,
             "config.py",
             str(tsv),
         ]

@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.lib.graphs.powerlaw import ensure_graph
 from bench.lib.report import format_table, write_json
-from bench.lib.tools import REPO_ROOT, WORK_DIR, machine_info, ours_bin
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, machine_info, ours_bin
 from tasks.runs import open_run
 
 ENGINE_METHODS = (
@@ -219,12 +219,7 @@ def prepare(work: Path, graph: Path, partitions: int, epochs: int) -> dict[str, 
                 "import",
                 str(configs["loop"]),
                 str(graph),
-                "--lhs-col",
-                "0",
-                "--rel-col",
-                "1",
-                "--rhs-col",
-                "2",
+                *TSV_COLUMNS,
             ],
             check=True,
             cwd=REPO_ROOT,

@@ -28,7 +28,16 @@ from typing import NamedTuple
 
 from bench.lib.report import format_table, mib, write_json
 from bench.lib.runner import run_measured, tail
-from bench.lib.tools import BENCH_DIR, REPO_ROOT, WORK_DIR, ToolMissingError, eval_metrics, machine_info, ours_bin
+from bench.lib.tools import (
+    BENCH_DIR,
+    REPO_ROOT,
+    TSV_COLUMNS,
+    WORK_DIR,
+    ToolMissingError,
+    eval_metrics,
+    machine_info,
+    ours_bin,
+)
 
 CONFIG = BENCH_DIR / "configs" / "kg_complex.py"
 DATA_DIR = REPO_ROOT / "data" / "kg"
@@ -59,12 +68,7 @@ def import_argv(pbg: str, data: Path) -> list[str]:
         "import",
         str(CONFIG),
         *(str(data / f"{s}.txt") for s in SPLITS),
-        "--lhs-col",
-        "0",
-        "--rel-col",
-        "1",
-        "--rhs-col",
-        "2",
+        *TSV_COLUMNS,
     ]
 
 

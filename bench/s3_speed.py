@@ -33,7 +33,7 @@ from bench.lib.graphs.powerlaw import ensure_graph
 from bench.lib.report import format_table, write_json
 from bench.lib.runner import run_measured
 from bench.lib.s3_server import S3Server, create_bucket
-from bench.lib.tools import REPO_ROOT, WORK_DIR, machine_info, ours_bin
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, machine_info, ours_bin
 
 TARGET_RATIO = 1.15
 
@@ -96,7 +96,7 @@ def import_both(roots: dict[str, str], tsv: Path, work: Path, env: dict[str, str
         cfg.write_text(json.dumps(config_dict(root, epochs)))
         print(f"[{name}] importing {tsv.name} ...", flush=True)
         subprocess.run(
-            [str(ours_bin()), "import", str(cfg), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+            [str(ours_bin()), "import", str(cfg), str(tsv), *TSV_COLUMNS],
             check=True,
             env={**os.environ, **env},
             cwd=REPO_ROOT,

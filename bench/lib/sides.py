@@ -26,7 +26,7 @@ from bench.lib import stats
 from bench.lib.logs import pbg_buckets
 from bench.lib.report import mib
 from bench.lib.runner import RunResult, run_measured, tail
-from bench.lib.tools import ToolMissingError, ours_bin, pbg_bin
+from bench.lib.tools import TSV_COLUMNS, ToolMissingError, ours_bin, pbg_bin
 
 IMPORT_DONE = "import.done"  # marker: the importer finished for this graph in this directory
 
@@ -107,7 +107,7 @@ def run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> 
         return {"status": "cached", **json.loads(marker.read_text())}
     if workdir.exists():
         shutil.rmtree(workdir)  # a half-finished import must not be mistaken for a complete one
-    argv = [*side.import_argv, config, graph, "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
+    argv = [*side.import_argv, config, graph, *TSV_COLUMNS]
     run = run_measured(argv, workdir, "import")
     record = {
         "status": "ok" if run.ok else "failed",

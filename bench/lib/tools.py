@@ -18,6 +18,8 @@ RESULTS_DIR = BENCH_DIR / "results"
 WORK_DIR = BENCH_DIR / "work"
 OURS_VENV = REPO_ROOT / ".venv"
 PBG_VENV = BENCH_DIR / ".pbg-venv"
+# The columns of a ``lhs<TAB>rel<TAB>rhs`` file, as both importers take them.
+TSV_COLUMNS = ("--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2")
 
 
 class ToolMissingError(RuntimeError):
