@@ -59,55 +59,55 @@ pbg-venv:
 	bash bench/setup_pbg_venv.sh
 
 bench-quality: $(STAMP)
-	$(PY) bench/quality.py
+	$(PY) -m bench.quality
 
 bench-speed: $(STAMP) pbg-venv
-	$(PY) bench/speed.py
+	$(PY) -m bench.speed
 
 ## whole train commands, PBG 1.0.0 vs ours (UMLS demo, KG, config A); BENCH_LOCK=/tmp/pbg-bench.lock on a shared machine
 bench-whole-run: $(STAMP) pbg-venv
-	$(PY) bench/whole_run.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
+	$(PY) -m bench.whole_run $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
 bench-overhead: $(STAMP)
-	$(PY) bench/overhead.py
+	$(PY) -m bench.overhead
 
 bench-prefect-costs: $(STAMP)
-	$(PY) bench/prefect_costs.py
+	$(PY) -m bench.prefect_costs
 
 bench-crash: $(STAMP)
-	$(PY) bench/crash.py
+	$(PY) -m bench.crash
 
 bench-s3-speed: $(STAMP)
 	$(PY) bench/s3_speed.py
 
 bench-import: $(STAMP) pbg-venv
-	$(PY) bench/import_speed.py
+	$(PY) -m bench.import_speed
 
 bench-export: $(STAMP) pbg-venv
-	$(PY) bench/export_speed.py
+	$(PY) -m bench.export_speed
 
 bench-deploy-latency: $(STAMP)
-	$(PY) bench/deploy_latency.py
+	$(PY) -m bench.deploy_latency
 
 ## LiveJournal-sized graph (4.85M nodes, 68.5M edges, d=1024, 8 partitions), one epoch, PBG 1.0.0 beside it: about 45 min, about 49 GB of free disk
 bench-livejournal: $(STAMP) pbg-venv
-	$(PY) bench/livejournal.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
+	$(PY) -m bench.livejournal $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
 ## 1 machine vs 2 Dask workers on an 8.08M-edge 4x4 planted graph: MRR parity (3 seeds; delta and average merges), scaling with its ceiling pair: about 45 min
 bench-cluster-scaling: $(STAMP)
-	$(PY) bench/cluster_scaling.py $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
+	$(PY) -m bench.cluster_scaling $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
 ## kill -9 of a Dask worker (command-line cluster on 127.0.0.1) while training, saving, committing: a few minutes
 bench-cluster-faults: $(STAMP)
-	$(PY) bench/cluster_faults.py
+	$(PY) -m bench.cluster_faults
 
 ## docs/scaling.md's predictions: epoch time of a Twitter-sized graph on 1-64 machines from the measured per-bucket costs (a few minutes)
 bench-scaling-model: $(STAMP)
-	$(PY) bench/scaling_model.py
+	$(PY) -m bench.scaling_model
 
 ## simulated days on an 800k-edge growing graph: incremental retraining vs from scratch every day, ~15 minutes
 bench-retrain-days: $(STAMP)
-	$(PY) bench/retrain_days.py
+	$(PY) -m bench.retrain_days
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

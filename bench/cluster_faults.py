@@ -16,7 +16,7 @@ warnings: a killed machine's bucket is given to another) at most 1 per kill; eve
 every epoch recorded exactly once in training_stats.json (no duplicated row); every committed
 version and the final one load (``pbg eval`` on the result). Writes bench/results/cluster_faults.json.
 
-    .venv/bin/python bench/cluster_faults.py [--edges 400000] [--epochs 3]
+    .venv/bin/python -m bench.cluster_faults [--edges 400000] [--epochs 3]
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import WORK_DIR, format_table, ours_bin, write_json
-from gen_graph import ensure_graph
+from bench.lib import stats
+from bench.lib.graphs.powerlaw import ensure_graph
+from bench.lib.report import format_table, write_json
+from bench.lib.tools import WORK_DIR, ours_bin
+from storage.stats_log import SUMMARY_KEY
 
 HOST = "127.0.0.1"
 DASK = str(Path(sys.executable).with_name("dask"))
@@ -194,12 +197,7 @@ def run_one(moment: str, root: Path, config: dict[str, object], epochs: int) -> 
     wall = time.monotonic() - started
     output = done.stdout + done.stderr
     (root / "output.log").write_text(output)
-    rows = (
-        [json.loads(line) for line in (checkpoint / "training_stats.json").read_text().splitlines()]
-        if (checkpoint / "training_stats.json").exists()
-        else []
-    )
-    buckets = [r["index"] for r in rows if "eval_stats_chunk_avg" not in r]
+    buckets = [r["index"] for r in stats.read_rows(checkpoint) if SUMMARY_KEY not in r]
     evaluation = subprocess.run(
         [str(ours_bin()), "eval", str(config_file)],
         env=env,

@@ -17,7 +17,7 @@ version the pointer names load completely. Then it starts the run again. After
   the kill is the in-flight one and is always redone;
 - no stats row (keyed by bucket index) appears twice in training_stats.json.
 
-Run: ``.venv/bin/python bench/crash.py [--kills 24] [--epochs 12] [--edges 1000000] [--seed 0]``
+Run: ``.venv/bin/python -m bench.crash [--kills 24] [--epochs 12] [--edges 1000000] [--seed 0]``
 (about 10-15 minutes here). Writes bench/results/crash.json.
 """
 
@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
-
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-
-from s3_server import S3Server, create_bucket
+from bench.lib import stats
+from bench.lib.graphs.powerlaw import ensure_graph
+from bench.lib.report import format_table, write_json
+from bench.lib.s3_server import S3Server, create_bucket
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, eval_metrics, machine_info, ours_bin
+from storage.stats_log import SUMMARY_KEY
 
 # Phase -> (log line that arms the kill, which occurrence in the run, delay range in seconds).
 PHASES: dict[str, tuple[str, int, tuple[float, float]]] = {
@@ -82,22 +82,7 @@ class RunRecord:
 def make_graph(args: argparse.Namespace, work: Path) -> Path:
     """The power-law TSV (cached by size and seed)."""
     tsv = work / f"graph-n{args.nodes}-e{args.edges}-s{args.seed}.tsv"
-    if not tsv.exists():
-        subprocess.run(
-            [
-                sys.executable,
-                str(REPO_ROOT / "bench" / "gen_graph.py"),
-                "--nodes",
-                str(args.nodes),
-                "--edges",
-                str(args.edges),
-                "--seed",
-                str(args.seed),
-                "--out",
-                str(tsv),
-            ],
-            check=True,
-        )
+    ensure_graph(tsv, args.nodes, args.edges, 1, args.seed)
     return tsv
 
 
@@ -184,8 +169,7 @@ def run_once(
 
 def check_committed(checkpoint_url: str) -> tuple[int, bool, str]:
     """(committed version, whether all its files load, problem)."""
-    from pbg_core.types import Bucket  # noqa: F401  (imports the package with the repo on sys.path)
-    from storage.checkpoints import CheckpointStore
+    from storage.checkpoints import CheckpointStore  # local: keeps `--help` fast
 
     store = CheckpointStore(checkpoint_url)
     version = store.read_version()
@@ -215,14 +199,9 @@ def lost_work(runs: list[RunRecord]) -> list[int]:
 
 def duplicate_rows(checkpoint_url: str) -> tuple[int, int]:
     """(rows, duplicated (index, kind) keys) of training_stats.json."""
-    from storage.fs import reads
-
-    text = reads.read_text(f"{checkpoint_url}/training_stats.json")
-    keys = collections.Counter()
-    for line in text.splitlines():
-        if line.strip():
-            row = json.loads(line)
-            keys[(row["index"], "chunk_avg" if "eval_stats_chunk_avg" in row else "bucket")] += 1
+    keys = collections.Counter(
+        (row["index"], "chunk_avg" if SUMMARY_KEY in row else "bucket") for row in stats.read_rows(checkpoint_url)
+    )
     return sum(keys.values()), sum(1 for count in keys.values() if count > 1)
 
 
@@ -271,7 +250,7 @@ def final_checks(
     eval_out = subprocess.run(
         [str(ours_bin()), "eval", str(config), "--json"], env=env, cwd=REPO_ROOT, capture_output=True, text=True
     )
-    metrics = json.loads(eval_out.stdout.strip().splitlines()[-1]) if eval_out.returncode == 0 else {}
+    metrics = eval_metrics(eval_out.stdout) if eval_out.returncode == 0 else {}
     lost = lost_work(runs)
     rows, duplicated = duplicate_rows(checkpoint_url)
     kills = [r for r in runs if r.killed]
@@ -346,7 +325,7 @@ def main() -> int:
         config = write_config(work, bucket, args)
         print(f"importing {tsv.name} to s3://{bucket}/data ...", flush=True)
         subprocess.run(
-            [str(ours_bin()), "import", str(config), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+            [str(ours_bin()), "import", str(config), str(tsv), *TSV_COLUMNS],
             check=True,
             env=env,
             cwd=REPO_ROOT,

@@ -25,7 +25,7 @@ PASS when the worker path's largest ``first_batch_s`` is under 30 s. The stack i
 brought down (``deployments/local-down.sh``), on errors and Ctrl-C too. Writes
 bench/results/deploy_latency.json.
 
-Run: ``.venv/bin/python bench/deploy_latency.py [--repeats 3] [--quick]``
+Run: ``.venv/bin/python -m bench.deploy_latency [--repeats 3] [--quick]``
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
-from prefect_api import Api, epoch_s
+from bench.lib.prefect_api import Api, epoch_s
+from bench.lib.report import format_table, write_json
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, machine_info, ours_bin
 
 TARGET_S = 30.0
 LOCAL_UP = REPO_ROOT / "deployments" / "local-up.sh"
@@ -93,7 +93,7 @@ def import_umls(work: Path, epochs: int) -> Path:
     path = work / "config.json"
     path.write_text(json.dumps(config, indent=2))
     subprocess.run(
-        [str(ours_bin()), "import", str(path), str(UMLS), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+        [str(ours_bin()), "import", str(path), str(UMLS), *TSV_COLUMNS],
         check=True,
         cwd=work,
         env=clean_env(work / "prefect-import"),

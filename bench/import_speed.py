@@ -1,7 +1,7 @@
 """Import speed and memory: our `pbg import` vs PyPI PBG 1.0.0's `torchbiggraph_import_from_tsv`.
 
 The graph (cached under bench/work/): 10M edges, string ids ``n<k>`` (about 1M distinct
-entities, power-law degrees, bench/gen_graph.py), 10 relations ``r0..r9``, one entity type in
+entities, power-law degrees, bench.lib.graphs.powerlaw), 10 relations ``r0..r9``, one entity type in
 2 partitions (2x2 buckets). Runs, each in a fresh directory with the same PBG ``.py`` config:
 
 - ours on the full 10M-edge file, three times (the median is reported: shared machines are noisy);
@@ -10,12 +10,12 @@ entities, power-law degrees, bench/gen_graph.py), 10 relations ``r0..r9``, one e
   importer is single-threaded Python holding everything in memory, so its full 10M run is
   too slow to be worth running here; the like-for-like ratio is on the slice.
 
-Each command is measured by bench/_common.run_measured (wall time including interpreter start,
+Each command is measured by bench.lib.runner.run_measured (wall time including interpreter start,
 peak RSS/PSS of the process tree). Bars: ours >= 1M edges/s on 10M edges (median run), >= 15x PBG
 on the slice, and peak RSS on 20M edges at most 1.10x that on 10M (memory must not grow with
 the number of edges).
 
-Run: ``python bench/import_speed.py [--skip-pbg] [--edges N] [--slice N] [--repeat K]``; writes
+Run: ``python -m bench.import_speed [--skip-pbg] [--edges N] [--slice N] [--repeat K]``; writes
 bench/results/import_speed.json.
 """
 
@@ -26,14 +26,16 @@ import shutil
 import sys
 from pathlib import Path
 
-from _common import WORK_DIR, format_table, machine_info, mib, ours_bin, pbg_bin, ratio, run_measured, write_json
-from gen_graph import ensure_graph
+from bench.lib.graphs.powerlaw import ensure_graph
+from bench.lib.report import format_table, mib, ratio, write_json
+from bench.lib.runner import run_measured
+from bench.lib.tools import TSV_COLUMNS, WORK_DIR, machine_info, ours_bin, pbg_bin
 
 NODES, RELATIONS, SEED = 1_000_000, 10, 0
 CASE_DIR = WORK_DIR / "import_speed"
 RSS_GROWTH_BAR = 1.10  # peak RSS on twice the edges over the same entities
 
-CONFIG = '''"""Import benchmark config (bench/import_speed.py): PBG format, relative paths."""
+CONFIG = '''"""Import benchmark config (bench.import_speed): PBG format, relative paths."""
 
 
 def get_torchbiggraph_config():
@@ -75,12 +77,7 @@ def run_tool(tool: str, tsv: Path, edges: int) -> dict[str, object]:
             "import",
             "config.py",
             str(tsv),
-            "--lhs-col",
-            "0",
-            "--rel-col",
-            "1",
-            "--rhs-col",
-            "2",
+            *TSV_COLUMNS,
             "--delimiter",
             "\t",
             "-p",
@@ -89,12 +86,7 @@ def run_tool(tool: str, tsv: Path, edges: int) -> dict[str, object]:
     else:
         argv = [
             pbg_bin("torchbiggraph_import_from_tsv"),
-            "--lhs-col",
-            "0",
-            "--rel-col",
-            "1",
-            "--rhs-col",
-            "2",
+            *TSV_COLUMNS,
             "config.py",
             str(tsv),
         ]

@@ -12,7 +12,7 @@ sparse backward of :mod:`pbg_core.training.fast_backward` (``--sparse-max-densit
 its threshold: -1 forces the dense backward, 1 the sparse one). CPU-time rates are the
 ones to compare when the machine is shared.
 
-Run: ``.venv/bin/python bench/micro_train_step.py [--edges 50000] [--passes 3] [--configs A]``.
+Run: ``.venv/bin/python -m bench.micro_train_step [--edges 50000] [--passes 3] [--configs A]``.
 """
 
 from __future__ import annotations

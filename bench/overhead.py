@@ -14,7 +14,7 @@ overhead, reported per bucket and per iteration. The loop run gives the
 whole-run baseline for the percentage. Prints a table, writes
 bench/results/overhead.json.
 
-    .venv/bin/python bench/overhead.py [--quick] [--epochs 2] [--partitions 2]
+    .venv/bin/python -m bench.overhead [--quick] [--epochs 2] [--partitions 2]
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, write_json
-from gen_graph import ensure_graph
-
+from bench.lib.graphs.powerlaw import ensure_graph
+from bench.lib.report import format_table, write_json
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, machine_info, ours_bin
 from tasks.runs import open_run
 
 ENGINE_METHODS = (
@@ -200,7 +199,7 @@ def child(mode: str, config_path: str, out: str) -> int:
 
 def spawn(mode: str, config_path: Path, out: Path) -> dict[str, Any]:
     """Run one side in a fresh interpreter and read its record."""
-    cmd = [sys.executable, __file__, "--child", mode, "--config", str(config_path), "--out", str(out)]
+    cmd = [sys.executable, "-m", "bench.overhead", "--child", mode, "--config", str(config_path), "--out", str(out)]
     subprocess.run(cmd, check=True, cwd=REPO_ROOT)
     return json.loads(out.read_text())
 
@@ -220,12 +219,7 @@ def prepare(work: Path, graph: Path, partitions: int, epochs: int) -> dict[str, 
                 "import",
                 str(configs["loop"]),
                 str(graph),
-                "--lhs-col",
-                "0",
-                "--rel-col",
-                "1",
-                "--rhs-col",
-                "2",
+                *TSV_COLUMNS,
             ],
             check=True,
             cwd=REPO_ROOT,

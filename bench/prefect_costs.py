@@ -1,6 +1,6 @@
 """What Prefect itself costs a run, measured on a minimal flow, and what each of our patterns saves.
 
-Each run is a fresh process (bench/prefect_minimal_flow.py) running a flow of N subflows of K
+Each run is a fresh process (bench.prefect_minimal_flow) running a flow of N subflows of K
 no-op tasks (default 20 x 9: one training iteration's shape without the work), under four
 variants run alternately (``--repeats`` rounds):
 
@@ -15,7 +15,7 @@ between one body's end and the next body's start (what sits between two iteratio
 shutdown (last body's end -> process exit) and the whole run; plus the ratio to ``prefect``.
 Writes bench/results/prefect_costs.json. See docs/prefect-costs.md for what is behind each step.
 
-    .venv/bin/python bench/prefect_costs.py [--repeats 3] [--subflows 20] [--tasks 9]
+    .venv/bin/python -m bench.prefect_costs [--repeats 3] [--subflows 20] [--tasks 9]
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import BENCH_DIR, format_table, machine_info, ratio, write_json
+from bench.lib.report import format_table, ratio, write_json
+from bench.lib.tools import REPO_ROOT, machine_info
 
 VARIANTS = ("prefect", "no-heartbeat", "embedded", "pipelined")
-CHILD = BENCH_DIR / "prefect_minimal_flow.py"
+CHILD = "bench.prefect_minimal_flow"  # run as a module of a fresh interpreter, from the repository
 
 
 def run_once(variant: str, subflows: int, tasks: int, prefect_home: Path) -> dict[str, float]:
@@ -43,8 +44,9 @@ def run_once(variant: str, subflows: int, tasks: int, prefect_home: Path) -> dic
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
     spawned = time.time()
     done = subprocess.run(
-        [sys.executable, str(CHILD), "--variant", variant, "--subflows", str(subflows), "--tasks", str(tasks)],
+        [sys.executable, "-m", CHILD, "--variant", variant, "--subflows", str(subflows), "--tasks", str(tasks)],
         env=env,
+        cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=900,

@@ -1,4 +1,4 @@
-"""One minimal Prefect run for bench/prefect_costs.py: a flow of N subflows of K no-op tasks.
+"""One minimal Prefect run for bench.prefect_costs: a flow of N subflows of K no-op tasks.
 
 Run in a fresh process per measurement; prints one JSON line of wall-clock marks (``time.time()``,
 so the caller can measure from before it spawned the process): when each subflow body started
@@ -23,7 +23,6 @@ import os
 import sys
 import time
 from functools import partial
-from pathlib import Path
 
 VARIANTS = ("prefect", "no-heartbeat", "embedded", "pipelined")
 
@@ -39,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subflows", type=int, default=20)
     parser.add_argument("--tasks", type=int, default=9)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     embedded = args.variant in ("embedded", "pipelined")
     server_cm = contextlib.nullcontext()
     if embedded:

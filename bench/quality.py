@@ -13,32 +13,30 @@ bench/work/quality/<set>/:
 Reported: mean and sample std over seeds of filtered MRR, Hits@1, Hits@10, next to PBG's
 reference (data/kg/README.md); PASS when mean MRR >= the reference MRR.
 
-Run: ``python bench/quality.py [--sets umls,nations] [--seeds 0,1,2] [--epochs 50] [--dry-run]``;
+Run: ``python -m bench.quality [--sets umls,nations] [--seeds 0,1,2] [--epochs 50] [--dry-run]``;
 writes bench/results/quality.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from _common import (
+from bench.lib.report import format_table, mib, write_json
+from bench.lib.runner import run_measured, tail
+from bench.lib.tools import (
     BENCH_DIR,
     REPO_ROOT,
+    TSV_COLUMNS,
     WORK_DIR,
     ToolMissingError,
-    format_table,
+    eval_metrics,
     machine_info,
-    mib,
     ours_bin,
-    run_measured,
-    tail,
-    write_json,
 )
 
 CONFIG = BENCH_DIR / "configs" / "kg_complex.py"
@@ -70,12 +68,7 @@ def import_argv(pbg: str, data: Path) -> list[str]:
         "import",
         str(CONFIG),
         *(str(data / f"{s}.txt") for s in SPLITS),
-        "--lhs-col",
-        "0",
-        "--rel-col",
-        "1",
-        "--rhs-col",
-        "2",
+        *TSV_COLUMNS,
     ]
 
 
@@ -105,14 +98,8 @@ def parse_eval_json(stdout: str) -> dict[str, float]:
     Raises:
         ValueError: If that line is not a JSON object holding every key of EVAL_KEYS.
     """
-    lines = [line for line in stdout.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError("`pbg eval --json` printed nothing on stdout")
-    try:
-        metrics = json.loads(lines[-1])
-    except json.JSONDecodeError as error:
-        raise ValueError(f"last stdout line is not JSON: {lines[-1][:200]!r}") from error
-    missing = [key for key in EVAL_KEYS if not isinstance(metrics, dict) or key not in metrics]
+    metrics = eval_metrics(stdout)
+    missing = [key for key in EVAL_KEYS if key not in metrics]
     if missing:
         raise ValueError(f"eval JSON lacks {missing}; expected keys {list(EVAL_KEYS)}")
     return {key: float(metrics[key]) for key in EVAL_KEYS}

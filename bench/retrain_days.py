@@ -19,7 +19,7 @@ training ("untrained": the start random or neighbor-mean gives them);
 cumulative seconds of the ``pbg train`` commands (whole command, start-up included) and of the
 training itself (``timing.train`` of the stats), with the ratio to scratch; train edges/s.
 
-Run: ``.venv/bin/python bench/retrain_days.py`` (about 10 minutes); ``--quick`` is a small smoke
+Run: ``.venv/bin/python -m bench.retrain_days`` (about 10 minutes); ``--quick`` is a small smoke
 version. Results: bench/results/retrain_days.json.
 """
 
@@ -32,8 +32,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import WORK_DIR, format_table, machine_info, ours_bin, ratio, run_measured, write_json
-from retrain_days_data import DayPlan, ensure_days
+from bench.lib import stats
+from bench.lib.graphs.days import DayPlan, ensure_days
+from bench.lib.report import format_table, ratio, write_json
+from bench.lib.runner import run_measured
+from bench.lib.tools import WORK_DIR, eval_metrics, machine_info, ours_bin
 
 INITS = ("random", "neighbor_mean")
 TESTS = ("test", "test_new", "test_last")
@@ -83,10 +86,9 @@ def train(config: Path, cwd: Path, log: str) -> dict[str, Any]:
     """``pbg train``: whole-command seconds, training seconds and edges from its stats."""
     wall = pbg(["train", config], cwd, log)["wall_s"]
     checkpoint = Path(json.loads(config.read_text())["checkpoint_path"])
-    rows = [json.loads(line) for line in (checkpoint / "training_stats.json").read_text().splitlines()]
-    rows = [row for row in rows if "timing" in row]
-    seconds = sum(row["timing"].get("train", 0.0) for row in rows)
-    edges = sum(row["stats"]["count"] for row in rows)
+    rows = stats.bucket_rows(checkpoint)
+    seconds = stats.total_or_zero(rows, "timing", "train")
+    edges = stats.edges(rows)
     return {"wall_s": wall, "train_s": seconds, "edges": edges, "edges_per_s": ratio(edges, seconds)}
 
 
@@ -96,7 +98,7 @@ def evaluate(config: Path, tests: dict[str, Path], filters: list[Path], cwd: Pat
     for name, path in tests.items():
         args: list[Any] = ["eval", config, "--filtered", "--json", "-p", "relations.0.all_negs=true"]
         args += ["-p", f"edge_paths={path}", *[a for f in [*filters, path] for a in ("--filter-path", f)]]
-        metrics = json.loads(pbg(args, cwd, f"eval-{name}")["stdout"].strip().splitlines()[-1])
+        metrics = eval_metrics(pbg(args, cwd, f"eval-{name}")["stdout"])
         out[name] = {"mrr": metrics["mrr"], "r10": metrics["r10"], "count": metrics["count"]}
     return out
 

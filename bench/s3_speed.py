@@ -12,7 +12,7 @@ time the stats rows attribute to partition IO, edge loading and bucket saves on 
 side, so a regression shows where it comes from. Sides alternate ``--repeats`` times;
 the medians are compared. Writes bench/results/s3_speed.json.
 
-Run: ``.venv/bin/python bench/s3_speed.py [--epochs 3] [--repeats 1] [--quick]``
+Run: ``.venv/bin/python -m bench.s3_speed [--epochs 3] [--repeats 1] [--quick]``
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, WORK_DIR, format_table, machine_info, ours_bin, run_measured, write_json
-from gen_graph import ensure_graph
-
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-from s3_server import S3Server, create_bucket
+from bench.lib import stats
+from bench.lib.graphs.powerlaw import ensure_graph
+from bench.lib.report import format_table, write_json
+from bench.lib.runner import run_measured
+from bench.lib.s3_server import S3Server, create_bucket
+from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, WORK_DIR, machine_info, ours_bin
 
 TARGET_RATIO = 1.15
 
@@ -63,20 +62,14 @@ def config_dict(root: str, epochs: int) -> dict[str, Any]:
 
 def stats_breakdown(checkpoint_url: str) -> dict[str, float]:
     """Seconds the stats rows attribute to training, partition IO, edge loading and saves."""
-    from storage.fs import reads
-
-    totals = {"train": 0.0, "partition_io": 0.0, "load_edges": 0.0, "save": 0.0, "buckets": 0}
-    for line in reads.read_text(f"{checkpoint_url}/training_stats.json").splitlines():
-        row = json.loads(line) if line.strip() else {}
-        if "stats" not in row:
-            continue
-        timing = row.get("timing", {})
-        totals["train"] += timing.get("train", 0.0)
-        totals["load_edges"] += timing.get("load_edges", 0.0)
-        totals["save"] += timing.get("save", 0.0)
-        totals["partition_io"] += row.get("io", {}).get("seconds", 0.0)
-        totals["buckets"] += 1
-    return totals
+    rows = stats.bucket_rows(checkpoint_url)
+    return {
+        "train": stats.total_or_zero(rows, "timing", "train"),
+        "partition_io": stats.total_or_zero(rows, "io", "seconds"),
+        "load_edges": stats.total_or_zero(rows, "timing", "load_edges"),
+        "save": stats.total_or_zero(rows, "timing", "save"),
+        "buckets": len(rows),
+    }
 
 
 def run_side(name: str, config: dict[str, Any], work: Path, env: dict[str, str], attempt: int) -> dict[str, Any]:
@@ -103,7 +96,7 @@ def import_both(roots: dict[str, str], tsv: Path, work: Path, env: dict[str, str
         cfg.write_text(json.dumps(config_dict(root, epochs)))
         print(f"[{name}] importing {tsv.name} ...", flush=True)
         subprocess.run(
-            [str(ours_bin()), "import", str(cfg), str(tsv), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"],
+            [str(ours_bin()), "import", str(cfg), str(tsv), *TSV_COLUMNS],
             check=True,
             env={**os.environ, **env},
             cwd=REPO_ROOT,

@@ -18,11 +18,11 @@ since. Two save policies (:class:`Storage`):
 - ``on-eviction`` (PBG with ``num_partition_servers: 0``): a machine saves a partition only when
   it moves on to a bucket without it, when another machine needs it, and at the end of the pass.
 
-Every input is a measurement of this project on this machine (bench/cluster_scaling.py) or a
+Every input is a measurement of this project on this machine (bench.cluster_scaling) or a
 stated assumption (cores per machine, storage bandwidth); the defaults are the figures
 docs/scaling.md quotes. Writes bench/results/scaling_model.json.
 
-    .venv/bin/python bench/scaling_model.py [--edge-rate 315000] [--cores 32] [--storage-mbps 200 1250] ...
+    .venv/bin/python -m bench.scaling_model [--edge-rate 315000] [--cores 32] [--storage-mbps 200 1250] ...
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ import heapq
 import sys
 from dataclasses import dataclass, field
 
-from _common import format_table, write_json
-
+from bench.lib.report import format_table, write_json
 from pbg_core.distributed.bucket_locks import BucketLocks
 from pbg_core.types import Bucket
 

@@ -1,13 +1,13 @@
 """This machine's single-precision matmul (sgemm) throughput, measured with torch.
 
-It is the yardstick for "achieved fraction of sgemm FLOP/s" in bench/speed.py: a training run's
+It is the yardstick for "achieved fraction of sgemm FLOP/s" in bench.speed: a training run's
 useful FLOP/s (model FLOPs per edge x edges/s) divided by what the same cores reach on large
 square float32 matmuls. Measured with 1 thread and with all usable threads (the CPU affinity
 mask, which is what the HOGWILD workers share). Each figure is the best of ``repeats`` timed
 matmuls after a warm-up, because on a shared machine the best run is the least disturbed one.
 FLOPs of an n x n by n x n matmul: 2 n^3.
 
-Run: ``python bench/sgemm.py [--size 2048] [--repeats 5]``; prints a table and JSON, writes
+Run: ``python -m bench.sgemm [--size 2048] [--repeats 5]``; prints a table and JSON, writes
 bench/results/sgemm.json.
 """
 
@@ -20,7 +20,9 @@ import sys
 import time
 
 import torch
-from _common import format_table, machine_info, write_json
+
+from bench.lib.report import format_table, write_json
+from bench.lib.tools import machine_info
 
 
 def measure_sgemm(size: int, threads: int, repeats: int) -> dict[str, float | int]:

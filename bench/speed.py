@@ -1,12 +1,12 @@
 """Training speed and memory, PyPI PBG 1.0.0 vs our `pbg`, side by side in one run.
 
 For each config (bench/configs/speed_a.py, speed_b.py, speed_c.py) on one seeded synthetic
-graph (bench/gen_graph.py, bench/gen_kg.py for C), each tool imports the TSV with its own
+graph (bench.lib.graphs.powerlaw, bench.lib.graphs.kg for C), each tool imports the TSV with its own
 importer and trains from scratch with the same config file; the script then reports, per tool
 and as ours/PBG ratios:
-- train edges/s (each tool's own compute timer; see speed_sides.py) and wall-clock edges/s;
-- wall time of the train command, peak RSS and PSS of its whole process tree (see _common.py);
-- achieved fraction of this machine's sgemm FLOP/s (flops.py model x edges/s / sgemm.py).
+- train edges/s (each tool's own compute timer; see bench.lib.sides) and wall-clock edges/s;
+- wall time of the train command, peak RSS and PSS of its whole process tree (see bench.lib.processes);
+- achieved fraction of this machine's sgemm FLOP/s (bench.lib.flops model x edges/s / bench.sgemm).
 Targets: config A ours/PBG >= 3x edges/s, B and C >= 2x, peak tree RSS ours <= PBG. Config C
 also trains ours a second time with N3 (``-p regularization_coef=1e-3``, which PBG 1.0.0 lacks):
 target N3 edges/s >= 0.9x ours without it.
@@ -16,24 +16,25 @@ Graphs: A = 200k nodes, 2M edges, 1 relation; B = 200k nodes, 200k edges, 10 rel
 --quick shrinks all 10x (smoke run). Machines are shared and noisy: only compare numbers from
 one run, and prefer the ratios.
 
-Run: ``python bench/speed.py [--only A|B|C] [--epochs N] [--quick] [--skip-pbg] [--skip-ours]``;
+Run: ``python -m bench.speed [--only A|B|C] [--epochs N] [--quick] [--skip-pbg] [--skip-ours]``;
 writes bench/results/speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import BENCH_DIR, WORK_DIR, format_table, machine_info, ratio, write_json
-from flops import train_flops_per_edge
-from gen_graph import ensure_graph
-from gen_kg import KGShape, ensure_kg
-from sgemm import measure_machine
-from speed_sides import SideCommands, build_sides, run_side, variant
+from bench.lib.configs import load_config_dict
+from bench.lib.flops import train_flops_per_edge
+from bench.lib.graphs.kg import KGShape, ensure_kg
+from bench.lib.graphs.powerlaw import ensure_graph
+from bench.lib.report import format_table, ratio, write_json
+from bench.lib.sides import SideCommands, build_sides, run_side, variant
+from bench.lib.tools import BENCH_DIR, WORK_DIR, machine_info
+from bench.sgemm import measure_machine
 
 
 @dataclass(frozen=True)
@@ -92,16 +93,6 @@ def case_sides(case: SpeedCase, sides: list[SideCommands]) -> list[SideCommands]
     ours = next((side for side in sides if side.tool == "ours"), None)
     extra = [variant(ours, v.name, list(v.overrides)) for v in case.variants] if ours else []
     return [*sides, *extra]
-
-
-def load_config_dict(path: Path) -> dict[str, object]:
-    """Call ``get_torchbiggraph_config()`` of a PBG-format .py config file."""
-    spec = importlib.util.spec_from_file_location(f"bench_config_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot load config file {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_torchbiggraph_config()
 
 
 def add_flops(side: dict[str, object], flops_per_edge: float, sgemm: dict[str, object]) -> None:

@@ -5,21 +5,44 @@ them: tests/compat checks it) and trained from scratch with one config file by b
 fresh checkpoint directory per command:
 - ``umls``: data/kg/umls/train.txt, examples/umls/config.py minus ``regularization_coef`` (PBG
   1.0.0 has no N3) and with ``hogwild_delay=0`` (PBG's 2 s epoch-0 sleep), 50 epochs;
-- ``kg``: bench/configs/speed_c.py on bench/gen_kg.py's 257k-edge KG, 10 epochs;
-- ``a``: bench/configs/speed_a.py on the 2M-edge power-law graph of bench/speed.py, 3 epochs.
+- ``kg``: bench/configs/speed_c.py on bench.lib.graphs.kg's 257k-edge KG, 10 epochs;
+- ``a``: bench/configs/speed_a.py on the 2M-edge power-law graph of bench.speed, 3 epochs.
 
 Per run: one unmeasured warm-up command per side (1 epoch: our SQLite database in the script's
 temporary PREFECT_HOME exists afterwards, numba and file caches are warm), then ``--repeats``
 measured commands alternating PBG, ours, PBG, ours, ...; medians are reported. Each command is
-timed from spawn to exit (bench/_common.run_measured, with the peak RSS of its process tree)
+timed from spawn to exit (bench.lib.runner.run_measured, with the peak RSS of its process tree)
 and its log split into start-up, training, gaps between iterations, and the tail after the last
-training (bench/whole_run_logs.py says which line marks what). Bars, on PBG wall / our wall:
+training (see "Where the time goes" below). Bars, on PBG wall / our wall:
 umls >= 1.0x, kg >= 2.0x, a >= 2.0x.
 
-Run: ``python bench/whole_run.py [--only umls|kg|a] [--repeats 3] [--quick] [--skip-pbg]
+Run: ``python -m bench.whole_run [--only umls|kg|a] [--repeats 3] [--quick] [--skip-pbg]
 [--skip-ours] [--lock /tmp/pbg-bench.lock]``. Writes bench/results/whole_run.json (``--quick``:
 whole_run_quick.json); a run of some cases replaces those cases' entries and keeps the others.
 Exit status 1 if any command failed.
+
+Where the time goes. A timeline is the list of per-bucket training intervals (wall-clock start and end, edges and
+the tool's own compute seconds) plus the last checkpoint commit marker. From it and the
+command's spawn time and wall time, ``phases`` splits the run into
+``start-up + training + gaps + tail``: spawn -> first training start, the buckets' training,
+the gaps between one bucket's training end and the next one's start (every bucket is one
+iteration in the benchmark's 1-partition configs), and last training end -> exit (``tail``;
+``shutdown`` is its part after the last commit marker).
+
+Markers, by tool:
+- PBG 1.0.0 logs ``YYYY-MM-DD HH:MM:SS,mmm  [Trainer-0] ( l , r ): bucket i / n : Processed N
+  edges in T s ...`` right after its HOGWILD ``map_async`` returns, and takes ``T`` from a
+  ``time.time()`` read right before it, so training starts at that line's time minus ``T``
+  (the last INFO line before the first batch, ``( l , r ): Loading entities``, comes before
+  the embeddings and edges are loaded; it is kept as ``first_bucket_marker``). Commit:
+  ``Switching to the new checkpoint version``.
+- ours (logger ``pbg_core.session.engine``, ``HH:MM:SS.mmm | LEVEL | name - message``): ``bucket (l, r):
+  training N edges on W workers`` right before the first batch and ``bucket (l, r): trained N
+  edges in T s`` right after the last. Without the first, the start is the end minus ``T``.
+  Commit: ``committing version V`` (optional: None when the line is absent).
+
+Log times have no time zone (both tools use local time, as ``time.localtime``) and ours have no
+date: a clock time is placed on the day that puts it within 12 hours of the spawn.
 """
 
 from __future__ import annotations
@@ -32,36 +55,36 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import (
-    REPO_ROOT,
-    RESULTS_DIR,
-    WORK_DIR,
-    RunResult,
-    ToolMissingError,
-    machine_info,
-    measurement_lock,
-    mib,
-    ratio,
-    run_measured,
-    tail,
-    write_json,
+from bench.lib.configs import load_config_dict, write_config_module
+from bench.lib.logs import (
+    COMMITTING,
+    LOG_LINE,
+    PBG_BUCKET_START,
+    PBG_COMMIT,
+    PBG_LINE,
+    PBG_PROCESSED,
+    TRAINED,
+    TRAINING,
+    clock_time,
+    pbg_time,
 )
-from speed import CASES as SPEED_CASES
-from speed import ensure_case_graph, load_config_dict
-from speed_sides import (
+from bench.lib.quiet import measurement_lock
+from bench.lib.report import format_table, mib, ratio, verdict, write_json
+from bench.lib.runner import RunResult, run_measured, tail
+from bench.lib.sides import (
     SideCommands,
     build_sides,
     ours_commands,
-    read_training_stats,
+    ours_throughput,
     run_import,
     throughput_from_pbg,
-    throughput_from_stats,
 )
-from whole_run_logs import parse_ours, parse_pbg, phases
-from whole_run_tables import print_tables
+from bench.lib.tools import REPO_ROOT, RESULTS_DIR, WORK_DIR, ToolMissingError, machine_info
+from bench.speed import CASES as SPEED_CASES
+from bench.speed import ensure_case_graph
 
 UMLS_CONFIG = REPO_ROOT / "examples" / "umls" / "config.py"
 UMLS_TRAIN = REPO_ROOT / "data" / "kg" / "umls" / "train.txt"
@@ -121,15 +144,11 @@ def write_umls_config(path: Path) -> dict[str, object]:
     paths = {"entity_path": "entities", "edge_paths": ["edges"], "checkpoint_path": "checkpoints"}
     # eval_fraction 0: the demo's own setting (run_demo.sh), so the figures compare with earlier ones.
     config.update(paths, hogwild_delay=0, eval_fraction=0)
-    text = (
-        f'"""Written by bench/whole_run.py from examples/umls/config.py: without {sorted(dropped)}'
-        f" (unknown to PBG 1.0.0), hogwild_delay 0, eval_fraction 0 (as the demo), paths in this"
-        f' directory."""\n\n\n'
-        f"def get_torchbiggraph_config():\n    return {config!r}\n"
+    docstring = (
+        f"Written by bench.whole_run from examples/umls/config.py: without {sorted(dropped)}"
+        " (unknown to PBG 1.0.0), hogwild_delay 0, eval_fraction 0 (as the demo), paths in this directory."
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+    write_config_module(path, docstring, config)
     return {"dropped": dropped, "set": {**paths, "hogwild_delay": 0, "eval_fraction": 0}}
 
 
@@ -181,16 +200,15 @@ def analyse(side: SideCommands, run: RunResult, checkpoint: Path) -> dict[str, o
     }
     if not run.ok:
         return record
-    log = run.stdout + "\n" + run.stderr
+    log = run.text()
     if side.tool == "pbg":
         timeline, throughput, own_total = parse_pbg(log), throughput_from_pbg(run), None
     else:
         timeline = parse_ours(log, run.started_at)
-        stats = checkpoint / "training_stats.json"
-        if not stats.exists():
-            record.update(status="failed", error=f"{stats} not written")
+        throughput = ours_throughput(checkpoint, run.wall_s)
+        if throughput is None:
+            record.update(status="failed", error=f"{checkpoint / 'training_stats.json'} not written")
             return record
-        throughput = throughput_from_stats(read_training_stats(stats), run.wall_s)
         timed = throughput["timing_source"].startswith("training_stats")
         own_total = throughput["compute_s"] if timed else None
     record.update(phases(timeline, run.started_at, run.wall_s, own_total))
@@ -282,6 +300,237 @@ def write_results(name: str, records: dict[str, dict], notes: list[str]) -> Path
     path = RESULTS_DIR / f"{name}.json"
     previous = json.loads(path.read_text()).get("runs", {}) if path.exists() else {}
     return write_json(name, {"machine": machine_info(), "notes": notes, "runs": {**previous, **records}})
+
+
+# ---- where a command's time goes, read from its log (the markers are in the module docstring) ----
+@dataclass(frozen=True)
+class Interval:
+    """One bucket's training: wall-clock start/end (epoch seconds), edges, own compute seconds."""
+
+    start: float
+    end: float
+    edges: int
+    seconds: float
+
+
+@dataclass
+class Timeline:
+    """What a log says about a run: training intervals in order, markers, parse notes."""
+
+    intervals: list[Interval] = field(default_factory=list)
+    last_commit: float | None = None
+    first_bucket_marker: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_pbg(text: str) -> Timeline:
+    """Timeline of a ``torchbiggraph_train`` log (its stdout)."""
+    timeline = Timeline()
+    for line in text.splitlines():
+        match = PBG_LINE.match(line)
+        if not match:
+            continue
+        when, message = pbg_time(match["stamp"]), match["message"]
+        if processed := PBG_PROCESSED.search(message):
+            seconds = float(processed.group(2))
+            timeline.intervals.append(Interval(when - seconds, when, int(processed.group(1)), seconds))
+        elif PBG_BUCKET_START.search(message) and timeline.first_bucket_marker is None:
+            timeline.first_bucket_marker = when
+        elif PBG_COMMIT in message:
+            timeline.last_commit = when
+    if not timeline.intervals:
+        timeline.notes.append("no 'Processed N edges in T s' line in PBG's log")
+    return timeline
+
+
+def parse_ours(text: str, spawn: float) -> Timeline:
+    """Timeline of a ``pbg train`` log (stdout and stderr), clock times placed near ``spawn``."""
+    timeline = Timeline()
+    open_start: dict[tuple[str, str], float] = {}
+    derived = 0
+    for line in text.splitlines():
+        match = LOG_LINE.match(line)
+        if not match:
+            continue
+        message = match["rest"]
+        if start := TRAINING.search(message):
+            when = clock_time(match["clock"], spawn)
+            open_start[start.group(1, 2)] = when
+            if timeline.first_bucket_marker is None:
+                timeline.first_bucket_marker = when
+        elif end := TRAINED.search(message):
+            when, seconds = clock_time(match["clock"], spawn), float(end.group(4))
+            began = open_start.pop(end.group(1, 2), None)
+            if began is None:
+                began, derived = when - seconds, derived + 1
+            timeline.intervals.append(Interval(began, when, int(end.group(3)), seconds))
+        elif COMMITTING.search(message):
+            timeline.last_commit = clock_time(match["clock"], spawn)
+    if derived:
+        timeline.notes.append(
+            f"{derived} 'trained' line(s) without a 'training N edges on W workers' line before them: start = end - T"
+        )
+    if not timeline.intervals:
+        timeline.notes.append("no 'bucket (l, r): trained N edges in T s' line from pbg_core.session.engine")
+    if timeline.last_commit is None:
+        timeline.notes.append("no 'committing version V' line: shutdown after the last commit unknown")
+    return timeline
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def phases(timeline: Timeline, spawn: float, wall_s: float, training_s: float | None = None) -> dict[str, object]:
+    """Split a run's wall time along its timeline (seconds; None where a marker is missing).
+
+    Args:
+        timeline: The parsed log.
+        spawn: Wall clock at spawn (epoch seconds).
+        wall_s: Spawn -> exit.
+        training_s: The tool's own total compute seconds if known more precisely than the log's
+            rounded ``T`` (ours: training_stats.json); else the sum of the intervals' ``T``.
+
+    Returns:
+        ``startup_s`` (spawn -> first training start), ``training_s``, ``iterations``,
+        ``gaps_s`` (each end -> next start), ``gap_median_s``, ``gap_mean_s``, ``gaps_total_s``,
+        ``tail_s`` (last training end -> exit), ``shutdown_s`` (last commit -> exit, when the
+        commit marker follows the last training), ``other_s`` (wall minus the four parts: the
+        log lines' distance from each tool's own timer), ``first_bucket_marker_s``.
+    """
+    intervals = timeline.intervals
+    if not intervals:
+        return {
+            "startup_s": None,
+            "training_s": training_s,
+            "iterations": 0,
+            "gaps_s": [],
+            "gap_median_s": None,
+            "gap_mean_s": None,
+            "gaps_total_s": None,
+            "tail_s": None,
+            "shutdown_s": None,
+            "other_s": None,
+            "first_bucket_marker_s": None,
+        }
+    exit_at = spawn + wall_s
+    gaps = [later.start - earlier.end for earlier, later in zip(intervals, intervals[1:], strict=False)]
+    training = training_s if training_s is not None else sum(i.seconds for i in intervals)
+    startup, tail = intervals[0].start - spawn, exit_at - intervals[-1].end
+    commit = timeline.last_commit
+    marker = timeline.first_bucket_marker
+    return {
+        "startup_s": startup,
+        "training_s": training,
+        "iterations": len(intervals),
+        "gaps_s": gaps,
+        "gap_median_s": _median(gaps),
+        "gap_mean_s": statistics.fmean(gaps) if gaps else None,
+        "gaps_total_s": sum(gaps),
+        "tail_s": tail,
+        "shutdown_s": exit_at - commit if commit is not None and commit >= intervals[-1].end else None,
+        "other_s": wall_s - startup - training - sum(gaps) - tail,
+        "first_bucket_marker_s": marker - spawn if marker is not None else None,
+    }
+
+
+# ---- the tables ---------------------------------------------------------------------------------
+def summary_rows(records: dict[str, dict], bars: dict[str, float]) -> list[list[object]]:
+    """One row per case: walls, speed ratio, bar (``bars``: the case's PBG/ours target), verdict, train edges/s."""
+    rows = []
+    for name, rec in records.items():
+        summ, cmp = rec.get("summary", {}), rec.get("comparison", {})
+        pbg, ours = summ.get("pbg", {}), summ.get("ours", {})
+        rows.append(
+            [
+                f"{name} ({rec['epochs']} ep)",
+                pbg.get("wall_s"),
+                ours.get("wall_s"),
+                cmp.get("speed"),
+                f">= {bars[name]:g}x",
+                verdict(cmp.get("pass")),
+                pbg.get("edges_per_s"),
+                ours.get("edges_per_s"),
+                cmp.get("edges_per_s_ratio"),
+            ]
+        )
+    return rows
+
+
+def breakdown_rows(records: dict[str, dict]) -> list[list[object]]:
+    """One row per case and side: wall = start-up + training + gaps + tail (+ other), medians."""
+
+    def ms(value: object) -> float | None:
+        return None if value is None else 1000 * value
+
+    rows = []
+    for name, rec in records.items():
+        for side, med in rec.get("summary", {}).items():
+            rows.append(
+                [
+                    name,
+                    side,
+                    med["wall_s"],
+                    med["startup_s"],
+                    med["training_s"],
+                    med["iterations"],
+                    ms(med["gap_median_s"]),
+                    ms(med["gap_mean_s"]),
+                    med["gaps_total_s"],
+                    med["tail_s"],
+                    med["shutdown_s"],
+                    med["other_s"],
+                    med["peak_rss_mib"],
+                ]
+            )
+    return rows
+
+
+def print_tables(records: dict[str, dict], bars: dict[str, float]) -> None:
+    """The verdict table (``bars``: each case's PBG/ours target), the breakdown table and every measured wall time."""
+    print(
+        format_table(
+            [
+                "run",
+                "PBG wall s",
+                "ours wall s",
+                "PBG/ours",
+                "bar",
+                "verdict",
+                "PBG edges/s",
+                "ours edges/s",
+                "ours/PBG edges/s",
+            ],
+            summary_rows(records, bars),
+        )
+    )
+    print()
+    print(
+        format_table(
+            [
+                "run",
+                "side",
+                "wall s",
+                "start-up s",
+                "training s",
+                "iters",
+                "gap med ms",
+                "gap mean ms",
+                "gaps s",
+                "tail s",
+                "shutdown s",
+                "other s",
+                "peak RSS MiB",
+            ],
+            breakdown_rows(records),
+        )
+    )
+    for name, rec in records.items():
+        walls = {
+            side: " ".join(f"{r['wall_s']:.2f}" if r["status"] == "ok" else "FAILED" for r in runs)
+            for side, runs in rec.get("runs", {}).items()
+        }
+        print(f"{name} wall times s: " + "; ".join(f"{side} {w}" for side, w in walls.items()))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

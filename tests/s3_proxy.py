@@ -45,7 +45,8 @@ from urllib.parse import urlsplit
 import pytest
 import s3fs
 from s3_relay import RelayHandler, RelayServer, cut, reset
-from s3_server import HOST, S3Server, free_port
+
+from bench.lib.s3_server import HOST, S3Server, free_port
 
 RequestMatch = Callable[[str, str, int], bool]
 

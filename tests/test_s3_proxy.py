@@ -22,7 +22,8 @@ import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
 from s3_proxy import S3Proxy
-from s3_server import HOST, S3Server
+
+from bench.lib.s3_server import HOST, S3Server
 
 MiB = 1 << 20
 

@@ -3,7 +3,7 @@
 complex_diagonal operator, dot comparator, dynamic relations, dimension 200, softmax loss,
 100 uniform negatives, lr 0.1, N3 coefficient 1e-3, 50 epochs, 2 HOGWILD workers, no global
 embeddings, no held-out evaluation during training, 1 partition. Paths are relative:
-bench/quality.py runs every command in bench/work/quality/<set>/, and overrides
+bench.quality runs every command in bench/work/quality/<set>/, and overrides
 ``edge_paths`` (train for training, test for evaluation) and ``checkpoint_path`` (one per seed)
 with ``-p``. ``seed`` is pbg-flow-only and is passed with ``-p`` too.
 """

@@ -1,7 +1,7 @@
 """Speed benchmark, config A: one entity type, one relation, plain dot-product ranking model.
 
 A PBG-format config (``get_torchbiggraph_config``) that both ``torchbiggraph_train`` (PyPI 1.0.0)
-and our ``pbg train`` load unchanged. Paths are relative: bench/speed.py runs each tool in its own
+and our ``pbg train`` load unchanged. Paths are relative: bench.speed runs each tool in its own
 working directory, so the one file serves both sides. Only keys that PBG 1.0.0 knows belong here
 (its loader rejects unknown keys); pbg-flow-only keys such as ``seed`` go through ``-p``.
 """

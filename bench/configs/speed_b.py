@@ -3,7 +3,7 @@
 Shaped like PBG's ``fb15k_config`` (dimension 400, softmax, 1000 uniform negatives, lr 0.1) minus
 its N3 regularizer, which PBG 1.0.0 does not have. Loaded unchanged by ``torchbiggraph_train``
 (PyPI 1.0.0) and by our ``pbg train``; paths are relative to each tool's working directory (see
-bench/speed.py). Only keys that PBG 1.0.0 knows belong here; ``seed`` goes through ``-p``.
+bench.speed). Only keys that PBG 1.0.0 knows belong here; ``seed`` goes through ``-p``.
 """
 
 

@@ -4,12 +4,12 @@ The model fields are those of examples/umls/config.py (complex_diagonal operator
 comparator, dynamic relations, dimension 200, softmax loss, 100 uniform negatives on top of
 PBG's default 50 batch negatives and batch size 1000, lr 0.1, 2 HOGWILD workers, no global
 embeddings, no held-out evaluation, 1 partition) minus its ``regularization_coef``: PBG 1.0.0
-has no N3 regularizer and rejects the key, so bench/speed.py adds it to our side only
+has no N3 regularizer and rejects the key, so bench.speed adds it to our side only
 (``-p regularization_coef=1e-3``) for a second run that measures N3's cost.
 
-The graph is bench/gen_kg.py's default (110k entities, 22 relations, 257k train edges).
+The graph is bench.lib.graphs.kg's default (110k entities, 22 relations, 257k train edges).
 Loaded unchanged by ``torchbiggraph_train`` (PyPI 1.0.0) and by our ``pbg train``; paths are
-relative to each tool's working directory (see bench/speed.py). Only keys that PBG 1.0.0 knows
+relative to each tool's working directory (see bench.speed). Only keys that PBG 1.0.0 knows
 belong here; ``seed`` goes through ``-p``.
 """
 

@@ -1,10 +1,11 @@
-"""bench/scaling_model.py: the save policies' transfer counts and the simulated schedule's shape."""
+"""bench.scaling_model: the save policies' transfer counts and the simulated schedule's shape."""
 
 from __future__ import annotations
 
 import pytest
-import scaling_model
-from scaling_model import Costs, Storage, simulate
+
+from bench import scaling_model
+from bench.scaling_model import Costs, Storage, simulate
 
 COSTS = Costs(
     edge_rate=100_000,

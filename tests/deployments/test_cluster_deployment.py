@@ -17,9 +17,9 @@ import boto3
 import pytest
 from dask_processes import DaskProcesses
 from run_records import task_run_names
-from s3_server import S3Server
 from stack import Stack, clean_env, write_json
 
+from bench.lib.s3_server import S3Server
 from storage.checkpoints import CheckpointStore
 from storage.stats_log import StatsLog
 

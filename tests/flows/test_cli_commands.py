@@ -24,8 +24,8 @@ import pytest
 import torch
 from _cli import cli_environment, run_pbg
 from disk_state import changes, tree_state
-from s3_server import free_port
 
+from bench.lib.s3_server import free_port
 from flows.cli_commands import config_url_problem, cron_problem
 from pbg_core.ports import CheckpointMetadata
 from storage.checkpoints import CheckpointStore

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from _cli import cli_environment, run_pbg
-from s3_server import free_port
+
+from bench.lib.s3_server import free_port
 
 
 @pytest.fixture(scope="module")

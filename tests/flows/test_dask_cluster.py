@@ -22,8 +22,8 @@ from dask_processes import DaskProcesses, modified_sources, spawn_child
 from disk_state import changes, tree_state
 from distributed import Client
 from process_state import running
-from s3_server import free_port
 
+from bench.lib.s3_server import free_port
 from flows.dask_cluster import ClusterError, check_cluster, local_cluster
 from flows.service_checks import check_dask_scheduler
 from tasks.worker_checks import DAEMON_FIX, package_version, source_digest

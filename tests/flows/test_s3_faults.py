@@ -42,8 +42,8 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId
 from s3_proxy import S3Proxy
-from s3_server import S3Server
 
+from bench.lib.s3_server import S3Server
 from flows.train import pbg
 from pbg_core.config import parse_config
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from s3_server import free_port
 
+from bench.lib.s3_server import free_port
 from flows.service_checks import PrefectApiUnreachable, check_prefect_api
 
 

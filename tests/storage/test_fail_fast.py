@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from s3_proxy import S3Proxy, s3_proxy  # noqa: F401  (fixture)
-from s3_server import S3Server, free_port, new_bucket_name
 
+from bench.lib.s3_server import S3Server, free_port, new_bucket_name
 from storage.errors import DataNotFound, StorageUnreachable, TransientStorageError
 from storage.fail_fast import is_loopback, refused_loopback
 from storage.fs import atomic, reads, urls

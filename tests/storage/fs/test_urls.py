@@ -9,8 +9,9 @@ from pathlib import Path
 import fsspec
 import pytest
 from fsspec.core import url_to_fs
-from s3_server import FAST_FAIL_OPTIONS, S3Server, free_port, new_bucket_name
+from s3_server import FAST_FAIL_OPTIONS
 
+from bench.lib.s3_server import S3Server, free_port, new_bucket_name
 from storage.errors import AccessDenied, BadUrlError, DataNotFound, FilesystemUnavailable, StorageUnreachable
 from storage.fs import atomic, reads, urls
 

@@ -1,6 +1,6 @@
-"""The simulated days of ``retrain_days.py``: a planted graph cut in time-like order.
+"""The simulated days of ``bench.retrain_days``: a planted graph cut in time-like order.
 
-The graph is ``lj_graph``'s Chung-Lu graph with planted communities (ranking quality means
+The graph is :mod:`bench.lib.graphs.chung_lu`'s Chung-Lu graph with planted communities (ranking quality means
 something on it). A seeded 2% of its edges is the final test split, the same for every regime.
 The rest is cut into days:
 
@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from lj_graph import GraphParams, edge_keys
+
+from bench.lib.graphs.chung_lu import GraphParams, edge_keys
 
 
 @dataclass(frozen=True)

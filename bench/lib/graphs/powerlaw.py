@@ -12,7 +12,7 @@ allows them). Relations are drawn uniformly. A node that no edge touches does no
 importers, so the number of distinct nodes is reported; with the defaults (200k nodes, 2M edges,
 alpha 0.8) almost every node appears.
 
-Run: ``python bench/gen_graph.py --nodes 200000 --edges 2000000 --relations 1 --seed 0 --out g.tsv``
+Run: ``python -m bench.lib.graphs.powerlaw --nodes 200000 --edges 2000000 --relations 1 --seed 0 --out g.tsv``
 """
 
 from __future__ import annotations

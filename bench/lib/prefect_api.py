@@ -1,4 +1,4 @@
-"""The Prefect REST calls bench/deploy_latency.py needs: flow-run states, the run tree, its logs and task runs."""
+"""The Prefect REST calls bench.deploy_latency needs: flow-run states, the run tree, its logs and task runs."""
 
 from __future__ import annotations
 

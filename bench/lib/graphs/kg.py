@@ -16,8 +16,8 @@ Shape (defaults: 110k entities, 22 relations, 257k train edges, 1% more held out
 The test split is drawn from the same law after the train edges, so its entities all occur in
 train and no test triple is a train triple (filtered evaluation stays meaningful).
 
-Run: ``python bench/gen_kg.py --out kg.tsv`` writes ``kg.tsv`` (train) and ``kg.test.tsv``;
-``ensure_kg`` (used by bench/speed.py and bench/whole_run.py) caches both by parameters.
+Run: ``python -m bench.lib.graphs.kg --out kg.tsv`` writes ``kg.tsv`` (train) and ``kg.test.tsv``;
+``ensure_kg`` (used by bench.speed and bench.whole_run) caches both by parameters.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from gen_graph import cached_summary, save_summary, write_tsv, zipf_probabilities
+
+from bench.lib.graphs.powerlaw import cached_summary, save_summary, write_tsv, zipf_probabilities
 
 _OVERSAMPLE = 1.25  # candidate edges per kept edge: self-loops and duplicates are dropped
 

@@ -1,11 +1,12 @@
-"""bench/retrain_days_data.py: the simulated days are cut in time-like order with late entities."""
+"""bench.lib.graphs.days: the simulated days are cut in time-like order with late entities."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-from retrain_days_data import DayPlan, cut_days, ensure_days
+
+from bench.lib.graphs.days import DayPlan, cut_days, ensure_days
 
 PLAN = DayPlan(nodes=2_000, edges=30_000, communities=20)
 

@@ -1,4 +1,5 @@
-"""The two sides of bench/speed.py: run one tool's import + train and read its throughput.
+"""PBG 1.0.0 and ours as the two sides of a comparison (bench.speed, bench.whole_run): how each
+imports and trains, and how its training throughput is read back.
 
 Both sides load the *same* config file (bench/configs/speed_*.py, relative paths) and each runs
 in its own working directory, so their entity/edge/checkpoint directories never collide.
@@ -6,7 +7,7 @@ in its own working directory, so their entity/edge/checkpoint directories never 
 Training throughput ("train edges/s") is what each tool reports about its own compute phase:
 - PBG 1.0.0: the per-bucket log lines ``Processed N edges in T s`` (HOGWILD compute time, I/O
   excluded), summed over buckets and epochs.
-- ours: ``<checkpoint_path>/training_stats.json`` rows (JSON lines): sum of
+- ours: the bucket rows of ``<checkpoint_path>/training_stats.json`` (bench.lib.stats): sum of
   ``row["stats"]["count"]`` over sum of ``row["timing"]["train"]`` seconds. A row without
   ``timing`` falls back to the train command's wall time (reported as ``timing_source``).
 The wall-clock rate (edges x epochs / whole train command wall time, start-up and checkpoint
@@ -17,14 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import RunResult, ToolMissingError, mib, ours_bin, pbg_bin, run_measured, tail
+from bench.lib import stats
+from bench.lib.logs import pbg_buckets
+from bench.lib.report import mib
+from bench.lib.runner import RunResult, run_measured, tail
+from bench.lib.tools import TSV_COLUMNS, ToolMissingError, ours_bin, pbg_bin
 
-_PBG_PROCESSED = re.compile(r"Processed (\d+) edges in ([0-9.]+) s")
 IMPORT_DONE = "import.done"  # marker: the importer finished for this graph in this directory
 
 
@@ -62,25 +65,9 @@ def variant(side: SideCommands, name: str, overrides: list[str]) -> SideCommands
     return dataclasses.replace(side, name=name, train_overrides=[*side.train_overrides, *overrides])
 
 
-def parse_pbg_log(text: str) -> list[tuple[int, float]]:
-    """(edges, seconds) of every ``Processed N edges in T s`` line, in log order."""
-    return [(int(m.group(1)), float(m.group(2))) for m in _PBG_PROCESSED.finditer(text)]
-
-
-def read_training_stats(path: Path) -> list[dict[str, object]]:
-    """Rows of a JSON-lines training_stats.json that carry per-bucket training ``stats``."""
-    rows = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if "stats" in row:
-                rows.append(row)
-    return rows
-
-
 def throughput_from_stats(rows: list[dict[str, object]], wall_s: float) -> dict[str, object]:
     """Edges, seconds and edges/s from our stats rows; wall-time fallback if timing is missing."""
-    edges = sum(int(row["stats"]["count"]) for row in rows)
+    edges = stats.edges(rows)
     if rows and all("timing" in row and "train" in row["timing"] for row in rows):
         seconds = sum(float(row["timing"]["train"]) for row in rows)
         source = "training_stats.json timing.train"
@@ -95,9 +82,16 @@ def throughput_from_stats(rows: list[dict[str, object]], wall_s: float) -> dict[
     }
 
 
+def ours_throughput(checkpoint: Path, wall_s: float) -> dict[str, object] | None:
+    """:func:`throughput_from_stats` of the checkpoint's bucket rows; None when it has no stats file."""
+    if not (checkpoint / "training_stats.json").exists():
+        return None
+    return throughput_from_stats(stats.bucket_rows(checkpoint), wall_s)
+
+
 def throughput_from_pbg(run: RunResult) -> dict[str, object]:
     """Edges, seconds and per-bucket pairs from PBG's training log."""
-    buckets = parse_pbg_log(run.stdout + "\n" + run.stderr)
+    buckets = [(edges, seconds) for edges, seconds, _ in pbg_buckets(run.text())]
     return {
         "edges": sum(e for e, _ in buckets),
         "compute_s": sum(s for _, s in buckets),
@@ -113,7 +107,7 @@ def run_import(side: SideCommands, config: Path, graph: Path, workdir: Path) -> 
         return {"status": "cached", **json.loads(marker.read_text())}
     if workdir.exists():
         shutil.rmtree(workdir)  # a half-finished import must not be mistaken for a complete one
-    argv = [*side.import_argv, config, graph, "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"]
+    argv = [*side.import_argv, config, graph, *TSV_COLUMNS]
     run = run_measured(argv, workdir, "import")
     record = {
         "status": "ok" if run.ok else "failed",
@@ -150,12 +144,11 @@ def run_side(side: SideCommands, config: Path, graph: Path, workdir: Path, epoch
     if side.tool == "pbg":
         throughput = throughput_from_pbg(run)
     else:
-        stats_path = workdir / "checkpoints" / "training_stats.json"
-        if not stats_path.exists():
+        throughput = ours_throughput(workdir / "checkpoints", run.wall_s)
+        if throughput is None:
             result["status"] = "failed"
-            result["error"] = f"{stats_path} not written"
+            result["error"] = f"{workdir / 'checkpoints' / 'training_stats.json'} not written"
             return result
-        throughput = throughput_from_stats(read_training_stats(stats_path), run.wall_s)
     edges, seconds = throughput["edges"], throughput["compute_s"]
     result.update(throughput)
     result.update(
