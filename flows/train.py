@@ -20,9 +20,10 @@ from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
-from flows.cluster_training import cluster_address, train_on_cluster
-from flows.interrupts import cancel_on_interrupt, note_position
+from flows.cluster.training import cluster_address, train_on_cluster
 from flows.pipeline import SubflowPipeline, run_body
+from flows.prefect_host.interrupts import cancel_on_interrupt, note_position
+from flows.prefect_host.run_logs import forward_engine_logs
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
 from storage.stats_report import version_progress
@@ -60,7 +61,6 @@ from tasks.retrain import (
 )
 from tasks.retrain_gate import GateFailed, evaluate_holdout, judge_gate, unpromoted_message
 from tasks.retrain_options import RetrainOptions
-from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
 from tasks.sessions import close_training_session, open_training_session
 
@@ -74,7 +74,7 @@ class RunProgress(BaseModel):
 
 
 @flow(name="pbg-iteration", flow_run_name="{iteration.label}", validate_parameters=False)
-@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def train_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None
 ) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def _run_name() -> str:
 
 
 @flow(name="pbg", flow_run_name=_run_name)
-@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg(
     config: ConfigSchema | None = None,
     config_url: str | None = None,
