@@ -7,7 +7,7 @@ variants run alternately (``--repeats`` rounds):
 - ``prefect``: Prefect's ephemeral mode and default settings;
 - ``no-heartbeat``: flow-run heartbeats off (each flow joins its heartbeat thread at its end,
   which sleeps in 1 s steps);
-- ``embedded``: our embedded API server (flows/local_server.py), started first;
+- ``embedded``: our embedded API server (flows/prefect_host/local_server.py), started first;
 - ``pipelined``: plus flows/pipeline.py (each subflow created while the previous body runs).
 
 Reported per variant (medians over the rounds): start-up (spawn -> first subflow body), the gap

@@ -8,7 +8,7 @@ Variants (``--variant``):
 - ``prefect``: Prefect's own ephemeral mode (its temporary server starts on first use),
   default settings (flow-run heartbeats every 180 s, joined at each flow's end).
 - ``no-heartbeat``: the same, with heartbeats off for the run (``temporary_settings``).
-- ``embedded``: our embedded server (flows/local_server.py) started first, heartbeats off,
+- ``embedded``: our embedded server (flows/prefect_host/local_server.py) started first, heartbeats off,
   subflows called one after another.
 - ``pipelined``: ``embedded`` plus flows/pipeline.py: each subflow created while the previous
   body runs, bodies in this thread.
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     embedded = args.variant in ("embedded", "pipelined")
     server_cm = contextlib.nullcontext()
     if embedded:
-        from flows.local_server import local_api
+        from flows.prefect_host.local_server import local_api
 
         server_cm = local_api(enabled=True)
     with server_cm as server:

@@ -12,7 +12,7 @@
 # cluster of this stack (Debian's `postgresql` package; 127.0.0.1 only) and the server uses it.
 # Steps:
 #   1. `prefect server start --host 127.0.0.1 --port N` (a free port) in its own session,
-#      through `python -m flows.prefect_server` (its SQLite write transactions take the write
+#      through `python -m flows.prefect_host.prefect_server` (its SQLite write transactions take the write
 #      lock first and wait for it instead of being refused), waiting for /api/health; its
 #      task-run recorder and event persister write in batches (every second), its triggers
 #      service is never busy with subflow events (step 2): a long run leaves no "database is
@@ -131,7 +131,7 @@ ensure_work_pool() {
 # deployment runs (the `pbg` run; its subflows run in the same process and have no
 # deployment), so the triggers service does no database write per subflow event, where
 # SQLite's single writer made those writes collide ("database is locked") and drop events
-# (before the server's writes began IMMEDIATE, flows/prefect_server.py; still one write fewer).
+# (before the server's writes began IMMEDIATE, flows/prefect_host/prefect_server.py; still one write fewer).
 # An automation of this name from an earlier local-up.sh is replaced by this definition.
 crash_automation_json() {
     cat <<EOF
@@ -193,7 +193,7 @@ start_worker() {
     # Poll every 2 s (default 10 s) so a `prefect deployment run` starts within seconds. Its
     # heartbeat stays at Prefect's 30 s: each one is a read-then-write transaction that holds
     # SQLite's write lock (it failed with "database is locked" before the server's writes
-    # began IMMEDIATE, flows/prefect_server.py).
+    # began IMMEDIATE, flows/prefect_host/prefect_server.py).
     PREFECT_WORKER_QUERY_SECONDS=2 PREFECT_WORKER_PREFETCH_SECONDS=5 \
         start_detached worker "$PREFECT" worker start --pool "$POOL" --type process
     wait_until worker "the work pool $POOL to be READY" pool_ready
@@ -246,10 +246,10 @@ else
         export PREFECT_UI_API_URL="$API_URL"
         # --postgres: only the server's environment gets the URL (it holds the password).
         if [[ -n "$DATABASE_URL" ]]; then export PREFECT_SERVER_DATABASE_CONNECTION_URL="$DATABASE_URL"; fi
-        # Prefect's `prefect server start`, run by flows.prefect_server so that its SQLite
+        # Prefect's `prefect server start`, run by flows.prefect_host.prefect_server so that its SQLite
         # writes take the lock first and wait for it (no "database is locked" refusals).
         export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-        start_detached server "$PYTHON" -m flows.prefect_server server start --host 127.0.0.1 --port "$PORT"
+        start_detached server "$PYTHON" -m flows.prefect_host.prefect_server server start --host 127.0.0.1 --port "$PORT"
     )
     wait_until server "the Prefect server to answer on $API_URL/health" server_healthy
     echo "$API_URL" >"$STATE/api_url"

@@ -2,7 +2,7 @@
 #
 # SQLite allows one writer at a time, and Prefect's server has several (API, task-run recorder,
 # event persister, triggers, worker heartbeats): on SQLite they wait for each other
-# (flows/prefect_server.py begins their transactions IMMEDIATE). PostgreSQL has row locks and
+# (flows/prefect_host/prefect_server.py begins their transactions IMMEDIATE). PostgreSQL has row locks and
 # many writers at once, what production servers use. This runs Debian's PostgreSQL (package `postgresql`: initdb, pg_ctl, psql) as a
 # private cluster of the stack:
 #   - a directory $STATE/postgres (as root: ${TMPDIR:-/tmp}/pbg-local-postgres-<hash of

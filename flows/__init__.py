@@ -1,1 +1,20 @@
-"""flows package."""
+"""flows: the product's Prefect flows, and around them the command line and how it hosts Prefect.
+
+The flow files, in the order a graph goes through them:
+
+- :mod:`flows.importing`: ``pbg-import``, edge files into PBG's partitioned layout;
+- :mod:`flows.train`: ``pbg`` (training, with its ``pbg-iteration`` subflows run through
+  :mod:`flows.pipeline`; on several machines, a pass's buckets through :mod:`flows.cluster`);
+- :mod:`flows.evaluate`: ``pbg-eval``, the metrics of a checkpoint.
+
+Around them, each in its own subpackage:
+
+- :mod:`flows.cli`: the ``pbg`` command line (its options, commands, the checks before a run,
+  one-line errors); it calls the flows;
+- :mod:`flows.prefect_host`: how ``pbg`` hosts Prefect: the embedded API server and its SQLite
+  configuration, Ctrl-C and SIGTERM, and which log lines show where; the flows and the command
+  line use it, it uses neither;
+- :mod:`flows.cluster`: distributed runs on a Dask cluster (checks, TLS, the bucket loop).
+
+import-linter holds the direction (``pyproject.toml``): cli -> the flows -> cluster and prefect_host.
+"""

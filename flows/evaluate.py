@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.interrupts import cancel_on_interrupt
+from flows.prefect_host.interrupts import cancel_on_interrupt
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation.sampling import sample_edge_positions
@@ -20,7 +20,7 @@ from tasks.sessions import close_training_session
 
 
 @flow(name="pbg-eval")
-@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg_eval(
     config: ConfigSchema,
     filter_paths: list[str] | None = None,

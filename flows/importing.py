@@ -13,10 +13,10 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from pydantic import Field
 
+from flows.prefect_host.run_logs import forward_engine_logs
 from pbg_core.config import ConfigSchema
 from tasks.config import resolve_config
 from tasks.convert import import_edges_task
-from tasks.run_logs import forward_engine_logs
 
 Column = int | str
 RUN_NAME_WIDTH = 80  # the UI's run list shows about this much of a name

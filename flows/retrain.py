@@ -25,7 +25,8 @@ from prefect import flow
 from prefect.runtime import flow_run
 from pydantic import Field
 
-from flows.interrupts import cancel_on_interrupt
+from flows.prefect_host.interrupts import cancel_on_interrupt
+from flows.prefect_host.run_logs import forward_engine_logs
 from flows.train import pbg, prepare_start
 from pbg_core.config import ConfigSchema
 from storage import layout
@@ -46,7 +47,6 @@ from tasks.retrain import (
     receive_arrivals,
 )
 from tasks.retrain_gate import evaluate_holdout, judge_gate
-from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
 
 DEFAULT_OPTIONS = RetrainOptions.model_validate({})  # frozen: one shared default is never changed
@@ -67,7 +67,7 @@ def _run_name() -> str:
 
 
 @flow(name="pbg-retrain", flow_run_name=_run_name)
-@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg_retrain(
     config: ConfigSchema | None = None,
     config_url: str | None = None,

@@ -27,9 +27,10 @@ from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 
-from flows.cluster_training import cluster_address, train_on_cluster
-from flows.interrupts import cancel_on_interrupt, note_position
+from flows.cluster.training import cluster_address, train_on_cluster
 from flows.pipeline import SubflowPipeline, run_body
+from flows.prefect_host.interrupts import cancel_on_interrupt, note_position
+from flows.prefect_host.run_logs import forward_engine_logs
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
 from storage.stats_report import version_progress
@@ -55,7 +56,6 @@ from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
-from tasks.run_logs import forward_engine_logs
 from tasks.runs import opened_run
 from tasks.sessions import close_training_session, open_training_session
 
@@ -69,7 +69,7 @@ class RunProgress(BaseModel):
 
 
 @flow(name="pbg-iteration", flow_run_name="{iteration.label}", validate_parameters=False)
-@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def train_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None
 ) -> dict[str, Any]:
@@ -186,7 +186,7 @@ def _training_flow(fn: Callable[..., dict[str, Any]]) -> TrainingFlow:
 
 
 @_training_flow
-@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/interrupts.py)
+@cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg(
     config: ConfigSchema | None = None,
     config_url: str | None = None,

@@ -3,7 +3,7 @@
 docs/formats.md describes the files. Nothing else spells a name: a module that needs one takes
 it from here (``tests/storage/test_layout.py`` fails on a file name written anywhere else).
 This module imports no torch, numpy, fsspec or h5py, so the pre-checks of ``pbg train``
-(:mod:`flows.preflight`) use it before anything heavy loads.
+(:mod:`flows.cli.preflight`) use it before anything heavy loads.
 
 Entity directory (``entity_path``)::
 

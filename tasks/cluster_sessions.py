@@ -140,14 +140,14 @@ def open_cluster_session(run: str, address: str, local: bool, workers: list[str]
     """Build the coordinator on the run's stores and connect to the scheduler at ``address``; returns a handle.
 
     ``local``: the cluster runs on this machine (its workers share its cores). ``workers``: the
-    workers checked fit (:func:`flows.dask_cluster.check_cluster`); a later one is checked
+    workers checked fit (:func:`flows.cluster.checks.check_cluster`); a later one is checked
     before its first bucket.
     """
     config = get_run(run).config
     coordinator_config = config.model_copy(update={"resident_partitions": 2, "workers": 1})
     session = build_session(coordinator_config, open_run_stores(config, staged=False), read_ahead=False)
     try:
-        # Dask's own TLS settings of this process (flows.dask_security), as the checks connected.
+        # Dask's own TLS settings of this process (flows.cluster.security), as the checks connected.
         client = Client(address, timeout=SCHEDULER_GRACE_SECONDS, set_as_default=False, security=Security())
     except BaseException:
         session.close()

@@ -1,7 +1,7 @@
 """Whether a Dask worker (or the scheduler) may take part in this run: same code, able to train.
 
 Checked on every worker before it gets a bucket, at the start of a run
-(:func:`flows.dask_cluster.check_cluster`) and for a worker that joins during it
+(:func:`flows.cluster.checks.check_cluster`) and for a worker that joins during it
 (:mod:`tasks.cluster_members`), in this order, each a round trip that runs a function there:
 
 1. **The package version** (:func:`importlib.metadata.version`, standard library: it reaches

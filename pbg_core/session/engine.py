@@ -49,7 +49,7 @@ from pbg_core.types import Bucket
 
 logger = logging.getLogger(__name__)
 # Marks an iteration's step lines (swap, train, save, write, commit, remove): the run's logs keep
-# them; a terminal shows them only with --verbose (flows/quiet.py). Per-bucket results always show.
+# them; a terminal shows them only with --verbose (flows/prefect_host/log_filters.py). Per-bucket results always show.
 STEP = {"pbg_step": True}
 
 

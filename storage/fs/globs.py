@@ -7,7 +7,7 @@ pattern's are absolute local paths. Only the final part of a chained URL is glob
 (``simplecache::s3://b/*``), and its chain is kept on every match.
 
 :func:`has_glob` and :func:`glob_root` are plain string functions: ``pbg train``'s checks run them
-before its server starts (:mod:`flows.retrain_configs`), so this module loads fsspec only when
+before its server starts (:mod:`flows.cli.retrain_configs`), so this module loads fsspec only when
 :func:`glob` lists something.
 """
 

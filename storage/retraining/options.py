@@ -1,7 +1,7 @@
 """The ``retrain`` parameter of the ``pbg-retrain`` flow: scheduled retraining, its imports and its gate.
 
 Every field has a description: Prefect shows them in the deployment's run form, and ``pbg retrain``
-prints them as its options' help (:mod:`flows.cli_parser`).
+prints them as its options' help (:mod:`flows.cli.parser`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 (a dropped event: a task run, a log or an automation's count is missing), when an automation
 acted on a run in vain, and when SQLite refused a write ("database is locked": a retried request,
 a worker's reconnect, or three times over a dropped event). The stack's server begins its SQLite
-writes IMMEDIATE (flows.prefect_server), so a second writer waits for the lock instead: before
+writes IMMEDIATE (flows.prefect_host.prefect_server), so a second writer waits for the lock instead: before
 that, the fresh-clone CI run of 2026-12-04 saw two refused automation writes in 100 iterations.
 """
 

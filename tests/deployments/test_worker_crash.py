@@ -133,5 +133,5 @@ def test_the_crash_automation_acted_on_no_run_that_ended(stack: Stack, long_run:
     # Around the kill, the CRASHED state and the retry, writes burst: with Prefect's own SQLite
     # transactions the automation's note of a run's final state was refused, retried 3 times and
     # dropped once in four runs of this file (then the automation acted in vain on that completed
-    # run 60 s later). With writes begun IMMEDIATE (flows.prefect_server) none may be refused.
+    # run 60 s later). With writes begun IMMEDIATE (flows.prefect_host.prefect_server) none may be refused.
     assert server_log_records(stack, "Failed in consume_loop", *SERVER_LOG_PROBLEMS) == []

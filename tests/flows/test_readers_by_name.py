@@ -26,9 +26,9 @@ from _cli import cli_environment, run_pbg
 from disk_state import changes, tree_state
 from test_init_by_name import changed, config_for, graph_edges, imported
 
+from flows.cli.user_errors import describe
 from flows.evaluate import pbg_eval
 from flows.train import pbg
-from flows.user_errors import describe
 from storage.checkpoint_names import DIGEST_ATTR, NamesChangedError
 from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.layout import NAMES_DIR

@@ -183,7 +183,7 @@ def test_file_names_are_spelled_in_storage_layout_only() -> None:
 
 
 def test_importing_the_layout_loads_nothing_heavy() -> None:
-    # flows/preflight.py names files before the embedded server starts: no torch, numpy, fsspec, h5py.
+    # flows/cli/preflight.py names files before the embedded server starts: no torch, numpy, fsspec, h5py.
     code = "import json, sys, storage.layout; print(json.dumps(sorted(m for m in ('torch', 'numpy', 'fsspec', 'h5py') if m in sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     assert json.loads(loaded.stdout) == []

@@ -1,7 +1,7 @@
 """storage.exporting.outputs: distinct output files, none an input, room for them, all or nothing on disk.
 
 The command-line side (the options named, the files on disk byte-identical) is in
-tests/flows/test_cli_commands.py; here the mechanism, on real files and a real small tmpfs.
+tests/flows/cli/test_commands.py; here the mechanism, on real files and a real small tmpfs.
 """
 
 from __future__ import annotations

@@ -215,8 +215,6 @@ def loaded_after(modules: str) -> list[str]:
 
 def test_the_import_path_does_not_load_torch_or_prefect() -> None:
     # `pbg import` starts in about 0.5 s because neither is loaded (torch alone: ~1.5 s, ~300 MB).
-    modules = (
-        "flows.cli, flows.progress_bar, storage.config_loader, storage.importing.importer, storage.importing.progress"
-    )
+    modules = "flows.cli, flows.cli.progress_bar, storage.config_loader, storage.importing.importer, storage.importing.progress"
     assert loaded_after(modules) == []
     assert loaded_after("flows.cli, storage.exporting.exporter") == ["torch"]  # pbg export: no Prefect

@@ -1,0 +1,17 @@
+"""flows.cli: the ``pbg`` command line.
+
+- :mod:`flows.cli.main`: the entry point (:func:`run`): dispatch, exit codes, stops;
+- :mod:`flows.cli.parser`: every subcommand's options;
+- :mod:`flows.cli.commands`: ``pbg import``, ``export`` and ``serve``;
+- :mod:`flows.cli.runs`: ``pbg train`` and ``eval``, the commands that run flows;
+- :mod:`flows.cli.preflight`, :mod:`flows.cli.service_checks`, :mod:`flows.cli.eval_sampling`,
+  :mod:`flows.cli.retrain_configs`: what a command checks before any server or worker starts;
+- :mod:`flows.cli.user_errors`: a failure as one line; :mod:`flows.cli.progress_bar`: an import's bar.
+
+``run`` is imported here because ``flows.cli:run`` is the console script's entry point
+(``pyproject.toml``), the path every installed ``pbg`` script holds.
+"""
+
+from flows.cli.main import run
+
+__all__ = ["run"]
