@@ -11,18 +11,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prefect import task
 from prefect.runtime import flow_run
 
 from pbg_core.config import ConfigSchema
 from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.importing.importer import import_edges
 from storage.importing.progress import ImportProgress, estimate_lines
-from tasks._policies import NO_CACHE, run_logger
+from tasks._policies import plain_task, run_logger
 from tasks.artifacts import start_progress, update_progress
 
 
-@task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
+@plain_task(name="import-edges", task_run_name="import edges")
 def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
     """:func:`storage.importing.importer.import_edges` with a progress artifact; returns the report's counts.
 
@@ -43,13 +42,13 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
     return {"summary": str(report), **dataclasses.asdict(report)}
 
 
-@task(name="export-tsv", task_run_name="export embeddings to TSV", cache_policy=NO_CACHE)
+@plain_task(name="export-tsv", task_run_name="export embeddings to TSV")
 def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
     """Task form of :func:`storage.exporting.exporter.export_tsv`."""
     export_tsv(config, entities_output, relation_types_output)
 
 
-@task(name="export-embeddings", task_run_name="export embeddings as {format}", cache_policy=NO_CACHE)
+@plain_task(name="export-embeddings", task_run_name="export embeddings as {format}")
 def export_embeddings_task(
     config: ConfigSchema,
     output: str,
