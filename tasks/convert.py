@@ -16,13 +16,14 @@ from prefect.runtime import flow_run
 from pbg_core.config import ConfigSchema
 from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.importing.progress import ImportProgress, estimate_lines
 from tasks._policies import plain_task, run_logger
 from tasks.artifacts import start_progress, update_progress
 
 
 @plain_task(name="import-edges", task_run_name="import edges")
-def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
+def import_edges_task(config: ConfigSchema, inputs: list[str], options: ImportOptions) -> dict[str, Any]:
     """:func:`storage.importing.importer.import_edges` with a progress artifact; returns the report's counts.
 
     The result holds ``summary`` (the report as text) and the counts of
@@ -37,7 +38,9 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
 
     progress = ImportProgress(estimate_lines(inputs, config.storage_options_for_fs()), report_progress, every_s=5.0)
     holder = f"pbg-import flow run {flow_run.name} ({flow_run.id})" if flow_run.id else None  # named in its lease
-    report = import_edges(config, inputs, progress=progress, holder=holder, **options)
+    report = import_edges(
+        config, inputs, options, seed=config.seed, progress=progress, holder=holder
+    )  # as `pbg import`
     update_progress(artifact, 1, 1)
     return {"summary": str(report), **dataclasses.asdict(report)}
 
