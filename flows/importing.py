@@ -1,8 +1,15 @@
 """The ``pbg-import`` flow: ``pbg import`` as a Prefect flow (a deployment step before training).
 
-Same options as the command line; a progress artifact follows the two passes, and the
-import report (counts of edges read, written and skipped by reason) is the flow's result
-and its log. Parameters are data: a config object or a JSON/YAML ``config_url``.
+Same options as the command line (:class:`storage.importing.options.ImportOptions`); a progress
+artifact follows the two passes, and the import report (counts of edges read, written and
+skipped by reason) is the flow's result and its log. Parameters are data: a config object or a
+JSON/YAML ``config_url``.
+
+The options stay flat parameters (``lhs_col``, ``force``, ...), each with its description in
+the docstring: they are the names deployments, ``prefect deployment run --param`` and saved
+runs use, and the fields of the UI's run form; one ``options`` parameter would rename every one
+(``options.lhs_col``). They become one :class:`ImportOptions` at the top of the flow, and
+``tests/flows/test_importing.py`` keeps them equal to its fields (names, types' defaults, descriptions).
 """
 
 # No `from __future__ import annotations`: Prefect resolves parameter annotations at run time.
@@ -15,6 +22,7 @@ from pydantic import Field
 
 from flows.prefect_host.run_logs import forward_engine_logs
 from pbg_core.config import ConfigSchema
+from storage.importing.options import ImportOptions
 from tasks.config import resolve_config
 from tasks.convert import import_edges_task
 
@@ -87,7 +95,7 @@ def pbg_import(
     """
     forward_engine_logs()
     resolved = resolve_config(config, config_url, overrides or [])
-    options = dict(
+    options = ImportOptions(
         lhs_col=lhs_col,
         rhs_col=rhs_col,
         rel_col=rel_col,
@@ -97,7 +105,6 @@ def pbg_import(
         relation_type_min_count=relation_type_min_count,
         skip_bad_lines=skip_bad_lines,
         unknown_relations=unknown_relations,
-        seed=resolved.seed,
         force=force,
         append=append,
     )

@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.model.embedder import build_model
@@ -52,15 +51,8 @@ from storage.remap.moved import what_moved
 from storage.remap.prepare import RunShape, prepare_start
 from storage.remap.start import StartDir
 from storage.run_stores import RunStores
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import run_logger, storage_task
 from tasks.runs import get_run
-
-_STORAGE: dict[str, Any] = dict(
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
 
 
 def run_keys(config: ConfigSchema) -> list[PartitionKey]:
@@ -69,7 +61,7 @@ def run_keys(config: ConfigSchema) -> list[PartitionKey]:
     return [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
 
 
-@task(name="check-checkpoint-names", task_run_name="check the checkpoint's entity names", **_STORAGE)
+@storage_task(name="check-checkpoint-names", task_run_name="check the checkpoint's entity names")
 def check_checkpoint_names(run: str, committed_version: int) -> dict[str, Any]:
     """Refuse to resume a committed version whose rows now belong to other names (see the module docstring).
 
@@ -97,7 +89,7 @@ def check_checkpoint_names(run: str, committed_version: int) -> dict[str, Any]:
     )
 
 
-@task(name="start-by-name", task_run_name="record entity names, match init_path by name", **_STORAGE)
+@storage_task(name="start-by-name", task_run_name="record entity names, match init_path by name")
 def start_by_name(run: str, committed_version: int) -> dict[str, Any]:
     """Record the names the run trains; with ``init_path`` and nothing committed, match its rows by name.
 
@@ -130,7 +122,7 @@ def start_by_name(run: str, committed_version: int) -> dict[str, Any]:
     return {"names_copied": copied, **vars(done.entities)}
 
 
-@task(name="remove-start-by-name", task_run_name="remove init_path's rows remapped by name", **_STORAGE)
+@storage_task(name="remove-start-by-name", task_run_name="remove init_path's rows remapped by name")
 def remove_start_by_name(run: str) -> None:
     """Delete ``init_by_name/`` once a version is committed (nothing reads it then; idempotent)."""
     stores = get_run(run).stores

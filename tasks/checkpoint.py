@@ -7,10 +7,6 @@ the commit point.
 
 from __future__ import annotations
 
-from typing import Any
-
-from prefect import task
-
 from pbg_core.config import ConfigSchema
 from pbg_core.ports import CompleteVersion, VersionLayout
 from pbg_core.session.build import version_layout
@@ -18,20 +14,13 @@ from pbg_core.session.iterations import Iteration, build_iterations, should_pres
 from storage.checkpoints import CheckpointStore
 from storage.disk_checks import check_before_checkpoint, check_before_snapshot
 from storage.version_check import is_complete
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import run_logger, storage_task
 from tasks.lease import check_lease
 from tasks.runs import get_run
 from tasks.sessions import get_session, session_run
 
-_STORAGE: dict[str, Any] = dict(
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
 
-
-@task(name="write-checkpoint", task_run_name="write checkpoint v{iteration.version}", **_STORAGE)
+@storage_task(name="write-checkpoint", task_run_name="write checkpoint v{iteration.version}")
 def write_checkpoint(handle: str, iteration: Iteration) -> int:
     """Write partitions, model, optimizer state and stats rows as the new version (once the disk has room)."""
     session = get_session(handle)
@@ -39,7 +28,7 @@ def write_checkpoint(handle: str, iteration: Iteration) -> int:
     return session.write_checkpoint(iteration)
 
 
-@task(name="switch-version", task_run_name="switch to v{iteration.version}", **_STORAGE)
+@storage_task(name="switch-version", task_run_name="switch to v{iteration.version}")
 def switch_version(handle: str, iteration: Iteration) -> int:
     """Atomically point the checkpoint at the new version (refused if this run lost its lease)."""
     session = get_session(handle)
@@ -47,7 +36,7 @@ def switch_version(handle: str, iteration: Iteration) -> int:
     return session.switch_version(iteration)
 
 
-@task(name="preserve-version", task_run_name="preserve v{iteration.version} if due", **_STORAGE)
+@storage_task(name="preserve-version", task_run_name="preserve v{iteration.version} if due")
 def preserve_version(handle: str, iteration: Iteration) -> int | None:
     """Keep an ``epoch_{N}`` snapshot when checkpoint_preservation_interval asks for one (once the disk has room)."""
     session = get_session(handle)
@@ -57,13 +46,13 @@ def preserve_version(handle: str, iteration: Iteration) -> int | None:
     return session.preserve_version(iteration)
 
 
-@task(name="remove-old-version", task_run_name="remove versions before v{iteration.version}", **_STORAGE)
+@storage_task(name="remove-old-version", task_run_name="remove versions before v{iteration.version}")
 def remove_old_version(handle: str, iteration: Iteration) -> int | None:
     """Delete the previous version's files now that the new pointer is durable."""
     return get_session(handle).remove_old_version(iteration)
 
 
-@task(name="remove-leftovers", task_run_name="remove leftovers of interrupted runs", **_STORAGE)
+@storage_task(name="remove-leftovers", task_run_name="remove leftovers of interrupted runs")
 def remove_leftovers(run: str, committed_version: int, num_edge_chunks: int) -> list[int]:
     """Finish the commit of an interrupted run: its epoch snapshot, then delete what it left.
 

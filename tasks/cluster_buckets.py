@@ -21,25 +21,20 @@ import uuid
 from concurrent.futures import CancelledError
 
 from distributed import Future
-from prefect import task
 
 from pbg_core.distributed.assignments import Assignment, Outcome
 from pbg_core.errors import BucketAbandoned, ClusterError, MachineLost
 from pbg_core.session.engine import STEP
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import run_logger, storage_task
 from tasks.cluster_sessions import POLL_SECONDS, SCHEDULER_GRACE_SECONDS, ClusterRun, get_cluster_run, live_workers
 from tasks.machines import train_on_machine
 
 LOST_AFTER_POLLS = 2  # a worker missing from two answers in a row (a second apart) is lost
 
 
-@task(
+@storage_task(
     name="train-bucket-on-machine",
     task_run_name="train bucket ({assignment.bucket.lhs}, {assignment.bucket.rhs}) on {machine}",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
 )
 def train_bucket_on(handle: str, machine: str, assignment: Assignment) -> Outcome:
     """Train ``assignment`` on the Dask worker ``machine``; its log lines join this task's.

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributed import Client, Future, Security
-from prefect import task
 
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.distributed.assignments import Assignment, Outcome
@@ -34,7 +33,7 @@ from pbg_core.session.build import build_session
 from pbg_core.session.iterations import Iteration
 from pbg_core.types import Bucket
 from storage.run_stores import open_run_stores
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import plain_task, run_logger, storage_task
 from tasks.cluster_members import Members, machine_config
 from tasks.machines import close_machine
 from tasks.runs import Registry, get_run
@@ -128,14 +127,7 @@ def machine_settings(config: ConfigSchema, seed: int, machines: int, local: bool
     return config.model_copy(update=update)
 
 
-@task(
-    name="open-cluster-session",
-    task_run_name="open cluster session",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="open-cluster-session", task_run_name="open cluster session")
 def open_cluster_session(run: str, address: str, local: bool, workers: list[str]) -> str:
     """Build the coordinator on the run's stores and connect to the scheduler at ``address``; returns a handle.
 
@@ -186,7 +178,7 @@ def open_cluster_session(run: str, address: str, local: bool, workers: list[str]
     return handle
 
 
-@task(name="close-cluster-session", task_run_name="close cluster session", cache_policy=NO_CACHE)
+@plain_task(name="close-cluster-session", task_run_name="close cluster session")
 def close_cluster_session(handle: str) -> None:
     """Close the machines on every worker (abandoning a bucket in flight), the client and the
     coordinator's session (idempotent); never waits for a bucket to finish."""
@@ -239,14 +231,7 @@ def _stop(cluster: ClusterRun) -> None:
         )
 
 
-@task(
-    name="schedule-buckets",
-    task_run_name="schedule buckets of v{iteration.version} on the cluster",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="schedule-buckets", task_run_name="schedule buckets of v{iteration.version} on the cluster")
 def start_pass(handle: str, iteration: Iteration) -> list[Bucket]:
     """Open the pass on the coordinator (resuming a recorded one); the buckets left to train."""
     return get_cluster_run(handle).coordinator.start_pass(iteration)
@@ -265,14 +250,7 @@ def abandon_bucket(handle: str, machine: str, lost: bool) -> Bucket | None:
     return cluster.coordinator.abandon(machine)
 
 
-@task(
-    name="record-bucket",
-    task_run_name="record bucket ({outcome.bucket.lhs}, {outcome.bucket.rhs})",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="record-bucket", task_run_name="record bucket ({outcome.bucket.lhs}, {outcome.bucket.rhs})")
 def record_bucket(handle: str, machine: str, outcome: Outcome) -> dict[str, Any]:
     """Add the bucket's change to the shared parameters, save them and the pass's record (durable)."""
     return get_cluster_run(handle).coordinator.complete(machine, outcome)

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefect import task
-
 from pbg_core.config import ConfigSchema, config_to_raw, parse_config
 from pbg_core.config.storage_options import is_secret_name
 from pbg_core.errors import ConfigError
 from storage.config_loader import load_config
-from tasks._policies import NO_CACHE
+from tasks._policies import unpersisted_task
 
 
-@task(name="resolve-config", task_run_name="resolve config", cache_policy=NO_CACHE, persist_result=False)
+@unpersisted_task(name="resolve-config", task_run_name="resolve config")
 def resolve_config(config: ConfigSchema | None, config_url: str | None, overrides: Sequence[str]) -> ConfigSchema:
     """Exactly one of ``config`` (inline) or ``config_url`` (JSON/YAML), then the overrides.
 

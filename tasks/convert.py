@@ -11,19 +11,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prefect import task
 from prefect.runtime import flow_run
 
 from pbg_core.config import ConfigSchema
 from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.importing.progress import ImportProgress, estimate_lines
-from tasks._policies import NO_CACHE, run_logger
+from tasks._policies import plain_task, run_logger
 from tasks.artifacts import start_progress, update_progress
 
 
-@task(name="import-edges", task_run_name="import edges", cache_policy=NO_CACHE)
-def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
+@plain_task(name="import-edges", task_run_name="import edges")
+def import_edges_task(config: ConfigSchema, inputs: list[str], options: ImportOptions) -> dict[str, Any]:
     """:func:`storage.importing.importer.import_edges` with a progress artifact; returns the report's counts.
 
     The result holds ``summary`` (the report as text) and the counts of
@@ -38,18 +38,20 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: dict[str
 
     progress = ImportProgress(estimate_lines(inputs, config.storage_options_for_fs()), report_progress, every_s=5.0)
     holder = f"pbg-import flow run {flow_run.name} ({flow_run.id})" if flow_run.id else None  # named in its lease
-    report = import_edges(config, inputs, progress=progress, holder=holder, **options)
+    report = import_edges(
+        config, inputs, options, seed=config.seed, progress=progress, holder=holder
+    )  # as `pbg import`
     update_progress(artifact, 1, 1)
     return {"summary": str(report), **dataclasses.asdict(report)}
 
 
-@task(name="export-tsv", task_run_name="export embeddings to TSV", cache_policy=NO_CACHE)
+@plain_task(name="export-tsv", task_run_name="export embeddings to TSV")
 def export_tsv_task(config: ConfigSchema, entities_output: str, relation_types_output: str) -> None:
     """Task form of :func:`storage.exporting.exporter.export_tsv`."""
     export_tsv(config, entities_output, relation_types_output)
 
 
-@task(name="export-embeddings", task_run_name="export embeddings as {format}", cache_policy=NO_CACHE)
+@plain_task(name="export-embeddings", task_run_name="export embeddings as {format}")
 def export_embeddings_task(
     config: ConfigSchema,
     output: str,

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
@@ -21,20 +20,13 @@ from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.resume_checks import check_fits
 from storage.run_stores import RunStores
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import run_logger, storage_task
 from tasks.by_name import check_ranked_names
 from tasks.runs import get_run
 from tasks.sessions import get_session, register_session, session_run
 
 
-@task(
-    name="open-eval-session",
-    task_run_name="open evaluation session",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="open-eval-session", task_run_name="open evaluation session")
 def open_eval_session(run: str, filtered: bool = False, candidates: int | None = None, seed: int = 0) -> str:
     """Load the run's committed checkpoint read-only and start the workers; returns a handle.
 
@@ -79,14 +71,7 @@ def open_eval_session(run: str, filtered: bool = False, candidates: int | None =
     return handle
 
 
-@task(
-    name="evaluate-edge-path",
-    task_run_name="evaluate {edge_path}",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="evaluate-edge-path", task_run_name="evaluate {edge_path}")
 def evaluate_edge_path(
     handle: str, edge_path: str, filter_paths: list[str] | None, positions: list[list[int]] | None = None
 ) -> dict[str, Any]:
@@ -109,14 +94,7 @@ def evaluate_edge_path(
     return {"count": stats.count, "sums": stats.metrics}
 
 
-@task(
-    name="count-edges",
-    task_run_name="count the edges to sample",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="count-edges", task_run_name="count the edges to sample")
 def count_edges(handle: str, edge_paths: list[str]) -> list[list[int]]:
     """Edges per bucket (``session.settings.buckets()`` order) of each edge path: what a sample is drawn from.
 

@@ -19,12 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefect import task
-
 from storage.entity_lease import acquire_reader, reader_lease, reading
 from storage.lease import CheckpointLease, LeaseKeeper
 from storage.pause_points import pause_point
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, is_transient, retry_if_transient
+from tasks._policies import is_transient, storage_task
 from tasks.runs import get_run
 
 logger = logging.getLogger(__name__)
@@ -51,14 +49,7 @@ def _run_label() -> str:
         return "pbg"
 
 
-@task(
-    name="acquire-checkpoint-lease",
-    task_run_name="acquire checkpoint lease",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="acquire-checkpoint-lease", task_run_name="acquire checkpoint lease")
 def acquire_lease(run: str) -> str:
     """Take the lease of the run's checkpoint directory, then a reader's on its entity_path; returns
     their key (the checkpoint path).
@@ -105,14 +96,7 @@ def check_lease(key: str) -> None:
         keeper.check()
 
 
-@task(
-    name="release-checkpoint-lease",
-    task_run_name="release checkpoint lease",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="release-checkpoint-lease", task_run_name="release checkpoint lease")
 def release_lease(key: str) -> None:
     """Stop renewing and delete the leases (idempotent)."""
     held = _HELD.get(key)

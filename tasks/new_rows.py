@@ -13,13 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from prefect import task
 
 from pbg_core.config import ConfigSchema
 from pbg_core.session.neighbor_means import graph_shape, neighbor_means
 from pbg_core.training.optimizers import RowAdagrad, state_from_bytes
 from storage.remap.start import InitByName, digests_json
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import run_logger, storage_task
 from tasks.by_name import run_keys
 from tasks.runs import get_run
 
@@ -29,14 +28,7 @@ def starts_new_rows(config: ConfigSchema, committed_version: int) -> bool:
     return committed_version == 0 and config.init_path is not None and config.init_new_entities == "neighbor_mean"
 
 
-@task(
-    name="prepare-new-rows",
-    task_run_name="start new entities at their neighbors' mean",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="prepare-new-rows", task_run_name="start new entities at their neighbors' mean")
 def prepare_new_rows(run: str) -> dict[str, Any]:
     """Write the neighbor means of the new rows; returns counts per (type, partition) as ``"type/part"``.
 

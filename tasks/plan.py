@@ -3,7 +3,6 @@ checkpoint's lease), then find where to resume (:func:`plan_training`, under the
 
 from __future__ import annotations
 
-from prefect import task
 from pydantic import BaseModel, Field
 
 from pbg_core.config import ConfigSchema
@@ -16,7 +15,7 @@ from storage.fs import reads
 from storage.probe import check_reachable
 from storage.resume_checks import check_fits, check_init_path, check_not_a_file
 from storage.run_stores import RunStores
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import run_logger, storage_task
 from tasks.runs import get_run
 
 
@@ -30,14 +29,7 @@ class TrainingPlan(BaseModel):
     remaining: list[Iteration]
 
 
-@task(
-    name="check-inputs",
-    task_run_name="check inputs",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="check-inputs", task_run_name="check inputs")
 def check_inputs(run: str) -> int:
     """Check what the run reads (stores reachable, every bucket file there and not all empty,
     ``init_path`` a checkpoint that fits the config); returns the edge-chunk count.
@@ -52,14 +44,7 @@ def check_inputs(run: str) -> int:
     return _check_inputs(run)
 
 
-@task(
-    name="plan-training",
-    task_run_name="plan training",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="plan-training", task_run_name="plan training")
 def plan_training(run: str, num_edge_chunks: int | None = None) -> TrainingPlan:
     """Read the committed version, check it is complete and fits the config, skip committed iterations.
 

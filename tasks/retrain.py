@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
-
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import PbgError
 from storage import layout
@@ -29,6 +27,7 @@ from storage.fs import urls
 from storage.importing.append import partition_counts_on_disk
 from storage.importing.importer import import_edges
 from storage.importing.manifest import generation_history, read_manifest
+from storage.importing.options import ImportOptions
 from storage.retraining.arrivals import Received, receive
 from storage.retraining.generations import Generation, ImportedData, ImportFiles
 from storage.retraining.latest import promoted_run, read_latest, write_latest
@@ -39,19 +38,12 @@ from storage.retraining.run_config import check_root, run_config
 from storage.retraining.run_dirs import read_run_dir, run_dir_url, run_name_in
 from storage.retraining.start import base_generation, check_base, check_still_there
 from storage.retraining.state import RetrainState, read_state, remove_state, write_state
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import plain_task, run_logger, storage_task, unpersisted_storage_task
 from tasks.lease import hold_lease
 from tasks.runs import get_run
 
-_STORAGE: dict[str, Any] = dict(
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
 
-
-@task(name="acquire-retrain-lease", task_run_name="acquire the retraining root's lease", **_STORAGE)
+@storage_task(name="acquire-retrain-lease", task_run_name="acquire the retraining root's lease")
 def acquire_retrain_lease(config: ConfigSchema) -> str:
     """Take ``{checkpoint_path}/lease.json`` for the whole retraining run; its key for ``release_lease``.
 
@@ -67,7 +59,7 @@ def acquire_retrain_lease(config: ConfigSchema) -> str:
     return hold_lease(config.checkpoint_path, config.storage_options_for_fs())
 
 
-@task(name="receive-arrivals", task_run_name="import what arrived", persist_result=False, **_STORAGE)
+@unpersisted_storage_task(name="receive-arrivals", task_run_name="import what arrived")
 def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str) -> Received:
     """Import the files that arrived, split the new generations' holdouts (:func:`storage.retraining.arrivals.receive`).
 
@@ -133,13 +125,13 @@ def imported_data(config: ConfigSchema) -> ImportedData:
 def importer_for(config: ConfigSchema, incoming: IncomingOptions, seed: int) -> ImportFiles:
     """``pbg import`` (``--append``) of the files that arrived, with ``incoming``'s columns and policies."""
     names = ("lhs_col", "rhs_col", "rel_col", "weight_col", "delimiter", "entity_min_count")
-    options: dict[str, Any] = {
-        name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")
-    }
+    options = ImportOptions(
+        **{name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")}
+    )
 
     def import_files(files: list[str], edge_paths: list[str], append: bool) -> ImportedData:
         target = config.model_copy(update={"edge_paths": edge_paths})
-        import_edges(target, files, seed=seed, append=append, **options)
+        import_edges(target, files, options.model_copy(update={"append": append}), seed=seed)
         return imported_data(config)
 
     return import_files
@@ -157,7 +149,7 @@ class NoNewData(PbgError):
     """``retrain.on_no_new_data: fail`` and nothing arrived since the run this one starts from."""
 
 
-@task(name="no-new-data", task_run_name="nothing new: {options.on_no_new_data}", cache_policy=NO_CACHE)
+@plain_task(name="no-new-data", task_run_name="nothing new: {options.on_no_new_data}")
 def nothing_new(config: ConfigSchema, options: RetrainOptions) -> dict[str, Any]:
     """Nothing arrived: say so and skip training (the flow run completes), or fail (``on_no_new_data``).
 
@@ -196,7 +188,7 @@ def _log_arrivals(arrivals: Received, incoming: IncomingOptions, base: int | Non
     logger.info("new generations %s: %s; holdouts %s", since, arrivals.new_generations, arrivals.holdouts)
 
 
-@task(name="prepare-retrain", task_run_name="prepare {run_key}", persist_result=False, **_STORAGE)
+@unpersisted_storage_task(name="prepare-retrain", task_run_name="prepare {run_key}")
 def prepare_retrain(
     config: ConfigSchema, options: RetrainOptions, run_key: str, arrivals: Received | None = None
 ) -> ConfigSchema:
@@ -219,7 +211,7 @@ def prepare_retrain(
     return run_config(config, options, run_key, arrivals)
 
 
-@task(name="finish-retrain", task_run_name="keep the last runs, point latest.json here", **_STORAGE)
+@storage_task(name="finish-retrain", task_run_name="keep the last runs, point latest.json here")
 def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
     """Point ``{root}/latest.json`` at the completed run, then delete runs beyond ``keep_last``.
 

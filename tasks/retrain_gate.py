@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prefect import task
-
 from pbg_core.session.build import build_session
 from pbg_core.session.offline_eval import evaluate_edge_source
 from pbg_core.stats import Stats
@@ -23,21 +21,14 @@ from storage.edges import EdgeStore
 from storage.retraining.gate import gate_verdict
 from storage.retraining.options import RetrainOptions
 from storage.retraining.state import RetrainState, read_state, write_state
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import plain_task, run_logger, storage_task
 from tasks.by_name import check_ranked_names
 from tasks.runs import get_run
 
 Which = Literal["baseline", "trained"]
 
 
-@task(
-    name="evaluate-holdout",
-    task_run_name="evaluate the {which} model on the holdout",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="evaluate-holdout", task_run_name="evaluate the {which} model on the holdout")
 def evaluate_holdout(run: str, which: Which) -> dict[str, float] | None:
     """Average metrics (and ``count``) of the ``which`` model on the run's holdouts; None if there is none.
 
@@ -77,7 +68,7 @@ def evaluate_holdout(run: str, which: Which) -> dict[str, float] | None:
     return metrics
 
 
-@task(name="judge-gate", task_run_name="quality gate", cache_policy=NO_CACHE)
+@plain_task(name="judge-gate", task_run_name="quality gate")
 def judge_gate(run: str, options: RetrainOptions) -> RetrainState | None:
     """Pass or fail the run against the gate (:func:`storage.retraining.gate.gate_verdict`); the run
     directory's ``retrain.json`` after it (None when the run has none: nothing was received)."""

@@ -26,14 +26,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from prefect import task
-
 from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.session.build import build_session
 from pbg_core.session.engine import TrainingSession
 from storage.importing.manifest import import_stamp
 from storage.run_stores import RunStores
-from tasks._policies import NO_CACHE, STORAGE_RETRIES, STORAGE_RETRY_DELAYS, retry_if_transient, run_logger
+from tasks._policies import plain_task, run_logger, storage_task
 from tasks.new_rows import starts_new_rows
 from tasks.plan import run_iterations
 from tasks.runs import Registry, Run, fingerprint, get_run, open_stores_ahead
@@ -133,14 +131,7 @@ def _adopt_prepared(config: ConfigSchema, stores: RunStores) -> TrainingSession 
     return session
 
 
-@task(
-    name="open-training-session",
-    task_run_name="open training session",
-    cache_policy=NO_CACHE,
-    retries=STORAGE_RETRIES,
-    retry_delay_seconds=STORAGE_RETRY_DELAYS,
-    retry_condition_fn=retry_if_transient,
-)
+@storage_task(name="open-training-session", task_run_name="open training session")
 def open_training_session(run: str) -> str:
     """Read counts and the committed checkpoint, start the HOGWILD workers; returns a handle.
 
@@ -162,7 +153,7 @@ def open_training_session(run: str) -> str:
     return handle
 
 
-@task(name="close-training-session", task_run_name="close training session", cache_policy=NO_CACHE)
+@plain_task(name="close-training-session", task_run_name="close training session")
 def close_training_session(handle: str) -> None:
     """Stop the workers and free shared memory (idempotent)."""
     live = _SESSIONS.pop(handle)

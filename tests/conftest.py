@@ -27,6 +27,7 @@ from s3_server import s3_bucket, s3_server, store_root  # noqa: F401  (fixtures 
 
 from pbg_core.config import parse_config
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 
 # The temporary API servers of prefect_test_harness inherit this environment and print to the
 # test's output: without it their telemetry service fails every session ("database is locked"
@@ -126,7 +127,9 @@ def _import_graph(root: Path, num_partitions: int) -> GraphData:
         num_test_edges=len(test),
     )
     raw = base_config(data, root / "unused-checkpoint", edge_paths=[data.train_path, data.test_path])
-    import_edges(parse_config(raw), [str(train_tsv), str(test_tsv)], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    import_edges(
+        parse_config(raw), [str(train_tsv), str(test_tsv)], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=0
+    )
     return data
 
 

@@ -46,28 +46,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     from flows.cli.preflight import load_config_checked
     from flows.cli.progress_bar import import_progress
     from storage.importing.importer import import_edges
+    from storage.importing.options import ImportOptions
     from storage.importing.progress import estimate_lines
 
+    # The import's flags are spelled as ImportOptions' fields (flows/cli_parser.py); argparse checked each.
+    options = ImportOptions.model_validate({name: getattr(args, name) for name in ImportOptions.model_fields})
     inputs = [(f"input {number}", path) for number, path in enumerate(args.inputs, start=1)]
     config = load_config_checked(args.config, args.param, inputs, IMPORT_FIELDS)
     with import_progress(estimate_lines(args.inputs, config.storage_options_for_fs())) as progress:
-        report = import_edges(
-            config,
-            list(args.inputs),
-            progress=progress,
-            lhs_col=args.lhs_col,
-            rhs_col=args.rhs_col,
-            rel_col=args.rel_col,
-            weight_col=args.weight_col,
-            relation_type_min_count=args.relation_type_min_count,
-            entity_min_count=args.entity_min_count,
-            delimiter=args.delimiter,
-            seed=config.seed,
-            skip_bad_lines=args.skip_bad_lines,
-            force=args.force,
-            unknown_relations=args.unknown_relations,
-            append=args.append,
-        )
+        report = import_edges(config, list(args.inputs), options, seed=config.seed, progress=progress)
     print(report)
     return 0
 

@@ -1,7 +1,8 @@
 """``pbg import``: edge lists -> PBG entity files and bucketed edge files (PBG's ``import_from_tsv``).
 
-The public entry point, :func:`import_edges`, keeps PBG's options and the contract of the
-first importer; the work is done by the streaming engine of :mod:`storage.importing.run`.
+The public entry point, :func:`import_edges`, keeps PBG's options (one
+:class:`~storage.importing.options.ImportOptions`) and the contract of the first importer; the
+work is done by the streaming engine of :mod:`storage.importing.run`.
 Behaviour (docs/formats.md, "Imports"; PBG's importer is ``torchbiggraph_import_from_tsv``),
 with PBG's weak points fixed (docs/differences-from-pbg.md):
 
@@ -54,7 +55,6 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from pbg_core.errors import UsageError
 from storage.entity_lease import command_label, importing
 from storage.importing.append import read_existing
 from storage.importing.edge_paths import Replacement, check_edge_paths, mark_replaced
@@ -66,8 +66,9 @@ from storage.importing.manifest import (
     remove_manifest,
     write_manifest,
 )
+from storage.importing.options import ImportOptions
 from storage.importing.outputs import Commit
-from storage.importing.parse import Column, Columns, ReadSpec
+from storage.importing.parse import Columns, ReadSpec
 from storage.importing.partition import EntityIndex
 from storage.importing.previous import (
     Fingerprint,
@@ -82,7 +83,7 @@ from storage.importing.run import make_plan, run_import
 from storage.lease import LeaseKeeper
 from storage.pause_points import pause_point
 
-__all__ = ["EntityIndex", "ImportReport", "ProgressFn", "import_edges"]
+__all__ = ["EntityIndex", "ImportOptions", "ImportReport", "ProgressFn", "import_edges"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,58 +91,22 @@ logger = logging.getLogger(__name__)
 def import_edges(
     config: Any,
     inputs: list[str],
+    options: ImportOptions,
     *,
-    lhs_col: Column,
-    rhs_col: Column,
-    rel_col: Column | None = None,
-    weight_col: Column | None = None,
-    relation_type_min_count: int = 1,
-    entity_min_count: int = 1,
-    delimiter: str | None = None,
     seed: int | None = None,
     progress: ProgressFn | None = None,
-    skip_bad_lines: bool = False,
-    force: bool = False,
-    unknown_relations: str = "skip",
-    append: bool = False,
     holder: str | None = None,
 ) -> ImportReport:
     """Import edge lists into ``config.entity_path`` and ``config.edge_paths`` (PBG layout).
-
-    Long because its signature and docstring document the sixteen options of ``pbg import``;
-    the body is short (option checks, the lease, then :meth:`_Job.plain` or :meth:`_Job.append`).
 
     Args:
         config: The training config (``ConfigSchema``); reads entity_path, edge_paths,
             entities, relations, dynamic_relations and storage options.
         inputs: Edge-list files or URLs; input i is written to ``config.edge_paths[i]``.
-        lhs_col: Column of the source entity name: 0-based index, or a name (Parquet only).
-        rhs_col: Column of the target entity name.
-        rel_col: Column of the relation name; None means relation 0 (not allowed in
-            dynamic mode).
-        weight_col: Column of a float edge weight; None writes no weights.
-        relation_type_min_count: Dynamic mode: drop relation names seen fewer times.
-        entity_min_count: Drop entities seen fewer times (per type, over all inputs).
-        delimiter: Column separator of text inputs; None: tab if a file's first non-blank
-            line has one, else a space.
+        options: The columns, delimiter, min counts and policies (:class:`ImportOptions` details each).
         seed: Seed of the shuffles; None draws fresh entropy.
         progress: Called as ``progress(phase, done)`` after each batch of the
             ``"counting"`` phase (lines read) and of the ``"writing"`` phase (edges mapped).
-        skip_bad_lines: Skip malformed lines (counted in ``skipped["malformed_line"]``, the
-            first ones listed with their line numbers) instead of failing.
-        unknown_relations: ``"skip"`` (PBG's behaviour): an edge whose relation name is not
-            in the config is skipped and counted, and the report lists the most frequent such
-            names. ``"error"``: such a line is malformed (an error naming file, line and the
-            expected names, or with ``skip_bad_lines`` a counted, listed skip). Only
-            meaningful with ``rel_col`` and standard relations (in dynamic mode every name
-            is a relation).
-        append: Add to the import already in ``config.entity_path`` (:mod:`storage.importing.append`):
-            names imported before keep their (partition, offset), new ones are appended, the
-            inputs go to ``config.edge_paths``; the same append twice does nothing the second time.
-        force: Import even when the inputs' content and the options match the last import
-            (:mod:`storage.importing.manifest`; otherwise that case writes nothing and returns
-            the last report with ``unchanged_since`` set); write inputs that share an edge path
-            into it together; let an append replace an earlier generation's edge path.
         holder: This import's name in its lease, shown to whoever it keeps out (default: the command line).
 
     Returns:
@@ -158,22 +123,18 @@ def import_edges(
         LeaseHeldError: Another import writes ``entity_path``, or a training run reads it (nothing written).
         NoSpaceForImport: The outputs do not fit on their disk (checked first), or a disk filled.
     """
-    if unknown_relations not in UNKNOWN_RELATION_POLICIES:
-        raise UsageError(
-            f"unknown_relations must be one of {list(UNKNOWN_RELATION_POLICIES)}, got {unknown_relations!r}"
-        )
-    options = {
-        "columns": [lhs_col, rhs_col, rel_col, weight_col],
-        "delimiter": delimiter,
-        "skip_bad_lines": skip_bad_lines,
-        "unknown_relations": unknown_relations,
-        "relation_type_min_count": relation_type_min_count,
-        "entity_min_count": entity_min_count,
+    recorded: dict[str, Any] = {  # what the manifest records and compares (storage.importing.previous)
+        "columns": [options.lhs_col, options.rhs_col, options.rel_col, options.weight_col],
+        "delimiter": options.delimiter,
+        "skip_bad_lines": options.skip_bad_lines,
+        "unknown_relations": options.unknown_relations,
+        "relation_type_min_count": options.relation_type_min_count,
+        "entity_min_count": options.entity_min_count,
         "seed": seed,
     }
-    if append:  # a separate key: an append never matches a plain import of the same files
-        options["append"] = True
-    job = _Job(config, list(inputs), _read_spec(config, options), options, progress, force)
+    if options.append:  # a separate key: an append never matches a plain import of the same files
+        recorded["append"] = True
+    job = _Job(config, list(inputs), _read_spec(config, recorded), recorded, progress, options.force)
     # Every argument, input and output check before the lease (created inside entity_path): a
     # mistake is named at once, not hidden behind "another import holds entity_path".
     make_plan(config, job.inputs, job.spec)
@@ -182,7 +143,7 @@ def import_edges(
         recover(config.entity_path, list(config.edge_paths), so)  # what killed imports left
         pause_point("import-lease-held")
         job.keeper = keeper
-        return job.append() if append else job.plain()
+        return job.append() if options.append else job.plain()
 
 
 def _read_spec(config: Any, options: dict[str, Any]) -> ReadSpec:
@@ -310,6 +271,3 @@ class _Job:
 def _replacement(replaced: Replacement) -> str:
     by = "an import no generation records" if replaced.generation is None else f"generation {replaced.generation}"
     return f"{replaced.edge_path} ({replaced.edges:,} edges of {by})"
-
-
-UNKNOWN_RELATION_POLICIES = ("skip", "error")

@@ -12,6 +12,7 @@ from flows.train import pbg
 from pbg_core.config import parse_config
 from storage.exporting.exporter import export_tsv
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 
 
 def config_for(root: Path, **overrides: Any) -> Any:
@@ -41,12 +42,12 @@ def test_a_run_grown_from_the_previous_one_exports_the_old_entities_first_in_the
     (tmp_path / "day0.tsv").write_text("".join(f"u{i}\tu{(i * 7) % 60}\n" for i in range(60)))
     (tmp_path / "day1.tsv").write_text("".join(f"u{i}\tv{i % 9}\n" for i in range(30)))
     day0 = config_for(tmp_path)
-    import_edges(day0, [str(tmp_path / "day0.tsv")], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(day0, [str(tmp_path / "day0.tsv")], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     pbg(config=day0)
     old = exported_names(day0, tmp_path, "run0")
 
     grow = config_for(tmp_path, edge_paths=[str(tmp_path / "edges" / "day1")])
-    import_edges(grow, [str(tmp_path / "day1.tsv")], lhs_col=0, rhs_col=1, seed=0, append=True)
+    import_edges(grow, [str(tmp_path / "day1.tsv")], ImportOptions(lhs_col=0, rhs_col=1, append=True), seed=0)
     edges = [str(tmp_path / "edges" / "day0"), str(tmp_path / "edges" / "day1")]
     day1 = config_for(
         tmp_path, edge_paths=edges, checkpoint_path=str(tmp_path / "run1"), init_path=str(tmp_path / "run0")
@@ -69,11 +70,11 @@ def test_new_entities_start_at_the_mean_of_their_trained_neighbors_when_asked(tm
     (tmp_path / "day0.tsv").write_text("".join(f"u{i}\tu{(i * 7) % 60}\n" for i in range(60)))
     (tmp_path / "day1.tsv").write_text("".join(f"u{i}\tv{i % 9}\n" for i in range(30)) + "v0\tw0\n")
     day0 = config_for(tmp_path)
-    import_edges(day0, [str(tmp_path / "day0.tsv")], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(day0, [str(tmp_path / "day0.tsv")], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     pbg(config=day0)
     old = exported_vectors(day0, tmp_path, "run0")
     grow = config_for(tmp_path, edge_paths=[str(tmp_path / "edges" / "day1")])
-    import_edges(grow, [str(tmp_path / "day1.tsv")], lhs_col=0, rhs_col=1, seed=0, append=True)
+    import_edges(grow, [str(tmp_path / "day1.tsv")], ImportOptions(lhs_col=0, rhs_col=1, append=True), seed=0)
 
     def grown_run(name: str, init: str) -> dict[str, list[float]]:
         # lr 0: training leaves every row where it started, so the export shows the starts.

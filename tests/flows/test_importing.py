@@ -130,3 +130,18 @@ def test_inputs_read_as_a_command_line_lists_them_and_long_lists_are_shortened()
     assert len(inputs_label(many)) <= 80
     assert inputs_label(["x" * 100 + ".tsv"]) == "..." + ("x" * 100 + ".tsv")[-77:]
     assert inputs_label([]) == "(no inputs)"
+
+
+def test_the_flow_parameters_are_the_import_options_and_the_ui_shows_their_descriptions() -> None:
+    """The flat parameters (deployed names) are ImportOptions' fields: same names, defaults and descriptions."""
+    from prefect.utilities.callables import parameter_schema_from_entrypoint
+
+    from storage.importing.options import ImportOptions
+
+    schema = parameter_schema_from_entrypoint("flows/importing.py:pbg_import").model_dump()["properties"]
+    assert set(schema) - set(ImportOptions.model_fields) == {"inputs", "config", "config_url", "overrides"}
+    for name, field in ImportOptions.model_fields.items():
+        assert " ".join(schema[name]["description"].split()) == field.description, name
+        assert schema[name].get("default") == (None if field.is_required() else field.default), name
+    assert schema["unknown_relations"]["enum"] == ["skip", "error"]
+    assert schema["entity_min_count"]["minimum"] == schema["relation_type_min_count"]["minimum"] == 1

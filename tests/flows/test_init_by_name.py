@@ -28,6 +28,7 @@ from storage.checkpoint_names import DIGEST_ATTR, NamesChangedError, current_dig
 from storage.entities import EntityStore
 from storage.exporting.exporter import export_tsv
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.layout import NAMES_DIR
 from tasks.by_name import run_keys
 
@@ -81,7 +82,7 @@ def imported(root: Path, edges: list[Edge], seed: int, partitions: int = 2, into
     """``pbg import`` of ``edges`` (written under ``root``) into ``into`` (default ``root``), no --append."""
     (root / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in edges))
     config = config_for(into or root, "unused", partitions)
-    import_edges(config, [str(root / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=seed)
+    import_edges(config, [str(root / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=seed)
 
 
 def exported(config: Any, root: Path, name: str) -> dict[str, list[float]]:
@@ -226,7 +227,10 @@ def test_dynamic_relation_types_keep_their_parameters_by_name(tmp_path: Path) ->
     raw = {"entities": {"user": {"num_partitions": 1}}, "dynamic_relations": True, **dynamic}
     (tmp_path / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in edges))
     import_edges(
-        config_for(tmp_path, "x", **raw), [str(tmp_path / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=0
+        config_for(tmp_path, "x", **raw),
+        [str(tmp_path / "edges.tsv")],
+        ImportOptions(lhs_col=0, rhs_col=2, rel_col=1),
+        seed=0,
     )
     run0 = config_for(tmp_path, "run0", **raw)
     pbg(config=run0)
@@ -234,7 +238,7 @@ def test_dynamic_relation_types_keep_their_parameters_by_name(tmp_path: Path) ->
     kept = [e for e in edges if e[1] != "r2"] + [("u1", "r9", "u2")]  # r2 gone, r9 new
     (tmp_path / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in kept))
     before = EntityStore(run0.entity_path).load_dynamic_relation_names()
-    import_edges(run0, [str(tmp_path / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=5)
+    import_edges(run0, [str(tmp_path / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=5)
     after = EntityStore(run0.entity_path).load_dynamic_relation_names()
     assert [n for n in after if n in before] != [n for n in before if n in after]  # reshuffled, not only filtered
     run1 = config_for(tmp_path, "run1", init_path=str(tmp_path / "run0"), **raw, **FROZEN)

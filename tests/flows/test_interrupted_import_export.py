@@ -85,12 +85,13 @@ def test_an_interrupted_export_leaves_no_output_and_runs_again(env: dict[str, st
     from pbg_core.config import parse_config
     from storage.config_loader import load_config
     from storage.importing.importer import import_edges
+    from storage.importing.options import ImportOptions
 
     config_path = random_graph_config(tmp_path, dimension=64)
     edges = random_edges(tmp_path / "edges.tsv", num_edges=200_000, num_nodes=100_000)
     os.chdir(tmp_path)  # the config's paths are relative
     config = load_config(str(config_path), [])
-    import_edges(config, [str(edges)], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(config, [str(edges)], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     pbg(config=parse_config(json.loads(config_path.read_text())))  # version 1 (~100k embeddings of 64)
 
     out = tmp_path / "out"

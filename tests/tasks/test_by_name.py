@@ -22,6 +22,7 @@ from storage.checkpoint_names import NamesArchive, NamesChangedError, current_di
 from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.layout import START_BY_NAME_DIR
 from storage.progress import CheckpointProgress
 from tasks.by_name import check_checkpoint_names, check_ranked_names, remove_start_by_name, run_keys, start_by_name
@@ -52,7 +53,7 @@ def config_for(root: Path, checkpoint: str = "run0", **overrides: Any) -> Any:
 
 def imported(root: Path, edges: list[tuple[str, str, str]], seed: int) -> None:
     (root / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in edges))
-    import_edges(config_for(root), [str(root / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=seed)
+    import_edges(config_for(root), [str(root / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=seed)
 
 
 def committed(config: Any, record: bool = True) -> dict[str, list[float]]:

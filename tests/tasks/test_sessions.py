@@ -214,6 +214,7 @@ def test_a_session_opened_ahead_is_dropped_when_an_import_committed_meanwhile(
     """``pbg train`` reads the entities ahead of its reader's lease: an import committed in between
     (here: an append of two new names) must not leave the run with the old counts."""
     from storage.importing.importer import import_edges
+    from storage.importing.options import ImportOptions
     from tasks.sessions import prepare_training_session
 
     entities = tmp_path / "entities"
@@ -224,7 +225,9 @@ def test_a_session_opened_ahead_is_dropped_when_an_import_committed_meanwhile(
     prepared = _prepared_sessions()[0]
     (tmp_path / "day1.tsv").write_text("brand-new-1\tlinked\tbrand-new-2\n")
     grown = config.model_copy(update={"edge_paths": [str(tmp_path / "day1")]})
-    import_edges(grown, [str(tmp_path / "day1.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=0, append=True)
+    import_edges(
+        grown, [str(tmp_path / "day1.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, append=True), seed=0
+    )
     handle = open_training_session.fn(open_run(config))
     try:
         session = get_session(handle)

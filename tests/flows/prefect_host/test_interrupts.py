@@ -187,11 +187,12 @@ def test_ctrl_c_during_eval_cancels_the_eval_run(env: dict[str, str], tmp_path: 
     from pbg_core.config import parse_config
     from storage.config_loader import load_config
     from storage.importing.importer import import_edges
+    from storage.importing.options import ImportOptions
 
     config_path = random_graph_config(tmp_path, dimension=64)
     edges = random_edges(tmp_path / "edges.tsv", num_edges=400_000, num_nodes=20_000)
     os.chdir(tmp_path)
-    import_edges(load_config(str(config_path), []), [str(edges)], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(load_config(str(config_path), []), [str(edges)], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     pbg(config=parse_config(json.loads(config_path.read_text())))
     # --verbose: the swap line of bucket (0, 1) marks the moment (step lines show only with it).
     result = signal_when(

@@ -29,6 +29,7 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.exporting.exporter import export_embeddings, export_tsv
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 
 KEYS = [("user", 0), ("user", 1), ("item", 0), ("item", 1)]
 FORMATS = ["pbg", "tsv", "npy", "h5"]
@@ -65,7 +66,7 @@ def edges(changed: bool) -> list[tuple[str, str, str]]:
 def imported(config: Any, tmp_path: Path, changed: bool, seed: int) -> None:
     """``pbg import`` without ``--append``."""
     (tmp_path / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in edges(changed)))
-    import_edges(config, [str(tmp_path / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=seed)
+    import_edges(config, [str(tmp_path / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=seed)
 
 
 def committed(config: Any, record: bool = True) -> None:
@@ -176,7 +177,7 @@ def test_dynamic_relation_parameters_keep_their_relation_names(root: StorePath, 
     rng = random.Random(2)
     rows = [(f"u{rng.randrange(20)}", f"r{rng.randrange(5)}", f"u{rng.randrange(20)}") for _ in range(150)]
     (tmp_path / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in rows))
-    import_edges(config, [str(tmp_path / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    import_edges(config, [str(tmp_path / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=0)
     entities = EntityStore(config.entity_path)
     keys = [("user", 0), ("user", 1)]
     digests = current_digests(entities, keys, dynamic=True)
@@ -193,7 +194,7 @@ def test_dynamic_relation_parameters_keep_their_relation_names(root: StorePath, 
     store.write_version(1)
     export_tsv(config, str(tmp_path / "e0.tsv"), str(tmp_path / "r0.tsv"))
     (tmp_path / "edges.tsv").write_text("".join(f"{a}\t{r}\t{b}\n" for a, r, b in rows[10:] + [("u1", "r9", "u2")]))
-    import_edges(config, [str(tmp_path / "edges.tsv")], lhs_col=0, rel_col=1, rhs_col=2, seed=7)
+    import_edges(config, [str(tmp_path / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=7)
     assert entities.load_dynamic_relation_names() != relations
     export_tsv(config, str(tmp_path / "e1.tsv"), str(tmp_path / "r1.tsv"))
     assert (tmp_path / "r1.tsv").read_bytes() == (tmp_path / "r0.tsv").read_bytes()

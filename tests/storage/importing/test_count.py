@@ -11,6 +11,7 @@ from pbg_core.errors import PbgError
 from storage.errors import LimitExceeded
 from storage.importing import count
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.importing.spill import MAX_ID
 
 
@@ -36,7 +37,7 @@ def test_more_names_of_one_type_than_ids_is_one_line_naming_type_count_and_limit
     tsv = tmp_path / "edges.tsv"
     tsv.write_text("".join(f"u{i}\ti{i % 3}\n" for i in range(12)))
     with pytest.raises(LimitExceeded) as info:
-        import_edges(config, [str(tsv)], lhs_col=0, rhs_col=1)
+        import_edges(config, [str(tsv)], ImportOptions(lhs_col=0, rhs_col=1))
     assert isinstance(info.value, PbgError)  # the CLI prints it as one line, without a traceback
     assert str(info.value) == (
         f"{tsv}: entity type 'user' has 12 distinct names by this input; the importer numbers "

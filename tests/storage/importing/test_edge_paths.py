@@ -18,6 +18,7 @@ from store_io import StorePath
 from storage.errors import OutputExistsError, StorageError
 from storage.importing.edge_paths import edge_path_key, edges_on_disk
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 
 DAY0 = [f"u{i} u{(i * 7 + 3) % 40}" for i in range(40)]
 DAY1 = ["u1 new1", "new1 new2", "new2 u3"]
@@ -28,7 +29,7 @@ def config_with(root: StorePath, edge_paths: list[str], partitions: int = 2) -> 
 
 
 def run(config: Any, inputs: list[str], **options: Any) -> Any:
-    return import_edges(config, inputs, lhs_col=0, rhs_col=1, seed=0, **options)
+    return import_edges(config, inputs, ImportOptions(lhs_col=0, rhs_col=1, **options), seed=0)
 
 
 def bucket_lengths(edge_path: Path) -> int:

@@ -24,6 +24,7 @@ from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.importing import write as write_pass
 from storage.importing.importer import EntityIndex, import_edges
+from storage.importing.options import ImportOptions
 
 
 def test_entity_index_splits_contiguously_like_pbg() -> None:
@@ -47,7 +48,7 @@ def test_entity_index_is_exact_where_pbg_floats_round_wrong() -> None:
 def test_import_hand_checked_counts_partitions_and_offsets(root: StorePath) -> None:
     config = make_config(root, {"user": 2}, [("follows", "user", "user")])
     src = write_tsv(root / "in.tsv", ["a b", "b c", "c a", "d e", "a e"])
-    report = import_edges(config, [src], lhs_col=0, rhs_col=1, seed=7)
+    report = import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=1), seed=7)
 
     # First-seen order a, b, c, d, e; shuffled by the seeded generator, then split 3 + 2.
     first_seen = ["a", "b", "c", "d", "e"]
@@ -88,7 +89,7 @@ def test_round_trip_string_ids_rel_column_two_types_and_two_inputs(root: StorePa
     first = [f"user{i % 7}\tbuys\titem{i % 4}" for i in range(10)] + [f"user{i}\tknows\tuser{i + 1}" for i in range(6)]
     second = [f"user{i % 5}\tlikes\titem{i % 3}" for i in range(8)] + ["user1\tunknown_rel\titem1"]
     inputs = [write_tsv(root / "a.tsv", first), write_tsv(root / "b.tsv", second)]
-    report = import_edges(config, inputs, lhs_col=0, rel_col=1, rhs_col=2, delimiter="\t", seed=3)
+    report = import_edges(config, inputs, ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, delimiter="\t"), seed=3)
 
     for idx, lines in enumerate([first, second]):
         want = Counter(tuple(line.split("\t")) for line in lines if "unknown_rel" not in line)
@@ -112,7 +113,7 @@ def test_weights_are_float32_and_flushes_keep_order(root: StorePath, monkeypatch
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     lines = [f"x{i} 0.{i}5 x{i + 1}" for i in range(7)]
     src = write_tsv(root / "w.tsv", lines)
-    import_edges(config, [src], lhs_col=0, rhs_col=2, weight_col=1, seed=0)
+    import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=2, weight_col=1), seed=0)
     got = read_back(config)
     assert [(lhs, rhs) for lhs, _, rhs, _ in got] == [(f"x{i}", f"x{i + 1}") for i in range(7)]
     assert [w for *_, w in got] == [float(np.float32(f"0.{i}5")) for i in range(7)]
@@ -123,7 +124,9 @@ def test_dynamic_relations_collected_filtered_and_written(root: StorePath) -> No
     config = make_config(root, {"e": 2}, [("all", "e", "e")], dynamic_relations=True, global_emb=False)
     lines = ["a r1 b", "b r2 c", "c r1 a", "a r3 c", "b r2 a", "c r1 b"]  # r3 seen once
     src = write_tsv(root / "d.tsv", lines)
-    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, relation_type_min_count=2, seed=11)
+    report = import_edges(
+        config, [src], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, relation_type_min_count=2), seed=11
+    )
 
     # Relations are shuffled first (first-seen order r1, r2), then the entities.
     rng = np.random.default_rng(11)
@@ -141,7 +144,7 @@ def test_dynamic_relations_collected_filtered_and_written(root: StorePath) -> No
 def test_entity_min_count_drops_rare_entities_and_their_edges(root: StorePath) -> None:
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     src = write_tsv(root / "m.tsv", ["a b", "b a", "a rare", "b a"])
-    report = import_edges(config, [src], lhs_col=0, rhs_col=1, entity_min_count=2, seed=1)
+    report = import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=1, entity_min_count=2), seed=1)
     assert sorted(EntityStore(config.entity_path).load_names("n", 0)) == ["a", "b"]
     assert report.skipped["unknown_entity"] == 1 and report.edges_written == [3]
     assert Counter(read_back(config)) == Counter([("a", "r", "b", None), ("b", "r", "a", None), ("b", "r", "a", None)])
@@ -154,7 +157,7 @@ def test_same_seed_same_partitions_other_seed_differs(root: StorePath) -> None:
         sub_root = root / sub
         sub_root.mkdir()
         config = make_config(sub_root, {"u": 2}, [("r", "u", "u")])
-        import_edges(config, [write_tsv(sub_root / "in.tsv", lines)], lhs_col=0, rhs_col=1, seed=seed)
+        import_edges(config, [write_tsv(sub_root / "in.tsv", lines)], ImportOptions(lhs_col=0, rhs_col=1), seed=seed)
         return [EntityStore(config.entity_path).load_names("u", p) for p in range(2)]
 
     first = names_for(5, "a")
@@ -166,7 +169,7 @@ def test_blank_lines_skipped_and_every_bucket_exists(root: StorePath) -> None:
     config = make_config(root, {"n": 3}, [("r", "n", "n")], num_edge_paths=2)
     first = write_tsv(root / "1.tsv", ["a b", "", "   ", "b c"])
     second = write_tsv(root / "2.tsv", ["c a"])
-    report = import_edges(config, [first, second], lhs_col=0, rhs_col=1, seed=0)
+    report = import_edges(config, [first, second], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     assert report.skipped["blank_line"] == 2
     for path in config.edge_paths:
         store = EdgeStore(path)
@@ -180,7 +183,9 @@ def test_progress_callback(root: StorePath, monkeypatch: pytest.MonkeyPatch) -> 
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     calls: list[tuple[str, int]] = []
     src = write_tsv(root / "p.tsv", ["a b", "b c", "", "c d", "d e", "e f"])
-    import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, progress=lambda phase, n: calls.append((phase, n)))
+    import_edges(
+        config, [src], ImportOptions(lhs_col=0, rhs_col=1), seed=0, progress=lambda phase, n: calls.append((phase, n))
+    )
     # Counting reports lines read (blank included) per parse batch; writing reports edges per spill chunk.
     assert calls == [("counting", 6), ("writing", 2), ("writing", 4), ("writing", 5)]
 
@@ -193,14 +198,14 @@ def test_a_compressed_input_is_decompressed_wherever_it_is_stored(
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     packed = root / f"edges.tsv{suffix}"
     store_io.put_bytes(str(packed), compress(b"a b\nb c\nc a\n"))
-    import_edges(config, [str(packed)], lhs_col=0, rhs_col=1)
+    import_edges(config, [str(packed)], ImportOptions(lhs_col=0, rhs_col=1))
     assert sorted(read_back(config)) == [("a", "r", "b", None), ("b", "r", "c", None), ("c", "r", "a", None)]
 
 
 def test_reimport_replaces_previous_output(root: StorePath) -> None:
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
-    import_edges(config, [write_tsv(root / "1.tsv", ["a b", "b c"])], lhs_col=0, rhs_col=1, seed=0)
-    import_edges(config, [write_tsv(root / "2.tsv", ["x y"])], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(config, [write_tsv(root / "1.tsv", ["a b", "b c"])], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
+    import_edges(config, [write_tsv(root / "2.tsv", ["x y"])], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     assert read_back(config) == [("x", "r", "y", None)]
     names = json.loads((root / "entities" / "entity_names_n_0.json").read_text())
     assert sorted(names) == ["x", "y"]

@@ -19,6 +19,7 @@ from store_io import StorePath
 from pbg_core.errors import ConfigError, UsageError
 from storage.errors import BadDataError, DataNotFound
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 
 
 @pytest.mark.parametrize(
@@ -37,7 +38,7 @@ def test_malformed_input_names_file_and_line_and_writes_nothing(
     src = write_tsv(root / "bad.tsv", lines)
     before = all_files(root)
     with pytest.raises(BadDataError) as err:
-        import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, **kwargs)
+        import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=1, **kwargs), seed=0)
     message = str(err.value)
     assert src in message
     for fragment in fragments:
@@ -50,7 +51,7 @@ def test_second_input_malformed_writes_nothing(root: StorePath) -> None:
     good = write_tsv(root / "good.tsv", ["a b"] * 3)
     bad = write_tsv(root / "bad.tsv", ["a b", "lonely"])
     with pytest.raises(BadDataError, match=r"bad\.tsv: line 2"):
-        import_edges(config, [good, bad], lhs_col=0, rhs_col=1)
+        import_edges(config, [good, bad], ImportOptions(lhs_col=0, rhs_col=1))
     assert all_files(root) == ["bad.tsv", "good.tsv"]
 
 
@@ -64,7 +65,7 @@ def test_failure_while_writing_removes_everything_created(root: StorePath) -> No
             raise KeyboardInterrupt  # e.g. Ctrl-C half way through the second edge path
 
     with pytest.raises(KeyboardInterrupt):
-        import_edges(config, inputs, lhs_col=0, rhs_col=1, progress=fail_in_second_input)
+        import_edges(config, inputs, ImportOptions(lhs_col=0, rhs_col=1), progress=fail_in_second_input)
     assert all_files(root) == ["0.tsv", "1.tsv", "edges0", "edges0/keep.txt"]
 
 
@@ -82,7 +83,7 @@ def test_failure_removes_nested_directories_it_created(root: StorePath) -> None:
             raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        import_edges(config, inputs, lhs_col=0, rhs_col=1, progress=fail_late)
+        import_edges(config, inputs, ImportOptions(lhs_col=0, rhs_col=1), progress=fail_late)
     assert all_files(root) == ["0.tsv", "1.tsv"]
 
 
@@ -90,15 +91,15 @@ def test_missing_input_and_bad_arguments(root: StorePath) -> None:
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     missing = str(root / "nope.tsv")
     with pytest.raises(DataNotFound, match="nope.tsv"):
-        import_edges(config, [missing], lhs_col=0, rhs_col=1)
+        import_edges(config, [missing], ImportOptions(lhs_col=0, rhs_col=1))
     src = write_tsv(root / "ok.tsv", ["a b"])
     with pytest.raises(UsageError, match="got 2 input"):
-        import_edges(config, [src, src], lhs_col=0, rhs_col=1)
+        import_edges(config, [src, src], ImportOptions(lhs_col=0, rhs_col=1))
     with pytest.raises(UsageError, match="lhs_col must be .* got -1"):
-        import_edges(config, [src], lhs_col=-1, rhs_col=1)
+        import_edges(config, [src], ImportOptions(lhs_col=-1, rhs_col=1))
     dynamic = make_config(root, {"n": 1}, [("r", "n", "n")], dynamic_relations=True, global_emb=False)
     with pytest.raises(UsageError, match=r"rel_col \(--rel-col\) is required with dynamic_relations=True"):
-        import_edges(dynamic, [src], lhs_col=0, rhs_col=1)
+        import_edges(dynamic, [src], ImportOptions(lhs_col=0, rhs_col=1))
     assert all_files(root) == ["ok.tsv"]
 
 
@@ -112,7 +113,7 @@ def test_a_truncated_compressed_input_is_bad_data_naming_it(
     cut = root / f"cut.tsv{suffix}"
     store_io.put_bytes(str(cut), whole[: len(whole) // 2])
     with pytest.raises(BadDataError, match=rf"cut\.tsv\{suffix}: truncated or corrupt"):
-        import_edges(config, [str(cut)], lhs_col=0, rhs_col=1)
+        import_edges(config, [str(cut)], ImportOptions(lhs_col=0, rhs_col=1))
     assert all_files(root) == [f"cut.tsv{suffix}"]
 
 
@@ -128,7 +129,7 @@ def test_unknown_entity_type_in_relations_is_config_error(tmp_path: Path) -> Non
             return None
 
     with pytest.raises(ConfigError, match="ghost"):
-        import_edges(Config(), [str(tmp_path / "unused.tsv")], lhs_col=0, rhs_col=1)
+        import_edges(Config(), [str(tmp_path / "unused.tsv")], ImportOptions(lhs_col=0, rhs_col=1))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -138,13 +139,16 @@ def test_unknown_relations_error_names_file_line_and_the_expected_names(root: St
     src = write_tsv(root / "typo.tsv", lines)
     before = all_files(root)
     with pytest.raises(BadDataError) as err:
-        import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="error")
+        import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, unknown_relations="error"), seed=0)
     message = str(err.value)
     for fragment in (src, "line 51", "relation 'lkes' in column 1 is not in the config", "'knows', 'likes'"):
         assert fragment in message
     assert all_files(root) == before
     report = import_edges(
-        config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="error", skip_bad_lines=True
+        config,
+        [src],
+        ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, skip_bad_lines=True, unknown_relations="error"),
+        seed=0,
     )
     assert report.skipped["malformed_line"] == 1 and report.skipped["unknown_relation"] == 0
     assert report.bad_lines == [
@@ -157,20 +161,26 @@ def test_unknown_relations_error_names_file_line_and_the_expected_names(root: St
 def test_unknown_relations_skip_is_the_default_and_other_values_are_refused(root: StorePath) -> None:
     config = make_config(root, {"n": 1}, [("likes", "n", "n")])
     src = write_tsv(root / "g.tsv", ["a\tlikes\tb", "a\tnope\tb", "b\tnope\tc"])
-    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    report = import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=0)
     assert report.skipped["unknown_relation"] == 2 and report.unknown_relations == {"nope": 2}
-    with pytest.raises(ValueError, match=r"unknown_relations must be one of \['skip', 'error'\], got 'fail'"):
-        import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, unknown_relations="fail")
+    before = all_files(root)
+    with pytest.raises(
+        ValueError, match=r"unknown_relations\n  Input should be 'skip' or 'error' .*input_value='fail'"
+    ):
+        ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, unknown_relations="fail")  # type: ignore[arg-type]
+    assert all_files(root) == before
 
 
 def test_every_edge_skipped_is_an_error_that_writes_nothing(root: StorePath) -> None:
     """Every relation name unknown to the config: it used to write empty buckets and succeed."""
     config = make_config(root, {"n": 1}, [("likes", "n", "n")])
-    import_edges(config, [write_tsv(root / "good.tsv", ["a\tlikes\tb"])], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    import_edges(
+        config, [write_tsv(root / "good.tsv", ["a\tlikes\tb"])], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=0
+    )
     before = read_back(config)
     src = write_tsv(root / "bad.tsv", ["a\tfollows\tb", "b\tfollows\tc", "c\tblocks\ta", ""])
     with pytest.raises(BadDataError) as raised:
-        import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+        import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=0)
     assert str(raised.value) == (
         f"{src}: read 3 edges and every one was skipped (3 skipped: relation name not in the config "
         "(seen: 'follows' (2), 'blocks' (1); the config has 'likes'); 1 skipped: blank line); nothing was "
@@ -187,7 +197,7 @@ def test_every_edge_filtered_by_entity_min_count_is_an_error(root: StorePath) ->
         match=r"read 2 edges and every one was skipped \(2 skipped: entity seen "
         r"fewer than entity_min_count=2 times\)",
     ):
-        import_edges(config, [src], lhs_col=0, rhs_col=1, seed=0, entity_min_count=2)
+        import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=1, entity_min_count=2), seed=0)
     assert all_files(root) == ["g.tsv"]
 
 
@@ -195,4 +205,4 @@ def test_an_input_directory_is_named_as_a_directory(root: StorePath) -> None:
     config = make_config(root, {"n": 1}, [("r", "n", "n")])
     write_tsv(root / "inputs" / "part-0.tsv", ["a b"])
     with pytest.raises(DataNotFound, match=r"inputs: input edge list is a directory, expected a file"):
-        import_edges(config, [str(root / "inputs")], lhs_col=0, rhs_col=1)
+        import_edges(config, [str(root / "inputs")], ImportOptions(lhs_col=0, rhs_col=1))

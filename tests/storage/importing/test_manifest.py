@@ -14,6 +14,7 @@ from pbg_core.config import parse_config
 from storage.fs.identity import identify
 from storage.importing.importer import import_edges
 from storage.importing.manifest import fingerprint, generation_history, read_manifest
+from storage.importing.options import ImportOptions
 from storage.layout import IMPORT_MANIFEST_FILE as MANIFEST
 
 LINES = "".join(f"n{i}\tr\tn{(i * 7) % 50}\n" for i in range(200))
@@ -33,7 +34,7 @@ def make_config(root: Path, partitions: int = 2):
 
 
 def run(config, tsv: Path, **options):
-    return import_edges(config, [str(tsv)], lhs_col=0, rel_col=1, rhs_col=2, seed=0, **options)
+    return import_edges(config, [str(tsv)], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, **options), seed=0)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.importing.parse import Columns, ReadSpec
 from storage.importing.run import run_import
 
@@ -124,14 +125,14 @@ def test_non_utf8_and_wrong_column_index(tmp_path: Path) -> None:
     src = tmp_path / "latin.tsv"
     src.write_bytes(b"a\tr0\tb\nc\tr1\tcaf\xe9\n")
     with pytest.raises(BadDataError, match=r"latin\.tsv: line 2: expected UTF-8 text in column 2"):
-        import_edges(config, [str(src)], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+        import_edges(config, [str(src)], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=0)
     good = write(tmp_path / "good.tsv", ["a\tr0\tb"])
     with pytest.raises(
         BadDataError,
         match=r"line 1: expected at least 6 columns \(lhs=0, rhs=2, rel=5.*found 3 "
         r"\(is a column index",
     ):
-        import_edges(config, [good], lhs_col=0, rel_col=5, rhs_col=2, seed=0)
+        import_edges(config, [good], ImportOptions(lhs_col=0, rhs_col=2, rel_col=5), seed=0)
 
 
 def test_skip_bad_lines_counts_and_lists_them(tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_skip_bad_lines_counts_and_lists_them(tmp_path: Path) -> None:
     lines[9], lines[49] = "oops", "n1\tr0\tn2\tok-extra"
     config = config_for(tmp_path)
     src = write(tmp_path / "g.tsv", lines + [""], suffix="\r\n")
-    report = import_edges(config, [src], lhs_col=0, rel_col=1, rhs_col=2, seed=0, skip_bad_lines=True)
+    report = import_edges(config, [src], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, skip_bad_lines=True), seed=0)
     assert report.skipped["malformed_line"] == 1 and report.skipped["blank_line"] == 1
     assert report.bad_lines == [
         f"{src}: line 10: expected at least 3 columns (lhs=0, rhs=2, rel=1, 0-based) but found 1: 'oops'"
@@ -150,11 +151,11 @@ def test_skip_bad_lines_counts_and_lists_them(tmp_path: Path) -> None:
 def test_gzip_and_parquet_inputs_give_the_same_graph(tmp_path: Path) -> None:
     lines = graph_lines(500)
     plain = config_for(tmp_path / "plain")
-    import_edges(plain, [write(tmp_path / "g.tsv", lines)], lhs_col=0, rel_col=1, rhs_col=2, seed=9)
+    import_edges(plain, [write(tmp_path / "g.tsv", lines)], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=9)
     gz = tmp_path / "g.tsv.gz"
     gz.write_bytes(gzip.compress("".join(line + "\n" for line in lines).encode()))
     zipped = config_for(tmp_path / "gz")
-    import_edges(zipped, [str(gz)], lhs_col=0, rel_col=1, rhs_col=2, seed=9)
+    import_edges(zipped, [str(gz)], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=9)
     assert snapshot(zipped) == snapshot(plain)
     # Parquet by column name, with integer ids: names become their decimal strings.
     cols = [line.split("\t") for line in lines]
@@ -169,7 +170,10 @@ def test_gzip_and_parquet_inputs_give_the_same_graph(tmp_path: Path) -> None:
     pq.write_table(table, tmp_path / "g.parquet")
     par = config_for(tmp_path / "pq")
     import_edges(
-        par, [str(tmp_path / "g.parquet")], lhs_col="src", rel_col="rel", rhs_col="dst", weight_col="w", seed=9
+        par,
+        [str(tmp_path / "g.parquet")],
+        ImportOptions(lhs_col="src", rhs_col="dst", rel_col="rel", weight_col="w"),
+        seed=9,
     )
     assert named_edges(par) == Counter(
         {(f"{a[1:]}", int(r[1:]), f"{b[1:]}"): n for (a, r, b), n in Counter(map(tuple, cols)).items()}
@@ -181,7 +185,12 @@ def test_gzip_and_parquet_inputs_give_the_same_graph(tmp_path: Path) -> None:
 
 def test_near_empty_bucket_files_are_small(tmp_path: Path) -> None:
     config = config_for(tmp_path, parts=2, relations=1)
-    import_edges(config, [write(tmp_path / "g.tsv", ["a\tr0\tb", "b\tr0\tc"])], lhs_col=0, rel_col=1, rhs_col=2, seed=0)
+    import_edges(
+        config,
+        [write(tmp_path / "g.tsv", ["a\tr0\tb", "b\tr0\tc"])],
+        ImportOptions(lhs_col=0, rhs_col=2, rel_col=1),
+        seed=0,
+    )
     sizes = [os.path.getsize(tmp_path / "edges" / name) for name in os.listdir(tmp_path / "edges")]
     assert len(sizes) == 4 and max(sizes) < 20_000
 

@@ -25,6 +25,7 @@ from disk_state import changes, tree_state
 
 from pbg_core.config import parse_config
 from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
 from storage.importing.space import NoSpaceForImport, bucket_bytes, check_output_space, is_disk_full, names_bytes
 
 
@@ -52,7 +53,7 @@ def used_bytes(directory: Path) -> int:
 
 def test_the_estimate_covers_what_an_import_writes(tmp_path: Path) -> None:
     config = config_on(tmp_path, partitions=4)
-    import_edges(config, [edges_file(tmp_path / "e.tsv", 20_000, 3_000)], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(config, [edges_file(tmp_path / "e.tsv", 20_000, 3_000)], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     edges = Path(config.edge_paths[0])
     sizes = []
     for bucket in sorted(edges.glob("edges_*.h5")):
@@ -70,11 +71,11 @@ def test_an_import_too_big_for_its_disk_is_refused_before_writing(
 ) -> None:
     disk = small_disk(1 << 20)
     config = config_on(disk)
-    import_edges(config, [edges_file(tmp_path / "small.tsv", 200, 50)], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(config, [edges_file(tmp_path / "small.tsv", 200, 50)], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     before = tree_state(disk)
     big = edges_file(tmp_path / "big.tsv", 60_000, 5_000)  # about 1.5 MB of bucket files
     with pytest.raises(NoSpaceForImport) as refused:
-        import_edges(config, [big], lhs_col=0, rhs_col=1, seed=0)
+        import_edges(config, [big], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     message = str(refused.value)
     assert message.startswith(f"{disk / 'data' / 'edges'}: not enough disk space to write the import: ")
     assert (
@@ -90,7 +91,7 @@ def test_a_disk_filled_while_writing_is_named_and_the_import_undone(
 ) -> None:
     disk = small_disk(2 << 20)
     config = config_on(disk)
-    import_edges(config, [edges_file(tmp_path / "small.tsv", 200, 50)], lhs_col=0, rhs_col=1, seed=0)
+    import_edges(config, [edges_file(tmp_path / "small.tsv", 200, 50)], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     before = tree_state(disk)
     bigger = edges_file(tmp_path / "bigger.tsv", 20_000, 2_000)  # fits: about 0.5 MB
     pause = tmp_path / "paused"
@@ -100,7 +101,7 @@ def test_a_disk_filled_while_writing_is_named_and_the_import_undone(
 
     def run() -> None:
         try:
-            import_edges(config, [bigger], lhs_col=0, rhs_col=1, seed=0)
+            import_edges(config, [bigger], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             failure.append(exc)
 
@@ -131,7 +132,7 @@ def test_a_spill_that_fills_its_disk_is_named(
     config = config_on(tmp_path)
     big = edges_file(tmp_path / "big.tsv", 150_000, 5_000)  # 12 bytes an edge: 1.8 MB of spill
     with pytest.raises(NoSpaceForImport) as refused:
-        import_edges(config, [big], lhs_col=0, rhs_col=1, seed=0)
+        import_edges(config, [big], ImportOptions(lhs_col=0, rhs_col=1), seed=0)
     message = str(refused.value)
     assert message.startswith(f"{spill}/pbg-import-spill-") and f"disk full while pass 1 spilled {big} here" in message
     assert "point TMPDIR to a directory on a larger disk" in message
