@@ -27,7 +27,7 @@ def test_every_subcommand_parses_its_options() -> None:
         ["lr=0.1"],
         True,
         1,
-        "train",
+        None,  # train (pbg/train), or retrain with --retrain-keep-last: cmd_serve decides
     )
     train = parser.parse_args(["train", "c.py", "-v", "-p", "num_epochs=2"])
     assert (train.config, train.verbose, train.param) == ("c.py", True, ["num_epochs=2"])

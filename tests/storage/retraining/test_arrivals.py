@@ -14,13 +14,14 @@ from disk_state import changes, tree_state
 from pbg_core.config import parse_config
 from storage.errors import DataNotFound
 from storage.importing.manifest import read_manifest
+from storage.importing.options import ImportOptions
 from storage.retraining.arrivals import Received, edge_path_for, list_files, receive
 from storage.retraining.holdout import holdout_path_of
 from storage.retraining.options import IncomingOptions
 from storage.retraining.received import ReceivedFile, RunRecords
 from tasks.retrain import imported_data, importer_for
 
-OPTIONS = {"lhs_col": 0, "rhs_col": 1}
+OPTIONS = ImportOptions(lhs_col=0, rhs_col=1)
 
 
 def config(root: str) -> Any:
@@ -107,7 +108,7 @@ def test_an_import_done_by_hand_is_recognised_and_a_dropped_day_is_no_new_data(
     cfg = config(str(tmp_path))
     write(str(tmp_path / "in" / "day0.tsv"), day(0, 300))
     by_hand = cfg.model_copy(update={"edge_paths": [str(tmp_path / "edges" / "gen0000-day0_partitioned")]})
-    import_edges(by_hand, ["in/day0.tsv"], seed=0, **OPTIONS)  # a relative spelling of the same file
+    import_edges(by_hand, ["in/day0.tsv"], OPTIONS, seed=0)  # a relative spelling of the same file
     incoming = IncomingOptions(inputs=str(tmp_path / "in"), edges_dir=str(tmp_path / "edges"))
     received = receive_now(cfg, incoming, 0)
     assert received.imported == [] and received.new_generations == []

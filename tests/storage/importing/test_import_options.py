@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from flows.cli_parser import build_parser
+from flows.cli.parser import build_parser
 from storage.importing.options import ImportOptions
 
 
