@@ -78,7 +78,7 @@ bench-crash: $(STAMP)
 	$(PY) -m bench.crash
 
 bench-s3-speed: $(STAMP)
-	$(PY) bench/s3_speed.py
+	$(PY) -m bench.s3_speed
 
 bench-import: $(STAMP) pbg-venv
 	$(PY) -m bench.import_speed

@@ -96,7 +96,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mix", type=float, default=0.3, help="share of edges whose target ignores communities")
     parser.add_argument("--pbg-seconds", type=float, default=600.0, help="PBG 1.0.0 trains this long, then stops")
     parser.add_argument("--pbg-eval-fraction", action="store_true", help="keep PBG's eval_fraction 0.05 (else 0)")
-    parser.add_argument("--hogwild-delay", type=float, default=2.0, help="config value (PBG's file: 2; see README)")
+    parser.add_argument(
+        "--hogwild-delay", type=float, default=2.0, help="config value (PBG's file: 2; see docs/benchmarks.md)"
+    )
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="HOGWILD workers")
     parser.add_argument("--sample-edges", type=int, default=10_000, help="test edges ranked by pbg eval")
     parser.add_argument("--candidates", type=int, default=1000, help="uniform candidates per ranked edge")
@@ -161,7 +163,7 @@ def checkpoint_version_bytes(nodes: int) -> int:
 
 
 def bytes_needed(nodes: int, edges: int, have_graph: bool, have_import: bool) -> dict[str, int]:
-    """Disk the run may still need, by item (estimates, rounded up; see the README entry).
+    """Disk the run may still need, by item (estimates, rounded up; docs/benchmarks.md, "bench.livejournal").
 
     - TSV: at most 16 bytes per edge (two ids of up to 7 digits, a tab, a newline);
     - imported edges: 24 bytes per edge (measured: lhs, rhs and relation, int64), plus as much

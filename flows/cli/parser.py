@@ -91,7 +91,9 @@ def _add_retrain(sub: Subcommands) -> None:
 
 
 def _add_import(sub: Subcommands) -> None:
-    imp = sub.add_parser("import", help="convert TSV edge lists into the config's entity_path and edge_paths")
+    imp = sub.add_parser(
+        "import", help="convert edge lists (TSV/CSV, Parquet) into the config's entity_path and edge_paths"
+    )
     _add_config_args(imp)
     imp.add_argument(
         "inputs",

@@ -74,7 +74,7 @@ def test_deployment_run_reports_its_progress_tables_and_summary_as_artifacts(
     assert str(checkpoint) in summary["data"]
 
 
-def test_deployment_run_names_its_task_runs_as_the_readme_lists_them(
+def test_deployment_run_names_its_task_runs_as_docs_deployments_lists_them(
     stack: Stack, uninterrupted: SimpleNamespace
 ) -> None:
     names = set(task_run_names(stack, uninterrupted.id, NUM_EPOCHS * (BUCKETS_PER_PASS * 6 + 5)))
