@@ -276,11 +276,15 @@ class S3Proxy:
                 self._counts[f"{fault[0]} {fault[1]}"] += 1
             return fault
 
-    def answered(self, method: str, path: str, status: int) -> None:
-        """Count a forwarded answer and fire the triggers it matches (each once, in its own thread)."""
-        fire = []
+    def forwarded(self) -> None:
+        """Count an answer upstream gave, before it is relayed: a client holding it sees it counted."""
         with self._lock:
             self._counts["forwarded"] += 1
+
+    def answered(self, method: str, path: str, status: int) -> None:
+        """Fire the triggers a relayed answer matches (each once, in its own thread)."""
+        fire = []
+        with self._lock:
             for trigger in self._triggers:
                 if not trigger.fired and trigger.match(method, path, status):
                     trigger.fired = True

@@ -45,6 +45,8 @@ class ProxyControl(Protocol):
 
     def draw_fault(self, method: str, path: str) -> tuple[int, str] | None: ...
 
+    def forwarded(self) -> None: ...
+
     def answered(self, method: str, path: str, status: int) -> None: ...
 
 
@@ -136,6 +138,7 @@ class RelayHandler(BaseHTTPRequestHandler):
             conn.close()
             self.upstream = None
             raise
+        self.server.proxy.forwarded()  # before the client can have it: its counters already show it
         self._relay(response)
         return response.status
 
