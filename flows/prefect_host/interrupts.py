@@ -11,7 +11,8 @@ What a stop does, whichever of the two signals asks for it:
   alike in a ``pbg`` command (a run a Prefect worker cancels or reschedules is left to
   Prefect, and outside a ``pbg`` command a SIGTERM keeps Prefect's meaning). A signal that lands in a ``__del__`` or a weakref callback, where Python would
   print the exception as ignored and carry on, or in importlib's own code, where an exception
-  can leave the import lock held, is delivered again a few ms later.
+  can leave the import lock held, is delivered again a few ms later (by Prefect's SIGTERM
+  bridge too, during a flow run of a ``pbg`` command: :func:`flow_call`).
 - **Flow runs end Cancelled**, not Crashed: :func:`cancel_on_interrupt` wraps a flow
   function so that an interrupt unwinding out of its body becomes a returned ``Cancelled``
   state, which Prefect records as the run's final state (Prefect itself marks a run it
@@ -214,12 +215,37 @@ def flow_call() -> Iterator[None]:
     """
     from prefect.exceptions import CancelledRun
 
+    _defer_prefect_sigterm()
     try:
         yield
     except CancelledRun as exc:
         if _stop.signum is None:
             raise
         raise KeyboardInterrupt(signal.Signals(_stop.signum).name) from exc
+
+
+def _defer_prefect_sigterm() -> None:
+    """Give Prefect's SIGTERM bridge the care :func:`_handle` takes, in this ``pbg`` command (once).
+
+    During a flow run Prefect's own handler raises ``TerminationSignal``; raised in a weakref
+    callback, Python prints it as ignored and the run goes on to the end (seen in CI: a SIGTERM
+    while a version was committed ended the command with 0). Prefect installs and recognises its
+    handler by the module's name for it, so the deferring one takes that name.
+    """
+    from prefect.utilities import engine
+
+    prefect_handler = engine._prefect_sigterm_handler
+    if getattr(prefect_handler, "defers_unsafe_frames", False):
+        return
+
+    def deferring(signum: int, frame: FrameType | None = None, *args: object) -> None:
+        if frame is not None and _unsafe_to_raise_in(frame):
+            threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), signum)).start()
+            return
+        prefect_handler(signum, frame, *args)
+
+    deferring.defers_unsafe_frames = True  # type: ignore[attr-defined]
+    engine._prefect_sigterm_handler = deferring  # type: ignore[assignment]
 
 
 def committed_checkpoint(url: str, storage_options: Any) -> str:

@@ -317,3 +317,30 @@ def test_a_signal_in_ordinary_code_raises_at_once(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())
     with pytest.raises(KeyboardInterrupt):
         interrupts._handle(signal.SIGINT, _frame_of("/work/flows/train.py"))
+
+
+def test_prefects_sigterm_bridge_in_a_weakref_callback_is_delivered_again_outside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """During a flow run SIGTERM meets Prefect's handler: raised in a weakref callback its
+    TerminationSignal was printed as ignored and the run went on (a CI failure); a ``pbg``
+    command's flow call makes that handler defer as ours does."""
+    from prefect.exceptions import TerminationSignal
+    from prefect.utilities import engine
+
+    from flows.prefect_host import interrupts
+
+    monkeypatch.setattr(engine, "_prefect_sigterm_handler", engine._prefect_sigterm_handler)  # restored after
+    with interrupts.flow_call():
+        handler = engine._prefect_sigterm_handler
+        with interrupts.flow_call():  # once: no deferral of a deferral
+            assert engine._prefect_sigterm_handler is handler
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        handler(signal.SIGTERM, _frame_of("/root/.pyenv/versions/3.11.7/lib/python3.11/weakref.py"))  # returns
+        with pytest.raises(TerminationSignal):
+            time.sleep(5)  # the signal comes again, in ordinary code, to Prefect's meaning
+        with pytest.raises(TerminationSignal):
+            handler(signal.SIGTERM, _frame_of("/work/flows/train.py"))  # ordinary code: at once
+    finally:
+        signal.signal(signal.SIGTERM, previous)
