@@ -27,7 +27,7 @@ from pydantic import Field
 
 from flows.prefect_host.interrupts import cancel_on_interrupt
 from flows.prefect_host.run_logs import forward_engine_logs
-from flows.train import pbg, prepare_start
+from flows.train import pbg, prepare_start, run_name
 from pbg_core.config import ConfigSchema
 from storage import layout
 from storage.retraining.arrivals import Received
@@ -52,21 +52,7 @@ from tasks.runs import opened_run
 DEFAULT_OPTIONS = RetrainOptions.model_validate({})  # frozen: one shared default is never changed
 
 
-def _run_name() -> str:
-    """``retrain <what>``: the config file's name, else the root's."""
-    params = flow_run.parameters or {}
-    url, config = params.get("config_url"), params.get("config")
-    if url:
-        what = str(url).rstrip("/").rsplit("/", 1)[-1]
-    elif config is not None:
-        path = config.get("checkpoint_path") if isinstance(config, dict) else getattr(config, "checkpoint_path", "")
-        what = str(path).rstrip("/").rsplit("/", 1)[-1] or "inline config"
-    else:
-        what = "(no config)"
-    return f"retrain {what}"
-
-
-@flow(name="pbg-retrain", flow_run_name=_run_name)
+@flow(name="pbg-retrain", flow_run_name=run_name("retrain"))
 @cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg_retrain(
     config: ConfigSchema | None = None,

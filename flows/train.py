@@ -122,19 +122,23 @@ def _train_buckets(
     return trained, rows, resumed
 
 
-def _run_name() -> str:
-    """``train <what>``: the config file's name, else the checkpoint directory's."""
-    params = flow_run.parameters or {}
-    config = params.get("config")
-    url = params.get("config_url")
-    if url:
-        what = str(url).rstrip("/").rsplit("/", 1)[-1]
-    elif config is not None:
-        path = config.get("checkpoint_path") if isinstance(config, dict) else getattr(config, "checkpoint_path", "")
-        what = str(path).rstrip("/").rsplit("/", 1)[-1] or "inline config"
-    else:
-        what = "(no config)"
-    return f"train {what}"
+def run_name(verb: str) -> Callable[[], str]:
+    """A flow run's name, ``<verb> <what>``: the config file's name, else the checkpoint directory's."""
+
+    def name() -> str:
+        params = flow_run.parameters or {}
+        config = params.get("config")
+        url = params.get("config_url")
+        if url:
+            what = str(url).rstrip("/").rsplit("/", 1)[-1]
+        elif config is not None:
+            path = config.get("checkpoint_path") if isinstance(config, dict) else getattr(config, "checkpoint_path", "")
+            what = str(path).rstrip("/").rsplit("/", 1)[-1] or "inline config"
+        else:
+            what = "(no config)"
+        return f"{verb} {what}"
+
+    return name
 
 
 RETRAIN_MOVED = (
@@ -182,7 +186,7 @@ def _taking_retrain(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str
 def _training_flow(fn: Callable[..., dict[str, Any]]) -> TrainingFlow:
     """``@flow(name="pbg", ...)``, as a :class:`TrainingFlow` (the function keeps its name: a served
     deployment's entrypoint is ``flows.train.pbg``)."""
-    return TrainingFlow(fn=fn, name="pbg", flow_run_name=_run_name)
+    return TrainingFlow(fn=fn, name="pbg", flow_run_name=run_name("train"))
 
 
 @_training_flow

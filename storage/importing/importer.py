@@ -57,6 +57,7 @@ from typing import Any
 
 from storage.entity_lease import command_label, importing
 from storage.importing.append import read_existing
+from storage.importing.count import ImportPlan
 from storage.importing.edge_paths import Replacement, check_edge_paths, mark_replaced
 from storage.importing.leftovers import recover
 from storage.importing.manifest import (
@@ -137,7 +138,7 @@ def import_edges(
     job = _Job(config, list(inputs), _read_spec(config, recorded), recorded, progress, options.force)
     # Every argument, input and output check before the lease (created inside entity_path): a
     # mistake is named at once, not hidden behind "another import holds entity_path".
-    make_plan(config, job.inputs, job.spec)
+    job.plan = make_plan(config, job.inputs, job.spec)  # checked once: the import uses it
     so = config.storage_options_for_fs()
     with importing(config.entity_path, holder or command_label(), so) as keeper:  # refused here if busy
         recover(config.entity_path, list(config.edge_paths), so)  # what killed imports left
@@ -167,6 +168,7 @@ class _Job:
     progress: ProgressFn | None
     force: bool
     keeper: LeaseKeeper | None = None
+    plan: ImportPlan | None = None
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -251,6 +253,7 @@ class _Job:
             seed=self.options["seed"],
             progress=self.progress,
             commit=Commit(self.token, before_commit=before, record=record),
+            plan=self.plan,
             **extra,
         )
 

@@ -204,6 +204,7 @@ def run_import(
     chunk_edges: int | None = None,
     commit: Commit | None = None,
     existing: Existing | None = None,
+    plan: ImportPlan | None = None,
 ) -> ImportReport:
     """Import ``inputs`` into ``config.entity_path`` and ``config.edge_paths`` (see the module docstring).
 
@@ -225,6 +226,7 @@ def run_import(
             default: a fresh token, nothing else.
         existing: Append to this import (:mod:`storage.importing.append`): its names keep their
             places, new names are added at the partitions' ends; None imports anew.
+        plan: :func:`make_plan`'s result, when the caller already checked the arguments with it.
 
     Returns:
         The :class:`ImportReport`.
@@ -235,7 +237,7 @@ def run_import(
     """
     started = time.monotonic()
     chunk_edges = chunk_edges or write_pass.CHUNK_EDGES
-    plan = make_plan(config, inputs, spec)
+    plan = plan or make_plan(config, inputs, spec)
     report = ImportReport()
     weighted = spec.columns.weight is not None
     commit = dataclasses.replace(commit or Commit(uuid.uuid4().hex[:12]), append=existing is not None)
