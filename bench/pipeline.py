@@ -6,6 +6,9 @@ body) and its ending (its final state, and on a deployed run the join of its hea
 which sleeps in 1 s steps) overlap the neighbouring iteration's work. The baseline,
 ``in-order``, is the same flow with each subflow called after the previous one returned
 (:mod:`bench.lib.in_order`: the benchmark selects that code path; the product has no switch).
+On a deployed run a third variant, ``in-order-no-subflow-heartbeats``, calls them in order with
+flow-run heartbeats off for the subflows only (the ``pbg`` run keeps its own): the simpler
+alternative for the heartbeat join, measured beside the pipeline.
 
 The training: UMLS's train split imported once with ``pbg import`` (5.2k edges, one partition,
 one chunk: one bucket and one iteration per epoch), ``--epochs`` iterations (40 by default), 2
@@ -16,14 +19,16 @@ into its own checkpoint directory:
   server on 127.0.0.1 with SQLite, the ``pbg-local`` process work pool and worker, flow-run
   heartbeats every 30 s as deployments/prefect.yaml sets them). ``pipelined`` runs the product's
   deployment ``pbg/train``; ``in-order`` a deployment ``pbg/in-order`` of
-  ``bench/lib/in_order_deployment.py:pbg`` registered with the same work pool and job variables.
+  ``bench/lib/in_order_deployment.py:pbg`` registered with the same work pool and job variables,
+  and ``in-order-no-subflow-heartbeats`` one more, ``pbg/in-order-no-subflow-heartbeats``, whose
+  job environment adds ``PBG_BENCH_SUBFLOW_HEARTBEATS=off``.
   Each run is ``prefect deployment run ... --param config_url=... --param overrides=[...]``.
 - ``embedded``: ``pbg train CONFIG -p checkpoint_path=...`` (our embedded server, heartbeats off)
   vs ``python -m bench.lib.in_order train CONFIG ...``, one temporary PREFECT_HOME for both.
 
 One unmeasured warm-up run of each variant and case (2 epochs), then ``--repeats`` rounds; in
-each round every case runs both variants back to back, alternating which goes first (A B, B A,
-...) so that a drift in the machine's load hits both alike. Per run:
+each round every case runs its variants back to back, in order and reversed on alternate rounds
+(A B C, C B A, ...) so that a drift in the machine's load hits them alike. Per run:
 
 - ``command_s``: deployed, from just before ``prefect deployment run`` to the poll (every 0.2 s)
   that sees the flow run COMPLETED; embedded, the command's wall time (spawn to exit);
@@ -35,10 +40,11 @@ each round every case runs both variants back to back, alternating which goes fi
 - ``machine_busy``: the machine's busy CPU share during the run (/proc/stat, all cores; this run
   included), beside the load average at its start.
 
-Reported: medians with [min-max] per case and variant; per round, in-order / pipelined of each
-figure, with its median and [min-max] over the rounds; "beyond noise" when the two variants'
-ranges do not overlap (every pipelined run faster than every in-order run, or the reverse; n/a
-with one round).
+Reported: medians with [min-max] per case and variant; per round, each variant's figure over
+the pipelined run's, with its median and [min-max] over the rounds and the rounds in which the
+variant was the slower of the two; "beyond noise" when the two
+variants' ranges do not overlap (every pipelined run faster than every run of the other, or the
+reverse; n/a with one round).
 Writes bench/results/pipeline.json. A failed run stops the benchmark with its error (the stack
 is brought down first).
 
@@ -63,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.deployed_stack import clean_env, import_umls, interrupt, stack_down, stack_up
+from bench.lib.in_order import SUBFLOW_HEARTBEATS_VARIABLE
 from bench.lib.logs import LOG_LINE, TRAINED, clock_time
 from bench.lib.prefect_api import Api, epoch_s
 from bench.lib.quiet import busy_cpu_seconds, measurement_lock
@@ -70,8 +77,13 @@ from bench.lib.report import format_table, write_json
 from bench.lib.runner import run_measured
 from bench.lib.tools import REPO_ROOT, WORK_DIR, machine_info, ours_bin
 
-VARIANTS = ("pipelined", "in-order")
-DEPLOYMENTS = {"pipelined": "pbg/train", "in-order": "pbg/in-order"}
+NO_SUBFLOW_HEARTBEATS = "in-order-no-subflow-heartbeats"
+CASE_VARIANTS = {"deployed": ("pipelined", "in-order", NO_SUBFLOW_HEARTBEATS), "embedded": ("pipelined", "in-order")}
+DEPLOYMENTS = {
+    "pipelined": "pbg/train",
+    "in-order": "pbg/in-order",
+    NO_SUBFLOW_HEARTBEATS: f"pbg/{NO_SUBFLOW_HEARTBEATS}",
+}
 IN_ORDER_ENTRYPOINT = "bench/lib/in_order_deployment.py:pbg"
 WARMUP_EPOCHS = 2
 UUID_RE = re.compile(r"UUID: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -104,8 +116,13 @@ class Machine:
 
 
 def deploy_in_order(api: Api, env: dict[str, str], work: Path) -> None:
-    """Register ``pbg/in-order`` with ``pbg/train``'s work pool, queue and job variables (heartbeats included)."""
+    """Register the in-order deployments with ``pbg/train``'s work pool, queue and job variables (heartbeats included)."""
     product = api.call("GET", f"/deployments/name/{DEPLOYMENTS['pipelined']}")
+    quiet_env = {**(product["job_variables"].get("env") or {}), SUBFLOW_HEARTBEATS_VARIABLE: "off"}
+    job_variables = {
+        "in-order": product["job_variables"],
+        NO_SUBFLOW_HEARTBEATS: {**product["job_variables"], "env": quiet_env},
+    }
     spec = {
         "name": "pbg-flow-bench-pipeline",
         "build": None,
@@ -113,21 +130,22 @@ def deploy_in_order(api: Api, env: dict[str, str], work: Path) -> None:
         "pull": [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO_ROOT)}}],
         "deployments": [
             {
-                "name": DEPLOYMENTS["in-order"].split("/")[1],
+                "name": DEPLOYMENTS[variant].split("/")[1],
                 "entrypoint": IN_ORDER_ENTRYPOINT,
                 "work_pool": {
                     "name": product["work_pool_name"],
                     "work_queue_name": product["work_queue_name"],
-                    "job_variables": product["job_variables"],
+                    "job_variables": variables,
                 },
             }
+            for variant, variables in job_variables.items()
         ],
     }
-    path = work / "in_order_deployment.yaml"
+    path = work / "in_order_deployments.yaml"
     path.write_text(json.dumps(spec, indent=2))  # JSON is YAML
     argv = [str(ours_bin("prefect")), "--no-prompt", "deploy", "--prefect-file", str(path), "--all"]
     done = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0 or not api.deployment_exists(DEPLOYMENTS["in-order"]):
+    if done.returncode != 0 or not all(api.deployment_exists(DEPLOYMENTS[v]) for v in job_variables):
         raise RuntimeError(
             f"{' '.join(argv)} exited with {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         )
@@ -194,21 +212,27 @@ def spread(values: list[float]) -> dict[str, Any]:
 
 
 def summarize(runs: dict[str, dict[str, list[Run]]]) -> dict[str, Any]:
-    """Per case: each variant's figures (median [min-max]) and the per-round ratios in-order / pipelined."""
+    """Per case: each variant's figures (median [min-max]) and, per round, each other variant's over the pipelined one's."""
     summary: dict[str, Any] = {}
     for case, by_variant in runs.items():
-        figures = [f for f in FIGURES if by_variant["pipelined"][0].get(f) is not None]
-        entry: dict[str, Any] = {v: {f: spread([r[f] for r in by_variant[v]]) for f in figures} for v in VARIANTS}
-        entry["in_order_over_pipelined"] = {}
-        for figure in figures:
-            pairs = zip(by_variant["in-order"], by_variant["pipelined"], strict=True)
-            ratios = spread([slow[figure] / fast[figure] for slow, fast in pairs])
-            a, b = entry["pipelined"][figure], entry["in-order"][figure]
-            separate = a["max"] < b["min"] or b["max"] < a["min"]
-            ratios["beyond_noise"] = separate if len(by_variant["pipelined"]) > 1 else None  # one round: no spread
-            ratios["saved_s_median"] = b["median"] - a["median"]
-            entry["in_order_over_pipelined"][figure] = ratios
-        summary[case] = entry
+        pipelined = by_variant["pipelined"]
+        figures = [f for f in FIGURES if pipelined[0].get(f) is not None]
+        variants = {v: {f: spread([r[f] for r in rs]) for f in figures} for v, rs in by_variant.items()}
+        over: dict[str, Any] = {}
+        for variant, others in by_variant.items():
+            if variant == "pipelined":
+                continue
+            over[variant] = {}
+            for figure in figures:
+                per_round = [other[figure] / fast[figure] for other, fast in zip(others, pipelined, strict=True)]
+                ratios = spread(per_round)
+                ratios["rounds_slower"] = sum(ratio > 1 for ratio in per_round)
+                a, b = variants["pipelined"][figure], variants[variant][figure]
+                separate = a["max"] < b["min"] or b["max"] < a["min"]
+                ratios["beyond_noise"] = separate if len(pipelined) > 1 else None  # one round: no spread
+                ratios["saved_s_median"] = b["median"] - a["median"]
+                over[variant][figure] = ratios
+        summary[case] = {"variants": variants, "over_pipelined": over}
     return summary
 
 
@@ -217,12 +241,11 @@ def _cell(s: dict[str, Any], scale: float = 1.0, digits: int = 2) -> str:
     return f"{s['median'] * scale:.{digits}f} [{s['min'] * scale:.{digits}f}-{s['max'] * scale:.{digits}f}]"
 
 
-def print_tables(summary: dict[str, Any]) -> None:
+def print_tables(summary: dict[str, Any], rounds: int) -> None:
     """The figures per case and variant, then the ratios."""
     rows: list[list[object]] = []
     for case, entry in summary.items():
-        for variant in VARIANTS:
-            s = entry[variant]
+        for variant, s in entry["variants"].items():
             rows.append(
                 [
                     case,
@@ -238,17 +261,28 @@ def print_tables(summary: dict[str, Any]) -> None:
     )
     ratios: list[list[object]] = []
     for case, entry in summary.items():
-        for figure, r in entry["in_order_over_pipelined"].items():
-            noise = {True: "yes", False: "no", None: "n/a (1 round)"}[r["beyond_noise"]]
-            ratios.append([case, figure, _cell(r, 1.0, 3), f"{r['saved_s_median']:+.3f}", noise])
-    print(format_table(["case", "figure", "in-order / pipelined", "in-order - pipelined s", "beyond noise"], ratios))
+        for variant, by_figure in entry["over_pipelined"].items():
+            for figure, r in by_figure.items():
+                noise = {True: "yes", False: "no", None: "n/a (1 round)"}[r["beyond_noise"]]
+                slower = f"{r['rounds_slower']}/{rounds}"
+                ratios.append([case, variant, figure, _cell(r, 1.0, 3), f"{r['saved_s_median']:+.3f}", slower, noise])
+    headers = [
+        "case",
+        "variant",
+        "figure",
+        "variant / pipelined",
+        "variant - pipelined s",
+        "rounds slower",
+        "beyond noise",
+    ]
+    print(format_table(headers, ratios))
 
 
 def _run_all(args: argparse.Namespace, work: Path, config: Path) -> dict[str, dict[str, list[Run]]]:
     """Bring the stack up (deployed case), warm up, run the rounds; always bring the stack down."""
     home, embedded_home = work / "prefect-home", work / "embedded-home"
     cases = [c for c in ("deployed", "embedded") if not getattr(args, f"skip_{c}")]
-    runs: dict[str, dict[str, list[Run]]] = {case: {v: [] for v in VARIANTS} for case in cases}
+    runs: dict[str, dict[str, list[Run]]] = {case: {v: [] for v in CASE_VARIANTS[case]} for case in cases}
     api, env = None, {}
     try:
         if "deployed" in cases:
@@ -269,12 +303,12 @@ def _run_all(args: argparse.Namespace, work: Path, config: Path) -> dict[str, di
             return result
 
         for case in cases:
-            for variant in VARIANTS:
+            for variant in CASE_VARIANTS[case]:
                 print(f"[{case}] warm-up of {variant} ({WARMUP_EPOCHS} epochs, not counted) ...", flush=True)
                 one(case, variant, "warmup", WARMUP_EPOCHS)
         for round_index in range(args.repeats):
-            order = VARIANTS if round_index % 2 == 0 else VARIANTS[::-1]
             for case in cases:
+                order = CASE_VARIANTS[case] if round_index % 2 == 0 else CASE_VARIANTS[case][::-1]
                 for variant in order:
                     with measurement_lock(args.lock):
                         result = one(case, variant, str(round_index), args.epochs)
@@ -294,7 +328,7 @@ def _run_all(args: argparse.Namespace, work: Path, config: Path) -> dict[str, di
 def main(argv: list[str] | None = None) -> int:
     """Parse flags, import UMLS, measure, print the tables, write bench/results/pipeline.json."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=4, help="rounds of both variants per case (default 4)")
+    parser.add_argument("--repeats", type=int, default=4, help="rounds of every variant per case (default 4)")
     parser.add_argument("--epochs", type=int, default=40, help="iterations per run (default 40)")
     parser.add_argument("--skip-deployed", action="store_true", help="only the embedded case")
     parser.add_argument("--skip-embedded", action="store_true", help="only the deployed case")
@@ -317,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = _run_all(args, work, config)
     load["end"] = [round(x, 2) for x in os.getloadavg()]
     summary = summarize(runs)
-    print_tables(summary)
+    print_tables(summary, args.repeats)
     print(f"load average (1, 5, 15 min): {load['start']} at start, {load['end']} at end (2 shared cores)")
     payload: dict[str, object] = {
         "machine": machine_info(),

@@ -9,7 +9,9 @@ the benchmark selects this code path in two ways:
 - embedded: ``python -m bench.lib.in_order train CONFIG ...`` is the ``pbg`` command line with
   the replacement made as ``flows.train`` is imported (the CLI imports it late, after its
   start-up work, so the start-up is the same as ``pbg train``'s);
-- deployed: the entrypoint ``bench/lib/in_order_deployment.py:pbg`` (the same ``pbg`` flow).
+- deployed: the entrypoint ``bench/lib/in_order_deployment.py:pbg`` (the same ``pbg`` flow);
+  a deployment whose job environment sets :data:`SUBFLOW_HEARTBEATS_VARIABLE` to ``off`` also
+  calls the subflows without heartbeats (:class:`InOrder`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
@@ -24,17 +27,31 @@ from typing import Any, TypeVar
 
 R = TypeVar("R")
 TRAIN_MODULE = "flows.train"
+SUBFLOW_HEARTBEATS_VARIABLE = "PBG_BENCH_SUBFLOW_HEARTBEATS"  # "off": see InOrder
 
 
 class InOrder:
-    """``SubflowPipeline.run_in_order`` without the overlap: call ``i + 1`` starts after call ``i`` returned."""
+    """``SubflowPipeline.run_in_order`` without the overlap: call ``i + 1`` starts after call ``i`` returned.
+
+    With :data:`SUBFLOW_HEARTBEATS_VARIABLE` set to ``off`` in the environment, each subflow is
+    called with flow-run heartbeats off (the ``pbg`` run keeps its own): the in-order loop
+    without the heartbeat thread a subflow joins as it ends, bench.pipeline's third variant.
+    """
 
     def run_in_order(
         self, calls: Sequence[Callable[[], R]], names: Sequence[str], overlap_after: Callable[[int], bool]
     ) -> Iterator[R]:
         """Yield each call's result in order (``names`` and ``overlap_after`` have nothing to do here)."""
+        quiet = os.environ.get(SUBFLOW_HEARTBEATS_VARIABLE) == "off"
         for call in calls:
-            yield call()
+            if not quiet:
+                yield call()
+                continue
+            from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+            with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+                result = call()
+            yield result
 
 
 def use_in_order(train_module: ModuleType) -> None:

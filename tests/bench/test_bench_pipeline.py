@@ -26,15 +26,18 @@ def _runs(pipelined: list[float], in_order: list[float]) -> dict[str, dict[str, 
 
 def test_ratios_are_taken_per_round_and_separate_ranges_are_beyond_noise() -> None:
     entry = summarize(_runs([10.0, 12.0, 11.0], [20.0, 18.0, 33.0]))["embedded"]
-    assert "flow_run_s" not in entry["pipelined"]  # embedded runs have no flow run in an API
-    ratio = entry["in_order_over_pipelined"]["command_s"]
+    assert "flow_run_s" not in entry["variants"]["pipelined"]  # embedded runs have no flow run in an API
+    assert entry["variants"]["in-order"]["command_s"] == {"median": 20.0, "min": 18.0, "max": 33.0}
+    assert list(entry["over_pipelined"]) == ["in-order"]
+    ratio = entry["over_pipelined"]["in-order"]["command_s"]
     assert (ratio["median"], ratio["min"], ratio["max"]) == (2.0, 1.5, 3.0)
     assert ratio["beyond_noise"] is True
     assert ratio["saved_s_median"] == 9.0
+    assert ratio["rounds_slower"] == 3
 
 
 def test_overlapping_ranges_are_noise_and_one_round_has_no_verdict() -> None:
-    overlapping = summarize(_runs([10.0, 12.0], [11.0, 13.0]))["embedded"]["in_order_over_pipelined"]
+    overlapping = summarize(_runs([10.0, 12.0], [11.0, 13.0]))["embedded"]["over_pipelined"]["in-order"]
     assert overlapping["iteration_s"]["beyond_noise"] is False
-    single = summarize(_runs([10.0], [20.0]))["embedded"]["in_order_over_pipelined"]
+    single = summarize(_runs([10.0], [20.0]))["embedded"]["over_pipelined"]["in-order"]
     assert single["command_s"]["beyond_noise"] is None

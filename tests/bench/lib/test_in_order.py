@@ -8,8 +8,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-from bench.lib.in_order import InOrder, use_in_order
+from bench.lib.in_order import SUBFLOW_HEARTBEATS_VARIABLE, InOrder, use_in_order
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -26,6 +27,18 @@ def test_each_call_starts_after_the_previous_one_returned_and_was_handed_out() -
     for result in InOrder().run_in_order(calls, ["a", "b", "c"], overlap_after=lambda _: True):
         events.append(f"got {result}")
     assert events == ["start 0", "end 0", "got 0", "start 1", "end 1", "got 10", "start 2", "end 2", "got 20"]
+
+
+def test_with_subflow_heartbeats_off_each_call_runs_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.settings import get_current_settings
+
+    monkeypatch.setenv(SUBFLOW_HEARTBEATS_VARIABLE, "off")
+    seen = list(InOrder().run_in_order([lambda: get_current_settings().flows.heartbeat_frequency], ["a"], bool))
+    assert seen == [None]
+    monkeypatch.setenv(SUBFLOW_HEARTBEATS_VARIABLE, "on")
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 30}):
+        seen = list(InOrder().run_in_order([lambda: get_current_settings().flows.heartbeat_frequency], ["a"], bool))
+    assert seen == [30]
 
 
 def test_a_module_without_the_pipeline_is_refused_by_name() -> None:
