@@ -16,7 +16,7 @@ previous iteration's last one. When a body fails, the subflow created ahead is c
 without running anything, and the failure propagates as if the subflows had run in turn.
 
 On a deployed run each subflow also joins its heartbeat thread (up to 1 s) as it ends: there,
-pipelined iterations of a small graph take less than half the time of iterations run in order
+iterations of a small graph run in order take three times as long as pipelined ones
 (``python -m bench.pipeline``; the figures are in docs/prefect-costs.md).
 """
 
