@@ -13,7 +13,7 @@ else ifeq ($(wildcard $(PY)),)
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days compat pbg-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-pipeline bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days compat pbg-venv clean
 
 $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -88,6 +88,10 @@ bench-export: $(STAMP) pbg-venv
 
 bench-deploy-latency: $(STAMP)
 	$(PY) -m bench.deploy_latency
+
+## what flows/pipeline.py buys: iteration subflows pipelined vs in order, deployed (local stack, heartbeats on) and embedded
+bench-pipeline: $(STAMP)
+	$(PY) -m bench.pipeline $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 
 ## LiveJournal-sized graph (4.85M nodes, 68.5M edges, d=1024, 8 partitions), one epoch, PBG 1.0.0 beside it: about 45 min, about 49 GB of free disk
 bench-livejournal: $(STAMP) pbg-venv

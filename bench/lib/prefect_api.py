@@ -1,7 +1,8 @@
-"""The Prefect REST calls bench.deploy_latency needs: flow-run states, the run tree, its logs and task runs."""
+"""The Prefect REST calls the deployed-run benchmarks need: flow-run states, the run tree, its logs and task runs."""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 from typing import Any
@@ -10,6 +11,7 @@ import httpx
 
 RUN_TIMEOUT_S = 600
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "CRASHED"})
+FIRST_BATCH = re.compile(r"training .*edges on")  # the engine's line right before a bucket's first batch
 
 
 def epoch_s(stamp: str) -> float:
@@ -33,11 +35,11 @@ class Api:
         """True once ``flow/deployment`` is registered."""
         return self.client.get(f"/deployments/name/{name}").status_code == 200
 
-    def wait_done(self, run_id: str) -> dict[str, Any]:
-        """Poll the flow run until it is terminal; raise unless it COMPLETED."""
+    def wait_done(self, run_id: str, poll_s: float = 1.0) -> dict[str, Any]:
+        """Poll the flow run every ``poll_s`` seconds until it is terminal; raise unless it COMPLETED."""
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while True:
-            run = self.call("GET", f"/flow_runs/{run_id}")
+            run: dict[str, Any] = self.call("GET", f"/flow_runs/{run_id}")
             state = (run.get("state") or {}).get("type", "NONE")
             if state in TERMINAL:
                 if state != "COMPLETED":
@@ -45,7 +47,7 @@ class Api:
                 return run
             if time.monotonic() > deadline:
                 raise RuntimeError(f"flow run {run_id} still {state} after {RUN_TIMEOUT_S} s")
-            time.sleep(1)
+            time.sleep(poll_s)
 
     def run_tree(self, run_id: str) -> list[str]:
         """The run's id and those of its subflows, at any depth."""
@@ -56,23 +58,33 @@ class Api:
             ids += todo
         return ids
 
+    def logs(self, run_id: str) -> list[dict[str, Any]]:
+        """Every log record of the run tree, oldest first."""
+        body = {"logs": {"flow_run_id": {"any_": self.run_tree(run_id)}}, "sort": "TIMESTAMP_ASC", "limit": 200}
+        rows: list[dict[str, Any]] = []
+        while True:
+            page = self.call("POST", "/logs/filter", {**body, "offset": len(rows)})
+            rows += page
+            if len(page) < 200:
+                return rows
+
+    def log_times(self, run_id: str, pattern: re.Pattern[str], expected: int, wait_s: float) -> list[float]:
+        """Timestamps of the run tree's log records whose message ``pattern`` finds, oldest first.
+
+        The API log handler ships records in batches, some after the flow run ended: wait up to
+        ``wait_s`` until ``expected`` of them are there, then return what there is.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = [epoch_s(row["timestamp"]) for row in self.logs(run_id) if pattern.search(row["message"])]
+            if len(found) >= expected or time.monotonic() > deadline:
+                return found
+            time.sleep(1)
+
     def first_batch_log(self, run_id: str, wait_s: float = 5) -> float | None:
         """Timestamp of the earliest "training N edges on W workers" log of the run tree."""
-        deadline = time.monotonic() + wait_s  # the API log handler ships records in batches
-        while True:
-            body = {"logs": {"flow_run_id": {"any_": self.run_tree(run_id)}}, "sort": "TIMESTAMP_ASC", "limit": 200}
-            offset = 0
-            while True:
-                page = self.call("POST", "/logs/filter", {**body, "offset": offset})
-                for row in page:
-                    if "training" in row["message"] and "edges on" in row["message"]:
-                        return epoch_s(row["timestamp"])
-                if len(page) < 200:
-                    break
-                offset += len(page)
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(1)
+        found = self.log_times(run_id, FIRST_BATCH, 1, wait_s)
+        return found[0] if found else None
 
     def first_train_task(self, run_id: str, expected: int, wait_s: float = 180) -> float | None:
         """Earliest start of the run tree's "train bucket" task runs (whose body logs that line).
