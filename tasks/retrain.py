@@ -124,10 +124,7 @@ def imported_data(config: ConfigSchema) -> ImportedData:
 
 def importer_for(config: ConfigSchema, incoming: IncomingOptions, seed: int) -> ImportFiles:
     """``pbg import`` (``--append``) of the files that arrived, with ``incoming``'s columns and policies."""
-    names = ("lhs_col", "rhs_col", "rel_col", "weight_col", "delimiter", "entity_min_count")
-    options = ImportOptions(
-        **{name: getattr(incoming, name) for name in (*names, "skip_bad_lines", "unknown_relations")}
-    )
+    options = ImportOptions(**incoming.edge_columns().model_dump())
 
     def import_files(files: list[str], edge_paths: list[str], append: bool) -> ImportedData:
         target = config.model_copy(update={"edge_paths": edge_paths})

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.edge_columns import Column
 from storage.errors import BadDataError
-from storage.importing.parse import Column, RawBatch, ReadSpec, expected_relations
+from storage.importing.parse import RawBatch, ReadSpec, expected_relations
 
 
 def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1 << 20) -> Iterator[RawBatch]:

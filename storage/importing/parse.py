@@ -30,11 +30,10 @@ from typing import IO, NamedTuple, cast
 import numpy as np
 import pyarrow as pa
 
+from storage.edge_columns import Column
 from storage.errors import BadDataError
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
-
-Column = int | str  # a 0-based index, or a column name (Parquet)
 
 
 class Columns(NamedTuple):

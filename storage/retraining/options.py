@@ -10,13 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Column = int | str
+from storage.edge_columns import Column, EdgeColumns
 
 
-class IncomingOptions(BaseModel):
-    """New edge lists to import at the start of each run (``pbg import --append`` of what arrived)."""
+class IncomingOptions(EdgeColumns):
+    """New edge lists to import at the start of each run (``pbg import --append`` of what arrived).
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Read as :class:`~storage.edge_columns.EdgeColumns` says (``pbg import``'s own reading
+    options), from where ``inputs`` names, into ``edges_dir``, with ``holdout_fraction`` held out.
+    """
 
     inputs: str = Field(
         min_length=1,
@@ -28,18 +30,10 @@ class IncomingOptions(BaseModel):
         description="Directory (or URL) for the edge paths of imported files: gen{N}-{file stem}_partitioned, "
         "and their holdouts gen{N}-{file stem}_holdout.",
     )
-    lhs_col: Column = Field(0, description="Column of the source entity: 0-based index, or a name (Parquet).")
-    rhs_col: Column = Field(1, description="Column of the target entity.")
-    rel_col: Column | None = Field(None, description="Column of the relation name (None: relation 0).")
-    weight_col: Column | None = Field(None, description="Column of a float edge weight.")
-    delimiter: str | None = Field(
-        None, description="Column separator of text files (None: tab if present, else space)."
-    )
-    entity_min_count: int = Field(1, ge=1, description="Drop new entities seen fewer times (and their edges).")
-    skip_bad_lines: bool = Field(False, description="Skip and count malformed lines instead of failing the run.")
-    unknown_relations: Literal["skip", "error"] = Field(
-        "skip", description="A relation name not in the config: skip and count the edge, or fail."
-    )
+    # The columns of both ends default to PBG's (0 and 1): an incoming edge list is named once, in
+    # the deployment, not per command as pbg import's flags are.
+    lhs_col: Column = Field(0, description=EdgeColumns.model_fields["lhs_col"].description)
+    rhs_col: Column = Field(1, description=EdgeColumns.model_fields["rhs_col"].description)
     holdout_fraction: float = Field(
         0.05,
         gt=0,
