@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -197,10 +199,17 @@ def child(mode: str, config_path: str, out: str) -> int:
     return 0
 
 
-def spawn(mode: str, config_path: Path, out: Path) -> dict[str, Any]:
-    """Run one side in a fresh interpreter and read its record."""
+def spawn(mode: str, config_path: Path, out: Path, prefect_home: Path) -> dict[str, Any]:
+    """Run one side in a fresh interpreter and read its record.
+
+    The child's Prefect lives in ``prefect_home``, the benchmark's own: in the user's PREFECT_HOME
+    another command's ephemeral server (a test run, a second benchmark) would share the SQLite
+    file and its lock, and the flow run would measure that contention.
+    """
     cmd = [sys.executable, "-m", "bench.overhead", "--child", mode, "--config", str(config_path), "--out", str(out)]
-    subprocess.run(cmd, check=True, cwd=REPO_ROOT)
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(prefect_home)
+    subprocess.run(cmd, check=True, cwd=REPO_ROOT, env=env)
     return json.loads(out.read_text())
 
 
@@ -245,8 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     graph = WORK_DIR / f"graph_200000n_{edges}e_1r.tsv"
     ensure_graph(graph, 200_000, edges, 1, seed=0)
     configs = prepare(work, graph, args.partitions, args.epochs)
-    loop = spawn("loop", configs["loop"], work / "loop.json")
-    flow = spawn("flow", configs["flow"], work / "flow.json")
+    prefect_home = Path(tempfile.mkdtemp(prefix="prefect-", dir=work))
+    try:
+        loop = spawn("loop", configs["loop"], work / "loop.json", prefect_home)
+        flow = spawn("flow", configs["flow"], work / "flow.json", prefect_home)
+    finally:
+        shutil.rmtree(prefect_home, ignore_errors=True)
     buckets = args.partitions * args.partitions
     figures = overhead_figures(flow, buckets)
     percent = 100.0 * (flow["iterations_s"] - loop["iterations_s"]) / loop["iterations_s"]
