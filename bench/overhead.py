@@ -146,11 +146,11 @@ def run_flow(config_path: str) -> dict[str, Any]:
         setattr(ft, name, clock.wrap(f"task.{name}", getattr(ft, name)))
     subflow = ft.train_iteration
 
-    def timed_iteration(handle: str, iteration: Any, evaluate: bool) -> Any:
+    def timed_iteration(handle: str, iteration: Any, evaluate: bool, *rest: Any) -> Any:
         clock.current = iteration.index
         started = time.perf_counter()
         try:
-            return subflow(handle, iteration, evaluate)
+            return subflow(handle, iteration, evaluate, *rest)
         finally:
             clock.seconds[iteration.index]["iteration"] = time.perf_counter() - started
 

@@ -161,10 +161,19 @@ def _process_reason(found: object) -> str:
 
 
 def _package_dir(name: str) -> Path | None:
-    """Where package ``name`` comes from in this process (already imported, else found on the path)."""
+    """Where package ``name``'s modules come from in this process: the directory of its ``__init__.py``.
+
+    Found as ``{name}.__init__``, not as ``name``: a directory of that name ahead on ``sys.path``
+    makes ``name`` a namespace package without files while its modules still load from the
+    installed package (a ``dask worker``'s local directory is ``sys.path[0]`` and holds its spill
+    directory ``storage/``; under an editable install every worker looked modified).
+    """
     module = sys.modules.get(name)
     origin = getattr(module, "__file__", None) if module is not None else None
     if origin is None:
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(f"{name}.__init__")
+        except (ModuleNotFoundError, ValueError):
+            spec = None
         origin = spec.origin if spec is not None else None
     return Path(origin).parent if origin else None
