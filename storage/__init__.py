@@ -8,7 +8,8 @@ Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspe
   ``staged_progress``, ``lease``, ``entity_lease``, ``run_stores``,
   ``config_loader``), their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
   ``layout``, ``errors``, ``probe``, ``local_dirs``, ``credentials``, ``pause_points``), how an
-  edge list is read (``edge_columns``: shared by ``pbg import`` and retraining's arrivals) and the
+  edge list is read (``edge_columns``: shared by ``pbg import`` and retraining's arrivals; the
+  :mod:`storage.edge_lists` package reads one file as batches) and the
   checks and reports on them (``resume_checks``: the checkpoints a run starts from;
   ``disk_checks``: room before a checkpoint write; ``stats_report``: what the stats say).
 - :mod:`storage.remap`: ``init_path``'s rows matched to the entity files by name, once per run.
