@@ -45,7 +45,7 @@ from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
 
-__all__ = ["CheckpointMetadata", "CheckpointStore"]
+__all__ = ["CheckpointMetadata", "CheckpointStore", "embeddings_dataset"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.embeddings_file(entity, part, version))
         with hdf5.open_read(url, self.storage_options) as hf:
-            ds = _embeddings_dataset(hf, url)
+            ds = embeddings_dataset(hf, url)
             target = _target_tensor(out, ds.shape, url)
             if target.numel() > 0:  # h5py cannot read_direct an empty selection
                 ds.read_direct(target.detach().numpy())
@@ -165,7 +165,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.embeddings_file(entity, part, version))
         with hdf5.open_read(url, self.storage_options) as hf:
-            ds = _embeddings_dataset(hf, url)
+            ds = embeddings_dataset(hf, url)
             return int(ds.shape[0]), int(ds.shape[1])
 
     # -- model ---------------------------------------------------------------------
@@ -355,8 +355,9 @@ def _write_common(hf: h5py.File, optim_state: bytes | None, metadata: Checkpoint
     hdf5.write_attrs(hf, attrs)
 
 
-def _embeddings_dataset(hf: h5py.File, url: str) -> h5py.Dataset:
-    """The file's 2-D ``embeddings`` dataset, or BadDataError naming the file."""
+def embeddings_dataset(hf: h5py.File, url: str) -> h5py.Dataset:
+    """The 2-D ``embeddings`` dataset of an open embeddings file, or BadDataError naming the file
+    (:class:`CheckpointStore` and :mod:`storage.checkpoint_reader`'s row reads)."""
     ds = hdf5.require_dataset(hf, EMBEDDINGS_DATASET, url)
     if ds.ndim != 2:
         raise BadDataError(url, f"{EMBEDDINGS_DATASET!r} must be 2-D, got shape {ds.shape}")
