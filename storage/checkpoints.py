@@ -304,13 +304,15 @@ class CheckpointStore:
 
         Normally one (the version a pass started from); more when a run was killed while
         removing an old one. Version 0 is never deleted: it is the user-provided
-        initialization (PBG's rule).
+        initialization (PBG's rule). A similarity index built from an older version
+        (``similar_{type}.v{v}.h5``) goes too, also one whose version went before it was written.
         """
         self._check_evidence(kept)
         names = reads.listdir(self.url, self.storage_options)
         old = sorted({v for v in map(layout.parse_checkpoint_file, names) if v is not None and 0 < v < kept.version})
         for name in names:
-            if layout.parse_checkpoint_file(name) in old:
+            index = layout.parse_similarity_index_file(name)
+            if layout.parse_checkpoint_file(name) in old or (index is not None and 0 < index[1] < kept.version):
                 changes.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
         return old
 
