@@ -4,11 +4,13 @@ Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspe
 ``storage_options``; the :mod:`storage.fs` package is the only place that resolves URLs.
 
 - Top level: the stores (``checkpoints`` and its names record ``checkpoint_names``, which its
-  readers follow through ``reader_names``, ``edges``, ``entities``, ``stats_log``, ``progress``,
-  ``staged_progress``, ``lease``, ``entity_lease``, ``run_stores``,
-  ``config_loader``), their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
+  readers follow through ``reader_names``; ``checkpoint_reader``, one committed version read-only,
+  ``edges``, ``entities``, ``stats_log``, ``progress``, ``staged_progress``, ``lease``,
+  ``entity_lease``, ``run_stores``, ``config_loader``; ``outputs``, the files a command writes
+  where its user says), their plumbing (``fs``, ``read_cache``, ``fail_fast``, ``hdf5``,
   ``layout``, ``errors``, ``probe``, ``local_dirs``, ``credentials``, ``pause_points``), how an
-  edge list is read (``edge_columns``: shared by ``pbg import`` and retraining's arrivals) and the
+  edge list is read (``edge_columns``: shared by ``pbg import`` and retraining's arrivals; the
+  :mod:`storage.edge_lists` package reads one file as batches) and the
   checks and reports on them (``resume_checks``: the checkpoints a run starts from;
   ``disk_checks``: room before a checkpoint write; ``stats_report``: what the stats say).
 - :mod:`storage.remap`: ``init_path``'s rows matched to the entity files by name, once per run.

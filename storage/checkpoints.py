@@ -45,7 +45,7 @@ from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
 
-__all__ = ["CheckpointMetadata", "CheckpointStore"]
+__all__ = ["CheckpointMetadata", "CheckpointStore", "embeddings_dataset"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.embeddings_file(entity, part, version))
         with hdf5.open_read(url, self.storage_options) as hf:
-            ds = _embeddings_dataset(hf, url)
+            ds = embeddings_dataset(hf, url)
             target = _target_tensor(out, ds.shape, url)
             if target.numel() > 0:  # h5py cannot read_direct an empty selection
                 ds.read_direct(target.detach().numpy())
@@ -165,7 +165,7 @@ class CheckpointStore:
         """
         url = self.file_url(layout.embeddings_file(entity, part, version))
         with hdf5.open_read(url, self.storage_options) as hf:
-            ds = _embeddings_dataset(hf, url)
+            ds = embeddings_dataset(hf, url)
             return int(ds.shape[0]), int(ds.shape[1])
 
     # -- model ---------------------------------------------------------------------
@@ -304,13 +304,15 @@ class CheckpointStore:
 
         Normally one (the version a pass started from); more when a run was killed while
         removing an old one. Version 0 is never deleted: it is the user-provided
-        initialization (PBG's rule).
+        initialization (PBG's rule). A similarity index built from an older version
+        (``similar_{type}.v{v}.h5``) goes too, also one whose version went before it was written.
         """
         self._check_evidence(kept)
         names = reads.listdir(self.url, self.storage_options)
         old = sorted({v for v in map(layout.parse_checkpoint_file, names) if v is not None and 0 < v < kept.version})
         for name in names:
-            if layout.parse_checkpoint_file(name) in old:
+            index = layout.parse_similarity_index_file(name)
+            if layout.parse_checkpoint_file(name) in old or (index is not None and 0 < index[1] < kept.version):
                 changes.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
         return old
 
@@ -355,8 +357,9 @@ def _write_common(hf: h5py.File, optim_state: bytes | None, metadata: Checkpoint
     hdf5.write_attrs(hf, attrs)
 
 
-def _embeddings_dataset(hf: h5py.File, url: str) -> h5py.Dataset:
-    """The file's 2-D ``embeddings`` dataset, or BadDataError naming the file."""
+def embeddings_dataset(hf: h5py.File, url: str) -> h5py.Dataset:
+    """The 2-D ``embeddings`` dataset of an open embeddings file, or BadDataError naming the file
+    (:class:`CheckpointStore` and :mod:`storage.checkpoint_reader`'s row reads)."""
     ds = hdf5.require_dataset(hf, EMBEDDINGS_DATASET, url)
     if ds.ndim != 2:
         raise BadDataError(url, f"{EMBEDDINGS_DATASET!r} must be 2-D, got shape {ds.shape}")

@@ -38,6 +38,9 @@ Checkpoint directory (``checkpoint_path``)::
     init_by_name/start.json            init_path's rows matched by name: the record
     init_by_name/fresh_rows.h5         ... and the rows no name matched
     init_new_rows.h5                   rows new since init_path's version (grown entities)
+    similar_{type}.v{v}.h5             a similarity index built from version v's rows of one
+                                       entity type: not part of the version (completeness
+                                       checks and snapshots ignore it), removed with it
 
 ``pbg export``'s output directory: ``relation_types.tsv`` and, per entity type, ``{type}.tsv``,
 ``{type}.h5`` or ``{type}.npy`` with ``{type}.names.json``.
@@ -122,6 +125,7 @@ _EDGE_RE = re.compile(r"^edges_(\d+)_(\d+)\.h5$")
 # Greedy type group: entity names may themselves contain underscores and dots.
 _EMBEDDINGS_RE = re.compile(r"^embeddings_(.+)_(\d+)\.v(\d+)\.h5$")
 _MODEL_RE = re.compile(r"^model\.v(\d+)\.h5$")
+_SIMILARITY_INDEX_RE = re.compile(r"^similar_(.+)\.v(\d+)\.h5$")
 _SNAPSHOT_RE = re.compile(r"^epoch_(\d+)$")
 _READER_RE = re.compile(r"^([0-9a-f]{32})\.json$")
 _JOURNAL_RE = re.compile(r"^" + re.escape(IMPORT_PREFIX) + r"([0-9a-f]{12})\.json$")
@@ -151,6 +155,11 @@ def embeddings_file(entity: EntityName, part: Partition, version: int) -> str:
 def model_file(version: int) -> str:
     """``model.v{version}.h5``."""
     return f"model.v{version}.h5"
+
+
+def similarity_index_file(entity: EntityName, version: int) -> str:
+    """``similar_{entity}.v{version}.h5``: the similarity index of ``entity``'s rows at ``version``."""
+    return f"similar_{entity}.v{version}.h5"
 
 
 def snapshot_dir(epoch: int) -> str:
@@ -277,6 +286,15 @@ def parse_checkpoint_file(name: str) -> int | None:
     if parsed is not None:
         return parsed[2]
     return parse_model_file(name)
+
+
+def parse_similarity_index_file(name: str) -> tuple[EntityName, int] | None:
+    """(entity, version) of a ``similar_{e}.v{v}.h5`` name, else None (a ``.tmp`` name included).
+
+    Not a checkpoint file: :func:`parse_checkpoint_file` returns None for it.
+    """
+    match = _SIMILARITY_INDEX_RE.match(name)
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 def parse_snapshot_dir(name: str) -> int | None:

@@ -11,13 +11,15 @@ Two entry points:
 
 Shared rules:
 
-- **Outputs** (:mod:`storage.exporting.outputs`) must be distinct files, none of them an input
+- **Outputs** (:mod:`storage.outputs`) must be distinct files, none of them an input
   (the caller's config file, a file of checkpoint_path or entity_path), and must not exist:
   every existing one is named in the error. Their sizes are estimated from the checkpoint's
   shapes and the names files' sizes, and the free space of their disks checked. All of this
   happens before anything is created. All are written under temporary names and published
   (rename on local disk, one upload each on S3) only when all are complete; if the export
   fails half way (a disk that fills up anyway is named as such), nothing is left over.
+- **The checkpoint** is read by :class:`storage.checkpoint_reader.CheckpointReader` (the latest
+  committed version, checked complete, or the version asked for).
 - **Names**: each row is labelled with the name its checkpoint file records it belongs to
   (:mod:`storage.reader_names`): the list kept in the checkpoint's ``names/``, so an export after
   a re-import of ``entity_path`` still names every row right; the entity files serve for files
@@ -44,31 +46,21 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 from pbg_core.errors import UnknownNameError
-from pbg_core.session.build import version_layout
-from pbg_core.types import ModuleStateDict
-from storage import layout
-from storage.checkpoints import CheckpointStore
-from storage.entities import EntityStore
+from storage import layout, outputs
+from storage.checkpoint_reader import CheckpointReader
 from storage.entity_lease import reads_entity_path
-from storage.errors import BadDataError, DataNotFound
-from storage.exporting import outputs as export_outputs
-from storage.exporting.relations import (
-    estimated_bytes,
-    operator_params,
-    stored_relation_names,
-    write_relations,
-    write_rows,
-)
+from storage.exporting.relations import estimated_bytes, operator_params, write_relations, write_rows
 from storage.exporting.sinks import EXPORT_FORMATS, EmbeddingSink, EntityShape, ExportFormat, tsv_sizes
 from storage.exporting.text import write_blocks
 from storage.fs import urls
-from storage.reader_names import export_labels
 
 __all__ = ["ExportReport", "export_embeddings", "export_tsv", "operator_params", "write_rows"]
 
 logger = logging.getLogger(__name__)
 
 ExportFormatName = Literal["tsv", "npy", "h5"]
+WHAT = "export"  # the noun of storage.outputs' messages
+PURPOSE = "to export"  # the message of a missing version: "no checkpoint version 7 to export"
 # The names files are PBG's json.dump(names, f, indent=4): "[\n", then '    "name",\n' per name, "]".
 NAMES_FILE_BYTES_PER_NAME = 8
 
@@ -92,117 +84,28 @@ class ExportReport:
     outputs: tuple[str, ...] = ()
 
 
-class _Checkpoint:
-    """The stores, model state and row names of one committed checkpoint version."""
-
-    def __init__(self, config: Any, version: int | None, entity_types: Sequence[str]) -> None:
-        """Open the version and find whose names its rows of ``entity_types`` are (storage.reader_names).
-
-        Raises:
-            NamesChangedError: a record names a list that neither the checkpoint's ``names/`` nor
-                the entity files hold (nothing is read or written).
-        """
-        self.config = config
-        self.options = config.storage_options_for_fs()  # the real credentials
-        self.checkpoints = CheckpointStore(config.checkpoint_path, self.options)
-        self.entity_store = EntityStore(config.entity_path, self.options)
-        self.version = _resolve_version(self.checkpoints, config.checkpoint_path, version)
-        if version is None:  # the latest: a pointer ahead of its files is named, not a missing file (rows: below)
-            self.checkpoints.check_complete(self.version, version_layout(config))
-        keys = [(entity, part) for entity in entity_types for part in range(config.entities[entity].num_partitions)]
-        self.labels = export_labels(self.checkpoints, self.version, self.entity_store, keys, config.dynamic_relations)
-        has_model = self.checkpoints.has_model(self.version)
-        self.state_dict: ModuleStateDict = self.checkpoints.load_model(self.version)[0] if has_model else {}
-
-    def warn_unrecorded(self) -> None:
-        """Once the export is written: one warning if rows without a names record were labelled by position
-        (not before: an export refused for another reason says that one thing)."""
-        if self.labels.unrecorded:
-            logger.warning(
-                "checkpoint_path %s version %d has no record of the names its rows belong to for %s (written by "
-                "PBG, or before pbg-flow recorded them): rows were labelled by position with the names %s lists now",
-                self.config.checkpoint_path,
-                self.version,
-                ", ".join(self.labels.unrecorded),
-                self.config.entity_path,
-            )
-
-    def shape(self, entity: str) -> tuple[int, int]:
-        """(rows over all partitions, dim) of ``entity``'s stored embeddings."""
-        shapes = [
-            self.checkpoints.embeddings_shape(entity, part, self.version)
-            for part in range(self.config.entities[entity].num_partitions)
-        ]
-        dims = {dim for _, dim in shapes}
-        if len(dims) > 1:
-            raise BadDataError(
-                self.config.checkpoint_path,
-                f"embeddings of {entity!r} (v{self.version}) have different dimensions across partitions: {shapes}",
-            )
-        return sum(rows for rows, _ in shapes), dims.pop() if dims else self.config.entity_dimension(entity)
-
-    def export_shape(self, entity: str) -> EntityShape:
-        """``entity``'s rows and dimension, and its names' bytes estimated from the names files' sizes."""
-        rows, dim = self.shape(entity)
-        name_bytes = 0
-        for part in range(self.config.entities[entity].num_partitions):
-            url = self.labels.entities[(entity, part)].url
-            filesystem, path = urls.resolve(url, self.options)
-            with urls.translate_errors(url):
-                name_bytes += int(filesystem.size(path)) - 2
-        return EntityShape(rows, dim, max(0, name_bytes - NAMES_FILE_BYTES_PER_NAME * rows))
-
-    def relations_bytes(self) -> int:
-        """About the bytes of the relation parameters file."""
-        return estimated_bytes(self.config, self.state_dict)
-
-    def write_relations(self, out: TextIO) -> int:
-        """The relation parameters file; returns its rows (see :mod:`storage.exporting.relations`)."""
-        names: list[str] | None
-        if self.labels.relations is not None:
-            names = self.labels.relations.load()  # the relation types the parameters' rows belong to
-        else:
-            names = stored_relation_names(self.entity_store)
-        return write_relations(out, self.config, names, self.state_dict)
-
-    def partitions(self, entity: str) -> Iterator[tuple[list[str], np.ndarray]]:
-        """(names, float32 [len(names), dim] embeddings incl. global_emb) per partition, in order."""
-        global_emb = self.state_dict.get(f"global_embs.emb_{entity}") if self.config.global_emb else None
-        for part in range(self.config.entities[entity].num_partitions):
-            labels = self.labels.entities[(entity, part)]
-            names = labels.load()
-            embeddings, _ = self.checkpoints.load_embeddings(entity, part, self.version)
-            if embeddings.dim() != 2 or embeddings.shape[0] != len(names):
-                raise BadDataError(
-                    self.config.checkpoint_path,
-                    f"embeddings of {entity!r} partition {part} (v{self.version}) have shape "
-                    f"{tuple(embeddings.shape)}, expected ({len(names)}, D) to match {labels.url}",
-                )
-            if global_emb is not None:
-                embeddings += global_emb.to(embeddings.dtype)  # in place: float32 like PBG's `+=`
-            logger.info("exporting %d embeddings of %s partition %d", len(names), entity, part)
-            yield names, embeddings.numpy()
+def _export_shape(reader: CheckpointReader, entity: str) -> EntityShape:
+    """``entity``'s rows and dimension, and its names' bytes estimated from the names files' sizes."""
+    rows, dim = reader.shape(entity)
+    name_bytes = 0
+    for part in range(reader.config.entities[entity].num_partitions):
+        url = reader.labels.entities[(entity, part)].url
+        filesystem, path = urls.resolve(url, reader.options)
+        with urls.translate_errors(url):
+            name_bytes += int(filesystem.size(path)) - 2
+    return EntityShape(rows, dim, max(0, name_bytes - NAMES_FILE_BYTES_PER_NAME * rows))
 
 
-def _resolve_version(checkpoints: CheckpointStore, url: str, version: int | None) -> int:
-    """``version``, or the latest committed one for None, after checking its files are there.
+def _write_relations(reader: CheckpointReader, out: TextIO) -> int:
+    """The relation parameters file; returns its rows (see :mod:`storage.exporting.relations`)."""
+    return write_relations(out, reader.config, reader.relation_names(), reader.state_dict)
 
-    Raises:
-        DataNotFound: nothing committed, or no files of ``version`` (the versions present are named).
-    """
-    committed = checkpoints.read_version()
-    if version is None:
-        if committed == 0:
-            raise DataNotFound(url, "no committed checkpoint to export (checkpoint_version.txt missing or 0)")
-        return committed
-    present = [v for v in checkpoints.list_versions() if v <= committed]
-    if version not in present:
-        raise DataNotFound(
-            url,
-            f"no checkpoint version {version} to export; versions present: "
-            f"{', '.join(map(str, present)) or 'none'} (latest committed: {committed})",
-        )
-    return version
+
+def _partitions(reader: CheckpointReader, entity: str) -> Iterator[tuple[list[str], np.ndarray]]:
+    """:meth:`CheckpointReader.partitions`, each logged as it is exported."""
+    for part, (names, embeddings) in enumerate(reader.partitions(entity)):
+        logger.info("exporting %d embeddings of %s partition %d", len(names), entity, part)
+        yield names, embeddings
 
 
 def _select_entity_types(config: Any, entity_types: Sequence[str] | None) -> list[str]:
@@ -263,23 +166,23 @@ def export_tsv(
     named = {"entities_output": entities_output, "relation_types_output": relation_types_output}
     _check_distinct(config, [((labels or {}).get(key, key), url) for key, url in named.items()], reads)
     entity_types = _select_entity_types(config, None)
-    ckpt = _Checkpoint(config, version, entity_types)
+    reader = CheckpointReader(config, version, entity_types, PURPOSE)
     counts: dict[str, int] = {}
-    outputs = (entities_output, relation_types_output)
+    written_urls = (entities_output, relation_types_output)
     sizes = {
-        entities_output: sum(tsv_sizes(ckpt.export_shape(entity))[0] for entity in entity_types),
-        relation_types_output: ckpt.relations_bytes(),
+        entities_output: sum(tsv_sizes(_export_shape(reader, entity))[0] for entity in entity_types),
+        relation_types_output: estimated_bytes(config, reader.state_dict),
     }
-    with export_outputs.staged_outputs(sizes, ckpt.options) as staging:
+    with outputs.staged_outputs(sizes, reader.options, what=WHAT) as staging:
         with open(staging.path(entities_output), "wb") as entities_file:
             for entity in entity_types:
-                counts[entity] = sum(write_blocks(entities_file, *part) for part in ckpt.partitions(entity))
+                counts[entity] = sum(write_blocks(entities_file, *part) for part in _partitions(reader, entity))
         with open(staging.path(relation_types_output), "w", encoding="utf-8") as relations_file:
-            relation_rows = ckpt.write_relations(relations_file)
-    ckpt.warn_unrecorded()
+            relation_rows = _write_relations(reader, relations_file)
+    reader.warn_unrecorded()
     written = sum(counts.values())
-    logger.info("exported checkpoint v%d: %d entities, %d relation rows", ckpt.version, written, relation_rows)
-    return ExportReport(ckpt.version, written, relation_rows, counts, outputs)
+    logger.info("exported checkpoint v%d: %d entities, %d relation rows", reader.version, written, relation_rows)
+    return ExportReport(reader.version, written, relation_rows, counts, written_urls)
 
 
 @reads_entity_path
@@ -323,30 +226,30 @@ def export_embeddings(
     """
     export_format = EXPORT_FORMATS.get(format)
     selected = _select_entity_types(config, entity_types)
-    ckpt = _Checkpoint(config, version, selected)
+    reader = CheckpointReader(config, version, selected, PURPOSE)
     per_entity = {e: [urls.join_url(output, f"{e}{suffix}") for suffix in export_format.suffixes] for e in selected}
     relations_url = urls.join_url(output, layout.RELATION_TYPES_FILE)
-    outputs = tuple(url for entity_urls in per_entity.values() for url in entity_urls) + (relations_url,)
-    if len(set(outputs)) != len(outputs):
-        raise ValueError(f"entity type names give clashing output files {list(outputs)}; rename the entity type")
+    written_urls = tuple(url for entity_urls in per_entity.values() for url in entity_urls) + (relations_url,)
+    if len(set(written_urls)) != len(written_urls):
+        raise ValueError(f"entity type names give clashing output files {list(written_urls)}; rename the entity type")
     label = (labels or {}).get("output", "output")
-    _check_distinct(config, [(f"{label} file {url}", url) for url in outputs], reads)
-    shapes = {entity: ckpt.export_shape(entity) for entity in selected}
-    sizes = _per_type_sizes(ckpt, export_format, per_entity, shapes, relations_url)
+    _check_distinct(config, [(f"{label} file {url}", url) for url in written_urls], reads)
+    shapes = {entity: _export_shape(reader, entity) for entity in selected}
+    sizes = _per_type_sizes(reader, export_format, per_entity, shapes, relations_url)
     counts: dict[str, int] = {}
-    with export_outputs.staged_outputs(sizes, ckpt.options) as staging:
+    with outputs.staged_outputs(sizes, reader.options, what=WHAT) as staging:
         for entity, entity_urls in per_entity.items():
             sink = export_format.open(staging.paths(*entity_urls), shapes[entity].count, shapes[entity].dim)
-            counts[entity] = _fill(sink, ckpt.partitions(entity))
+            counts[entity] = _fill(sink, _partitions(reader, entity))
         with open(staging.path(relations_url), "w", encoding="utf-8") as relations_file:
-            relation_rows = ckpt.write_relations(relations_file)
-    ckpt.warn_unrecorded()
-    logger.info("exported checkpoint v%d as %s into %s: %s", ckpt.version, format, output, counts)
-    return ExportReport(ckpt.version, sum(counts.values()), relation_rows, counts, outputs)
+            relation_rows = _write_relations(reader, relations_file)
+    reader.warn_unrecorded()
+    logger.info("exported checkpoint v%d as %s into %s: %s", reader.version, format, output, counts)
+    return ExportReport(reader.version, sum(counts.values()), relation_rows, counts, written_urls)
 
 
 def _per_type_sizes(
-    ckpt: _Checkpoint,
+    reader: CheckpointReader,
     export_format: ExportFormat,
     per_entity: Mapping[str, list[str]],
     shapes: Mapping[str, EntityShape],
@@ -358,14 +261,14 @@ def _per_type_sizes(
         for entity, entity_urls in per_entity.items()
         for url, size in zip(entity_urls, export_format.sizes(shapes[entity]), strict=True)
     }
-    sizes[relations_url] = ckpt.relations_bytes()
+    sizes[relations_url] = estimated_bytes(reader.config, reader.state_dict)
     return sizes
 
 
-def _check_distinct(config: Any, outputs: Sequence[tuple[str, str]], reads: Sequence[tuple[str, str]]) -> None:
-    """See :func:`storage.exporting.outputs.check_distinct`; the export reads checkpoint_path and entity_path."""
+def _check_distinct(config: Any, named: Sequence[tuple[str, str]], reads: Sequence[tuple[str, str]]) -> None:
+    """See :func:`storage.outputs.check_distinct`; the export reads checkpoint_path and entity_path."""
     input_dirs = [("checkpoint_path", config.checkpoint_path), ("entity_path", config.entity_path)]
-    export_outputs.check_distinct(outputs, reads, input_dirs, config.storage_options_for_fs())
+    outputs.check_distinct(named, reads, input_dirs, config.storage_options_for_fs(), what=WHAT)
 
 
 def _fill(sink: EmbeddingSink, partitions: Iterator[tuple[list[str], np.ndarray]]) -> int:

@@ -23,8 +23,7 @@ import torch
 
 from pbg_core.model.operators import DYNAMIC_OPERATORS, OPERATORS
 from pbg_core.types import ModuleStateDict
-from storage.entities import EntityStore
-from storage.errors import BadDataError, DataNotFound
+from storage.errors import BadDataError
 from storage.exporting.text import VALUE_TEXT_BYTES, format_rows
 
 ROW_KEY_BYTES = 128  # a row's name, side, operator, parameter name and shape: generous
@@ -74,14 +73,6 @@ def operator_params(
 
 def _shape(tensor: torch.Tensor) -> str:
     return "x".join(str(d) for d in tensor.shape)
-
-
-def stored_relation_names(entity_store: EntityStore) -> list[str] | None:
-    """``dynamic_rel_names.json`` of the entity files, or None when there is none."""
-    try:
-        return entity_store.load_dynamic_relation_names()
-    except DataNotFound:
-        return None
 
 
 def write_standard_relations(out: TextIO, config: Any, stored: list[str] | None, state_dict: ModuleStateDict) -> int:

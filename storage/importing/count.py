@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pbg_core.types import EntityName
+from storage.edge_lists.parse import RawBatch
 from storage.errors import LimitExceeded
 from storage.importing.names import NameIndex, first_positions
-from storage.importing.parse import RawBatch
 from storage.importing.spill import MAX_ID, SpillChunk
 
 
@@ -103,7 +103,10 @@ class NameCounter:
 
         Raises:
             LimitExceeded: an entity type has more distinct names than int32 ids can number.
+            ValueError: a batch without its lhs or rhs column (an import's ``Columns`` name both).
         """
+        if batch.lhs is None or batch.rhs is None:
+            raise ValueError(f"{url}: an import reads both entity columns, got a batch without lhs or rhs")
         n = len(batch)
         rel = self._relation_ids(batch, n)
         known = rel >= 0

@@ -55,6 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from storage.edge_lists.parse import Columns, ReadSpec
 from storage.entity_lease import command_label, importing
 from storage.importing.append import read_existing
 from storage.importing.count import ImportPlan
@@ -69,7 +70,6 @@ from storage.importing.manifest import (
 )
 from storage.importing.options import ImportOptions
 from storage.importing.outputs import Commit
-from storage.importing.parse import Columns, ReadSpec
 from storage.importing.partition import EntityIndex
 from storage.importing.previous import (
     Fingerprint,

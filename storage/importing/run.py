@@ -1,7 +1,7 @@
 """The import engine: edge lists -> PBG entity files and bucketed edge files, in two passes.
 
 1. **Count** (:mod:`storage.importing.count`): every input is parsed once (pyarrow, see
-   :mod:`storage.importing.parse`), names are mapped to ids and counted, and each edge's ids are
+   :mod:`storage.edge_lists`), names are mapped to ids and counted, and each edge's ids are
    spilled to a local temporary directory. Nothing is written to the outputs before every
    input has been read, so a malformed line fails the import before any output exists.
 2. **Assign** (:mod:`storage.importing.partition`): rare names dropped, seeded shuffle,
@@ -36,6 +36,8 @@ import pyarrow as pa
 
 from pbg_core.errors import ConfigError, UsageError
 from storage import layout
+from storage.edge_lists.parse import RawBatch, ReadSpec, is_parquet
+from storage.edge_lists.read import edge_batches
 from storage.errors import DataNotFound, OutputNotWritable
 from storage.fs import reads, urls
 from storage.importing import write as write_pass
@@ -43,14 +45,10 @@ from storage.importing.append import Existing, seed_counter
 from storage.importing.count import ImportPlan, NameCounter
 from storage.importing.leftovers import claim_spill
 from storage.importing.outputs import Commit, Ids, write_and_commit
-from storage.importing.parquet import parquet_batches
-from storage.importing.parse import FastPathAnomaly, RawBatch, ReadSpec, decoding_errors, detect_delimiter, is_parquet
 from storage.importing.partition import Assignment, assign, extend
 from storage.importing.report import MAX_NAMES_SHOWN, ImportReport, PhaseProgress, ProgressFn
 from storage.importing.space import NoSpaceForImport, free_space, human, is_disk_full
 from storage.importing.spill import Spill
-from storage.importing.text_fast import fast_batches
-from storage.importing.text_slow import slow_batches
 from storage.local_dirs import creatable_problem
 
 logger = logging.getLogger(__name__)
@@ -158,26 +156,17 @@ def _consume(
 def count_input(
     url: str, spill: Spill, counter: NameCounter, spec: ReadSpec, report: ImportReport, progress: PhaseProgress
 ) -> None:
-    """Pass 1 over one input: count its names and spill its edges (fast path, else slow path)."""
-    with reads.local_read_path(url, counter.plan.storage_options) as path, decoding_errors(url):
-        if is_parquet(url):
-            _consume(parquet_batches(path, url, spec), counter, spill, url, report, progress)
-            return
-        delimiter = detect_delimiter(path, url, spec.delimiter)
-        snapshot = counter.snapshot()
-        before = (report.edges_read, dict(report.skipped), list(report.bad_lines), progress.done_count)
-        try:
-            if len(delimiter) != 1:
-                raise FastPathAnomaly(f"delimiter {delimiter!r} is not one character")
-            _consume(fast_batches(path, url, spec, delimiter), counter, spill, url, report, progress)
-            if spill.num_edges == 0:
-                raise FastPathAnomaly("no edges")
-        except FastPathAnomaly as why:
-            logger.info("%s: reading line by line (%s)", url, why)
-            counter.restore(snapshot)
-            spill.reset()
-            report.edges_read, report.skipped, report.bad_lines, progress.done_count = before
-            _consume(slow_batches(path, url, spec, delimiter), counter, spill, url, report, progress)
+    """Pass 1 over one input: count its names and spill its edges (the reader: :mod:`storage.edge_lists.read`)."""
+    snapshot = counter.snapshot()
+    before = (report.edges_read, dict(report.skipped), list(report.bad_lines), progress.done_count)
+
+    def restart() -> None:  # the file is read again from its start: forget what it gave so far
+        counter.restore(snapshot)
+        spill.reset()
+        report.edges_read, report.skipped, report.bad_lines, progress.done_count = before
+
+    batches = edge_batches(url, spec, counter.plan.storage_options, restart)
+    _consume(batches, counter, spill, url, report, progress)
 
 
 def _report_shared_names(counter: NameCounter, report: ImportReport) -> None:

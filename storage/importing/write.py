@@ -23,10 +23,10 @@ import numpy as np
 
 from pbg_core.types import Bucket
 from storage import hdf5, layout
+from storage.edge_lists.prefetch import prefetched
 from storage.fs import urls
 from storage.importing.count import ImportPlan, row_types
 from storage.importing.partition import Assignment
-from storage.importing.prefetch import prefetched
 from storage.importing.spill import Spill, SpillChunk
 
 CHUNK_EDGES = 1 << 20  # spill edges mapped at a time

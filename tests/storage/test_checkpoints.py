@@ -177,6 +177,42 @@ def test_list_and_remove_versions(root: StorePath, store: CheckpointStore) -> No
     assert not store.has_embeddings("user", 0, 1) and store.has_embeddings("user", 0, 2)
 
 
+def test_a_similarity_index_is_removed_with_its_version(root: StorePath, store: CheckpointStore) -> None:
+    """Each old version's index goes with it, an orphan (its version went first) too; v0's and newer stay."""
+    for v in (0, 2, 3):
+        _write_version(store, v)
+    for name in ("similar_user.v0.h5", "similar_user.v1.h5", "similar_user.v2.h5", "similar_a.v2.b.v2.h5"):
+        (root / name).write_bytes(b"index")  # v1's: an orphan, written after v1 was removed
+    (root / "similar_user.v3.h5").write_bytes(b"index")
+    (root / "similar_user.v2.tmp.h5").write_bytes(b"")  # an index being written is no index file
+    assert store.remove_versions_before(store.check_complete(3, LAYOUT)) == [2]  # the versions, as before
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("similar_")) == [
+        "similar_user.v0.h5",
+        "similar_user.v2.tmp.h5",
+        "similar_user.v3.h5",
+    ]
+    assert store.list_versions() == [0, 3]
+
+
+def test_similarity_index_files_are_no_part_of_a_version(root: StorePath, store: CheckpointStore) -> None:
+    """Listings, completeness checks and snapshots see the checkpoint files only."""
+    _write_version(store, 2)
+    store.write_version(2)
+    for name in ("similar_user.v2.h5", "similar_user.v3.h5", "similar_user.v9.h5"):
+        (root / name).write_bytes(b"index")
+    assert store.list_versions() == [2]
+    store.check_not_behind(2, LAYOUT)  # v9's index is no sign of a pointer gone back
+    with pytest.raises(IncompleteVersionError, match="version 3's files are missing"):
+        store.check_complete(3, LAYOUT)  # an index alone is no version
+    store.preserve_version(store.check_complete(2, LAYOUT), epoch=1)
+    assert sorted(p.name for p in (root / "epoch_1").iterdir()) == [
+        "checkpoint_version.txt",
+        "embeddings_user_0.v2.h5",
+        "embeddings_user_1.v2.h5",
+        "model.v2.h5",
+    ]
+
+
 def test_removing_needs_evidence_of_this_directory(root: StorePath, store: CheckpointStore) -> None:
     _write_version(store, 1)
     _write_version(store, 2)

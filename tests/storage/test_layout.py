@@ -58,6 +58,16 @@ def test_parse_checkpoint_and_snapshot_names() -> None:
     assert layout.parse_snapshot_dir("epoch_x") is None
 
 
+def test_similarity_index_names() -> None:
+    assert layout.similarity_index_file("user", 7) == "similar_user.v7.h5"
+    for entity, version in [("user", 0), ("user_item", 12), ("a.v3.b", 4)]:
+        name = layout.similarity_index_file(entity, version)
+        assert layout.parse_similarity_index_file(name) == (entity, version)
+        assert layout.parse_checkpoint_file(name) is None  # not a file of the version: checks and snapshots skip it
+    for name in ("similar_user.v7.tmp.h5", "similar_user.h5", "similar_.v1.h5", "embeddings_user_0.v7.h5"):
+        assert layout.parse_similarity_index_file(name) is None
+
+
 def test_names_round_trip_through_parsers() -> None:
     for entity, part, version in [("e", 0, 0), ("with_under", 11, 123)]:
         name = layout.embeddings_file(entity, part, version)

@@ -94,8 +94,8 @@ def test_a_failed_reimport_leaves_the_previous_output_and_manifest(imported, tmp
 
 def test_the_manifest_goes_right_before_the_first_output_file_is_replaced(imported) -> None:
     """An interrupted commit must not leave a manifest that matches a half-replaced output."""
+    from storage.edge_lists.parse import Columns, ReadSpec
     from storage.importing.outputs import Commit
-    from storage.importing.parse import Columns, ReadSpec
     from storage.importing.run import run_import
 
     config, tsv, _ = imported

@@ -14,12 +14,12 @@ import pytest
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.types import Bucket
+from storage.edge_lists.parse import Columns, ReadSpec
 from storage.edges import EdgeStore
 from storage.entities import EntityStore
 from storage.errors import BadDataError
 from storage.importing.importer import import_edges
 from storage.importing.options import ImportOptions
-from storage.importing.parse import Columns, ReadSpec
 from storage.importing.run import run_import
 
 

@@ -1,4 +1,4 @@
-"""storage.importing.parquet: columns by index or name, ids of any type, and the rows it refuses."""
+"""storage.edge_lists.parquet: columns by index or name, ids of any type, and the rows it refuses."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from storage.edge_lists.parquet import parquet_batches
+from storage.edge_lists.parse import Columns, RawBatch, ReadSpec
 from storage.errors import BadDataError
-from storage.importing.parquet import parquet_batches
-from storage.importing.parse import Columns, RawBatch, ReadSpec
 
 URL = "s3://b/edges.parquet"
 

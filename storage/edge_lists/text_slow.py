@@ -1,8 +1,8 @@
 """The slow path of a delimited text input: Python, line by line, the authority on a malformed line.
 
-It reads a block the fast path (:mod:`storage.importing.text_fast`) would not judge, numbered
+It reads a block the fast path (:mod:`storage.edge_lists.text_fast`) would not judge, numbered
 from the block's first line, and whole files where the fast path cannot start (column names for
-a text file, no edge at all). What a line means is in :mod:`storage.importing.parse`.
+a text file, no edge at all). What a line means is in :mod:`storage.edge_lists.parse`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Generator, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from storage.edge_lists.parse import Columns, RawBatch, ReadSpec, expected_relations, open_binary
 from storage.errors import BadDataError
-from storage.importing.parse import Columns, RawBatch, ReadSpec, expected_relations, open_binary
 
 SLOW_BATCH_ROWS = 65_536  # rows per batch on the slow path
 
@@ -23,8 +23,9 @@ SLOW_BATCH_ROWS = 65_536  # rows per batch on the slow path
 class _SlowBuffers:
     """Column lists of the slow path, turned into a RawBatch when full."""
 
-    def __init__(self, with_rel: bool, with_weight: bool) -> None:
-        self.with_rel, self.with_weight = with_rel, with_weight
+    def __init__(self, columns: Columns) -> None:
+        self.with_lhs, self.with_rhs = columns.lhs is not None, columns.rhs is not None
+        self.with_rel, self.with_weight = columns.rel is not None, columns.weight is not None
         self.reset()
 
     def reset(self) -> None:
@@ -37,8 +38,8 @@ class _SlowBuffers:
 
     def take(self) -> RawBatch:
         batch = RawBatch(
-            pa.array(self.lhs, pa.string()),
-            pa.array(self.rhs, pa.string()),
+            pa.array(self.lhs, pa.string()) if self.with_lhs else None,
+            pa.array(self.rhs, pa.string()) if self.with_rhs else None,
             pa.array(self.rel, pa.string()) if self.with_rel else None,
             np.array(self.weight, dtype=np.float32) if self.with_weight else None,
             lines=self.lines,
@@ -76,7 +77,7 @@ def _slow_lines(
     """Batches of ``lines`` (numbered from ``first_line``); returns the number of edges."""
     columns = spec.columns
     sep = delimiter.encode("utf-8")
-    buffers = _SlowBuffers(columns.rel is not None, columns.weight is not None)
+    buffers = _SlowBuffers(columns)
     edges = 0
     # The column-count hint is for the file's first data line only.
     first_data_line = 0 if first_line == 1 else -1
@@ -99,14 +100,16 @@ def _slow_lines(
             buffers.bad.append(problem)
             continue
         lhs, rhs, rel, weight = fields  # type: ignore[misc]  # fields is a 4-tuple when no problem was found (checked above)
-        buffers.lhs.append(lhs)
-        buffers.rhs.append(rhs)
+        if lhs is not None:
+            buffers.lhs.append(lhs)
+        if rhs is not None:
+            buffers.rhs.append(rhs)
         if rel is not None:
             buffers.rel.append(rel)
         if weight is not None:
             buffers.weight.append(weight)
         edges += 1
-        if len(buffers.lhs) >= SLOW_BATCH_ROWS:
+        if edges % SLOW_BATCH_ROWS == 0:
             yield buffers.take()
     yield buffers.take()
     return edges
@@ -117,7 +120,7 @@ def _parse_line(
     columns: Columns,
     first: bool,
     relations: frozenset[str] | None = None,
-) -> tuple[tuple[str, str, str | None, float | None] | None, str | None]:
+) -> tuple[tuple[str | None, str | None, str | None, float | None] | None, str | None]:
     """(fields, None) for an edge, (None, None) for a blank line, (None, problem) if malformed."""
     if len(words) < columns.needed:
         hint = " (is a column index or the delimiter wrong?)" if first else ""
@@ -147,4 +150,4 @@ def _parse_line(
             weight = math.nan
         if not math.isfinite(weight):
             return None, f"expected a finite number as weight, got {word.decode('utf-8', 'replace')!r}"
-    return (values["lhs"], values["rhs"], values.get("rel"), weight), None
+    return (values.get("lhs"), values.get("rhs"), values.get("rel"), weight), None

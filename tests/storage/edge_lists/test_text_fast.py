@@ -1,4 +1,4 @@
-"""storage.importing.text_fast: the block reader yields exactly what the line-by-line reader does."""
+"""storage.edge_lists.text_fast: the block reader yields exactly what the line-by-line reader does."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from storage.edge_lists.parse import Columns, FastPathAnomaly, RawBatch, ReadSpec
+from storage.edge_lists.text_fast import fast_batches
+from storage.edge_lists.text_slow import slow_batches
 from storage.errors import BadDataError
-from storage.importing.parse import Columns, FastPathAnomaly, RawBatch, ReadSpec
-from storage.importing.text_fast import fast_batches
-from storage.importing.text_slow import slow_batches
 
 COLUMNS = Columns(lhs=0, rhs=2, rel=1, weight=3)
 
@@ -30,11 +30,15 @@ def _text(seed: int, lines: int) -> bytes:
 
 def _read(reader: object, path: Path, spec: ReadSpec) -> dict[str, object]:
     batches: list[RawBatch] = list(reader(str(path), "s3://b/e.tsv", spec, "\t"))  # either reader
+    read: dict[str, object] = {}
+    for side in ("lhs", "rhs", "rel"):
+        arrays = [getattr(b, side) for b in batches]
+        assert all(a is None for a in arrays) or all(a is not None for a in arrays)
+        read[side] = None if arrays[0] is None else [s for a in arrays for s in a.to_pylist()]
+    weights = [b.weight for b in batches]
     return {
-        "lhs": [s for b in batches for s in b.lhs.to_pylist()],
-        "rhs": [s for b in batches for s in b.rhs.to_pylist()],
-        "rel": [s for b in batches for s in b.rel.to_pylist()],  # rel is read
-        "weight": np.concatenate([b.weight for b in batches]).tolist(),  # weight is read
+        **read,
+        "weight": None if weights[0] is None else np.concatenate(weights).tolist(),
         "lines": sum(b.lines for b in batches),
         "blank": sum(b.blank for b in batches),
     }
@@ -48,6 +52,19 @@ def test_fast_reader_agrees_with_the_slow_one(tmp_path: Path, block_bytes: int) 
     fast, slow = _read(fast_batches, path, spec), _read(slow_batches, path, spec)
     assert fast == slow
     assert len(fast["lhs"]) == 400 - 24 and fast["blank"] == 24  # lines 0, 17, 34, ... are blank
+
+
+@pytest.mark.parametrize("columns", [Columns(0, None, 1, None), Columns(None, 2, None, 3)])
+def test_fast_reader_agrees_with_the_slow_one_on_one_side(tmp_path: Path, columns: Columns) -> None:
+    """A query file's columns: (head, relation) or (tail, weight); the side not read is None."""
+    path = tmp_path / "e.tsv"
+    path.write_bytes(_text(1, 400))
+    spec = ReadSpec(columns, block_bytes=256)
+    fast, slow = _read(fast_batches, path, spec), _read(slow_batches, path, spec)
+    assert fast == slow
+    missing = "rhs" if columns.rhs is None else "lhs"
+    present = fast["rhs" if missing == "lhs" else "lhs"]
+    assert fast[missing] is None and isinstance(present, list) and len(present) == 400 - 24
 
 
 def test_a_malformed_line_is_reported_exactly_as_the_slow_reader_names_it(tmp_path: Path) -> None:

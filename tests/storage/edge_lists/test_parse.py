@@ -1,4 +1,4 @@
-"""storage.importing.parse: column specs, compression by URL, corrupt-input errors, delimiter detection."""
+"""storage.edge_lists.parse: column specs, compression by URL, corrupt-input errors, delimiter detection."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import BadDataError
-from storage.importing.parse import (
+from storage.edge_lists.parse import (
     Columns,
+    ReadSpec,
     compression_of,
     decoding_errors,
     detect_delimiter,
@@ -19,6 +19,7 @@ from storage.importing.parse import (
     is_parquet,
     open_binary,
 )
+from storage.errors import BadDataError
 
 
 def test_columns_ids_needed_and_describe() -> None:
@@ -27,6 +28,16 @@ def test_columns_ids_needed_and_describe() -> None:
     assert cols.needed == 5
     assert Columns(0, 1, None, None).describe() == "lhs=0, rhs=1"
     assert Columns("src", "dst", None, "w").ids() == [("lhs", "src"), ("rhs", "dst")]
+    queries = Columns(lhs=3, rhs=None, rel=0, weight=None)  # (head, relation): no tail column
+    assert (queries.ids(), queries.needed, queries.describe()) == ([("lhs", 3), ("rel", 0)], 4, "lhs=3, rel=0")
+
+
+def test_a_read_spec_reads_an_id_column_and_checks_relations_only_with_theirs() -> None:
+    with pytest.raises(ValueError, match="at least one of its lhs, rhs or rel columns"):
+        ReadSpec(Columns(None, None, None, 2))
+    with pytest.raises(ValueError, match="need a rel column"):
+        ReadSpec(Columns(0, 1, None, None), relations=frozenset({"r"}))
+    assert ReadSpec(Columns(None, 1, None, None)).columns.ids() == [("rhs", 1)]
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,14 @@ runs of spaces now read as empty columns and are reported). A line is
   UTF-8. A malformed line raises :class:`BadDataError` naming the file and line, or is
   skipped and listed with ``skip_bad_lines``.
 
-Three readers yield :class:`RawBatch` batches: :mod:`storage.importing.text_fast` (pyarrow over blocks
-of lines), :mod:`storage.importing.text_slow` (Python line by line, the authority that names a
-malformed line) and :mod:`storage.importing.parquet`. :mod:`storage.importing.run` picks one per
-input.
+Three readers yield :class:`RawBatch` batches: :mod:`storage.edge_lists.text_fast` (pyarrow over blocks
+of lines), :mod:`storage.edge_lists.text_slow` (Python line by line, the authority that names a
+malformed line) and :mod:`storage.edge_lists.parquet`. :func:`storage.edge_lists.read.edge_batches`
+picks one per input.
+
+Which columns are read is :class:`Columns`: an import reads both entity columns (its options,
+:class:`storage.edge_columns.EdgeColumns`, require them), while a file of queries may lack one
+side (``(head, relation)`` rows have no tail): a side without a column is None in every batch.
 """
 
 from __future__ import annotations
@@ -37,21 +41,21 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 class Columns(NamedTuple):
-    """Where the fields of an edge are: 0-based indices (text or Parquet) or names (Parquet)."""
+    """Where the fields of an edge are: 0-based indices (text or Parquet) or names (Parquet); None: not read."""
 
-    lhs: Column
-    rhs: Column
+    lhs: Column | None
+    rhs: Column | None
     rel: Column | None
     weight: Column | None
 
     def ids(self) -> list[tuple[str, Column]]:
-        """(field, column) of the id columns: lhs, rhs and rel if given."""
+        """(field, column) of the id columns given, in the order lhs, rhs, rel."""
         return [(n, c) for n, c in zip(("lhs", "rhs", "rel"), self[:3], strict=True) if c is not None]
 
     @property
     def needed(self) -> int:
         """How many columns a text line must have."""
-        return 1 + max(c for c in self if isinstance(c, int))
+        return 1 + max((c for c in self if isinstance(c, int)), default=-1)
 
     def describe(self) -> str:
         """E.g. ``lhs=0, rhs=2, rel=1`` (for error messages)."""
@@ -69,13 +73,20 @@ class ReadSpec:
     relations: frozenset[str] | None = None
     block_bytes: int = 8 << 20  # text per fast-path batch (one more is parsed ahead); 16 MiB: +230 MB peak, no faster
 
+    def __post_init__(self) -> None:
+        """Refuse a spec that reads no id column (every row would be blank), or checks relations without their column."""
+        if not self.columns.ids():
+            raise ValueError(f"an edge list is read by at least one of its lhs, rhs or rel columns, got {self.columns}")
+        if self.relations is not None and self.columns.rel is None:
+            raise ValueError("the relation names a line may carry need a rel column, got none")
+
 
 @dataclass
 class RawBatch:
-    """Some consecutive edges of one input, as columns of strings (and float32 weights)."""
+    """Some consecutive edges of one input, as columns of strings (and float32 weights); a column not read is None."""
 
-    lhs: pa.Array
-    rhs: pa.Array
+    lhs: pa.Array | None
+    rhs: pa.Array | None
     rel: pa.Array | None
     weight: np.ndarray | None
     lines: int  # input lines covered (edges + blank + skipped malformed), for progress
@@ -83,7 +94,8 @@ class RawBatch:
     bad: list[str] = field(default_factory=list)  # "line N: problem" (skip_bad_lines only)
 
     def __len__(self) -> int:
-        return len(self.lhs)
+        column = next(c for c in (self.lhs, self.rhs, self.rel) if c is not None)  # a ReadSpec reads one at least
+        return len(column)
 
 
 class FastPathAnomaly(Exception):

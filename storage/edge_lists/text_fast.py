@@ -4,11 +4,11 @@
 one block ahead in a background thread, multi-threaded inside a block, no quoting. It never
 judges a line: a block with anything unusual (a row with another column count, an empty name, a
 conversion or UTF-8 error, a non-finite weight) is read again by the **slow path**
-(:func:`~storage.importing.text_slow.slow_block`, Python line by line, numbered from the block's first line), the authority
+(:func:`~storage.edge_lists.text_slow.slow_block`, Python line by line, numbered from the block's first line), the authority
 that names the line. So a few bad lines cost a few slow blocks, and a file whose lines have
 varying column counts is valid but read slowly. The slow path reads whole files only where the
 fast one cannot start (column names for a text file, no edge at all).
-What a line means is in :mod:`storage.importing.parse`.
+What a line means is in :mod:`storage.edge_lists.parse`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from storage.importing.parse import Columns, FastPathAnomaly, RawBatch, ReadSpec, compression_of
-from storage.importing.prefetch import prefetched
-from storage.importing.text_slow import slow_block
+from storage.edge_lists.parse import Columns, FastPathAnomaly, RawBatch, ReadSpec, compression_of
+from storage.edge_lists.prefetch import prefetched
+from storage.edge_lists.text_slow import slow_block
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def fast_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
     The file is cut into blocks of about ``spec.block_bytes`` at line ends; a background
     thread parses the next block (pyarrow, on both cores) while the caller maps this one, so
     at most three blocks are in memory whatever the file size. A block with anything unusual
-    is read again line by line (:func:`~storage.importing.text_slow.slow_block`), so a few bad lines in a large file cost
+    is read again line by line (:func:`~storage.edge_lists.text_slow.slow_block`), so a few bad lines in a large file cost
     a few slow blocks, not a slow file.
 
     Raises:
@@ -196,4 +196,4 @@ def _checked_batch(batch: pa.RecordBatch, spec: ReadSpec) -> RawBatch:
         weights = weight.to_numpy().astype(np.float32)
     if spec.relations is not None and not pc.all(pc.is_in(ids["rel"], pa.array(sorted(spec.relations)))).as_py():
         raise FastPathAnomaly("a relation name that is not in the config")
-    return RawBatch(ids["lhs"], ids["rhs"], ids.get("rel"), weights, lines=len(batch), blank=blank)
+    return RawBatch(ids.get("lhs"), ids.get("rhs"), ids.get("rel"), weights, lines=len(batch), blank=blank)

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.edge_columns import Column
+from storage.edge_lists.parse import RawBatch, ReadSpec, expected_relations
 from storage.errors import BadDataError
-from storage.importing.parse import RawBatch, ReadSpec, expected_relations
 
 
 def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1 << 20) -> Iterator[RawBatch]:
@@ -85,8 +85,8 @@ def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url
         ids = {name: a.filter(keep) for name, a in ids.items()}
         weight = None if weight is None else weight[~bad]
     return RawBatch(
-        ids["lhs"],
-        ids["rhs"],
+        ids.get("lhs"),
+        ids.get("rhs"),
         ids.get("rel"),
         None if weight is None else weight.astype(np.float32),
         lines=len(batch),

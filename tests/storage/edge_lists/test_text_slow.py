@@ -1,4 +1,4 @@
-"""storage.importing.text_slow: the line-by-line reader, the authority on what a line means."""
+"""storage.edge_lists.text_slow: the line-by-line reader, the authority on what a line means."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from storage.edge_lists.parse import Columns, RawBatch, ReadSpec
+from storage.edge_lists.text_slow import slow_batches, slow_block
 from storage.errors import BadDataError
-from storage.importing.parse import Columns, RawBatch, ReadSpec
-from storage.importing.text_slow import slow_batches, slow_block
 
 SPEC = ReadSpec(Columns(lhs=0, rhs=2, rel=1, weight=3))
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from storage.importing.prefetch import prefetched
+from storage.edge_lists.prefetch import prefetched
 
 
 def test_items_arrive_in_order_and_the_producer_runs_ahead_by_at_most_depth() -> None:
