@@ -7,14 +7,9 @@ import pytest
 import torch
 
 from pbg_core.errors import ConfigError
-from pbg_core.model.embedder import (
-    MASKED,
-    SideBatch,
-    build_model,
-    model_private_names,
-    model_public_names,
-)
+from pbg_core.model.embedder import MASKED, SideBatch, build_model
 from pbg_core.model.negatives import NegativeMode, chunk_layout
+from pbg_core.model.param_names import model_private_names, model_public_names
 
 
 def make_config(**overrides: object) -> SimpleNamespace:
