@@ -27,10 +27,11 @@ from pbg_core.errors import ConfigError
 from pbg_core.evaluation.candidates import mask_candidates, sample_candidates
 from pbg_core.evaluation.metrics import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
 from pbg_core.model.embedder import MASKED, MultiRelationEmbedder, Scores, SideBatch
+from pbg_core.model.max_norm import renorm_table_
 from pbg_core.model.negatives import NegativeMode, batch_mode, chunk_layout, sample_uniform, side_mode
 from pbg_core.stats import Stats
 from pbg_core.training import fast_dynamic, fast_paths
-from pbg_core.training.row_gather import RowGather, bag_mean, renorm_table_
+from pbg_core.training.row_gather import RowGather, bag_mean
 from pbg_core.training.settings import BatchSettings, Evaluator, Trainer
 from pbg_core.training.tables import BucketTables
 from pbg_core.types import LongTensorType, Side, SideKey
@@ -174,9 +175,10 @@ def _side_batch(
             side.all_embs = gather.get(handles["all"])
         else:
             # Evaluation scores the table itself; PBG looks every entity up with max_norm,
-            # which renorms the candidates (in the table, as every lookup does).
+            # which renorms the candidates (in the table, as every lookup does; settled, as
+            # every lookup without gradient: pbg_core.model.max_norm).
             if gather.max_norm is not None:
-                renorm_table_(tables.embeddings[key], gather.max_norm)
+                renorm_table_(tables.embeddings[key], gather.max_norm, settle=True)
             side.all_embs = tables.embeddings[key]
         side.pos_offsets = entities.tensor
     return side
