@@ -12,7 +12,7 @@ this, and ``tests/pbg_core/test_pbg_core_plan.py`` checks every import statement
 - :mod:`pbg_core.config`: the typed training config;
 - :mod:`pbg_core.kernels`: numba loops, the lowest numeric layer;
 - :mod:`pbg_core.model`: what scores an edge (operators, comparators, losses, ...);
-- :mod:`pbg_core.evaluation`: ranking metrics;
+- :mod:`pbg_core.evaluation`: ranking metrics, and ranking every entity of a type (answers);
 - :mod:`pbg_core.training`: one worker's batches, forward and backward;
 - :mod:`pbg_core.parallel`: HOGWILD worker processes and their shared memory;
 - :mod:`pbg_core.session`: the training session that runs buckets, passes and checkpoints.

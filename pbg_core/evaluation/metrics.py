@@ -16,7 +16,7 @@ Conventions shared by every function here:
 
 :class:`FilterIndex` finds, for many (anchor, relation) queries at once, every known
 true edge, with sorting and ``searchsorted`` only (no Python loop per edge), so it
-scales to buckets of millions of edges.
+scales to buckets of millions of edges; :func:`mask_known` removes them from a score matrix.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import torch
 from pbg_core.edgelist import EdgeList
 from pbg_core.errors import ShapeError
 from pbg_core.kernels import fused
+from pbg_core.model.embedder import MASKED
 from pbg_core.stats import Stats
 from pbg_core.types import FloatTensorType, LongTensorType, Side
 
@@ -257,3 +258,33 @@ class FilterIndex:
             raise ShapeError(f"expected anchors and rels of shape [B], got {list(anchors.shape)}, {list(rels.shape)}")
         lookup = self._by_lhs if side is Side.RHS else self._by_rhs
         return lookup.lookup(anchors.to(torch.int64), rels.to(torch.int64))
+
+
+def mask_known(
+    neg: FloatTensorType,
+    filter_index: FilterIndex,
+    side: Side,
+    anchors: LongTensorType,
+    rels: LongTensorType,
+    value: float = MASKED,
+) -> tuple[LongTensorType, LongTensorType]:
+    """Set the score of every known true edge in ``neg`` to ``value``, in place.
+
+    Row ``i`` of ``neg`` scores every entity of ``side``'s partition (column = offset) for the
+    query (``anchors[i]`` on the other side, ``rels[i]``). The default ``MASKED`` (-1e9) is PBG's
+    filtered evaluator's: a known edge stays in the AUC's pool of negatives and out of the ranks.
+
+    Args:
+        neg: Scores ``[B, N]``, the columns the offsets of the partition ranked.
+        filter_index: The known true edges of that partition's bucket.
+        side: The side being ranked.
+        anchors: Offsets on ``side.other``, shape ``[B]``.
+        rels: Relation ids, shape ``[B]``.
+        value: The score the known edges get.
+
+    Returns:
+        The ``(rows, cols)`` set, as :meth:`FilterIndex.known` gives them.
+    """
+    rows, cols = filter_index.known(side, anchors, rels)
+    neg[rows, cols] = value
+    return rows, cols

@@ -14,12 +14,18 @@ embedding, apply the operator, comparator ``prepare``.
 
 State dict keys are PBG's private names (``rhs_operators.{i}.{param}``,
 ``lhs_operators.{i}.{param}``, ``global_embs.emb_{entity}``); the public names of
-checkpoint files are given by :func:`model_public_names`.
+checkpoint files are given by :func:`pbg_core.model.param_names.model_public_names`.
+
+Ranking every entity of a partition (evaluation's ``all_negs``, a trained model's answers)
+goes through :meth:`MultiRelationEmbedder.ranking_query`, :meth:`~MultiRelationEmbedder.ranking_candidates`
+and :meth:`~MultiRelationEmbedder.candidate_scores`, one path for both. Without autograd, rows
+pass every product in blocks padded to :data:`~pbg_core.model.row_blocks.ROW_BLOCK`, so a
+(query, candidate) pair scores the same bits whatever block it is computed in.
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +43,8 @@ from pbg_core.model.negatives import (
 )
 from pbg_core.model.operators import build_operator
 from pbg_core.model.regularizers import N3Regularizer, build_regularizer
-from pbg_core.types import EntityName, FloatTensorType, LongTensorType
+from pbg_core.model.row_blocks import by_padded_rows
+from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Side
 
 MASKED = -1e9  # PBG's score for masked negatives (contributes ~0 to every loss)
 
@@ -145,12 +152,70 @@ class MultiRelationEmbedder(nn.Module):
         operator: nn.Module | None = None,
         rel: LongTensorType | None = None,
     ) -> FloatTensorType:
-        """Global embedding, then operator, then comparator prepare."""
+        """Global embedding, then operator, then comparator prepare.
+
+        Without autograd, rows ``[R, D]`` pass the operator padded to a multiple of ``ROW_BLOCK``
+        (a linear operator's product rounds by its row count); chunked ``[C, U, D]`` negatives do not.
+        """
         if self.global_embs is not None:
             embs = embs + self.global_embs[f"emb_{entity}"]
         if operator is not None:
-            embs = operator(embs, rel) if rel is not None else operator(embs)
+            if torch.is_grad_enabled() or embs.dim() != 2:
+                embs = _operate(operator, embs, rel)
+            else:
+                embs = by_padded_rows(functools.partial(_operate, operator), embs, rel)
         return self.comparator.prepare(embs)
+
+    # ---- ranking every entity of a partition -------------------------------------------------
+    def ranking_query(self, side: Side, rel: int | LongTensorType, anchor_rows: FloatTensorType) -> FloatTensorType:
+        """What the candidates of ``side`` are compared with: the other side's rows, adjusted.
+
+        Standard mode: ranking the RHS, the LHS rows (no operator); ranking the LHS, the RHS rows
+        through relation ``rel``'s operator. Dynamic mode: the other side's rows through that
+        side's operator with each row's relation (``h_r(v)`` for the LHS, ``g_r(u)`` for the RHS).
+
+        Args:
+            side: The side being ranked.
+            rel: The relation (standard mode), or each row's relation ``[Q]`` (dynamic mode; an
+                int stands for every row).
+            anchor_rows: ``[Q, D]`` the other side's rows, as looked up (``max_norm`` applied).
+
+        Returns:
+            ``[Q, D']``, for :meth:`candidate_scores`.
+        """
+        spec = self.relation(0 if self.dynamic else int(rel))
+        entity = side.other.pick(spec.lhs, spec.rhs)
+        if self.dynamic:
+            rels = rel if isinstance(rel, torch.Tensor) else torch.full((anchor_rows.shape[0],), int(rel))
+            return self.adjust(anchor_rows, entity, side.pick(self.rhs_operators[0], self.lhs_operators[0]), rels)
+        return self.adjust(anchor_rows, entity, self.rhs_operators[int(rel)] if side is Side.LHS else None)
+
+    def ranking_candidates(self, side: Side, rel: int | LongTensorType, table: FloatTensorType) -> FloatTensorType:
+        """Every row of ``table`` (entities of ``side``'s type) adjusted as a candidate ``[N, D']``.
+
+        Only a standard-mode RHS passes an operator (relation ``rel``'s); dynamic-mode
+        candidates never do, so ``rel`` is then unused.
+        """
+        spec = self.relation(0 if self.dynamic else int(rel))
+        return self.adjust(table, side.pick(spec.lhs, spec.rhs), self._candidate_operator(side, rel))
+
+    def candidate_scores(self, query: FloatTensorType, cands: FloatTensorType) -> FloatTensorType:
+        """Scores ``[Q, N]`` of every query row ``[Q, D']`` against every candidate ``[N, D']``.
+
+        The comparator's ``neg_scores`` over one chunk; without autograd the query rows are
+        padded to ``ROW_BLOCK``, so a row's scores do not depend on ``Q``.
+        """
+
+        def scores(rows: FloatTensorType) -> FloatTensorType:
+            return self.comparator.neg_scores(rows.unsqueeze(0), cands.unsqueeze(0))[0]
+
+        return scores(query) if torch.is_grad_enabled() else by_padded_rows(scores, query)
+
+    def _candidate_operator(self, side: Side, rel: int | LongTensorType) -> nn.Module | None:
+        """The operator negatives of ``side`` pass: a standard-mode RHS's relation operator, else none."""
+        if self.dynamic or side is Side.LHS:
+            return None
+        return self.rhs_operators[int(rel)]
 
     def score(self, rel: int | LongTensorType, layout: ChunkLayout, lhs: SideBatch, rhs: SideBatch) -> Scores:
         """Positive and negative scores (and the regularizer term) of one batch.
@@ -169,31 +234,31 @@ class MultiRelationEmbedder(nn.Module):
         return self._score_standard(int(rel), layout, lhs, rhs)
 
     def _score_standard(self, rel: int, layout: ChunkLayout, lhs: SideBatch, rhs: SideBatch) -> Scores:
-        op = self.rhs_operators[rel]
-        lhs_p = self.adjust(lhs.pos, lhs.entity)
-        rhs_p = self.adjust(rhs.pos, rhs.entity, op)
+        # Each side's positives are also the query of the other side's candidates.
+        lhs_p = self.ranking_query(Side.RHS, rel, lhs.pos)
+        rhs_p = self.ranking_query(Side.LHS, rel, rhs.pos)
         pos = self.comparator.pos_scores(lhs_p, rhs_p)
         lhs_c, rhs_c = self._chunks(lhs, lhs_p, layout), self._chunks(rhs, rhs_p, layout)
-        lhs_neg = self._negative_scores(lhs, lhs_c, rhs_c, rhs_p, layout, None)
-        rhs_neg = self._negative_scores(rhs, rhs_c, lhs_c, lhs_p, layout, op)
+        lhs_neg = self._negative_scores(Side.LHS, rel, lhs, lhs_c, rhs_c, rhs_p, layout)
+        rhs_neg = self._negative_scores(Side.RHS, rel, rhs, rhs_c, lhs_c, lhs_p, layout)
         reg = None
         if self.regularizer is not None:
-            reg = self.regularizer.penalty([lhs_p, rhs_p], op, layout.num_chunks)
+            reg = self.regularizer.penalty([lhs_p, rhs_p], self.rhs_operators[rel], layout.num_chunks)
         return Scores(pos, pos, lhs_neg, rhs_neg, reg)
 
     def _score_dynamic(self, rel: LongTensorType, layout: ChunkLayout, lhs: SideBatch, rhs: SideBatch) -> Scores:
         lhs_op, rhs_op = self.lhs_operators[0], self.rhs_operators[0]
-        lhs_src, rhs_src = self.adjust(lhs.pos, lhs.entity), self.adjust(rhs.pos, rhs.entity)
-        rhs_dst = self.adjust(rhs.pos, rhs.entity, rhs_op, rel)
-        lhs_dst = self.adjust(lhs.pos, lhs.entity, lhs_op, rel)
+        # Sources are adjusted as candidates (no operator), destinations as the other side's query.
+        lhs_src, rhs_src = (
+            self.ranking_candidates(Side.LHS, rel, lhs.pos),
+            self.ranking_candidates(Side.RHS, rel, rhs.pos),
+        )
+        rhs_dst, lhs_dst = self.ranking_query(Side.LHS, rel, rhs.pos), self.ranking_query(Side.RHS, rel, lhs.pos)
         lhs_pos = self.comparator.pos_scores(lhs_src, rhs_dst)
         rhs_pos = self.comparator.pos_scores(rhs_src, lhs_dst)
-        lhs_neg = self._negative_scores(
-            lhs, self._chunks(lhs, lhs_src, layout), self._chunks(lhs, rhs_dst, layout), rhs_dst, layout, None
-        )
-        rhs_neg = self._negative_scores(
-            rhs, self._chunks(rhs, rhs_src, layout), self._chunks(rhs, lhs_dst, layout), lhs_dst, layout, None
-        )
+        lhs_c, rhs_c = self._chunks(lhs, lhs_src, layout), self._chunks(rhs, rhs_src, layout)
+        lhs_neg = self._negative_scores(Side.LHS, rel, lhs, lhs_c, self._chunks(lhs, rhs_dst, layout), rhs_dst, layout)
+        rhs_neg = self._negative_scores(Side.RHS, rel, rhs, rhs_c, self._chunks(rhs, lhs_dst, layout), lhs_dst, layout)
         reg = None
         if self.regularizer is not None:
             n = layout.num_chunks  # unused: dynamic mode penalises each edge's own parameters
@@ -209,24 +274,26 @@ class MultiRelationEmbedder(nn.Module):
 
     def _negative_scores(
         self,
+        which: Side,
+        rel: int | LongTensorType,
         side: SideBatch,
         own_c: FloatTensorType | None,
         other_c: FloatTensorType | None,
         other_flat: FloatTensorType,
         layout: ChunkLayout,
-        operator: nn.Module | None,
     ) -> FloatTensorType:
-        """Scores [P, N] of ``side``'s negatives against the other side's positives."""
+        """Scores [P, N] of the negatives of ``side`` (the batch's ``which`` side) against the other side's positives."""
         mode = side.mode
         if mode is NegativeMode.NONE:
             return other_flat.new_empty(layout.num_pos, 0)
-        if other_c is None:
-            other_c = pad_to_chunks(other_flat, layout)
         if mode is NegativeMode.ALL:
-            negs = self.adjust(_required(side.all_embs, "all_embs"), side.entity, operator)
-            scores = self.comparator.neg_scores(other_flat.unsqueeze(0), negs.unsqueeze(0))[0]
+            negs = self.ranking_candidates(which, rel, _required(side.all_embs, "all_embs"))
+            scores = self.candidate_scores(other_flat, negs)
             rows = torch.arange(layout.num_pos)
             return scores.index_put((rows, _required(side.pos_offsets, "pos_offsets")), scores.new_tensor(MASKED))
+        operator = self._candidate_operator(which, rel)
+        if other_c is None:
+            other_c = pad_to_chunks(other_flat, layout)
         if mode is NegativeMode.UNIFORM:
             negs = self.adjust(_required(side.uniform, "uniform"), side.entity, operator)
             return unchunk(self.comparator.neg_scores(other_c, negs), layout)
@@ -249,58 +316,14 @@ class MultiRelationEmbedder(nn.Module):
         return unchunk(scores, layout)
 
 
+def _operate(operator: nn.Module, embs: FloatTensorType, rel: LongTensorType | None) -> FloatTensorType:
+    return operator(embs, rel) if rel is not None else operator(embs)  # type: ignore[no-any-return]  # operators return tensors
+
+
 def _required(value: Any, name: str) -> Any:
     if value is None:
         raise ValueError(f"SideBatch.{name} is required for this negative mode")
     return value
-
-
-# ---- public <-> private parameter names -----------------------------------------------------
-_OPERATOR_RE = re.compile(r"^(lhs|rhs)_operators\.(\d+)\.(.+)$")
-_GLOBAL_RE = re.compile(r"^global_embs\.emb_(.+)$")
-_PUBLIC_OP_RE = re.compile(r"^relations/(\d+)/operator/(lhs|rhs)/(.+)$")
-_PUBLIC_GLOBAL_RE = re.compile(r"^entities/(.+)/global_embedding$")
-
-
-def private_to_public(name: str) -> str:
-    """``rhs_operators.3.diagonal`` -> ``relations/3/operator/rhs/diagonal`` etc.
-
-    Raises:
-        ValueError: ``name`` is not a model state-dict key.
-    """
-    if m := _OPERATOR_RE.match(name):
-        return f"relations/{m.group(2)}/operator/{m.group(1)}/{m.group(3)}"
-    if m := _GLOBAL_RE.match(name):
-        return f"entities/{m.group(1)}/global_embedding"
-    raise ValueError(
-        f"unknown model parameter {name!r}; expected {{lhs,rhs}}_operators.<i>.<param> or global_embs.emb_<entity>"
-    )
-
-
-def public_to_private(name: str) -> str:
-    """Inverse of :func:`private_to_public`.
-
-    Raises:
-        ValueError: ``name`` is not a public model parameter name.
-    """
-    if m := _PUBLIC_OP_RE.match(name):
-        return f"{m.group(2)}_operators.{m.group(1)}.{m.group(3)}"
-    if m := _PUBLIC_GLOBAL_RE.match(name):
-        return f"global_embs.emb_{m.group(1)}"
-    raise ValueError(
-        f"unknown public model name {name!r}; expected relations/<i>/operator/<side>/<param> "
-        "or entities/<entity>/global_embedding"
-    )
-
-
-def model_public_names(state_dict: dict[str, torch.Tensor]) -> dict[str, str]:
-    """Private state-dict key -> public checkpoint name, for every key."""
-    return {key: private_to_public(key) for key in state_dict}
-
-
-def model_private_names(public_names: list[str]) -> dict[str, str]:
-    """Public checkpoint name -> private state-dict key."""
-    return {name: public_to_private(name) for name in public_names}
 
 
 # ---- builder --------------------------------------------------------------------------------

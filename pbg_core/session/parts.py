@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from pbg_core.errors import PbgError, ShapeError
-from pbg_core.model.embedder import MultiRelationEmbedder, model_public_names
+from pbg_core.model.embedder import MultiRelationEmbedder
+from pbg_core.model.param_names import model_public_names
 from pbg_core.parallel.memory import SlotMap
 from pbg_core.ports import CheckpointMetadata, NamesDigests, PartitionStore
 from pbg_core.session.partitions import PartitionTopology

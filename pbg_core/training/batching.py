@@ -25,19 +25,17 @@ import torch
 from pbg_core.edgelist import EdgeList, EntityList
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation.candidates import mask_candidates, sample_candidates
-from pbg_core.evaluation.metrics import FilterIndex, auc_sum, rank_metric_sums, ranks_from_scores
-from pbg_core.model.embedder import MASKED, MultiRelationEmbedder, Scores, SideBatch
+from pbg_core.evaluation.metrics import FilterIndex, auc_sum, mask_known, rank_metric_sums, ranks_from_scores
+from pbg_core.evaluation.ranking import ALL_NEGS_SCORE_BUDGET
+from pbg_core.model.embedder import MultiRelationEmbedder, Scores, SideBatch
+from pbg_core.model.max_norm import renorm_table_
 from pbg_core.model.negatives import NegativeMode, batch_mode, chunk_layout, sample_uniform, side_mode
 from pbg_core.stats import Stats
 from pbg_core.training import fast_dynamic, fast_paths
-from pbg_core.training.row_gather import RowGather, bag_mean, renorm_table_
+from pbg_core.training.row_gather import RowGather, bag_mean
 from pbg_core.training.settings import BatchSettings, Evaluator, Trainer
 from pbg_core.training.tables import BucketTables
 from pbg_core.types import LongTensorType, Side, SideKey
-
-# Eval with all_negs scores [rows, count]; rows per block are capped so one block
-# holds at most this many scores (64 MiB of float32).
-ALL_NEGS_SCORE_BUDGET = 1 << 24
 
 
 # ---- batching ------------------------------------------------------------------------------
@@ -174,9 +172,10 @@ def _side_batch(
             side.all_embs = gather.get(handles["all"])
         else:
             # Evaluation scores the table itself; PBG looks every entity up with max_norm,
-            # which renorms the candidates (in the table, as every lookup does).
+            # which renorms the candidates (in the table, as every lookup does; settled, as
+            # every lookup without gradient: pbg_core.model.max_norm).
             if gather.max_norm is not None:
-                renorm_table_(tables.embeddings[key], gather.max_norm)
+                renorm_table_(tables.embeddings[key], gather.max_norm, settle=True)
             side.all_embs = tables.embeddings[key]
         side.pos_offsets = entities.tensor
     return side
@@ -306,14 +305,12 @@ def _apply_filter(scores: Scores, prep: _Prepared, batch: EdgeList, filter_index
     PBG's filtered evaluator gives them -1e9, as masked negatives: they stay in the AUC's
     pool of negatives (a positive beats them) and out of the ranks.
     """
-    rels = batch.rel
     for side, neg, anchors in (
         (Side.LHS, scores.lhs_neg, batch.rhs.tensor),
         (Side.RHS, scores.rhs_neg, batch.lhs.tensor),
     ):
         if side.pick(prep.lhs, prep.rhs).mode is NegativeMode.ALL:
-            rows, cols = filter_index.known(side, anchors, rels)
-            neg[rows, cols] = MASKED
+            mask_known(neg, filter_index, side, anchors, batch.rel)
 
 
 def _mask_candidates(scores: Scores, prep: _Prepared, batch: EdgeList, filter_index: FilterIndex | None) -> None:

@@ -22,8 +22,8 @@ import functools
 
 import torch
 
+from pbg_core.model.max_norm import renormed_rows
 from pbg_core.training.optimizers import RowAdagrad
-from pbg_core.training.row_gather import gather_rows
 from pbg_core.training.tables import BucketTables
 from pbg_core.training.workspace import scratch
 from pbg_core.types import FloatTensorType, LongTensorType, SideKey
@@ -70,13 +70,13 @@ class SideRows:
             sizes = [i.numel() for i in idx]
             self.all_idx = torch.cat(idx)
             out = scratch(f"{prefix}rows0", (self.all_idx.numel(), lhs_table.shape[1]), lhs_table.dtype)
-            self.all_rows = gather_rows(lhs_table, self.all_idx, max_norm, out)
+            self.all_rows = renormed_rows(lhs_table, self.all_idx, max_norm, out)
             self.rows = list(self.all_rows.split(sizes))
             self.grad_blocks = [scratch(f"{prefix}grads0", self.all_rows.shape, lhs_table.dtype)]
             self.grads = list(self.grad_blocks[0].split(sizes))
         else:
             self.rows = [
-                gather_rows(t, i, max_norm, scratch(f"{prefix}rows{s}", (i.numel(), t.shape[1]), t.dtype))
+                renormed_rows(t, i, max_norm, scratch(f"{prefix}rows{s}", (i.numel(), t.shape[1]), t.dtype))
                 for s, (t, i) in enumerate(zip((lhs_table, rhs_table), idx, strict=True))
             ]
             self.grad_blocks = [scratch(f"{prefix}grads{s}", r.shape, r.dtype) for s, r in enumerate(self.rows)]

@@ -3,7 +3,8 @@
 The generic training path (:mod:`pbg_core.training.batching`) registers every row request of a
 batch, fetches each into its own dense leaf, and after ``backward`` hands the coalesced
 gradients to :class:`~pbg_core.training.optimizers.RowAdagrad`. ``max_norm`` (PBG's
-``F.embedding(max_norm=...)``) is applied at fetch time, in the table too.
+``F.embedding(max_norm=...)``, :mod:`pbg_core.model.max_norm`) is applied at fetch time, in the
+table too.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from pbg_core.edgelist import EntityList
+from pbg_core.model.max_norm import renormed_rows
 from pbg_core.training.optimizers import RowAdagrad
 from pbg_core.training.tables import BucketTables
 from pbg_core.types import FloatTensorType, LongTensorType, SideKey
@@ -36,9 +38,9 @@ class RowGather:
         return len(self.requests) - 1
 
     def fetch(self) -> None:
-        """Gather every registered request (renorming rows above ``max_norm``)."""
+        """Gather every registered request (renorming rows above ``max_norm``; settled without gradient)."""
         for key, idx in self.requests:
-            rows = gather_rows(self.tables.embeddings[key], idx, self.max_norm)
+            rows = renormed_rows(self.tables.embeddings[key], idx, self.max_norm, settle=not self.requires_grad)
             self.leaves.append(rows.requires_grad_(self.requires_grad))
 
     def get(self, handle: int) -> FloatTensorType:
@@ -57,49 +59,6 @@ class RowGather:
         for key, idxs, grads in groups.values():
             # The leaves' gradients are ours to overwrite, and need no concatenation.
             optimizer.step_pieces(self.tables.embeddings[key], self.tables.optim_state[key], idxs, grads)
-
-
-def gather_rows(
-    table: FloatTensorType, idx: LongTensorType, max_norm: float | None, out: FloatTensorType | None = None
-) -> FloatTensorType:
-    """``table[idx]`` as a dense tensor, renormed (in the table too) when ``max_norm`` is set.
-
-    Duplicate indices are fine: every copy of a row is scaled by the same factor.
-
-    Args:
-        table: The table [count, D].
-        idx: Rows to fetch.
-        max_norm: Renorm rows above this norm, or None.
-        out: Optional buffer [len(idx), D] to gather into (reused buffers avoid page faults).
-    """
-    rows = table.index_select(0, idx) if out is None else torch.index_select(table, 0, idx, out=out)
-    if max_norm is not None:
-        renorm_rows_(table, idx, rows, max_norm)
-    return rows
-
-
-def renorm_rows_(table: FloatTensorType, idx: LongTensorType, rows: FloatTensorType, max_norm: float) -> None:
-    """PBG's ``F.embedding(max_norm=...)``: rows above ``max_norm`` are scaled down, in the table too.
-
-    The scale ``max_norm / (norm + 1e-7)`` is computed in float64 and rounded once, as torch's
-    ``embedding_renorm_`` does: the rows come out bit-identical to PBG's lookups.
-    """
-    norms = rows.norm(dim=1)
-    over = norms > max_norm
-    if bool(over.any()):
-        scale = (max_norm / (norms[over].double() + 1e-7)).to(rows.dtype)
-        rows[over] = rows[over] * scale.unsqueeze(1)
-        table[idx[over]] = rows[over]
-
-
-def renorm_table_(table: FloatTensorType, max_norm: float) -> None:
-    """Every row of ``table`` above ``max_norm`` scaled down in place (PBG's lookup of all entities).
-
-    Rows at most ``max_norm`` are left alone, as in PBG.
-    """
-    over = (table.norm(dim=1) > max_norm).nonzero().squeeze(1)
-    if over.numel():
-        renorm_rows_(table, over, table.index_select(0, over), max_norm)
 
 
 def bag_mean(rows: FloatTensorType, entities: EntityList) -> FloatTensorType:

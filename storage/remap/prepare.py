@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from pbg_core.model.embedder import model_public_names
+from pbg_core.model.param_names import model_public_names
 from pbg_core.ports import NamesDigests
 from pbg_core.types import PartitionKey
 from storage import read_cache

@@ -1,51 +1,18 @@
-"""pbg_core.training.row_gather: fetching rows (with PBG's max_norm), coalesced updates, bag means."""
+"""pbg_core.training.row_gather: row requests, coalesced updates, bag means."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from pbg_core.edgelist import EntityList, TensorList
 from pbg_core.training.optimizers import EPS, RowAdagrad
-from pbg_core.training.row_gather import RowGather, bag_mean, gather_rows, renorm_table_
+from pbg_core.training.row_gather import RowGather, bag_mean
 from pbg_core.training.tables import BucketTables
 from pbg_core.types import Side
 
 
 def _table(seed: int, count: int = 12, dim: int = 4) -> torch.Tensor:
     return torch.randn(count, dim, generator=torch.Generator().manual_seed(seed)) * 2
-
-
-def test_gather_without_max_norm_is_index_select_and_leaves_the_table() -> None:
-    table = _table(0)
-    before = table.clone()
-    idx = torch.tensor([3, 0, 3, 11])
-    out = torch.empty(4, 4)
-    assert torch.equal(gather_rows(table, idx, None, out=out), before[idx])
-    assert torch.equal(out, before[idx]) and torch.equal(table, before)
-
-
-def test_gather_with_max_norm_is_bit_identical_to_torch_embedding_in_rows_and_table() -> None:
-    """PBG looks rows up with ``F.embedding(max_norm=...)``, which renorms the table in place."""
-    table, ref_table = _table(1), _table(1)
-    idx = torch.tensor([5, 2, 5, 7, 0])  # a duplicate row is scaled once, the same in both copies
-    rows = gather_rows(table, idx, 1.5)
-    want = F.embedding(idx, ref_table, max_norm=1.5)
-    assert torch.equal(rows, want)
-    assert torch.equal(table, ref_table)
-    assert bool((table.norm(dim=1)[idx] <= 1.5 + 1e-6).all())
-
-
-def test_renorm_table_scales_only_rows_above_max_norm() -> None:
-    table = _table(2)
-    norms = table.norm(dim=1)
-    ref = table.clone()
-    F.embedding(torch.arange(12), ref, max_norm=4.0)
-    renorm_table_(table, 4.0)
-    assert torch.equal(table, ref)
-    small = norms <= 4.0
-    assert bool(small.any()) and bool((~small).any())  # the seed exercises both branches
-    assert torch.equal(table[small], _table(2)[small])
 
 
 def test_requests_on_a_shared_table_are_coalesced_into_one_optimizer_step() -> None:
