@@ -38,7 +38,7 @@ import numpy as np
 from pbg_core.errors import PbgError
 from pbg_core.ports import NamesDigests
 from pbg_core.types import PartitionKey
-from storage import layout
+from storage import hdf5, layout
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import changes, identity, reads, urls
@@ -138,13 +138,16 @@ def _open_attrs(url: str, storage_options: StorageOptions) -> Iterator[h5py.File
         else:
             handle = filesystem.open(path, "rb", block_size=_RANGE_BLOCK, cache_type="readahead")
             target = handle
+        # A remote file is read through fsspec's thread while h5py holds its lock: no collection then.
+        paused = hdf5.collection_paused() if handle is not None else contextlib.nullcontext()
         try:
-            try:
-                hf = h5py.File(target, "r")
-            except OSError as err:
-                raise BadDataError(url, f"not a readable HDF5 file ({err})") from None
-            with hf:
-                yield hf
+            with paused:
+                try:
+                    hf = h5py.File(target, "r")
+                except OSError as err:
+                    raise BadDataError(url, f"not a readable HDF5 file ({err})") from None
+                with hf:
+                    yield hf
         finally:
             if handle is not None:
                 handle.close()

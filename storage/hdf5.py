@@ -7,11 +7,16 @@ the URL and a plain explanation instead of an HDF5 error stack.
 
 Opaque byte blobs (serialized optimizer state) are stored PBG's way: a 1-D dataset
 of numpy ``V1`` (one-byte void) elements.
+
+A remote file opened by h5py through a Python file object (the metadata of big files read by
+ranges) must be read under :func:`collection_paused`: see there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -30,6 +35,48 @@ FORMAT_VERSION_ATTR = "format_version"
 FORMAT_VERSION = 1
 
 _VOID_DTYPE = np.dtype("V1")
+
+
+class _CollectionPause:
+    """Python's cyclic garbage collection off while any thread is inside :func:`collection_paused`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._was_enabled = False
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._holders += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._was_enabled:
+                gc.enable()
+
+
+_PAUSE = _CollectionPause()
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collection (in every thread) for the block; nestable, thread-safe.
+
+    Why: h5py holds its global lock while it calls a Python file object's ``read``; an s3fs
+    file's read waits for fsspec's event-loop thread, and when an allocation there starts a
+    collection that frees an h5py object, that object's finalizer waits for the same lock: both
+    threads wait forever (a test on S3 hung 600 s in CI). Without collections in the block, no
+    h5py object is finalized in another thread; garbage made meanwhile is collected afterwards.
+    """
+    _PAUSE.enter()
+    try:
+        yield
+    finally:
+        _PAUSE.leave()
 
 
 @contextlib.contextmanager

@@ -276,7 +276,8 @@ def _read_header(url: str, storage_options: StorageOptions, read: Callable[[h5py
     with urls.translate_errors(url):
         remote = filesystem.open(path, "rb", block_size=HEADER_BLOCK, cache_type="blockcache")
     try:
-        return _read_opened(url, _Reader(remote), read)
+        with hdf5.collection_paused():  # h5py reads through fsspec's thread: see there
+            return _read_opened(url, _Reader(remote), read)
     finally:
         remote.close()
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import h5py
 
-from storage import layout
+from storage import hdf5, layout
 from storage.errors import OutputExistsError
 from storage.fs import reads, urls
 
@@ -148,7 +148,11 @@ def edges_on_disk(path: str, storage_options: Any = None) -> int:
                 with h5py.File(posixpath.join(base, name), "r") as hf:
                     return int(hf["lhs"].shape[0])
             remote = f"{base.rstrip('/')}/{name}"
-            with filesystem.open(remote, "rb", block_size=_HEADER_BLOCK) as handle, h5py.File(handle, "r") as hf:
+            with (
+                filesystem.open(remote, "rb", block_size=_HEADER_BLOCK) as handle,
+                hdf5.collection_paused(),  # h5py reads through fsspec's thread: see there
+                h5py.File(handle, "r") as hf,
+            ):
                 return int(hf["lhs"].shape[0])
 
     if urls.is_local(filesystem):

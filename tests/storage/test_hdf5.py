@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -86,3 +92,61 @@ def test_attrs_with_slashes_round_trip(root: StorePath) -> None:
         hdf5.write_attrs(hf, {"config/json": '{"a": 1}', "iteration/epoch_idx": 3})
     with hdf5.open_read(url) as hf:
         assert hdf5.read_attrs(hf) == {"format_version": 1, "config/json": '{"a": 1}', "iteration/epoch_idx": 3}
+
+
+# Runs in a child process: a hang there fails the test by its timeout instead of hanging the run.
+_COLLECTION_PROBE = """
+import gc, sys
+import h5py
+from storage.checkpoint_names import _open_attrs
+from storage.importing.edge_paths import edges_on_disk
+from storage.version_check import _read_header
+
+url, local = sys.argv[1], sys.argv[2]
+
+
+def attrs():
+    with _open_attrs(url + "/edges_0_0.h5", None) as hf:
+        return hf.attrs["format_version"]
+
+
+reads = {
+    "version_check": lambda: _read_header(url + "/edges_0_0.h5", None, lambda hf, u: hf["lhs"].shape),
+    "checkpoint_names": attrs,
+    "edge_paths": lambda: edges_on_disk(url),
+}
+read = reads[sys.argv[3]]
+read()  # the client's start-up, outside the loop
+for threshold in range(5, 600, 5):
+    gc.collect()
+    gc.set_threshold(threshold, 10, 10)
+    # Fresh cyclic garbage holding open h5py objects: the next collection frees them, in
+    # whichever thread allocates enough to start it (often fsspec's, mid-read).
+    f = h5py.File(local, "r"); d = f["x"]; cycle = [f, d]; cycle.append(cycle); del f, d, cycle
+    read()
+print("done")
+"""
+
+
+@pytest.mark.slow  # ~20 s per reader: 120 remote reads, each after fresh garbage
+@pytest.mark.parametrize("reader", ["version_check", "checkpoint_names", "edge_paths"])
+def test_a_remote_read_by_ranges_survives_a_collection_in_fsspecs_thread(
+    reader: str, s3_bucket: str, tmp_path: Path
+) -> None:
+    """h5py holds its lock while it reads through an s3fs file, which waits for fsspec's thread;
+    a collection there that frees an h5py object waited for that lock forever (a CI run hung)."""
+    url = f"s3://{s3_bucket}/edges"
+    with hdf5.open_write(f"{url}/edges_0_0.h5") as hf:
+        hf.create_dataset("lhs", data=np.arange(1000))
+    local = tmp_path / "garbage.h5"
+    with h5py.File(local, "w") as hf:
+        hf.create_dataset("x", data=[1])
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLECTION_PROBE, url, str(local), reader],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "done"
