@@ -59,10 +59,12 @@ def local_write(url: str, storage_options: StorageOptions = None, tmp_name: str 
         _remove_if_exists(tmp)
         try:
             yield tmp
+            _commit_local(tmp, path)
         except BaseException:
+            # Also an interrupt during the commit's fsync: the rename did not happen (else there
+            # is no tmp left), so the previous file stands and nothing of this write remains.
             _remove_if_exists(tmp)
             raise
-        _commit_local(tmp, path)
         return
     # Inside the cache directory so that the verified upload can be renamed into the cache.
     with tempfile.TemporaryDirectory(prefix=".write-", dir=read_cache.cache_dir()) as tmp_dir:

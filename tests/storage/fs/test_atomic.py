@@ -120,3 +120,20 @@ def test_create_exclusive_creates_once(root: StorePath) -> None:
     assert [p.name for p in (root / "ckpt").iterdir()] == ["lease.json"]  # no temporary left
     changes.remove(url)
     assert atomic.create_exclusive(url, '{"run": "b"}') is True
+
+
+def test_an_interrupt_during_the_commit_leaves_the_previous_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while the written file is fsynced (before its rename) leaves the directory as it was."""
+    target = tmp_path / "journal.json"
+    target.write_text("previous")
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_text_atomic(str(target), "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal.json"]
+    assert target.read_text() == "previous"
