@@ -1,7 +1,7 @@
 """Checks of the checkpoints a run starts from: its own committed version and ``init_path``.
 
 Run by ``plan-training`` before any training (and by ``open-eval-session`` on the checkpoint
-it evaluates), so that a wrong start fails in one line
+it evaluates, and :meth:`storage.trained.model.Model.load` on the one it loads), so that a wrong start fails in one line
 instead of training from scratch or ending in a shape error deep in a bucket:
 
 - ``init_path`` must be a checkpoint directory: missing, or holding no files of its

@@ -7,6 +7,7 @@ heads, filtered or not, with the true answers' ranks), :meth:`~storage.trained.m
 
 - :mod:`~storage.trained.model`: :class:`~storage.trained.model.Model`;
 - :mod:`~storage.trained.queries`: queries grouped by relation, names found, predict's table;
+- :mod:`~storage.trained.loading`: a version opened: its reader, its model's parameters, its names;
 - :mod:`~storage.trained.targets`: predict's loop, one partition of the ranked type at a time;
 - :mod:`~storage.trained.known_edges`: the filter paths' known edges, bucket by bucket, as ``pbg eval --filtered``;
 - :mod:`~storage.trained.name_index`: names -> (partition, offset) per type, relation ids, the closest names;

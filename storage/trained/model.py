@@ -1,7 +1,7 @@
 """A trained model's answers by name: :class:`Model` (``from storage.trained import Model``).
 
 ``Model.load`` reads one committed checkpoint version read-only (:mod:`storage.trained.sources`
-says what it may be loaded from) and answers as training and ``pbg eval`` score, through the
+says what it may be loaded from, :mod:`storage.trained.loading` opens it) and answers as training and ``pbg eval`` score, through the
 same code (:mod:`pbg_core.evaluation.ranking`):
 
 - :meth:`Model.predict`: the top-k entities for ``(head, relation, ?)`` or ``(?, relation,
@@ -27,9 +27,7 @@ prediction, which reads the current import's edges, refuses names that moved sin
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -39,27 +37,17 @@ import torch
 
 from pbg_core.errors import UnknownNameError, UsageError
 from pbg_core.evaluation.ranking import answer_scores
-from pbg_core.model.embedder import MultiRelationEmbedder, build_model
-from pbg_core.session.parts import ModelState
 from pbg_core.types import EntityName, Side
-from storage import layout
-from storage.checkpoint_reader import CheckpointReader
-from storage.entity_lease import command_label, reading
-from storage.errors import DataNotFound
 from storage.fs.urls import StorageOptions
-from storage.remap.matching import NameTable, name_table
-from storage.resume_checks import check_fits
 from storage.trained.checkpoint_rows import CheckpointRows
 from storage.trained.known_edges import known_edges
-from storage.trained.name_index import NameIndex
-from storage.trained.queries import Queries, prediction_table
-from storage.trained.sources import PURPOSE, Source, resolve_config
+from storage.trained.loading import Loaded, load_version
+from storage.trained.queries import ROLES, Queries, prediction_table
+from storage.trained.sources import Source, resolve_config
 from storage.trained.targets import rank_targets
 
-logger = logging.getLogger(__name__)
-
-LABEL = "loaded checkpoint"  # storage.resume_checks' name for it (its remedy)
 SCORE_BLOCK = 1 << 16  # edges scored at once by Model.score
+SCORED = ("head", "relation", "tail")  # Model.score's columns of names
 
 
 @dataclass(frozen=True)
@@ -77,14 +65,12 @@ class Model:
     Build it with :meth:`load`; the constructor only stores what ``load`` built.
     """
 
-    def __init__(
-        self, config: Any, reader: CheckpointReader, embedder: MultiRelationEmbedder, names: NameIndex
-    ) -> None:
+    def __init__(self, config: Any, loaded: Loaded) -> None:
         self.config = config
-        self._reader = reader
-        self._embedder = embedder
-        self._names = names
-        self._rows = CheckpointRows(reader, config.max_norm)
+        self._reader = loaded.reader
+        self._embedder = loaded.embedder
+        self._names = loaded.names
+        self._rows = CheckpointRows(loaded.reader, config.max_norm)
 
     @classmethod
     def load(
@@ -113,15 +99,7 @@ class Model:
             LeaseHeldError: an import is writing ``entity_path``.
         """
         config = resolve_config(config_or_checkpoint, version, overrides, storage_options)
-        types = [name for name, entity in config.entities.items() if not entity.featurized]
-        with reading(config.entity_path, command_label(), config.storage_options_for_fs()):
-            reader = CheckpointReader(config, version, types, PURPOSE)
-            check_fits(reader.checkpoints, reader.version, config, logger, LABEL)
-            relations = _relation_names(config, reader)
-            loaders = {entity: _names_loader(reader, entity) for entity in types}
-        embedder = _embedder(config, reader, len(relations))
-        reader.warn_unrecorded()
-        return cls(config, reader, embedder, NameIndex(loaders, relations))
+        return cls(config, load_version(config, version))
 
     @property
     def version(self) -> int:
@@ -233,23 +211,15 @@ class Model:
         given = [name for name, value in forms.items() if value is not None]
         if len(given) != 1:
             raise UsageError(f"predict takes exactly one of head=, tail=, heads=, tails=; got {given or 'none'}")
+        _check_k(k)
+        if filter_paths is not None and not filtered:
+            raise UsageError("filter_paths= is given without filtered=True; pass both, or neither")
         form = given[0]
         side = Side.RHS if form in ("head", "heads") else Side.LHS
         if form in ("head", "tail"):
             if relation is None or relations is not None or answers is not None:
                 raise UsageError(f"predict({form}=...) takes relation= (one name), not relations= or answers=")
-            table = self._predict(
-                side,
-                [str(forms[form])],
-                Queries(self.config, self._names, [relation], ""),
-                "",
-                k,
-                None,
-                filtered,
-                filter_paths,
-            )
-            other = "tail" if side is Side.RHS else "head"
-            return [Answer(r["rank"], r[other], r["score"]) for r in table.to_pylist() if r["rank"] is not None]
+            return self._predict_one(side, str(forms[form]), relation, k, filtered, filter_paths)
         anchors = list(forms[form] or [])
         if relation is not None or relations is None:
             raise UsageError(f"predict({form}=[...]) takes relations= (one name for all, or one per query)")
@@ -257,6 +227,15 @@ class Model:
         _same_length(form, anchors, relations=names, answers=answers)
         queries = Queries(self.config, self._names, names, "" if isinstance(relations, str) else "relations")
         return self._predict(side, anchors, queries, form, k, answers, filtered, filter_paths)
+
+    def _predict_one(
+        self, side: Side, anchor: str, relation: str, k: int, filtered: bool, filter_paths: Sequence[str] | None
+    ) -> list[Answer]:
+        """One query's top list (see :meth:`predict`)."""
+        queries = Queries(self.config, self._names, [relation], "")
+        table = self._predict(side, [anchor], queries, "", k, None, filtered, filter_paths)
+        found = ROLES[side]
+        return [Answer(row["rank"], row[found], row["score"]) for row in table.to_pylist() if row["rank"] is not None]
 
     def _predict(
         self,
@@ -270,7 +249,6 @@ class Model:
         filter_paths: Sequence[str] | None,
     ) -> pa.Table:
         """Rank ``side`` for ``anchors`` (see :meth:`predict`)."""
-        _check_k(k)
         groups = queries.targets(side, anchors, answers, argument)
         for target in dict.fromkeys(group.target for group in groups):
             count = self._names.count(target)
@@ -284,7 +262,7 @@ class Model:
             paths = list(filter_paths) if filter_paths is not None else list(self.config.edge_paths)
             with known_edges(self.config, self.version, paths, parts) as known:
                 ranked = rank_targets(self._rows, self._embedder, groups, k, known)
-        return prediction_table(self._names, queries, groups, ranked, anchors, answers)
+        return prediction_table(side, self._names, queries, groups, ranked, anchors, answers)
 
     @torch.no_grad()
     def score(self, heads: Sequence[str], relations: str | Sequence[str], tails: Sequence[str]) -> pa.Table:
@@ -323,9 +301,12 @@ class Model:
                 forward[at] = answer_scores(self._embedder, Side.LHS, rel, rhs_rows, lhs_rows).numpy()
                 if self.config.dynamic_relations:  # standard relations score an edge alike for both sides
                     reverse[at] = answer_scores(self._embedder, Side.RHS, rel, lhs_rows, rhs_rows).numpy()
-        columns = {"head": heads, "relation": names, "tail": tails, "score": forward}
+        columns = {
+            name: pa.array(values, pa.string()) for name, values in zip(SCORED, (heads, names, tails), strict=True)
+        }
+        columns["score"] = pa.array(forward)
         if self.config.dynamic_relations:
-            columns["reverse_score"] = reverse
+            columns["reverse_score"] = pa.array(reverse)
         return pa.table(columns)
 
     def embeddings(self, entity_type: EntityName) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -363,55 +344,6 @@ def _same_length(first: str, values: Sequence[str], **others: Sequence[str] | No
     for name, other in others.items():
         if other is not None and len(other) != len(values):
             raise UsageError(f"{name} has {len(other)} entries, {first} has {len(values)}; give one per query")
-
-
-def _relation_names(config: Any, reader: CheckpointReader) -> list[str]:
-    """Relation names by id: the config's (standard mode), the model's record (dynamic mode).
-
-    Raises:
-        DataNotFound: dynamic mode, and neither the checkpoint nor ``entity_path`` names the relation types.
-    """
-    if not config.dynamic_relations:
-        return [relation.name for relation in config.relations]
-    names = reader.relation_names()
-    if names is None:
-        raise DataNotFound(
-            f"{config.entity_path}/{layout.DYNAMIC_REL_NAMES_FILE}",
-            "does not exist, and the checkpoint records no relation types: the dynamic relations cannot be named",
-        )
-    return names
-
-
-def _names_loader(reader: CheckpointReader, entity: EntityName) -> Callable[[], NameTable]:
-    """A function reading ``entity``'s names (the lists its rows belong to).
-
-    Lists kept in the checkpoint's ``names/`` are read when first needed; lists of
-    ``entity_path`` (a checkpoint without its ``names/``, or PBG's) are read now, while the
-    caller holds its reader file, since an import could rewrite them later.
-    """
-    files = [reader.labels.entities[(entity, part)] for part in range(reader.config.entities[entity].num_partitions)]
-    load = functools.partial(name_table, lambda part: files[part].load(), len(files))
-    if all(file.store is not reader.entity_store for file in files):
-        return load
-    table = load()
-    return lambda: table
-
-
-def _embedder(config: Any, reader: CheckpointReader, num_relations: int) -> MultiRelationEmbedder:
-    """The model of ``config`` with the parameters of the version ``reader`` reads.
-
-    Raises:
-        ShapeError: a stored parameter's shape differs from the config's model (each one named).
-        DataNotFound: the model has parameters but the version no model file.
-    """
-    embedder = build_model(config, num_relations if config.dynamic_relations else 0)
-    if any(True for _ in embedder.parameters()) and not reader.checkpoints.has_model(reader.version):
-        raise DataNotFound(
-            reader.checkpoints.file_url(layout.model_file(reader.version)),
-            "does not exist, but the config's model has parameters (operators or global embeddings) to load",
-        )
-    ModelState(embedder, None).restore(reader.checkpoints, reader.version, None)
-    return embedder.requires_grad_(False)
 
 
 __all__ = ["Answer", "Model"]

@@ -179,10 +179,11 @@ class NameIndex:
         missing = np.flatnonzero(ids < 0)
         if missing.size:
             first = names[int(missing[0])]
-            close = difflib.get_close_matches(str(first), self.relations, n=CLOSEST)
+            distinct = list(dict.fromkeys(self.relations))  # in id order, each name once
+            close = difflib.get_close_matches(str(first), distinct, n=CLOSEST)
             hint = f" (closest: {', '.join(map(repr, close))})" if close else ""
-            known = ", ".join(self.relations[:SHOWN_RELATIONS])
-            more = f", ... ({len(self.relations)} in all)" if len(self.relations) > SHOWN_RELATIONS else ""
+            known = ", ".join(distinct[:SHOWN_RELATIONS])
+            more = f", ... ({len(distinct)} in all)" if len(distinct) > SHOWN_RELATIONS else ""
             detail = f"unknown relation {first!r}{hint}; known: {known}{more}"
             single = len(names) == 1 and not argument
             problems = [

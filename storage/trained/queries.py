@@ -127,6 +127,7 @@ def _relation_groups(config: Any, ids: np.ndarray) -> list[RelationGroup]:
 
 
 def prediction_table(
+    side: Side,
     names: NameIndex,
     queries: Queries,
     groups: Sequence[TargetGroup],
@@ -139,8 +140,8 @@ def prediction_table(
     Columns ``query, head, relation, tail, rank, score``; with answers also ``answer,
     answer_score, answer_rank, answer_partition_rank``.
     """
-    side = groups[0].side
-    query, rank, score, found = [], [], [], []
+    query, rank, score = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.float32)]
+    found = [pa.array([], pa.string())]
     for group, result, positions in zip(groups, ranked, (g.positions for g in queries.groups), strict=True):
         valid = result.partitions >= 0
         count = valid.sum(dim=1).numpy()

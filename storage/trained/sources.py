@@ -21,9 +21,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.config.storage_options import StorageOptions as StorageOptionsModel
-from pbg_core.errors import UsageError
+from pbg_core.errors import ConfigError, UsageError
 from storage import layout
 from storage.checkpoint_reader import resolve_version
 from storage.checkpoints import CheckpointStore
@@ -124,10 +126,18 @@ def _promoted(url: str, storage_options: StorageOptions) -> str | None:
 
 
 def _with_options(config: ConfigSchema, storage_options: StorageOptions) -> ConfigSchema:
-    """``config`` with ``storage_options`` as its stores' options, when given."""
+    """``config`` with ``storage_options`` as its stores' options, when given.
+
+    Raises:
+        ConfigError: the options are not valid storage options (a key without its secret, ...).
+    """
     if storage_options is None:
         return config
-    return config.model_copy(update={"storage_options": StorageOptionsModel.model_validate(dict(storage_options))})
+    try:
+        options = StorageOptionsModel.model_validate(dict(storage_options))
+    except ValidationError as exc:  # its messages never hold the values (secrets)
+        raise ConfigError([f"storage_options: {error['msg']}" for error in exc.errors()]) from None
+    return config.model_copy(update={"storage_options": options})
 
 
 __all__ = ["PURPOSE", "Source", "resolve_config"]
