@@ -5,12 +5,14 @@ Both apply the config's ``max_norm`` as every lookup without gradient does
 by :func:`pbg_core.evaluation.ranking.rank_partition` itself), so a row enters a score with the
 bits ``pbg eval`` gives it. Shapes are checked against the names the rows belong to and the
 config's dimension: a checkpoint that does not fit is one line naming its file, never a tensor
-error deep in a product.
+error deep in a product. A version removed since the model was loaded (a training run committed
+a newer one and removed the old, as it does) is named as such.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -20,6 +22,7 @@ from pbg_core.model.max_norm import renormed_rows
 from pbg_core.types import EntityName, FloatTensorType, Partition
 from storage import layout
 from storage.checkpoint_reader import CheckpointReader
+from storage.errors import DataNotFound
 
 
 class CheckpointRows:
@@ -46,12 +49,14 @@ class CheckpointRows:
         Raises:
             ShapeError: the stored rows' dimension is not the config's (the file named).
             BadDataError: an offset outside its partition's rows.
+            DataNotFound: a file is missing; the version was removed since it was loaded (said so).
         """
         dim = self.dimension(entity)
         out = torch.empty((len(parts), dim), dtype=torch.float32)
         for part in np.unique(parts).tolist():
             where = np.flatnonzero(parts == part)
-            rows = self.reader.load_rows(entity, part, offsets[where])
+            with self._version_kept():
+                rows = self.reader.load_rows(entity, part, offsets[where])
             if rows.shape[1] != dim:
                 raise ShapeError(
                     f"{self._url(entity, part)}: embeddings of entity type {entity!r} have dimension "
@@ -79,16 +84,38 @@ class CheckpointRows:
         Raises:
             ShapeError: the stored shape is not (``rows``, the config's dimension): the file, both
                 shapes and what they come from are named.
+            DataNotFound: the file is missing; the version was removed since it was loaded (said so).
         """
         dim = self.dimension(entity)
         table = buffer[: rows * dim].view(rows, dim)
         try:
-            return self.reader.load_partition(entity, part, out=table)
+            with self._version_kept():
+                return self.reader.load_partition(entity, part, out=table)
         except ShapeError:
             stored = self.reader.checkpoints.embeddings_shape(entity, part, self.reader.version)
             raise ShapeError(
                 f"{self._url(entity, part)}: stored embeddings have shape {stored}, expected ({rows}, {dim}): "
                 f"{rows} names of entity type {entity!r} partition {part} and the config's dimension {dim}"
+            ) from None
+
+    @contextlib.contextmanager
+    def _version_kept(self) -> Iterator[None]:
+        """Name a version a training run removed since it was loaded (a committed one is immutable, but
+        ``remove-old-version`` deletes it once a newer one is committed), rather than a missing file.
+
+        Raises:
+            DataNotFound: naming the version, the one committed now, and what to do.
+        """
+        try:
+            yield
+        except DataNotFound:
+            checkpoints, version = self.reader.checkpoints, self.reader.version
+            if version in checkpoints.list_versions():
+                raise
+            raise DataNotFound(
+                checkpoints.url,
+                f"version {version} was removed after this model was loaded (committed now: "
+                f"{checkpoints.read_version()}); load the model again",
             ) from None
 
     def _url(self, entity: EntityName, part: Partition) -> str:

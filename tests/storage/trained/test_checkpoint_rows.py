@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,10 @@ from pbg_core.config import parse_config
 from pbg_core.errors import ShapeError
 from pbg_core.model.max_norm import renorm_table_
 from pbg_core.ports import CheckpointMetadata
+from pbg_core.session.build import version_layout
 from storage.checkpoint_reader import CheckpointReader
 from storage.checkpoints import CheckpointStore
+from storage.errors import DataNotFound
 from storage.trained.checkpoint_rows import CheckpointRows
 
 
@@ -62,3 +65,17 @@ def test_rows_that_do_not_fit_their_names_or_the_dimension_are_named(tmp_path: P
     store.save_embeddings("disease", 0, 1, torch.zeros(13, 4), None, CheckpointMetadata(""))
     with pytest.raises(ShapeError, match=r"embeddings_disease_0.v1.h5: embeddings of entity type 'disease' have "):
         rows.lookup("disease", np.array([0]), np.array([2]))
+
+
+def test_a_version_removed_since_it_was_loaded_is_named(tmp_path: Path) -> None:
+    rows = rows_of(tmp_path, None)
+    config = rows.reader.config
+    committed(config, version=2)
+    store = CheckpointStore(config.checkpoint_path)
+    store.remove_versions_before(store.check_complete(2, version_layout(config)))  # what a run does after a commit
+    buffer = rows.buffer([("drug", 15)])
+    wanted = f"{config.checkpoint_path}: version 1 was removed after this model was loaded (committed now: 2); load"
+    with pytest.raises(DataNotFound, match=re.escape(wanted)):
+        rows.partition("drug", 0, 15, buffer)
+    with pytest.raises(DataNotFound, match=re.escape(wanted)):
+        rows.lookup("drug", np.array([0]), np.array([1]))
