@@ -208,13 +208,7 @@ class Model:
             NamesChangedError: ``filtered``, and the entity files list other names now.
         """
         forms = {"head": head, "tail": tail, "heads": heads, "tails": tails}
-        given = [name for name, value in forms.items() if value is not None]
-        if len(given) != 1:
-            raise UsageError(f"predict takes exactly one of head=, tail=, heads=, tails=; got {given or 'none'}")
-        _check_k(k)
-        if filter_paths is not None and not filtered:
-            raise UsageError("filter_paths= is given without filtered=True; pass both, or neither")
-        form = given[0]
+        form = _query_form(forms, k, filtered, filter_paths)
         side = Side.RHS if form in ("head", "heads") else Side.LHS
         if form in ("head", "tail"):
             if relation is None or relations is not None or answers is not None:
@@ -331,6 +325,21 @@ class Model:
                 rows += global_emb.to(rows.dtype)
             yield table.names.slice(start, count).to_pylist(), rows.numpy()
             start += count
+
+
+def _query_form(forms: dict[str, Any], k: int, filtered: bool, filter_paths: Sequence[str] | None) -> str:
+    """Which of predict's four query forms is given, after checking its other arguments allow a ranking.
+
+    Raises:
+        UsageError: not exactly one form, a bad ``k``, or ``filter_paths`` without ``filtered``.
+    """
+    given = [name for name, value in forms.items() if value is not None]
+    if len(given) != 1:
+        raise UsageError(f"predict takes exactly one of head=, tail=, heads=, tails=; got {given or 'none'}")
+    _check_k(k)
+    if filter_paths is not None and not filtered:
+        raise UsageError("filter_paths= is given without filtered=True; pass both, or neither")
+    return given[0]
 
 
 def _check_k(k: int) -> None:
