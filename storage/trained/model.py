@@ -315,6 +315,10 @@ class Model:
             featurized = [name for name, entity in self.config.entities.items() if entity.featurized]
             note = f" (featurized, so not per entity: {featurized})" if featurized else ""
             raise UnknownNameError(f"entity type {entity_type!r} is not one of {self.entity_types}{note}")
+        return self._partitions(entity_type)  # refused above at the call, not at the first partition
+
+    def _partitions(self, entity_type: EntityName) -> Iterator[tuple[list[str], np.ndarray]]:
+        """See :meth:`embeddings`."""
         table = self._names.table(entity_type)
         global_emb = self._reader.global_embedding(entity_type)
         start = 0

@@ -22,7 +22,7 @@ from small_models import DISEASES, DRUGS, committed, graph_edges, imported, raw_
 from store_io import StorePath
 
 from pbg_core.config import parse_config
-from pbg_core.errors import ShapeError, UsageError
+from pbg_core.errors import ShapeError, UnknownNameError, UsageError
 from pbg_core.ports import CheckpointMetadata
 from pbg_core.types import Side
 from storage.checkpoint_names import NamesChangedError
@@ -93,6 +93,8 @@ def test_an_older_version_is_loaded_when_asked_for(two_versions: dict[str, Any])
     assert [names for names, _ in mine] == [names for names, _ in exported]  # as pbg export writes them
     assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(mine, exported, strict=True))
     assert sorted(name for names, _ in mine for name in names) == sorted(DRUGS)
+    with pytest.raises(UnknownNameError, match=r"entity type 'drugs' is not one of \['drug', 'disease'\]$"):
+        older.embeddings("drugs")
 
 
 def test_a_retraining_root_loads_its_promoted_run(tmp_path: Path) -> None:
