@@ -12,11 +12,12 @@ heads, filtered or not, with the true answers' ranks), :meth:`~storage.trained.m
 - :mod:`~storage.trained.known_edges`: the filter paths' known edges, bucket by bucket, as ``pbg eval --filtered``;
 - :mod:`~storage.trained.name_index`: names -> (partition, offset) per type, relation ids, the closest names;
 - :mod:`~storage.trained.checkpoint_rows`: selected rows and whole partitions, looked up as evaluation does;
-- :mod:`~storage.trained.sources`: what a model loads from (a config, a checkpoint directory, a retraining root).
+- :mod:`~storage.trained.sources`: what a model loads from (a config, a checkpoint directory, a retraining root);
+- :mod:`~storage.trained.answer_files`: files of queries and edges in, tables of answers out (``pbg predict``, ``pbg score``).
 
 May import: the stores at the top of :mod:`storage` (``checkpoint_reader``, ``entity_lease``,
-``reader_names``, ``edges``, ``fs``, ``errors``, ``layout``), :mod:`storage.remap.matching`,
-:mod:`storage.retraining.latest` and :mod:`pbg_core`; never :mod:`storage.importing` or
+``reader_names``, ``edges``, ``fs``, ``errors``, ``layout``, ``outputs``), :mod:`storage.edge_lists`,
+:mod:`storage.remap.matching`, :mod:`storage.retraining.latest` and :mod:`pbg_core`; never :mod:`storage.importing` or
 :mod:`storage.exporting`, and never Prefect. Its layers are an import-linter contract.
 """
 
