@@ -5,8 +5,9 @@ answer, and no Prefect module is imported on the way; ``--output`` writes TSV or
 an existing file (byte-identical disk) and replaces it with ``--force``; a query file with its
 answers, ``--filtered``, gives answer ranks whose metrics are ``pbg eval --filtered``'s; a query
 file on S3 (the moto server) answers as the same file on local disk. A few bad inputs run here by
-default, each one line with a byte-identical disk; every one of them, a Ctrl-C while the output
-is written and the real ``pbg eval --filtered`` command run with ``PBG_SLOW_TESTS=1``.
+default, each one line with a byte-identical disk; every one of them, a name of the other entity
+type (on the two-type model), a Ctrl-C while the output is written and the real ``pbg eval
+--filtered`` command run with ``PBG_SLOW_TESTS=1``.
 """
 
 from __future__ import annotations
@@ -157,6 +158,19 @@ def test_every_other_bad_input_too(
     cli_env: dict[str, str], umls_model: TrainedModel, tmp_path: Path, case: str
 ) -> None:
     check_bad_case(cli_env, umls_model, tmp_path, case)
+
+
+@pytest.mark.slow
+def test_a_name_of_the_other_entity_type_is_one_line_too(
+    cli_env: dict[str, str], drug_model: TrainedModel, tmp_path: Path
+) -> None:
+    before = tree_state(drug_model.root)
+    argv = ("predict", str(drug_model.config), "--head", "diabetes", "--relation", "treats", "--output", "out.tsv")
+    done = run_pbg(cli_env, tmp_path, *argv)
+    assert done.returncode == 1 and done.stderr.splitlines() == [
+        "pbg predict: error: 'diabetes' is of type 'disease'; relation 'treats' takes a 'drug' as head"
+    ]
+    assert changes(before, tree_state(drug_model.root)) == [] and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
