@@ -14,11 +14,13 @@ Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspe
   checks and reports on them (``resume_checks``: the checkpoints a run starts from;
   ``disk_checks``: room before a checkpoint write; ``stats_report``: what the stats say).
 - :mod:`storage.remap`: ``init_path``'s rows matched to the entity files by name, once per run.
-- :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``.
+- :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``;
+  :mod:`storage.trained`: a trained model's answers by name (``Model``: predict, score).
 - :mod:`storage.retraining`: the run directories, records and holdouts of scheduled retraining.
 
 May import: :mod:`pbg_core` (never tasks, flows or Prefect). The stores import neither
-subpackage, and the two subpackages never import each other (import-linter holds all three).
+importing nor exporting, and importing, exporting and trained never import each other
+(import-linter holds all of it).
 This package re-exports nothing: import what you use from its module
 (``from storage.checkpoints import CheckpointStore``), so one module loads only what it needs
 (the checkpoint and edge stores load torch; ``pbg import`` does not).

@@ -1,7 +1,7 @@
 """Checks of the checkpoints a run starts from: its own committed version and ``init_path``.
 
 Run by ``plan-training`` before any training (and by ``open-eval-session`` on the checkpoint
-it evaluates), so that a wrong start fails in one line
+it evaluates, and :meth:`storage.trained.model.Model.load` on the one it loads), so that a wrong start fails in one line
 instead of training from scratch or ending in a shape error deep in a bucket:
 
 - ``init_path`` must be a checkpoint directory: missing, or holding no files of its
@@ -97,6 +97,7 @@ _REMEDIES = {
     "checkpoint_path": "resume with the checkpoint's values, or train into a new checkpoint_path",
     "init_path": "use an init_path trained with the same values, or none",
     "evaluated checkpoint": "evaluate with the config the checkpoint was trained with (its config.json)",
+    "loaded checkpoint": "load it with the config it was trained with, or load its checkpoint directory itself",
 }
 
 
@@ -108,8 +109,8 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
         version: Its committed version (0: nothing to check unless a ``model.v0.h5`` is there).
         config: The run's config.
         logger: Where warnings go (the run logger).
-        label: How messages name the checkpoint: ``"checkpoint_path"``, ``"init_path"`` or
-            ``"evaluated checkpoint"`` (each has its own advice).
+        label: How messages name the checkpoint: ``"checkpoint_path"``, ``"init_path"``,
+            ``"evaluated checkpoint"`` or ``"loaded checkpoint"`` (each has its own advice).
 
     Raises:
         ShapeError: a field that shapes the parameters differs; one line naming every such field.

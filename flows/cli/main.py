@@ -1,4 +1,4 @@
-"""The ``pbg`` command line: import, train, eval, export (PBG's habits, one entry point).
+"""The ``pbg`` command line: import, train, eval, export, predict, score (PBG's habits, one entry point).
 
     pbg import CONFIG INPUT... --lhs-col N --rhs-col N [--rel-col N] [-p key=value ...]
     pbg train  CONFIG [-p key=value ...]
@@ -7,6 +7,9 @@
     pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
                [--sample-edges N] [--candidates K] [--sample-seed S]
     pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
+    pbg predict CONFIG (--head NAME | --tail NAME | --queries FILE...) [--relation NAME] [-k K] [--filtered]
+               [--output FILE [--force]] [--json] [--version N] [-p key=value ...]
+    pbg score  CONFIG INPUT... -l COL -r COL [--rel-col COL] [--output FILE [--force]] [--version N] ...
     pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name NAME]
 
 ``train``, ``retrain`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
@@ -18,8 +21,9 @@ takes ``--debug`` (or ``PBG_DEBUG=1``) for the traceback.
 
 This module is the entry point (:func:`run`, :func:`main`): the environment Prefect must
 see, the dispatch, and how a failure or a stop ends the process. The options are in
-:mod:`flows.cli.parser`, the commands in :mod:`flows.cli.commands` (import, export, serve)
-and :mod:`flows.cli.runs` (train, retrain, eval: the Prefect flows).
+:mod:`flows.cli.parser`, the commands in :mod:`flows.cli.commands` (import, export, serve),
+:mod:`flows.cli.runs` (train, retrain, eval: the Prefect flows) and :mod:`flows.cli.answers`
+(predict, score: a trained model's answers, without Prefect).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from flows.cli.answers import cmd_predict, cmd_score
 from flows.cli.commands import cmd_export, cmd_import, cmd_serve
 from flows.cli.parser import build_parser
 from flows.cli.runs import cmd_eval, cmd_retrain, cmd_train
@@ -62,6 +67,8 @@ COMMANDS = {
     "retrain": cmd_retrain,
     "eval": cmd_eval,
     "export": cmd_export,
+    "predict": cmd_predict,
+    "score": cmd_score,
     "serve": cmd_serve,
 }
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from flows.cli.answer_parser import add_predict, add_score
+from flows.cli.option_types import add_debug_arg, add_param_arg, column, positive
 from flows.cli.user_errors import DEBUG_VARIABLE
 
 if TYPE_CHECKING:
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retrain(sub)
     _add_eval(sub)
     _add_export(sub)
+    add_predict(sub)
+    add_score(sub)
     _add_serve(sub)
     return parser
 
@@ -52,7 +56,7 @@ def _add_retrain(sub: Subcommands) -> None:
     _add_config_args(ret)
     r, i = RetrainOptions, IncomingOptions
     ret.add_argument(
-        "--keep-last", type=_positive, default=None, metavar="K", help=described(r, "keep_last", " (default 3)")
+        "--keep-last", type=positive, default=None, metavar="K", help=described(r, "keep_last", " (default 3)")
     )
     ret.add_argument(
         "--no-init-from-previous",
@@ -62,7 +66,7 @@ def _add_retrain(sub: Subcommands) -> None:
         + described(r, "init_from_previous")
         + ")",
     )
-    ret.add_argument("--epochs", type=_positive, default=None, metavar="N", help=described(r, "epochs"))
+    ret.add_argument("--epochs", type=positive, default=None, metavar="N", help=described(r, "epochs"))
     ret.add_argument("--on-no-new-data", choices=("skip", "fail"), default=None, help=described(r, "on_no_new_data"))
     ret.add_argument("--min-mrr", type=float, default=None, metavar="X", help=described(r, "min_mrr"))
     ret.add_argument("--max-mrr-drop", type=float, default=None, metavar="X", help=described(r, "max_mrr_drop"))
@@ -71,12 +75,12 @@ def _add_retrain(sub: Subcommands) -> None:
     )
     inbox.add_argument("--incoming", dest="inputs", default=None, metavar="PATTERN", help=described(i, "inputs"))
     inbox.add_argument("--edges-dir", default=None, metavar="DIR", help=described(i, "edges_dir"))
-    inbox.add_argument("-l", "--lhs-col", type=_column, default=None, help=described(i, "lhs_col", " (default 0)"))
-    inbox.add_argument("-r", "--rhs-col", type=_column, default=None, help=described(i, "rhs_col", " (default 1)"))
-    inbox.add_argument("--rel-col", type=_column, default=None, help=described(i, "rel_col"))
-    inbox.add_argument("--weight-col", type=_column, default=None, help=described(i, "weight_col"))
+    inbox.add_argument("-l", "--lhs-col", type=column, default=None, help=described(i, "lhs_col", " (default 0)"))
+    inbox.add_argument("-r", "--rhs-col", type=column, default=None, help=described(i, "rhs_col", " (default 1)"))
+    inbox.add_argument("--rel-col", type=column, default=None, help=described(i, "rel_col"))
+    inbox.add_argument("--weight-col", type=column, default=None, help=described(i, "weight_col"))
     inbox.add_argument("--delimiter", default=None, help=described(i, "delimiter"))
-    inbox.add_argument("--entity-min-count", type=_positive, default=None, help=described(i, "entity_min_count"))
+    inbox.add_argument("--entity-min-count", type=positive, default=None, help=described(i, "entity_min_count"))
     inbox.add_argument("--skip-bad-lines", action="store_true", default=None, help=described(i, "skip_bad_lines"))
     inbox.add_argument(
         "--unknown-relations", choices=("skip", "error"), default=None, help=described(i, "unknown_relations")
@@ -104,13 +108,13 @@ def _add_import(sub: Subcommands) -> None:
     imp.add_argument(
         "-l",
         "--lhs-col",
-        type=_column,
+        type=column,
         required=True,
         help="column of the source entity: 0-based index, or a name (Parquet)",
     )
-    imp.add_argument("-r", "--rhs-col", type=_column, required=True, help="column of the target entity")
-    imp.add_argument("--rel-col", type=_column, default=None, help="column of the relation name (default: relation 0)")
-    imp.add_argument("--weight-col", type=_column, default=None, help="column of a float edge weight")
+    imp.add_argument("-r", "--rhs-col", type=column, required=True, help="column of the target entity")
+    imp.add_argument("--rel-col", type=column, default=None, help="column of the relation name (default: relation 0)")
+    imp.add_argument("--weight-col", type=column, default=None, help="column of a float edge weight")
     imp.add_argument(
         "--force",
         action="store_true",
@@ -137,8 +141,8 @@ def _add_import(sub: Subcommands) -> None:
         help="a relation name not in the config: skip and count the edge (default, as PBG) or treat "
         "the line as malformed (an error naming file and line, or a skip with --skip-bad-lines)",
     )
-    imp.add_argument("--relation-type-min-count", type=_positive, default=1, help="drop rarer relation types")
-    imp.add_argument("--entity-min-count", type=_positive, default=1, help="drop rarer entities (and their edges)")
+    imp.add_argument("--relation-type-min-count", type=positive, default=1, help="drop rarer relation types")
+    imp.add_argument("--entity-min-count", type=positive, default=1, help="drop rarer entities (and their edges)")
     imp.add_argument(
         "--delimiter",
         default=None,
@@ -164,7 +168,7 @@ def _add_eval(sub: Subcommands) -> None:
     )
     sampled.add_argument(
         "--sample-edges",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="N",
         help="rank a seeded uniform sample of N edges (without replacement, across every bucket of the "
@@ -172,7 +176,7 @@ def _add_eval(sub: Subcommands) -> None:
     )
     sampled.add_argument(
         "--candidates",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="K",
         help="rank each edge's lhs and rhs against K distinct entities drawn uniformly from the entity type's "
@@ -224,7 +228,7 @@ def _add_serve(sub: Subcommands) -> None:
         help="serve the `pbg` flow as deployment pbg/<name> (with --retrain-keep-last: the `pbg-retrain` flow "
         "as pbg-retrain/<name>) from this process (no work pool or worker); needs a Prefect server in PREFECT_API_URL",
     )
-    _add_debug_arg(serve)
+    add_debug_arg(serve)
     serve.add_argument(
         "--name",
         default=None,
@@ -273,42 +277,5 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also print Prefect's routine lines (every task's 'Finished in state Completed()', ...)",
     )
-    _add_debug_arg(parser)
-    parser.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value; dotted paths reach nested ones (relations.0.all_negs=true), "
-        'lists are a,b or ["a","b"]. '
-        "Credentials (storage_options.key/secret/token) work too and are never printed, but the "
-        "process list shows them: prefer AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN",
-    )
-
-
-def _add_debug_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"on failure, print the Python traceback (and Prefect's own failure lines) before "
-        f"the one-line error; the same as {DEBUG_VARIABLE}=1",
-    )
-
-
-def _positive(text: str) -> int:
-    """A count of 1 or more."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a whole number >= 1")
-    return int(text)
-
-
-def _column(text: str) -> int | str:
-    """A column: a 0-based index, or a name (Parquet inputs)."""
-    if text.lstrip("-").isdigit():
-        if text.startswith("-"):
-            raise argparse.ArgumentTypeError(
-                f"{text} is negative; give a 0-based column index (0, 1, ...) or a column name (Parquet inputs)"
-            )
-        return int(text)
-    return text
+    add_debug_arg(parser)
+    add_param_arg(parser)

@@ -1,0 +1,156 @@
+"""The options of ``pbg predict`` and ``pbg score``: a trained model's answers (:mod:`flows.cli.answers`).
+
+Both read a model as :meth:`storage.trained.Model.load` does (a config or a checkpoint
+directory, ``--version``, ``-p`` overrides) and files of names as ``pbg import`` reads edge
+lists (``-l``/``-r``/``--rel-col``/``--delimiter``: TSV/CSV, ``.gz``/``.bz2``, Parquet, local or
+``s3://``), and write ``--output`` (TSV, CSV or Parquet by its suffix) only when complete,
+never over a file unless ``--force``. Combinations argparse cannot express (``--target``
+without ``--queries``, ...) are checked by the commands, as usage errors too (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from flows.cli.option_types import add_debug_arg, add_param_arg, column, positive
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # What add_subparsers returns: argparse names its class privately, and it is generic for type checkers only.
+    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+PREDICT_HELP = (
+    "the top-k tails of (head, relation, ?) or heads of (?, relation, tail) by a trained checkpoint, for one "
+    "query or files of them (docs/predict.md)"
+)
+SCORE_HELP = (
+    "a trained checkpoint's score of each (head, relation, tail) row of edge-list files, written beside the rows "
+    "(docs/predict.md)"
+)
+DEFAULT_K = 10
+
+
+def add_predict(sub: Subcommands) -> None:
+    """``pbg predict CONFIG (--head NAME | --tail NAME | --queries FILE...) [options]``."""
+    pre = sub.add_parser("predict", help=PREDICT_HELP, description=PREDICT_HELP)
+    _add_model_args(pre)
+    query = pre.add_argument_group("the query: one of --head, --tail, --queries")
+    given = query.add_mutually_exclusive_group(required=True)
+    given.add_argument("--head", metavar="NAME", help="rank the tails of (NAME, relation, ?)")
+    given.add_argument("--tail", metavar="NAME", help="rank the heads of (?, relation, NAME)")
+    given.add_argument(
+        "--queries",
+        nargs="+",
+        metavar="FILE",
+        help="files of queries, one per row (TSV/CSV, .gz/.bz2 too, or Parquet; local or s3://): the known side's "
+        "column (-l for --target tail, -r for --target head), the relation's (--rel-col); the other side's column, "
+        "if given, holds each query's true answer, whose rank is reported",
+    )
+    query.add_argument(
+        "--relation",
+        metavar="NAME",
+        help="the relation (with --queries: of every row, instead of --rel-col); default: relation 0 of a config "
+        "without dynamic relations",
+    )
+    query.add_argument(
+        "--target",
+        choices=("tail", "head"),
+        default=None,
+        help="with --queries: the side ranked (default tail: the rows hold heads)",
+    )
+    pre.add_argument("-k", type=positive, default=DEFAULT_K, help=f"entities per query (default {DEFAULT_K})")
+    pre.add_argument(
+        "--filtered",
+        action="store_true",
+        help="leave out the known edges of --filter-path, as pbg eval --filtered (a query may get fewer than k)",
+    )
+    pre.add_argument(
+        "--filter-path",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="edge path whose edges count as known (repeatable; default: all of the config's edge_paths)",
+    )
+    pre.add_argument(
+        "--json",
+        action="store_true",
+        help="print a single query's answers as one JSON object on stdout (not with --queries)",
+    )
+    _add_output_args(pre, "the rows (query, head, relation, tail, rank, score; with answers also theirs)")
+    _add_column_args(pre, required=False)
+
+
+def add_score(sub: Subcommands) -> None:
+    """``pbg score CONFIG INPUT... -l COL -r COL [--rel-col COL | --relation NAME] [options]``."""
+    sco = sub.add_parser("score", help=SCORE_HELP, description=SCORE_HELP)
+    _add_model_args(sco)
+    sco.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="edge lists to score: TSV/CSV (.gz/.bz2 too) or Parquet, local or s3://",
+    )
+    sco.add_argument(
+        "--relation",
+        metavar="NAME",
+        help="the relation of every row, instead of --rel-col; default: relation 0 of a config without dynamic "
+        "relations",
+    )
+    _add_output_args(sco, "head, relation, tail, score (dynamic relations: also reverse_score); default: stdout, TSV")
+    _add_column_args(sco, required=True)
+
+
+def _add_model_args(parser: argparse.ArgumentParser) -> None:
+    """CONFIG, ``--version``, ``-v``, ``--debug``, ``-p``: which model is loaded, as ``Model.load`` takes it."""
+    parser.add_argument(
+        "config",
+        help="config file (PBG .py, .json or .yaml), or a checkpoint directory (it records its config; a "
+        "retraining root: its promoted run)",
+    )
+    parser.add_argument(
+        "--version", type=int, default=None, metavar="N", help="checkpoint version (default: the latest committed one)"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print on stderr what was loaded and read, and how long each step took",
+    )
+    add_debug_arg(parser)
+    add_param_arg(parser)
+
+
+def _add_output_args(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--output FILE`` and ``--force``."""
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        help=f"write {what} to FILE, local or s3://: Parquet (.parquet, .pq), CSV (.csv) or TSV (any other "
+        "name), .gz compresses text; written whole or not at all",
+    )
+    parser.add_argument("--force", action="store_true", help="replace --output if it exists (refused otherwise)")
+
+
+def _add_column_args(parser: argparse.ArgumentParser, required: bool) -> None:
+    """The columns of the files read, as ``pbg import`` takes them."""
+    group = parser.add_argument_group("columns of the files read, as pbg import reads edge lists")
+    group.add_argument(
+        "-l",
+        "--lhs-col",
+        type=column,
+        required=required,
+        metavar="COL",
+        help="column of the head: 0-based index, or a name (Parquet)",
+    )
+    group.add_argument("-r", "--rhs-col", type=column, required=required, metavar="COL", help="column of the tail")
+    group.add_argument("--rel-col", type=column, default=None, metavar="COL", help="column of the relation name")
+    group.add_argument(
+        "--delimiter",
+        default=None,
+        help="column separator (default: tab if the file's first line has one, else a space)",
+    )
+
+
+__all__ = ["add_predict", "add_score"]

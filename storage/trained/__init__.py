@@ -1,0 +1,26 @@
+"""storage.trained: a trained model's answers by name, read-only (``from storage.trained import Model``).
+
+:class:`~storage.trained.model.Model` loads one committed checkpoint version and answers as
+training and ``pbg eval`` score: :meth:`~storage.trained.model.Model.predict` (top-k tails or
+heads, filtered or not, with the true answers' ranks), :meth:`~storage.trained.model.Model.score`
+(an edge's score) and :meth:`~storage.trained.model.Model.embeddings` (as ``pbg export``).
+
+- :mod:`~storage.trained.model`: :class:`~storage.trained.model.Model`;
+- :mod:`~storage.trained.queries`: queries grouped by relation, names found, predict's table;
+- :mod:`~storage.trained.loading`: a version opened: its reader, its model's parameters, its names;
+- :mod:`~storage.trained.targets`: predict's loop, one partition of the ranked type at a time;
+- :mod:`~storage.trained.known_edges`: the filter paths' known edges, bucket by bucket, as ``pbg eval --filtered``;
+- :mod:`~storage.trained.name_index`: names -> (partition, offset) per type, relation ids, the closest names;
+- :mod:`~storage.trained.checkpoint_rows`: selected rows and whole partitions, looked up as evaluation does;
+- :mod:`~storage.trained.sources`: what a model loads from (a config, a checkpoint directory, a retraining root);
+- :mod:`~storage.trained.answer_files`: files of queries and edges in, tables of answers out (``pbg predict``, ``pbg score``).
+
+May import: the stores at the top of :mod:`storage` (``checkpoint_reader``, ``entity_lease``,
+``reader_names``, ``edges``, ``fs``, ``errors``, ``layout``, ``outputs``), :mod:`storage.edge_lists`,
+:mod:`storage.remap.matching`, :mod:`storage.retraining.latest` and :mod:`pbg_core`; never :mod:`storage.importing` or
+:mod:`storage.exporting`, and never Prefect. Its layers are an import-linter contract.
+"""
+
+from storage.trained.model import Model
+
+__all__ = ["Model"]

@@ -1,0 +1,253 @@
+"""``pbg predict`` and ``pbg score`` as command functions in this process (flows.cli.answers).
+
+What they print and write is the Model's answer (storage.trained): the readable table, the JSON of
+a single query, the TSV/CSV/Parquet files and the scores; a query file's answer ranks give
+``pbg eval``'s metrics; and every bad input of the issue is one line naming it (exit status 1, or 2
+for options argparse or the command refuses before loading anything), with the files on disk
+byte-identical. The models are tests/flows/cli/_trained_models.py's, trained once per session.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+from _answer_cases import BAD_CASES, bad_cases, expected_line
+from _trained_models import DRUGS, TrainedModel, eval_means, rank_means
+from disk_state import changes, tree_state
+
+from flows.cli.main import COMMANDS
+from flows.cli.parser import build_parser
+from flows.cli.user_errors import report
+from pbg_core.config import parse_config
+from pbg_core.errors import PbgError
+from storage.importing.importer import import_edges
+from storage.importing.options import ImportOptions
+from storage.trained import Model
+
+
+@dataclass(frozen=True)
+class Done:
+    """A command's exit status, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+    def error(self) -> str:
+        """The one line of a failure (stderr holds nothing else, and no traceback)."""
+        lines = self.err.strip().splitlines()
+        assert self.code == 1 and len(lines) == 1 and "Traceback" not in self.err, self.err
+        return lines[0]
+
+
+@pytest.fixture
+def pbg(capsys: pytest.CaptureFixture[str]) -> Callable[..., Done]:
+    """``pbg(*argv)``: parse and run a command as ``pbg`` does, an error reported in its line."""
+
+    def run(*argv: object) -> Done:
+        try:
+            args = build_parser().parse_args([str(arg) for arg in argv])
+        except SystemExit as stop:
+            code = int(stop.code or 0)
+        else:
+            try:
+                code = COMMANDS[args.command](args)
+            except PbgError as exc:
+                code = report(args.command, exc, debug=False)
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
+
+    return run
+
+
+def text(values: pa.Array | pa.ChunkedArray) -> list[str]:
+    """Values as pyarrow writes them (a float32 in its shortest exact text)."""
+    return pa.compute.cast(values, pa.string()).to_pylist()
+
+
+def test_a_single_query_prints_the_models_top_list(umls_model: TrainedModel, pbg: Callable[..., Done]) -> None:
+    done = pbg("predict", umls_model.config, "--tail", "disease_or_syndrome", "--relation", "treats", "-k", 5)
+    expected = Model.load(str(umls_model.config)).predict(tails=["disease_or_syndrome"], relations="treats", k=5)
+    lines = done.out.splitlines()
+    assert done.code == 0 and done.err == ""
+    assert lines[0] == (f"top 5 heads of (?, treats, disease_or_syndrome) by version 5 of {umls_model.checkpoint}")
+    assert lines[1].split() == ["rank", "head", "score"]
+    assert [line.split() for line in lines[2:]] == [
+        list(row) for row in zip(text(expected["rank"]), text(expected["head"]), text(expected["score"]), strict=True)
+    ]
+
+
+def test_json_is_a_single_querys_answers(umls_model: TrainedModel, pbg: Callable[..., Done]) -> None:
+    done = pbg("predict", umls_model.config, "--head", "antibiotic", "--relation", "treats", "-k", 3, "--json")
+    answers = Model.load(str(umls_model.config)).predict(head="antibiotic", relation="treats", k=3)
+    assert done.code == 0 and len(done.out.splitlines()) == 1
+    assert json.loads(done.out) == {
+        "checkpoint": str(umls_model.checkpoint),
+        "version": 5,
+        "head": "antibiotic",
+        "relation": "treats",
+        "tail": None,
+        "target": "tail",
+        "k": 3,
+        "filtered": False,
+        "answers": [{"rank": a.rank, "entity": a.entity, "score": a.score} for a in answers],
+    }
+
+
+@pytest.mark.parametrize("name", ["top.tsv", "top.csv", "top.parquet", "top.tsv.gz"])
+def test_an_output_file_holds_the_models_table(
+    umls_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path, name: str
+) -> None:
+    out = tmp_path / name
+    done = pbg(
+        "predict",
+        umls_model.config,
+        "--queries",
+        umls_model.test_tsv,
+        "-l",
+        0,
+        "--rel-col",
+        1,
+        "-k",
+        4,
+        "--output",
+        out,
+    )
+    heads, relations, _ = zip(*umls_model.test_edges, strict=True)
+    expected = Model.load(str(umls_model.config)).predict(heads=list(heads), relations=list(relations), k=4)
+    assert done.code == 0 and done.out.startswith(f"predicted {len(heads)} queries ({len(heads) * 4} rows)")
+    if name.endswith(".parquet"):
+        assert pq.read_table(out).equals(expected)
+        return
+    data = gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()
+    delimiter = "," if name.endswith(".csv") else "\t"
+    options = pa_csv.ConvertOptions(column_types=expected.schema)
+    read = pa_csv.read_csv(
+        pa.BufferReader(data), parse_options=pa_csv.ParseOptions(delimiter=delimiter), convert_options=options
+    )
+    assert read.equals(expected)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [name]  # no staging file left
+
+
+def test_an_existing_output_is_replaced_with_force_only(
+    umls_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path
+) -> None:
+    out = tmp_path / "top.tsv"
+    out.write_text("an older result\n")
+    argv = ("predict", umls_model.config, "--head", "antibiotic", "--relation", "treats", "--output", out)
+    before = tree_state(tmp_path)
+    assert pbg(*argv).error() == (
+        f"pbg predict: error: {out}: refusing to overwrite prediction output(s) {out}; give --force to replace it"
+    )
+    assert changes(before, tree_state(tmp_path)) == []
+    assert pbg(*argv, "--force").code == 0
+    assert out.read_text().splitlines()[0] == "query\thead\trelation\ttail\trank\tscore"
+    assert len(out.read_text().splitlines()) == 11
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["raw", "filtered"])
+def test_a_query_files_answer_ranks_give_pbg_evals_metrics(
+    umls_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path, filtered: bool
+) -> None:
+    ranks = {}
+    for target in ("tail", "head"):
+        out = tmp_path / f"{target}s.parquet"
+        columns = ("-l", 0, "--rel-col", 1, "-r", 2, "--target", target, "-k", 1, "--output", out)
+        done = pbg("predict", umls_model.config, "--queries", umls_model.test_tsv, *columns, *["--filtered"] * filtered)
+        assert done.code == 0, done.err
+        table = pq.read_table(out)
+        assert table.column("query").to_pylist() == list(range(len(umls_model.test_edges)))
+        # One partition: the rank among every entity is the rank within the answer's partition.
+        assert table.column("answer_rank").equals(table.column("answer_partition_rank"))
+        ranks[target] = table.column("answer_rank").to_pylist()
+    filters = umls_model.raw["edge_paths"] if filtered else None
+    expected = eval_means(umls_model.raw, umls_model.raw["edge_paths"][1], filters)
+    got = rank_means(ranks["tail"], ranks["head"])
+    assert got["count"] == expected["count"] == len(umls_model.test_edges)
+    assert got["pos_rank"] == pytest.approx(expected["pos_rank"], abs=1e-9)
+    assert abs(got["mrr"] - expected["mrr"]) <= 1e-6
+    assert (got["r1"], got["r10"]) == pytest.approx((expected["r1"], expected["r10"]), abs=1e-9)
+
+
+def test_score_writes_each_rows_score_beside_it(
+    umls_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path
+) -> None:
+    heads, relations, tails = (list(column) for column in zip(*umls_model.test_edges, strict=True))
+    expected = Model.load(str(umls_model.config)).score(heads, relations, tails)
+    done = pbg("score", umls_model.config, umls_model.test_tsv, "-l", 0, "--rel-col", 1, "-r", 2)
+    lines = [line.split("\t") for line in done.out.splitlines()]
+    assert done.code == 0 and lines[0] == ["head", "relation", "tail", "score", "reverse_score"]
+    assert lines[1:] == [list(row) for row in zip(*(text(column) for column in expected.columns), strict=True)]
+    out = tmp_path / "scores.parquet"
+    assert (
+        pbg("score", umls_model.config, umls_model.test_tsv, "-l", 0, "--rel-col", 1, "-r", 2, "--output", out).code
+        == 0
+    )
+    assert pq.read_table(out).equals(expected)
+
+
+def test_standard_relations_default_to_relation_0_and_rank_every_partition(
+    drug_model: TrainedModel, pbg: Callable[..., Done]
+) -> None:
+    got = json.loads(pbg("predict", drug_model.config, "--tail", "diabetes", "-k", len(DRUGS), "--json").out)
+    answers = Model.load(str(drug_model.config)).predict(tail="diabetes", relation="treats", k=len(DRUGS))
+    assert got["relation"] == "treats"  # relation 0
+    assert got["answers"] == [{"rank": a.rank, "entity": a.entity, "score": a.score} for a in answers]
+    assert sorted(answer["entity"] for answer in got["answers"]) == sorted(DRUGS)  # both partitions ranked
+
+
+# -- bad input: one line naming it, the allowed values, nothing written ---------------------------------
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_input_is_one_line_and_changes_nothing(
+    umls_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path, case: str
+) -> None:
+    argv, code, expected = bad_cases(umls_model, tmp_path)[case]
+    before = tree_state(umls_model.root), tree_state(tmp_path)
+    done = pbg(*argv)
+    assert done.code == code and done.out == "" and "Traceback" not in done.err, done.err
+    line = done.err.strip().splitlines()[-1]
+    if code == 1:
+        assert len(done.err.strip().splitlines()) == 1
+    assert line.startswith(expected_line(argv, expected)), line
+    assert (changes(before[0], tree_state(umls_model.root)), changes(before[1], tree_state(tmp_path))) == ([], [])
+
+
+def test_a_name_of_the_other_entity_type_is_named_as_such(drug_model: TrainedModel, pbg: Callable[..., Done]) -> None:
+    before = tree_state(drug_model.root)
+    done = pbg("predict", drug_model.config, "--head", "diabetes", "--relation", "treats")
+    assert (
+        done.error() == "pbg predict: error: 'diabetes' is of type 'disease'; relation 'treats' takes a 'drug' as head"
+    )
+    assert changes(before, tree_state(drug_model.root)) == []
+
+
+def test_names_moved_since_training_are_refused_for_filtered_predictions_only(
+    drug_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path
+) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(drug_model.root, root)
+    raw = {
+        **drug_model.raw,
+        "entity_path": str(root / "data"),
+        "edge_paths": [str(root / "data" / "train"), str(root / "data" / "test")],
+        "checkpoint_path": str(root / "model"),
+    }
+    (root / "config.json").write_text(json.dumps(raw))
+    inputs = [str(root / "train.tsv"), str(root / "test.tsv")]
+    import_edges(parse_config(raw), inputs, ImportOptions(lhs_col=0, rhs_col=2, rel_col=1, force=True), seed=5)
+    argv = ("predict", root / "config.json", "--head", "aspirin", "--relation", "treats", "-k", 3)
+    assert pbg(*argv).code == 0  # names in and out are the checkpoint's own
+    before = tree_state(root)
+    line = pbg(*argv, "--filtered").error()
+    assert line.startswith(f"pbg predict: error: checkpoint_path {root / 'model'} version 5 was trained on other names")
+    assert "a filtered prediction would rank each moved row as another entity's" in line
+    assert changes(before, tree_state(root)) == []
