@@ -127,9 +127,13 @@ class RankState:
         """``[Q]`` the answer's rank among every entity of every partition seen."""
         return self.beaten + 1
 
-    def merge(self, rows: slice, scores: FloatTensorType, part: int) -> None:
-        """Fold the scores ``[B, N]`` of queries ``rows`` against partition ``part`` into the top lists."""
+    def merge(self, rows: slice, scores: FloatTensorType, part: int, first: int = 0) -> None:
+        """Fold the scores ``[B, N]`` of queries ``rows`` against partition ``part`` into the top lists.
+
+        ``first``: the offset in the partition of the entity of column 0 (a block of its columns).
+        """
         vals, cols = _top_with_ties(scores, min(self.k, scores.shape[1]))
+        cols = cols + first
         all_scores = torch.cat([self.scores[rows], vals], dim=1)
         all_parts = torch.cat([self.partitions[rows], torch.full_like(cols, part)], dim=1)
         all_offsets = torch.cat([self.offsets[rows], cols], dim=1)

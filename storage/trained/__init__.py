@@ -13,12 +13,20 @@ heads, filtered or not, with the true answers' ranks), :meth:`~storage.trained.m
 - :mod:`~storage.trained.name_index`: names -> (partition, offset) per type, relation ids, the closest names;
 - :mod:`~storage.trained.checkpoint_rows`: selected rows and whole partitions, looked up as evaluation does;
 - :mod:`~storage.trained.sources`: what a model loads from (a config, a checkpoint directory, a retraining root);
-- :mod:`~storage.trained.answer_files`: files of queries and edges in, tables of answers out (``pbg predict``, ``pbg score``).
+- :mod:`~storage.trained.answer_files`: files of queries and edges in, tables of answers out (``pbg predict``, ``pbg score``);
+- :mod:`~storage.trained.similarity`: the entities nearest to given ones by the model's own metric,
+  exactly or through a similarity index (:class:`~storage.trained.similarity.SimilarEntities`);
+- :mod:`~storage.trained.similarity_index`: that faiss index (IVF-Flat, for a type too large for
+  exact search to be fast), built once per (version, entity type) and stored beside its version
+  as ``similar_{type}.v{v}.h5``; the only module importing faiss;
+- :mod:`~storage.trained.index_provenance`: what a stored index must match to be used;
+- :mod:`~storage.trained.type_rows`: one entity type's rows by (partition, offset) or global id.
 
 May import: the stores at the top of :mod:`storage` (``checkpoint_reader``, ``entity_lease``,
 ``reader_names``, ``edges``, ``fs``, ``errors``, ``layout``, ``outputs``), :mod:`storage.edge_lists`,
 :mod:`storage.remap.matching`, :mod:`storage.retraining.latest` and :mod:`pbg_core`; never :mod:`storage.importing` or
-:mod:`storage.exporting`, and never Prefect. Its layers are an import-linter contract.
+:mod:`storage.exporting`, and never Prefect. Nothing here takes a checkpoint lease, and nothing is written into a
+checkpoint directory but a similarity index. Its layers are an import-linter contract.
 """
 
 from storage.trained.model import Model

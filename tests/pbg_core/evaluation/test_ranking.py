@@ -155,6 +155,17 @@ def test_ties_at_the_k_th_score_keep_the_lowest_partition_and_offset() -> None:
     assert state.offsets.tolist() == [[2, 5, 9, 2]]
 
 
+def test_merging_a_partition_by_blocks_of_columns_equals_merging_it_whole() -> None:
+    gen = torch.Generator().manual_seed(3)
+    scores = torch.randint(-3, 4, (5, 23), generator=gen).float()  # many ties across the blocks
+    whole, blocks = RankState.empty(5, 6), RankState.empty(5, 6)
+    whole.merge(slice(0, 5), scores, 2)
+    for first, stop in ((16, 23), (0, 7), (7, 16)):  # blocks in any order
+        blocks.merge(slice(0, 5), scores[:, first:stop], 2, first=first)
+    assert torch.equal(blocks.scores, whole.scores) and torch.equal(blocks.offsets, whole.offsets)
+    assert blocks.partitions.unique().tolist() == [2]
+
+
 def test_k_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="k must be >= 1, got 0"):
         RankState.empty(3, 0)
