@@ -19,11 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.lib.tools import REPO_ROOT, TSV_COLUMNS, ours_bin
+from bench.lib.configs import load_config_dict
+from bench.lib.tools import BENCH_DIR, REPO_ROOT, TSV_COLUMNS, ours_bin
 
 LOCAL_UP = REPO_ROOT / "deployments" / "local-up.sh"
 LOCAL_DOWN = REPO_ROOT / "deployments" / "local-down.sh"
 UMLS = REPO_ROOT / "data" / "kg" / "umls" / "train.txt"
+KG_CONFIG = BENCH_DIR / "configs" / "kg_complex.py"
 UP_TIMEOUT_S = 420  # server migrations on a new SQLite DB + deploy + worker, on 2 shared cores
 
 
@@ -45,23 +47,14 @@ def import_umls(work: Path, epochs: int) -> Path:
 
     One partition, one edge path and one chunk: one bucket and one iteration per epoch.
     """
-    config = {
+    # The quality benchmark's ComplEx config (bench/configs/kg_complex.py), on absolute paths of the
+    # scratch directory, without held-out evaluation, seeded.
+    config = load_config_dict(KG_CONFIG) | {
         "entity_path": str(work / "data"),
         "edge_paths": [str(work / "data" / "train_partitioned")],
         "checkpoint_path": str(work / "model"),  # every run overrides it
-        "entities": {"all": {"num_partitions": 1}},
-        "relations": [{"name": "all_edges", "lhs": "all", "rhs": "all", "operator": "complex_diagonal"}],
-        "dynamic_relations": True,
-        "dimension": 200,
-        "global_emb": False,
-        "comparator": "dot",
         "num_epochs": epochs,
-        "num_uniform_negs": 100,
-        "loss_fn": "softmax",
-        "lr": 0.1,
-        "regularization_coef": 0.001,
         "eval_fraction": 0,
-        "workers": 2,
         "seed": 0,
     }
     path = work / "config.json"
