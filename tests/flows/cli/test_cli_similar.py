@@ -28,6 +28,7 @@ from flows.cli.user_errors import report
 from pbg_core.errors import PbgError
 from storage.trained import Model, model
 from storage.trained.similarity import SimilarEntities
+from storage.trained.similarity_index import FLAT_MAX_ROWS
 
 NAMES = ["antibiotic", "lipid", "steroid"]
 
@@ -145,6 +146,12 @@ def test_every_other_bad_input_too(
     check_bad(cli_env, umls_model, tmp_path, case)
 
 
+def test_the_help_names_the_size_above_which_an_index_is_built(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["similar", "--help"])
+    assert f"search a type of more than {FLAT_MAX_ROWS:,} entities through" in " ".join(capsys.readouterr().out.split())
+
+
 def test_an_index_is_built_once_printed_and_stored_beside_its_version(
     umls_model: TrainedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,7 +159,7 @@ def test_an_index_is_built_once_printed_and_stored_beside_its_version(
     shutil.copytree(umls_model.root, root)  # the session's model stays as it is
     config = root / "config.json"
     config.write_text(config.read_text().replace(str(umls_model.root), str(root)))
-    # The exact-search limit (100,000 entities) lowered to below UMLS's 135: the index is built.
+    # The exact-search limit (FLAT_MAX_ROWS) lowered to below UMLS's 135: the index is built.
     monkeypatch.setattr(model, "SimilarEntities", functools.partial(SimilarEntities, flat_max_rows=100))
 
     def pbg(*argv: str) -> tuple[int, str, str]:
