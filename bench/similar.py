@@ -185,7 +185,7 @@ def overlap(a: np.ndarray, b: np.ndarray) -> float:
 
 def measure_search(config: Any, queries: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Index build, exact and approximate top-10 of ``queries`` seeded entities through SimilarEntities."""
-    from storage.trained.type_rows import RowIds
+    from storage.trained.row_ids import RowIds
 
     index_path = Path(config.checkpoint_path) / "similar_e.v1.h5"
     index_path.unlink(missing_ok=True)  # the build is measured

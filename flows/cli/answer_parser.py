@@ -1,6 +1,7 @@
-"""The options of ``pbg predict`` and ``pbg score``: a trained model's answers (:mod:`flows.cli.answers`).
+"""The options of ``pbg predict``, ``pbg score`` and ``pbg similar``: a trained model's answers
+(:mod:`flows.cli.answers`, :mod:`flows.cli.similar`).
 
-Both read a model as :meth:`storage.trained.Model.load` does (a config or a checkpoint
+They read a model as :meth:`storage.trained.Model.load` does (a config or a checkpoint
 directory, ``--version``, ``-p`` overrides) and files of names as ``pbg import`` reads edge
 lists (``-l``/``-r``/``--rel-col``/``--delimiter``: TSV/CSV, ``.gz``/``.bz2``, Parquet, local or
 ``s3://``), and write ``--output`` (TSV, CSV or Parquet by its suffix) only when complete,
@@ -28,6 +29,10 @@ PREDICT_HELP = (
 SCORE_HELP = (
     "a trained checkpoint's score of each (head, relation, tail) row of edge-list files, written beside the rows "
     "(docs/predict.md)"
+)
+SIMILAR_HELP = (
+    "the k entities nearest to given ones by a trained checkpoint's own metric (its comparator: dot, cos, l2 or "
+    "squared_l2, bias and global embedding included), exact by default (docs/predict.md)"
 )
 DEFAULT_K = 10
 
@@ -102,6 +107,54 @@ def add_score(sub: Subcommands) -> None:
     _add_column_args(sco, required=True)
 
 
+def add_similar(sub: Subcommands) -> None:
+    """``pbg similar CONFIG (--entity NAME [--entity NAME...] | --names FILE...) [options]``."""
+    sim = sub.add_parser("similar", help=SIMILAR_HELP, description=SIMILAR_HELP)
+    _add_model_args(sim)
+    names = sim.add_argument_group("the entities: --entity or --names")
+    given = names.add_mutually_exclusive_group(required=True)
+    given.add_argument(
+        "--entity", action="append", metavar="NAME", help="an entity whose neighbours are searched (repeatable)"
+    )
+    given.add_argument(
+        "--names",
+        nargs="+",
+        metavar="FILE",
+        help="files of entity names, one per row (TSV/CSV, .gz/.bz2 too, or Parquet; local or s3://), in column -l",
+    )
+    names.add_argument(
+        "--entity-type",
+        metavar="T",
+        help="the names' entity type (default: each name's own; needed for a name that is an entity of several types)",
+    )
+    names.add_argument(
+        "-l",
+        "--lhs-col",
+        type=column,
+        metavar="COL",
+        help="with --names: the names' column (default 0; a Parquet name)",
+    )
+    names.add_argument("--delimiter", default=None, help="with --names: column separator (default: tab if present)")
+    sim.add_argument(
+        "-k",
+        type=positive,
+        default=DEFAULT_K,
+        help=f"neighbours per entity (default {DEFAULT_K}), up to its type's entity count less one: an entity is "
+        "never its own neighbour",
+    )
+    sim.add_argument(
+        "--approximate",
+        action="store_true",
+        help="search a type of more than 100,000 entities through its faiss IVF-Flat index (built once per checkpoint "
+        "version and type, stored beside the version, its recall@10 against exact search measured and printed); "
+        "smaller types are searched exactly anyway. Default: exact search",
+    )
+    sim.add_argument(
+        "--json", action="store_true", help="print one entity's neighbours as one JSON object (a single --entity)"
+    )
+    _add_output_args(sim, "the rows (query, entity, entity_type, rank, neighbour, score)")
+
+
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
     """CONFIG, ``--version``, ``-v``, ``--debug``, ``-p``: which model is loaded, as ``Model.load`` takes it."""
     parser.add_argument(
@@ -153,4 +206,4 @@ def _add_column_args(parser: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
-__all__ = ["add_predict", "add_score"]
+__all__ = ["add_predict", "add_score", "add_similar"]

@@ -65,19 +65,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
     steps = Steps("predict", args.verbose)
     from storage.trained.name_index import UnknownEntityError
 
-    model = _load(args, args.queries or [], steps)
+    model = load_model(args, args.queries or [], steps)
     target = "head" if args.tail is not None or args.target == "head" else "tail"
     rows = _query_rows(args, model, target, steps)
     anchors = rows.rhs if target == "head" else rows.lhs
     answers = (rows.lhs if target == "head" else rows.rhs) if args.queries else None
     assert anchors is not None  # predict_usage_problem: the known side's column is given
     relations = rows.rel or [_default_relation(model, args.relation, bool(args.queries))] * len(anchors)
-    size = _estimate(anchors, relations, args.k)
-    with _output(args, model, [("the query file", url) for url in args.queries or []], size, PREDICTION) as write:
+    size = estimated_size(anchors, relations, args.k)
+    with output_writer(args, model, [("the query file", url) for url in args.queries or []], size, PREDICTION) as write:
         try:
             table = _predict(model, args, target, anchors, relations, answers)
         except UnknownEntityError as err:
-            raise rows.located(err) if args.queries else _single_name(err) from err
+            raise rows.located(err) if args.queries else single_name(err) from err
         steps.note(f"ranked {counted(len(anchors), 'query', 'queries')}")
         if write is not None:
             write(table)
@@ -106,14 +106,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     from storage.trained.answer_files import read_rows, write_tsv
     from storage.trained.name_index import UnknownEntityError
 
-    model = _load(args, args.inputs, steps)
+    model = load_model(args, args.inputs, steps)
     columns = Columns(lhs=args.lhs_col, rhs=args.rhs_col, rel=args.rel_col, weight=None)
     rows = read_rows(args.inputs, columns, args.delimiter, model.config.storage_options_for_fs())
     steps.note(f"read {counted(len(rows), 'row', 'rows')} of {', '.join(args.inputs)}")
     assert rows.lhs is not None and rows.rhs is not None  # -l and -r are required
     relations = rows.rel or [_default_relation(model, args.relation, True)] * len(rows)
     inputs = [("the input", url) for url in args.inputs]
-    with _output(args, model, inputs, _estimate(rows.lhs, relations, 1), SCORING) as write:
+    with output_writer(args, model, inputs, estimated_size(rows.lhs, relations, 1), SCORING) as write:
         try:
             table = model.score(rows.lhs, relations, rows.rhs)
         except UnknownEntityError as err:
@@ -189,7 +189,7 @@ def _common_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _load(args: argparse.Namespace, inputs: Sequence[str], steps: Steps) -> Model:
+def load_model(args: argparse.Namespace, inputs: Sequence[str], steps: Steps) -> Model:
     """The model ``args`` names, once every URL the command uses has a filesystem that loads here."""
     from flows.cli.preflight import check_urls
     from storage.trained import Model
@@ -237,14 +237,14 @@ def _default_relation(model: Model, relation: str | None, files: bool) -> str:
     return model.relations[0]
 
 
-def _single_name(err: UnknownEntityError) -> UnknownNameError:
+def single_name(err: UnknownEntityError) -> UnknownNameError:
     """A single query's bad name: the model's line without list positions (there is one name of each kind)."""
     from pbg_core.errors import UnknownNameError
 
     return UnknownNameError(err.message(lambda problem: ""))
 
 
-def _estimate(anchors: Sequence[str], relations: Sequence[str], per_query: int) -> int:
+def estimated_size(anchors: Sequence[str], relations: Sequence[str], per_query: int) -> int:
     """About the bytes of an output of ``per_query`` rows per query."""
     from storage.trained.answer_files import estimated_bytes
 
@@ -254,7 +254,7 @@ def _estimate(anchors: Sequence[str], relations: Sequence[str], per_query: int) 
 
 
 @contextlib.contextmanager
-def _output(
+def output_writer(
     args: argparse.Namespace, model: Model, inputs: Sequence[tuple[str, str]], size: int, what: str
 ) -> Iterator[Callable[[pa.Table], None] | None]:
     """The writer of ``--output`` (None without it), once it is known distinct from every input.
@@ -339,4 +339,16 @@ def readable(table: pa.Table) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["cmd_predict", "cmd_score", "counted", "predict_usage_problem", "readable", "score_usage_problem"]
+__all__ = [
+    "Steps",
+    "cmd_predict",
+    "cmd_score",
+    "counted",
+    "estimated_size",
+    "load_model",
+    "output_writer",
+    "predict_usage_problem",
+    "readable",
+    "score_usage_problem",
+    "single_name",
+]

@@ -1,4 +1,4 @@
-"""The ``pbg`` command line: import, train, eval, export, predict, score (PBG's habits, one entry point).
+"""The ``pbg`` command line: import, train, eval, export, predict, score, similar (PBG's habits, one entry point).
 
     pbg import CONFIG INPUT... --lhs-col N --rhs-col N [--rel-col N] [-p key=value ...]
     pbg train  CONFIG [-p key=value ...]
@@ -10,6 +10,8 @@
     pbg predict CONFIG (--head NAME | --tail NAME | --queries FILE...) [--relation NAME] [-k K] [--filtered]
                [--output FILE [--force]] [--json] [--version N] [-p key=value ...]
     pbg score  CONFIG INPUT... -l COL -r COL [--rel-col COL] [--output FILE [--force]] [--version N] ...
+    pbg similar CONFIG (--entity NAME... | --names FILE... [-l COL]) [-k K] [--entity-type T] [--approximate]
+               [--output FILE [--force]] [--json] [--version N] [-p key=value ...]
     pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name NAME]
 
 ``train``, ``retrain`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
@@ -23,7 +25,7 @@ This module is the entry point (:func:`run`, :func:`main`): the environment Pref
 see, the dispatch, and how a failure or a stop ends the process. The options are in
 :mod:`flows.cli.parser`, the commands in :mod:`flows.cli.commands` (import, export, serve),
 :mod:`flows.cli.runs` (train, retrain, eval: the Prefect flows) and :mod:`flows.cli.answers`
-(predict, score: a trained model's answers, without Prefect).
+(predict, score) and :mod:`flows.cli.similar` (similar): a trained model's answers, without Prefect.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from flows.cli.answers import cmd_predict, cmd_score
 from flows.cli.commands import cmd_export, cmd_import, cmd_serve
 from flows.cli.parser import build_parser
 from flows.cli.runs import cmd_eval, cmd_retrain, cmd_train
+from flows.cli.similar import cmd_similar
 from flows.cli.user_errors import debug_enabled, report
 from flows.prefect_host import interrupts
 from flows.prefect_host.log_filters import VERBOSE_VARIABLE
@@ -69,6 +72,7 @@ COMMANDS = {
     "export": cmd_export,
     "predict": cmd_predict,
     "score": cmd_score,
+    "similar": cmd_similar,
     "serve": cmd_serve,
 }
 

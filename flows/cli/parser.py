@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from flows.cli.answer_parser import add_predict, add_score
+from flows.cli.answer_parser import add_predict, add_score, add_similar
 from flows.cli.option_types import add_debug_arg, add_param_arg, column, positive
 from flows.cli.user_errors import DEBUG_VARIABLE
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     add_predict(sub)
     add_score(sub)
+    add_similar(sub)
     _add_serve(sub)
     return parser
 

@@ -1,28 +1,36 @@
 """A checkpoint version's rows as evaluation looks them up: selected rows, or one partition into a reused buffer.
 
-Both apply the config's ``max_norm`` as every lookup without gradient does
-(:func:`pbg_core.model.max_norm.renormed_rows` with ``settle=True``; a whole partition is renormed
-by :func:`pbg_core.evaluation.ranking.rank_partition` itself), so a row enters a score with the
-bits ``pbg eval`` gives it. Shapes are checked against the names the rows belong to and the
-config's dimension: a checkpoint that does not fit is one line naming its file, never a tensor
-error deep in a product. A version removed since the model was loaded (a training run committed
-a newer one and removed the old, as it does) is named as such.
+The one place a trained model's answers read rows (predict, score, similar and the similarity
+index). Selected rows get the config's ``max_norm`` as every lookup without gradient does
+(:func:`pbg_core.model.max_norm.renormed_rows` with ``settle=True``), so a row enters a score with
+the bits ``pbg eval`` gives it. A whole partition is read as stored into one buffer reused for
+every partition (predict's :func:`pbg_core.evaluation.ranking.rank_partition` renorms it itself),
+or settled too (:meth:`TypeRows.partitions`, for similarity: a row comes out the same read alone or
+with its partition). Shapes are checked against the names the rows belong to and the config's
+dimension: a checkpoint that does not fit is one line naming its file, never a tensor error deep
+in a product. A version removed since the model was loaded (a training run committed a newer one
+and removed the old, as it does) is named as such.
+
+- :class:`CheckpointRows`: rows of any entity type, by (partition, offset) arrays;
+- :class:`TypeRows`: one entity type's rows by :class:`~storage.trained.row_ids.RowIds`, its
+  partitions in turn, and its global ids (:class:`~storage.trained.row_ids.GlobalIds`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
 from pbg_core.errors import ShapeError
-from pbg_core.model.max_norm import renormed_rows
-from pbg_core.types import EntityName, FloatTensorType, Partition
+from pbg_core.model.max_norm import renorm_table_, renormed_rows
+from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Partition
 from storage import layout
 from storage.checkpoint_reader import CheckpointReader
 from storage.errors import DataNotFound
+from storage.trained.row_ids import GlobalIds, RowIds
 
 
 class CheckpointRows:
@@ -66,6 +74,11 @@ class CheckpointRows:
         if self.max_norm is not None:
             out = renormed_rows(out, torch.arange(len(out)), self.max_norm, settle=True)
         return out
+
+    def stored_counts(self, entity: EntityName) -> list[int]:
+        """Rows per partition of ``entity`` as stored (the files' shapes; no rows read): for a caller without names."""
+        parts = range(self.reader.config.entities[entity].num_partitions)
+        return [self.reader.checkpoints.embeddings_shape(entity, part, self.reader.version)[0] for part in parts]
 
     def buffer(self, shapes: Iterable[tuple[EntityName, int]]) -> FloatTensorType:
         """One flat float32 buffer large enough for the largest of ``shapes`` ((entity type, rows) of partitions)."""
@@ -123,4 +136,62 @@ class CheckpointRows:
         return self.reader.checkpoints.file_url(layout.embeddings_file(entity, part, self.reader.version))
 
 
-__all__ = ["CheckpointRows"]
+class TypeRows:
+    """The rows of ``entity`` in the version ``rows`` reads, ``counts[p]`` of them in partition ``p``.
+
+    Args:
+        rows: The version's rows.
+        entity: The entity type.
+        counts: Its entities per partition: the names its rows belong to (each partition's stored
+            shape is checked against them when read).
+    """
+
+    def __init__(self, rows: CheckpointRows, entity: EntityName, counts: Sequence[int]) -> None:
+        self.rows = rows
+        self.reader = rows.reader
+        self.entity = entity
+        self.max_norm = rows.max_norm
+        self.ids = GlobalIds(counts)
+        self.sizes = self.ids.counts
+        self.dim = rows.dimension(entity)
+
+    @property
+    def count(self) -> int:
+        """Entities over all partitions."""
+        return self.ids.count
+
+    def global_ids(self, ids: RowIds) -> LongTensorType:
+        """Each entity's position over all partitions (:meth:`GlobalIds.global_ids`)."""
+        return self.ids.global_ids(ids)
+
+    def row_ids(self, global_ids: LongTensorType) -> RowIds:
+        """(partition, offset) of each global id (:meth:`GlobalIds.row_ids`)."""
+        return self.ids.row_ids(global_ids)
+
+    def load(self, ids: RowIds) -> FloatTensorType:
+        """The rows ``[len(ids), dim]`` of the entities ``ids`` (any order, repeats allowed), settled.
+
+        Raises:
+            ValueError: a partition outside the type's.
+            BadDataError, ShapeError, DataNotFound: as :meth:`CheckpointRows.lookup`.
+        """
+        bad = ids.partitions[(ids.partitions < 0) | (ids.partitions >= len(self.sizes))]
+        if len(bad):
+            raise ValueError(f"partition {int(bad[0])} of entity type {self.entity!r}: it has 0..{len(self.sizes) - 1}")
+        return self.rows.lookup(self.entity, ids.partitions.numpy(), ids.offsets.numpy())
+
+    def partitions(self) -> Iterator[tuple[int, FloatTensorType]]:
+        """(partition, its rows settled) in partition order; the rows live in one buffer, valid until the next.
+
+        Raises:
+            ShapeError, DataNotFound: as :meth:`CheckpointRows.partition`.
+        """
+        buffer = self.rows.buffer((self.entity, size) for size in self.sizes)
+        for part, size in enumerate(self.sizes):
+            table = self.rows.partition(self.entity, part, size, buffer)
+            if self.max_norm is not None:
+                renorm_table_(table, self.max_norm, settle=True)
+            yield part, table
+
+
+__all__ = ["CheckpointRows", "TypeRows"]

@@ -22,7 +22,7 @@ from pbg_core.model.embedder import MultiRelationEmbedder
 from storage import layout
 from storage.checkpoint_names import read_digest
 from storage.fs.urls import resolve, translate_errors
-from storage.trained.type_rows import TypeRows
+from storage.trained.checkpoint_rows import TypeRows
 
 INDEX_FORMAT = 1
 SOURCE_ROWS = 64

@@ -28,35 +28,30 @@ prediction, which reads the current import's edges, refuses names that moved sin
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from pbg_core.errors import UnknownNameError, UsageError
+from pbg_core.errors import UsageError
 from pbg_core.evaluation.ranking import answer_scores
 from pbg_core.types import EntityName, Side
 from storage.fs.urls import StorageOptions
+from storage.trained.arguments import Answer, check_entity_type, check_k, query_form, same_length
 from storage.trained.checkpoint_rows import CheckpointRows
 from storage.trained.known_edges import known_edges
 from storage.trained.loading import Loaded, load_version
 from storage.trained.queries import ROLES, Queries, prediction_table
+from storage.trained.row_ids import RowIds
+from storage.trained.similar_names import locate_names, similar_table
+from storage.trained.similarity import SimilarEntities
+from storage.trained.similarity_index import SimilarityIndex
 from storage.trained.sources import Source, resolve_config
 from storage.trained.targets import rank_targets
 
 SCORE_BLOCK = 1 << 16  # edges scored at once by Model.score
 SCORED = ("head", "relation", "tail")  # Model.score's columns of names
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One entity of a single query's top list: its place (1 = best), name and score."""
-
-    rank: int
-    entity: str
-    score: float
 
 
 class Model:
@@ -71,6 +66,7 @@ class Model:
         self._embedder = loaded.embedder
         self._names = loaded.names
         self._rows = CheckpointRows(loaded.reader, config.max_norm)
+        self._similar = SimilarEntities(loaded.embedder, loaded.reader, counts=lambda t: loaded.names.table(t).counts)
 
     @classmethod
     def load(
@@ -208,7 +204,7 @@ class Model:
             NamesChangedError: ``filtered``, and the entity files list other names now.
         """
         forms = {"head": head, "tail": tail, "heads": heads, "tails": tails}
-        form = _query_form(forms, k, filtered, filter_paths)
+        form = query_form(forms, k, filtered, filter_paths)
         side = Side.RHS if form in ("head", "heads") else Side.LHS
         if form in ("head", "tail"):
             if relation is None or relations is not None or answers is not None:
@@ -218,7 +214,7 @@ class Model:
         if relation is not None or relations is None:
             raise UsageError(f"predict({form}=[...]) takes relations= (one name for all, or one per query)")
         names = [relations] * len(anchors) if isinstance(relations, str) else list(relations)
-        _same_length(form, anchors, relations=names, answers=answers)
+        same_length(form, anchors, relations=names, answers=answers)
         queries = Queries(self.config, self._names, names, "" if isinstance(relations, str) else "relations")
         return self._predict(side, anchors, queries, form, k, answers, filtered, filter_paths)
 
@@ -273,7 +269,7 @@ class Model:
         """
         heads, tails = list(heads), list(tails)
         names = [relations] * len(heads) if isinstance(relations, str) else list(relations)
-        _same_length("heads", heads, relations=names, tails=tails)
+        same_length("heads", heads, relations=names, tails=tails)
         queries = Queries(self.config, self._names, names, "" if isinstance(relations, str) else "relations")
         located = [
             (
@@ -303,6 +299,74 @@ class Model:
             columns["reverse_score"] = pa.array(reverse)
         return pa.table(columns)
 
+    @overload
+    def similar(
+        self, names: str, k: int = 10, entity_type: EntityName | None = None, approximate: bool = False
+    ) -> list[Answer]: ...
+
+    @overload
+    def similar(
+        self, names: Sequence[str], k: int = 10, entity_type: EntityName | None = None, approximate: bool = False
+    ) -> pa.Table: ...
+
+    def similar(
+        self, names: str | Sequence[str], k: int = 10, entity_type: EntityName | None = None, approximate: bool = False
+    ) -> list[Answer] | pa.Table:
+        """The ``k`` entities nearest to each of ``names`` by the comparator's own metric; never the entity itself.
+
+        The score of two entities of a type is the comparator's, as the model defines it
+        (global embedding added, ``max_norm`` settled, a bias included; no operator): ``dot``,
+        ``cos``, ``-l2`` or ``-squared_l2`` (higher is nearer). One name: ``similar("aspirin")``
+        returns its neighbours as :class:`Answer`\\ s. Many: ``similar([...])`` returns a
+        ``pyarrow.Table``, a row per (name, neighbour) in order: ``query`` (the name's index),
+        ``entity``, ``entity_type``, ``rank`` (1 = nearest), ``neighbour``, ``score``.
+
+        Args:
+            names: A name, or a list of them (repeats allowed).
+            k: Neighbours per name, 1 up to its type's entity count less one.
+            entity_type: The names' type; None: each name's own (an error if it names entities of several).
+            approximate: Search through the type's similarity index (:meth:`similarity_index`)
+                instead of exactly; a type of at most ``FLAT_MAX_ROWS`` entities has none, and is
+                searched exactly anyway. Hits are rescored by the model, so scores are its own.
+
+        Raises:
+            UsageError: ``k`` outside 1..count-1; a name of several types and no ``entity_type``
+                (:class:`~storage.trained.similar_names.AmbiguousNameError`); ``approximate``
+                with ``l2``/``squared_l2`` and a bias (no faiss metric ranks them).
+            UnknownEntityError: an unknown name (the closest names given), or an unknown ``entity_type``.
+        """
+        check_k(k)
+        if entity_type is not None:
+            check_entity_type(self.config, entity_type, self.entity_types)
+        single = isinstance(names, str)
+        listed = [names] if isinstance(names, str) else list(names)
+        groups = locate_names(self._names, listed, entity_type, "" if single else "names")
+        for group in groups:
+            self._similar.check(group.entity, k, approximate)
+        found = []
+        for group in groups:
+            near = self._similar.nearest(group.entity, group.ids, k, approximate)
+            found.append((near.scores, RowIds(near.partitions, near.offsets)))
+        table = similar_table(self._names, listed, groups, found)
+        if not single:
+            return table
+        return [Answer(row["rank"], row["neighbour"], row["score"]) for row in table.to_pylist() if row["rank"]]
+
+    def similarity_index(self, entity_type: EntityName) -> SimilarityIndex | None:
+        """The index ``similar(..., approximate=True)`` searches ``entity_type`` with; None: it is searched exactly.
+
+        Loaded from beside the version (``similar_{type}.v{v}.h5``) if it matches what it would be
+        built from now, else built (its recall@10 against exact search measured) and stored
+        there; its ``describe()`` gives its kind, ``nprobe`` and recall. None for a type of at most
+        ``FLAT_MAX_ROWS`` entities.
+
+        Raises:
+            UnknownNameError: an unknown entity type.
+            UsageError: ``l2``/``squared_l2`` with a bias (no faiss metric ranks them).
+        """
+        check_entity_type(self.config, entity_type, self.entity_types)
+        return self._similar.index(entity_type)
+
     def embeddings(self, entity_type: EntityName) -> Iterator[tuple[list[str], np.ndarray]]:
         """``(names, float32 [len(names), D] rows)`` of ``entity_type`` per partition, in order, as
         ``pbg export`` writes them (``global_emb`` added; rows as stored, ``max_norm`` not applied).
@@ -311,10 +375,7 @@ class Model:
             UnknownNameError: ``entity_type`` is not one of :attr:`entity_types` (featurized types named).
             ShapeError: a partition's rows do not fit its names or the config's dimension.
         """
-        if entity_type not in self.entity_types:
-            featurized = [name for name, entity in self.config.entities.items() if entity.featurized]
-            note = f" (featurized, so not per entity: {featurized})" if featurized else ""
-            raise UnknownNameError(f"entity type {entity_type!r} is not one of {self.entity_types}{note}")
+        check_entity_type(self.config, entity_type, self.entity_types)
         return self._partitions(entity_type)  # refused above at the call, not at the first partition
 
     def _partitions(self, entity_type: EntityName) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -329,34 +390,6 @@ class Model:
                 rows += global_emb.to(rows.dtype)
             yield table.names.slice(start, count).to_pylist(), rows.numpy()
             start += count
-
-
-def _query_form(forms: dict[str, Any], k: int, filtered: bool, filter_paths: Sequence[str] | None) -> str:
-    """Which of predict's four query forms is given, after checking its other arguments allow a ranking.
-
-    Raises:
-        UsageError: not exactly one form, a bad ``k``, or ``filter_paths`` without ``filtered``.
-    """
-    given = [name for name, value in forms.items() if value is not None]
-    if len(given) != 1:
-        raise UsageError(f"predict takes exactly one of head=, tail=, heads=, tails=; got {given or 'none'}")
-    _check_k(k)
-    if filter_paths is not None and not filtered:
-        raise UsageError("filter_paths= is given without filtered=True; pass both, or neither")
-    return given[0]
-
-
-def _check_k(k: int) -> None:
-    """Refuse a ``k`` that is not a whole number >= 1."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise UsageError(f"k={k!r} is not allowed; give a whole number >= 1")
-
-
-def _same_length(first: str, values: Sequence[str], **others: Sequence[str] | None) -> None:
-    """Refuse lists (``others``) whose length is not ``values``'s."""
-    for name, other in others.items():
-        if other is not None and len(other) != len(values):
-            raise UsageError(f"{name} has {len(other)} entries, {first} has {len(values)}; give one per query")
 
 
 __all__ = ["Answer", "Model"]

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from pbg_core.errors import UnknownNameError
 from pbg_core.types import EntityName
 from storage.remap.matching import NameTable
+from storage.trained.row_ids import GlobalIds, RowIds
 
 CLOSEST = 3  # closest names shown for an unknown one
 CLOSEST_POOL = 50_000  # names compared with difflib at most (it is quadratic in a name's length)
@@ -75,17 +76,22 @@ class UnknownEntityError(UnknownNameError):
 
     def message(self, where: Callable[[NameProblem], str] = NameProblem.where) -> str:
         """The one line, each position shown by ``where`` (default: ``heads[17]``)."""
-        first, rest = self.problems[0], self.problems[1:]
-        place = where(first)
-        text = f"{place}: {first.detail}" if place else first.detail
-        if rest:
-            shown = ", ".join(f"{p.name!r} ({where(p)})" if where(p) else repr(p.name) for p in rest[:SHOWN_MORE])
-            text += f"; {len(rest)} more not usable: {shown}{', ...' if len(rest) > SHOWN_MORE else ''}"
-        return text
+        return problems_line(self.problems, where)
 
     def __reduce__(self) -> tuple[type, tuple[list[NameProblem]]]:
         # Errors cross process and task boundaries: rebuilt from the problems, not the message.
         return (type(self), (self.problems,))
+
+
+def problems_line(problems: Sequence[NameProblem], where: Callable[[NameProblem], str] = NameProblem.where) -> str:
+    """The first of ``problems`` in full, then how many more (up to :data:`SHOWN_MORE` quoted), positions by ``where``."""
+    first, rest = problems[0], problems[1:]
+    place = where(first)
+    text = f"{place}: {first.detail}" if place else first.detail
+    if rest:
+        shown = ", ".join(f"{p.name!r} ({where(p)})" if where(p) else repr(p.name) for p in rest[:SHOWN_MORE])
+        text += f"; {len(rest)} more not usable: {shown}{', ...' if len(rest) > SHOWN_MORE else ''}"
+    return text
 
 
 @dataclass(frozen=True)
@@ -140,15 +146,18 @@ class NameIndex:
 
     def find(self, names: Sequence[str], lookup: Lookup) -> tuple[np.ndarray, np.ndarray, list[NameProblem]]:
         """(partition, offset) of each name in ``lookup.entity`` (-1 where not found), and the problems found."""
-        table = self.table(lookup.entity)
-        index = _index_in(names, table.names)
-        missing = np.flatnonzero(index < 0)
+        part, offset = self.rows_of(names, lookup.entity)
+        missing = np.flatnonzero(part < 0)
         problems = [self._problem(names, int(i), lookup) for i in missing[:1]]
         problems += [NameProblem(names[int(i)], "", lookup.argument, _position(lookup, int(i))) for i in missing[1:]]
-        found = np.where(index >= 0, index, 0)
-        part = np.where(index >= 0, table.part[found], -1)
-        offset = np.where(index >= 0, table.offset[found], -1)
         return part, offset, problems
+
+    def rows_of(self, names: Sequence[str], entity: EntityName) -> tuple[np.ndarray, np.ndarray]:
+        """(partition, offset) of each name in ``entity``, -1 where it has no such name (int64; no error)."""
+        table = self.table(entity)
+        index = _index_in(names, table.names)
+        found = np.where(index >= 0, index, 0)
+        return np.where(index >= 0, table.part[found], -1), np.where(index >= 0, table.offset[found], -1)
 
     def locate(self, names: Sequence[str], lookup: Lookup) -> tuple[np.ndarray, np.ndarray]:
         """(partition, offset) of each name in ``lookup.entity``.
@@ -165,8 +174,7 @@ class NameIndex:
     def names_at(self, entity: EntityName, part: np.ndarray, offset: np.ndarray) -> pa.Array:
         """The names of ``entity`` at (``part``, ``offset``): a pyarrow string array."""
         table = self.table(entity)
-        starts = np.concatenate([[0], np.cumsum(table.counts)]).astype(np.int64)
-        return table.names.take(pa.array(starts[np.asarray(part, dtype=np.int64)] + offset))
+        return table.names.take(pa.array(GlobalIds(table.counts).global_ids(RowIds.of(part, offset)).numpy()))
 
     def relation_ids(self, names: Sequence[str], argument: str = "") -> np.ndarray:
         """The id of each relation name (int64).
@@ -238,4 +246,4 @@ def closest(name: str, names: pa.Array, n: int = CLOSEST) -> list[str]:
     return list(dict.fromkeys(found + matches))[:n]
 
 
-__all__ = ["Lookup", "NameIndex", "NameProblem", "UnknownEntityError", "closest"]
+__all__ = ["Lookup", "NameIndex", "NameProblem", "UnknownEntityError", "closest", "problems_line"]

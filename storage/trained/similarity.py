@@ -17,13 +17,14 @@ the global embedding added, the comparator's ``prepare`` and its score, a bias i
   row-wise one). A type of at most ``FLAT_MAX_ROWS`` entities has no index: asked for an
   approximate answer, it gets the exact one.
 
-:class:`SimilarEntities` holds one checkpoint version's :class:`~storage.trained.type_rows.TypeRows`
+:class:`SimilarEntities` holds one checkpoint version's :class:`~storage.trained.checkpoint_rows.TypeRows`
 and indexes per entity type, each opened (loaded, else built) at most once in its lifetime.
 Memory: the query rows, the top lists, one partition (and one block of scores), plus the index.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,9 +35,10 @@ from pbg_core.model.embedder import MultiRelationEmbedder
 from pbg_core.model.row_blocks import ROW_BLOCK
 from pbg_core.types import EntityName, FloatTensorType, LongTensorType
 from storage.checkpoint_reader import CheckpointReader
+from storage.trained.checkpoint_rows import CheckpointRows, TypeRows
 from storage.trained.index_provenance import faiss_metric
+from storage.trained.row_ids import RowIds
 from storage.trained.similarity_index import FLAT_MAX_ROWS, SimilarityIndex, open_index, query_vectors
-from storage.trained.type_rows import RowIds, TypeRows
 
 # Entities of a partition scored at once: the comparator adjusts (copies) at most this many rows at
 # a time, and the blocks do not depend on how many queries there are.
@@ -128,19 +130,29 @@ class SimilarEntities:
         reader: The version.
         flat_max_rows: Largest type searched exactly when an approximate answer is asked for, without
             an index (``FLAT_MAX_ROWS``; tests lower it).
+        counts: An entity type's entities per partition (the names its rows belong to, against
+            which each partition's stored shape is checked); None: as the partition files hold them.
     """
 
-    def __init__(self, model: MultiRelationEmbedder, reader: CheckpointReader, flat_max_rows: int = FLAT_MAX_ROWS):
+    def __init__(
+        self,
+        model: MultiRelationEmbedder,
+        reader: CheckpointReader,
+        flat_max_rows: int = FLAT_MAX_ROWS,
+        counts: Callable[[EntityName], Sequence[int]] | None = None,
+    ) -> None:
         self.model = model
         self.reader = reader
         self.flat_max_rows = flat_max_rows
+        self._lookup = CheckpointRows(reader, reader.config.max_norm)
+        self._counts = counts or self._lookup.stored_counts
         self._rows: dict[EntityName, TypeRows] = {}
         self._indexes: dict[EntityName, SimilarityIndex | None] = {}
 
     def rows(self, entity: EntityName) -> TypeRows:
         """``entity``'s rows in this version."""
         if entity not in self._rows:
-            self._rows[entity] = TypeRows(self.reader, entity, self.reader.config.max_norm)
+            self._rows[entity] = TypeRows(self._lookup, entity, self._counts(entity))
         return self._rows[entity]
 
     def index(self, entity: EntityName) -> SimilarityIndex | None:
@@ -148,8 +160,9 @@ class SimilarEntities:
         None for a type of at most ``flat_max_rows`` entities, which exact search serves.
 
         Raises:
-            UsageError: the comparator has no faiss metric.
+            UsageError: the comparator has no faiss metric (refused whatever the type's size).
         """
+        faiss_metric(self.reader.config.comparator, bool(self.reader.config.bias))
         if entity not in self._indexes:
             rows = self.rows(entity)
             if rows.count <= self.flat_max_rows:
@@ -163,6 +176,23 @@ class SimilarEntities:
             self._indexes[entity] = open_index(self.model, rows, exact)
         return self._indexes[entity]
 
+    def check(self, entity: EntityName, k: int, approximate: bool = False) -> None:
+        """Refuse a search of ``k`` neighbours in ``entity`` before any row is read.
+
+        Raises:
+            UsageError: ``k`` outside 1..count-1 (an entity is not its own neighbour), or
+                ``approximate`` with a comparator without a faiss metric.
+        """
+        count = self.rows(entity).count
+        if not 1 <= k <= count - 1:
+            allowed = f"give 1..{count - 1:,}" if count > 1 else "it has no other entity to compare with"
+            raise UsageError(
+                f"k={k}: entity type {entity!r} has {count:,} entities, so at most {count - 1:,} neighbours of one "
+                f"(an entity is not its own); {allowed}"
+            )
+        if approximate:
+            faiss_metric(self.reader.config.comparator, bool(self.reader.config.bias))
+
     def nearest(self, entity: EntityName, queries: RowIds, k: int, approximate: bool = False) -> Neighbours:
         """The ``k`` nearest entities of each of ``queries`` (entities of type ``entity``).
 
@@ -174,16 +204,11 @@ class SimilarEntities:
                 answer is exact for a type of at most ``flat_max_rows`` entities.
 
         Raises:
-            UsageError: ``k`` outside 1..count-1, or ``approximate`` with a comparator without a faiss metric.
+            UsageError: as :meth:`check`.
         """
+        self.check(entity, k, approximate)
         rows = self.rows(entity)
-        others = rows.count - 1
-        if not 1 <= k <= others:
-            allowed = f"give 1..{others}" if others >= 1 else "it has no other entity to compare with"
-            raise UsageError(f"-k {k}: entity type {entity!r} has {rows.count:,} entities; {allowed}")
-        if approximate:
-            faiss_metric(self.reader.config.comparator, bool(self.reader.config.bias))  # refused whatever the size
-            index = self.index(entity)
-            if index is not None:
-                return approximate_neighbours(self.model, rows, index, queries, k)
+        index = self.index(entity) if approximate else None
+        if index is not None:
+            return approximate_neighbours(self.model, rows, index, queries, k)
         return exact_neighbours(self.model, rows, queries, k)

@@ -7,7 +7,7 @@ turns), and faiss is given torch's thread count at every call, so ``torch.set_nu
 ``OMP_NUM_THREADS`` governs both.
 
 **Vectors.** A row is looked up as evaluation does (``max_norm`` settled,
-:class:`~storage.trained.type_rows.TypeRows`), then adjusted without operator
+:class:`~storage.trained.checkpoint_rows.TypeRows`), then adjusted without operator
 (:meth:`~pbg_core.model.embedder.MultiRelationEmbedder.adjust`: the global embedding, then the
 comparator's ``prepare``, which normalises for ``cos``). The comparator picks the faiss metric:
 
@@ -64,8 +64,9 @@ from pbg_core.model.embedder import MultiRelationEmbedder
 from pbg_core.types import FloatTensorType, LongTensorType
 from storage import hdf5, layout
 from storage.errors import BadDataError, DataNotFound, StorageError
+from storage.trained.checkpoint_rows import TypeRows
 from storage.trained.index_provenance import IndexProvenance, provenance_of
-from storage.trained.type_rows import RowIds, TypeRows
+from storage.trained.row_ids import RowIds
 
 logger = logging.getLogger(__name__)
 

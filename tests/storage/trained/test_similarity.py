@@ -16,12 +16,19 @@ from disk_state import changes, tree_state
 from similar_checkpoints import brute_force, clustered_tables, make_config, open_version, write_version
 
 from pbg_core.errors import UsageError
+from storage.checkpoint_reader import CheckpointReader
+from storage.trained.checkpoint_rows import CheckpointRows, TypeRows
+from storage.trained.row_ids import RowIds
 from storage.trained.similarity import SimilarEntities, exact_neighbours
-from storage.trained.type_rows import RowIds, TypeRows
 
 SIZES = [23, 9, 16]
 QUERIES = [(0, 0), (0, 22), (1, 4), (2, 15), (2, 0), (1, 4), (0, 7)]  # every partition, ends, a repeat
 K = 6
+
+
+def type_rows(reader: CheckpointReader, max_norm: float | None) -> TypeRows:
+    rows = CheckpointRows(reader, max_norm)
+    return TypeRows(rows, "e", rows.stored_counts("e"))
 
 
 def ids(pairs: list[tuple[int, int]]) -> RowIds:
@@ -44,7 +51,7 @@ def test_exact_neighbours_equal_a_brute_force(
     tables = clustered_tables(SIZES, 5, clusters=4, seed=7)
     write_version(config, 1, tables)
     model, reader = open_version(config)
-    got = exact_neighbours(model, TypeRows(reader, "e", max_norm), ids(QUERIES), K, block_columns=block_columns)
+    got = exact_neighbours(model, type_rows(reader, max_norm), ids(QUERIES), K, block_columns=block_columns)
     want = brute_force(model, config, tables, QUERIES, K)
     for q, expected in enumerate(want):
         assert got.partitions[q].tolist() == [p for _, p, _ in expected]
@@ -63,7 +70,7 @@ def test_ties_keep_the_lowest_partition_and_offset_and_a_twin_is_not_itself(tmp_
     tables[0][0] = tables[1][0] = tables[1][4] = twin + 1.0  # three more, tied among themselves
     write_version(config, 1, tables)
     model, reader = open_version(config)
-    got = exact_neighbours(model, TypeRows(reader, "e", None), ids([(0, 4), (1, 2)]), 4, block_columns=3)
+    got = exact_neighbours(model, type_rows(reader, None), ids([(0, 4), (1, 2)]), 4, block_columns=3)
     assert got.scores[:, :2].tolist() == [[0.0, 0.0], [0.0, 0.0]]  # the other copies, not itself
     assert got.partitions.tolist() == [[0, 1, 0, 1], [0, 0, 0, 1]]
     assert got.offsets.tolist() == [[1, 2, 0, 0], [1, 4, 0, 0]]
@@ -77,7 +84,10 @@ def test_k_outside_the_types_other_entities_is_one_usage_error_and_writes_nothin
     for k in (0, -3, sum(SIZES)):
         with pytest.raises(UsageError) as caught:
             similar.nearest("e", ids([(0, 1)]), k)
-        assert str(caught.value) == f"-k {k}: entity type 'e' has 48 entities; give 1..47"
+        assert str(caught.value) == (
+            f"k={k}: entity type 'e' has 48 entities, so at most 47 neighbours of one (an entity is not its own); "
+            "give 1..47"
+        )
     assert similar.nearest("e", ids([(0, 1)]), 47).offsets.shape == (1, 47)  # every other entity
     assert changes(before, tree_state(tmp_path)) == []
 
@@ -104,12 +114,12 @@ def test_partitions_are_read_into_one_reused_buffer(tmp_path: Path) -> None:
     config = make_config(tmp_path, 3, 5)
     tables = clustered_tables(SIZES, 5, clusters=4, seed=2)
     write_version(config, 1, tables)
-    rows = TypeRows(open_version(config)[1], "e", None)
+    rows = type_rows(open_version(config)[1], None)
     seen = [(part, table.data_ptr(), table.clone()) for part, table in rows.partitions()]
     assert [part for part, _, _ in seen] == [0, 1, 2]
     assert len({ptr for _, ptr, _ in seen}) == 1  # one buffer, of the largest partition's size
     assert all(torch.equal(table, tables[part]) for part, _, table in seen)
-    assert rows.count == 48 and rows.starts.tolist() == [0, 23, 32]
+    assert rows.count == 48 and rows.ids.starts.tolist() == [0, 23, 32]
     both = rows.row_ids(torch.tensor([0, 22, 23, 31, 32, 47, -1]))
     assert both.partitions.tolist() == [0, 0, 1, 1, 2, 2, -1] and both.offsets.tolist() == [0, 22, 0, 8, 0, 15, -1]
     assert rows.global_ids(both).tolist() == [0, 22, 23, 31, 32, 47, -1]

@@ -29,8 +29,8 @@ from store_io import StorePath, get_bytes
 from pbg_core.session.build import version_layout
 from storage.checkpoints import CheckpointStore
 from storage.trained import similarity_index
+from storage.trained.row_ids import RowIds
 from storage.trained.similarity import Neighbours, SimilarEntities
-from storage.trained.type_rows import RowIds
 
 INDEX_LOGGER = "storage.trained.similarity_index"
 SIZES = [180, 95, 125]
@@ -288,7 +288,7 @@ import {first}
 import faiss, numpy as np, torch
 from similar_checkpoints import clustered_tables, make_config, open_version, write_version
 from storage.trained.similarity import SimilarEntities
-from storage.trained.type_rows import RowIds
+from storage.trained.row_ids import RowIds
 config = make_config({str(tmp_path)!r}, 2, 32, comparator="dot", global_emb=False)
 tables = clustered_tables([3000, 2000], 32, clusters=20, seed=1)
 write_version(config, 1, tables)

@@ -1,0 +1,70 @@
+"""What the calls of a :class:`~storage.trained.model.Model` share: a top list's entry, and the checks of their arguments.
+
+Every check runs before anything is read: a bad ``k``, lists of different lengths, a query form
+not given exactly once, an entity type without one embedding per entity; each one line naming
+the argument, the value and what is allowed (:class:`~pbg_core.errors.UsageError`,
+:class:`~pbg_core.errors.UnknownNameError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pbg_core.errors import UnknownNameError, UsageError
+from pbg_core.types import EntityName
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One entity of a single query's top list: its place (1 = best), name and score."""
+
+    rank: int
+    entity: str
+    score: float
+
+
+def query_form(forms: dict[str, Any], k: int, filtered: bool, filter_paths: Sequence[str] | None) -> str:
+    """Which of predict's four query forms is given, after checking its other arguments allow a ranking.
+
+    Raises:
+        UsageError: not exactly one form, a bad ``k``, or ``filter_paths`` without ``filtered``.
+    """
+    given = [name for name, value in forms.items() if value is not None]
+    if len(given) != 1:
+        raise UsageError(f"predict takes exactly one of head=, tail=, heads=, tails=; got {given or 'none'}")
+    check_k(k)
+    if filter_paths is not None and not filtered:
+        raise UsageError("filter_paths= is given without filtered=True; pass both, or neither")
+    return given[0]
+
+
+def check_k(k: int) -> None:
+    """Refuse a ``k`` that is not a whole number >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise UsageError(f"k={k!r} is not allowed; give a whole number >= 1")
+
+
+def same_length(first: str, values: Sequence[str], **others: Sequence[str] | None) -> None:
+    """Refuse lists (``others``) whose length is not ``values``'s."""
+    for name, other in others.items():
+        if other is not None and len(other) != len(values):
+            raise UsageError(f"{name} has {len(other)} entries, {first} has {len(values)}; give one per query")
+
+
+def check_entity_type(config: Any, entity_type: EntityName, known: Sequence[EntityName]) -> None:
+    """Refuse an entity type that is not one of ``known`` (those with one embedding per entity).
+
+    Raises:
+        UnknownNameError: naming the known types, and the featurized ones if any.
+    """
+    if entity_type not in known:
+        featurized = [name for name, entity in config.entities.items() if entity.featurized]
+        note = f" (featurized, so not per entity: {featurized})" if featurized else ""
+        raise UnknownNameError(f"entity type {entity_type!r} is not one of {list(known)}{note}")
+
+
+__all__ = ["Answer", "check_entity_type", "check_k", "query_form", "same_length"]
