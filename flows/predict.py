@@ -111,17 +111,22 @@ def pbg_predict(
     try:
         files = list_query_files(model, [queries] if isinstance(queries, str) else list(queries))
         check_output(model, output, files, config_url, force)
-        parts: list[dict[str, Any]] = []
-        for index, url in enumerate(files):
-            part = f"{staging}/part-{index:05d}.parquet"
-            first = sum(done["queries"] for done in parts)
-            parts.append(predict_file(model, url, spec, part, first))
+        parts = _predict_files(model, files, spec, staging)
         summary = publish_predictions(model, parts, output, force)
     finally:
         close_model(model)
         remove_staging(staging)
     publish_predictions_table(output, summary["first_rows"], _description(summary))
     return summary
+
+
+def _predict_files(model: str, files: list[str], spec: QuerySpec, staging: str) -> list[dict[str, Any]]:
+    """Each file's answers in its own part under ``staging``, its queries numbered after the earlier files'."""
+    parts: list[dict[str, Any]] = []
+    for index, url in enumerate(files):
+        first = sum(done["queries"] for done in parts)
+        parts.append(predict_file(model, url, spec, f"{staging}/part-{index:05d}.parquet", first))
+    return parts
 
 
 def _description(summary: dict[str, Any]) -> str:
