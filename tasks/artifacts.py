@@ -1,4 +1,5 @@
-"""Prefect UI artifacts of a training run: progress bar, per-iteration tables, final summary.
+"""Prefect UI artifacts of a training run (progress bar, per-iteration tables, final summary) and of a
+batch prediction (:func:`publish_predictions_table`).
 
 Plain functions, not tasks: every task run costs API events, and these only post one
 artifact each. They are no-ops (returning None) outside a flow or task run, so task
@@ -37,6 +38,7 @@ T = TypeVar("T")
 
 SUMMARY_KEY_PREFIX = "pbg-summary-"
 TABLE_KEY_PREFIX = "pbg-"
+PREDICTIONS_KEY_PREFIX = "pbg-predictions-"
 _MAX_KEY_LENGTH = 100
 
 
@@ -156,6 +158,24 @@ def publish_summary(run: str, version: int, total_iterations: int, gate: dict[st
         )
 
     _post("publish the run summary", post)
+
+
+def publish_predictions_table(output: str, rows: Sequence[dict[str, Any]], description: str) -> None:
+    """Post a ``pbg-predict`` run's table artifact: the output's first ``rows``, keyed
+    ``pbg-predictions-<output's file name>`` (a new version of the key per run writing that output).
+
+    Args:
+        output: The published output's URL (its last component goes into the key).
+        rows: The first rows of the output, one dict per row.
+        description: The counts, the checkpoint version used and the output (markdown).
+    """
+    name = output.rstrip("/").rpartition("/")[2]
+    key = (PREDICTIONS_KEY_PREFIX + _slug(name))[:_MAX_KEY_LENGTH].rstrip("-")
+    artifact = TableArtifact(table=list(rows), key=key, description=description)
+    _post(  # _sync=True: run here, the Artifact returned (not a coroutine)
+        "publish the predictions table",
+        lambda: cast(ArtifactResponse, artifact.create(_sync=True)).id,  # type: ignore[call-arg]  # _sync is not in the signature
+    )
 
 
 def _post(what: str, call: Callable[[], T]) -> T | None:

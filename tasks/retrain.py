@@ -7,7 +7,8 @@ initialised from the newest earlier run that committed a version, on the edge di
 ``edge_paths`` patterns match when it first starts. :func:`prepare_retrain` writes that choice
 into the run directory's ``config.json`` at once (:mod:`storage.retraining.run_config`), so a retry
 of the same flow run (same directory) reuses it. :func:`finish_retrain` points ``{root}/latest.json``
-at the run and deletes old runs (see :mod:`storage.retraining.pruning` for what is never deleted).
+at the run, announces it (the Prefect event ``pbg.retrain.promoted``, which ``pbg-predict/predict``
+triggers on) and deletes old runs (see :mod:`storage.retraining.pruning` for what is never deleted).
 
 The logic is :mod:`storage.retraining`'s; these tasks add Prefect's retries and logs, and join it to
 the importer (:func:`imported_data`, :func:`importer_for`), which the storage package keeps apart
@@ -17,7 +18,10 @@ would hold credentials in clear).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+
+from prefect.events import emit_event
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import PbgError
@@ -41,6 +45,9 @@ from storage.retraining.state import RetrainState, read_state, remove_state, wri
 from tasks._policies import plain_task, run_logger, storage_task, unpersisted_storage_task
 from tasks.lease import hold_lease
 from tasks.runs import get_run
+
+PROMOTED_EVENT = "pbg.retrain.promoted"  # emitted once latest.json names a new run (announce_promotion)
+ROOT_RESOURCE_PREFIX = "pbg.checkpoint-root."  # + the root as the config names it: the event's resource
 
 
 @storage_task(name="acquire-retrain-lease", task_run_name="acquire the retraining root's lease")
@@ -239,6 +246,7 @@ def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
         latest = write_latest(root, run_dir, storage)
         if latest is not None:
             logger.info("latest.json now names %s (version %d)", run_dir.url, run_dir.version)
+            announce_promotion(root, run_dir.url, run_dir.version)
     else:
         logger.warning("run %s committed no version: latest.json unchanged", run_dir.url)
     removed = prune_run_dirs(root, name, options.keep_last, storage)
@@ -248,9 +256,29 @@ def finish_retrain(run: str, root: str, options: RetrainOptions) -> list[str]:
     return removed
 
 
+def announce_promotion(root: str, run_dir: str, version: int) -> None:
+    """Emit :data:`PROMOTED_EVENT` about the root ``pbg.checkpoint-root.<root>`` (as the config names it),
+    payload ``root``, ``run_dir`` and ``version``: what deployments trigger on (``pbg-predict/predict``).
+
+    Sent once ``latest.json`` names the run; outside a flow run, or without a Prefect API, nothing is
+    sent. Never fails the promotion: Prefect logs an event it could not send. The event's id is
+    derived from the run and version, so a retried promotion sends the same event again, which
+    Prefect's triggers act on once.
+    """
+    resource = {"prefect.resource.id": f"{ROOT_RESOURCE_PREFIX}{root}", "prefect.resource.name": root}
+    payload = {"root": root, "run_dir": run_dir, "version": version}
+    emit_event(
+        PROMOTED_EVENT, resource=resource, payload=payload, id=uuid.uuid5(uuid.NAMESPACE_URL, f"{run_dir}#{version}")
+    )
+    run_logger().info("announced %s of %s version %d", PROMOTED_EVENT, run_dir, version)
+
+
 __all__ = [
+    "PROMOTED_EVENT",
+    "ROOT_RESOURCE_PREFIX",
     "NoNewData",
     "acquire_retrain_lease",
+    "announce_promotion",
     "finish_retrain",
     "imported_data",
     "importer_for",
