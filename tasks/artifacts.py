@@ -187,7 +187,7 @@ def _post(what: str, call: Callable[[], T]) -> T | None:
     try:
         return call()
     except Exception as err:  # noqa: BLE001 - artifacts must never fail training
-        run_logger().warning("could not %s (training goes on): %s: %s", what, type(err).__name__, err)
+        run_logger().warning("could not %s (the run goes on): %s: %s", what, type(err).__name__, err)
         return None
 
 

@@ -39,6 +39,7 @@ from storage.fs import globs, reads
 from storage.outputs import check_distinct
 from storage.trained import Model
 from storage.trained.answer_files import estimated_bytes, read_rows, table_output
+from storage.trained.arguments import default_relation
 from storage.trained.name_index import UnknownEntityError
 from tasks._policies import plain_task, run_logger, storage_task
 from tasks.runs import Registry
@@ -213,7 +214,9 @@ def predict_file(handle: str, url: str, spec: QuerySpec, part: str, first_query:
     rows = read_rows([url], spec.columns(), spec.delimiter, model.config.storage_options_for_fs())
     anchors, answers = (rows.rhs, rows.lhs) if spec.target == "head" else (rows.lhs, rows.rhs)
     assert anchors is not None  # QuerySpec.check: the known side's column is given
-    relations = rows.rel or [default_relation(model, spec.relation)] * len(anchors)
+    relations = rows.rel or [
+        default_relation(model.config.dynamic_relations, model.relations, spec.relation, "relation or rel_col")
+    ] * len(anchors)
     options: dict[str, Any] = {"k": spec.k, "answers": answers, "filtered": spec.filtered}
     options["filter_paths"] = spec.filter_paths
     try:
@@ -234,23 +237,6 @@ def predict_file(handle: str, url: str, spec: QuerySpec, part: str, first_query:
             os.remove(temporary)
     run_logger().info("%s: %d queries ranked, %d rows", url, len(anchors), table.num_rows)
     return {"file": url, "queries": len(anchors), "rows": table.num_rows, "part": part}
-
-
-def default_relation(model: Model, relation: str | None) -> str:
-    """``relation``, or relation 0 of a model without dynamic relations.
-
-    Raises:
-        UsageError: dynamic relations, and no relation given (its relations named).
-    """
-    if relation is not None:
-        return relation
-    if model.config.dynamic_relations:
-        names = model.relations
-        shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
-        raise UsageError(
-            f"the model has dynamic relations, so there is no default one: give relation or rel_col; its relations: {shown}"
-        )
-    return model.relations[0]
 
 
 @storage_task(name="publish-predictions", task_run_name="publish {output}")
@@ -302,7 +288,6 @@ __all__ = [
     "QuerySpec",
     "check_output",
     "close_model",
-    "default_relation",
     "get_model",
     "list_query_files",
     "open_model",

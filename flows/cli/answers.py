@@ -218,23 +218,11 @@ def _query_rows(args: argparse.Namespace, model: Model, target: str, steps: Step
 
 
 def _default_relation(model: Model, relation: str | None, files: bool) -> str:
-    """``--relation``, or relation 0 of a model without dynamic relations (``files``: rows are read).
+    """``--relation``, or relation 0 of a model without dynamic relations (``files``: rows are read)."""
+    from storage.trained.arguments import default_relation
 
-    Raises:
-        UsageError: dynamic relations, and no relation given.
-    """
-    from pbg_core.errors import UsageError
-
-    if relation is not None:
-        return relation
-    if model.config.dynamic_relations:
-        names = model.relations
-        shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
-        options = "--relation NAME or --rel-col COL" if files else "--relation NAME"
-        raise UsageError(
-            f"the model has dynamic relations, so there is no default one: give {options}; its relations: {shown}"
-        )
-    return model.relations[0]
+    how = "--relation NAME or --rel-col COL" if files else "--relation NAME"
+    return default_relation(model.config.dynamic_relations, model.relations, relation, how)
 
 
 def single_name(err: UnknownEntityError) -> UnknownNameError:

@@ -42,6 +42,25 @@ def query_form(forms: dict[str, Any], k: int, filtered: bool, filter_paths: Sequ
     return given[0]
 
 
+def default_relation(dynamic: bool, relations: Sequence[str], given: str | None, how: str) -> str:
+    """``given``, or relation 0 of a model without dynamic relations (``relations`` by id).
+
+    Args:
+        how: How the caller's user gives a relation (e.g. ``--relation NAME``), for the error.
+
+    Raises:
+        UsageError: dynamic relations, and no relation given (its relations named).
+    """
+    if given is not None:
+        return given
+    if dynamic:
+        shown = ", ".join(relations[:10]) + (f", ... ({len(relations)} in all)" if len(relations) > 10 else "")
+        raise UsageError(
+            f"the model has dynamic relations, so there is no default one: give {how}; its relations: {shown}"
+        )
+    return relations[0]
+
+
 def check_k(k: int) -> None:
     """Refuse a ``k`` that is not a whole number >= 1."""
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:

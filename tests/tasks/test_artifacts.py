@@ -188,7 +188,7 @@ def test_failures_are_logged_and_never_fail_the_flow(tmp_path: Path, caplog: pyt
     (progress,) = read_artifacts(run_id)  # the summary was not posted
     assert (progress.type, progress.data) == ("progress", 100.0)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("could not update the progress artifact (training goes on)" in m for m in warnings), warnings
+    assert any("could not update the progress artifact (the run goes on)" in m for m in warnings), warnings
     assert any("could not publish the run summary" in m and "BadDataError" in m for m in warnings), warnings
 
 
