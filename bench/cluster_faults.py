@@ -75,15 +75,22 @@ class Cluster:
         self._spawn(
             [DASK, "scheduler", "--host", HOST, "--port", "0", "--no-dashboard", "--scheduler-file", str(self.file)]
         )
-        deadline = time.monotonic() + 60
-        while not self.file.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no scheduler file after 60 s: see {self.root}")
-            time.sleep(0.1)
+        address = self._address()
         for _ in range(2):
             argv = [DASK, "worker", "--scheduler-file", str(self.file), "--host", HOST, "--nthreads", "1"]
             self._spawn([*argv, "--no-dashboard"], FIT)
-        return str(json.loads(self.file.read_text())["address"])
+        return address
+
+    def _address(self) -> str:
+        """The scheduler's address once its file holds it (dask creates the file, then writes it)."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return str(json.loads(self.file.read_text())["address"])
+            except (OSError, ValueError, KeyError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no scheduler address in {self.file} after 60 s: see {self.root}") from None
+                time.sleep(0.1)
 
     def worker_process(self) -> int | None:
         """The pid of the first nanny's worker process (None while it restarts)."""

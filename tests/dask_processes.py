@@ -56,13 +56,21 @@ class DaskProcesses:
         """The scheduler's ``tcp://127.0.0.1:port``."""
         return str(json.loads(self.scheduler_file.read_text())["address"])
 
+    def _address_written(self) -> bool:
+        """Whether the scheduler file holds its address yet: dask creates the file, then writes it,
+        so a file that exists may still be empty (CI once read it in between)."""
+        try:
+            return bool(self.address)
+        except (OSError, ValueError, KeyError):  # JSONDecodeError is a ValueError
+            return False
+
     def start_scheduler(self) -> str:
         """Start ``dask scheduler`` on a free port of 127.0.0.1; its address once it listens."""
         argv = [DASK, "scheduler", "--host", HOST, "--port", "0", "--no-dashboard"]
         if self.tls is not None:
             argv += ["--protocol", "tls", *self.tls.dask_args()]
         self._spawn([*argv, "--scheduler-file", str(self.scheduler_file)], "scheduler.log", {})
-        self._wait(self.scheduler_file.exists, "the scheduler file")
+        self._wait(self._address_written, "the scheduler file's address")
         return self.address
 
     def start_worker(self, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
