@@ -95,10 +95,10 @@ def apply_operator(operator: str, rows: np.ndarray, params: dict[str, np.ndarray
     """PBG's operator on ``rows`` ``[Q, D]`` from its exported parameters (none, translation, diagonal, complex)."""
     if operator == "none":
         return rows
-    if operator == "translation":
-        return rows + params["translation"]
+    if operator == "translation":  # "translations" in the dynamic form: one row per relation
+        return rows + params.get("translation", params.get("translations"))
     if operator == "diagonal":
-        return rows * params["diagonal"]
+        return rows * params.get("diagonal", params.get("diagonals"))
     if operator == "complex_diagonal":
         return complex_multiply(rows, params["real"], params["imag"])
     raise ValueError(
