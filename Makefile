@@ -13,7 +13,7 @@ else ifeq ($(wildcard $(PY)),)
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-pipeline bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days bench-similar compat pbg-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-pipeline bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days bench-similar bench-predict compat pbg-venv pykeen-venv clean
 
 $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -116,6 +116,14 @@ bench-retrain-days: $(STAMP)
 ## similar: FLAT_MAX_ROWS (where exact search stops answering 1,000 queries in 1 s), then exact vs the faiss index on 1M x 100 in 8 partitions, 10,000 queries (about 10 minutes)
 bench-similar: $(STAMP)
 	$(PY) -m bench.similar
+
+## PyKEEN 1.11 in its own virtualenv ($$PYKEEN_VENV, default bench/.pykeen-venv), for bench-predict's side-by-side
+pykeen-venv:
+	bash bench/setup_pykeen_venv.sh
+
+## predict: ranks vs pbg eval and brute force on UMLS, 10,000 queries on 1M x 100 in 8 partitions vs the compute bound, PyKEEN and the faiss recipe beside it (about 15 minutes)
+bench-predict: $(STAMP) pykeen-venv
+	$(PY) -m bench.predict
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

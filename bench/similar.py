@@ -28,7 +28,6 @@ Run: ``.venv/bin/python -m bench.similar [--entities N] [--dim D] [--queries Q] 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -42,6 +41,7 @@ import torch
 
 from bench.lib.quiet import busy_cpu_seconds, wait_quiet
 from bench.lib.report import format_table, ratio, verdict, write_json
+from bench.lib.synthetic import clustered, is_cached, write_checkpoint
 from bench.lib.tools import WORK_DIR, machine_info
 
 FLAT_BUDGET_S = 1.0
@@ -50,13 +50,6 @@ TARGET_SPEEDUP = 20.0
 TARGET_RECALL = 0.95
 SEED = 0
 K = 10
-
-
-def clustered(rng: np.random.Generator, centres: np.ndarray, count: int, spread: float) -> np.ndarray:
-    """``count`` rows, each a random centre plus N(0, spread^2) per coordinate, float32."""
-    picks = rng.integers(len(centres), size=count)
-    noise = rng.standard_normal((count, centres.shape[1]), dtype=np.float32) * np.float32(spread)
-    return centres[picks] + noise
 
 
 def timed(fn: Callable[[], object]) -> tuple[object, dict[str, float]]:
@@ -120,11 +113,6 @@ def measure_flat(sizes: list[int], args: argparse.Namespace) -> dict[str, Any]:
 def build_checkpoint(base: Path, args: argparse.Namespace) -> Any:
     """Write (once, cached by a stamp) the clustered checkpoint; returns its config."""
     from pbg_core.config import parse_config
-    from pbg_core.model.embedder import build_model
-    from pbg_core.model.param_names import model_public_names
-    from pbg_core.ports import CheckpointMetadata
-    from storage.checkpoints import CheckpointStore
-    from storage.entities import EntityStore
 
     config = parse_config(
         {
@@ -137,26 +125,13 @@ def build_checkpoint(base: Path, args: argparse.Namespace) -> Any:
             "checkpoint_path": str(base / "checkpoints"),
         }
     )
-    stamp = base / "stamp.json"
     wanted = {k: getattr(args, k) for k in ("entities", "dim", "partitions", "clusters", "noise", "comparator")}
-    if stamp.exists() and json.loads(stamp.read_text()) == {**wanted, "seed": SEED}:
+    stamp = {**wanted, "seed": SEED}
+    if is_cached(base, stamp):
         return config
-    shutil.rmtree(base, ignore_errors=True)
     rng = np.random.default_rng(SEED)
     centres = rng.standard_normal((args.clusters, args.dim), dtype=np.float32)
-    entities, store = EntityStore(config.entity_path), CheckpointStore(config.checkpoint_path)
-    meta = CheckpointMetadata(config_json="{}")
-    bounds = np.linspace(0, args.entities, args.partitions + 1).astype(int)
-    for part, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        entities.save_count("e", part, int(stop - start))
-        entities.save_names("e", part, [f"ent_{i:07d}" for i in range(start, stop)])
-        store.save_embeddings(
-            "e", part, 1, torch.from_numpy(clustered(rng, centres, int(stop - start), args.noise)), None, meta
-        )
-    state = build_model(config, 0).state_dict()
-    store.save_model(1, state, model_public_names(state), None, meta)
-    store.write_version(1)
-    stamp.write_text(json.dumps({**wanted, "seed": SEED}))
+    write_checkpoint(base, config, "e", args.entities, lambda _, n: clustered(rng, centres, n, args.noise), stamp)
     return config
 
 

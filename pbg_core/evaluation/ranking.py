@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from pbg_core.evaluation.metrics import FilterIndex, mask_known, ranks_from_scores
+from pbg_core.kernels.fused import accepts
+from pbg_core.kernels.top_k import row_top_k
 from pbg_core.model.embedder import MASKED, MultiRelationEmbedder, SideBatch
 from pbg_core.model.max_norm import renorm_table_
 from pbg_core.model.negatives import NegativeMode, chunk_layout
@@ -152,10 +154,14 @@ class RankState:
 def _top_with_ties(scores: FloatTensorType, k: int) -> tuple[FloatTensorType, LongTensorType]:
     """Each row's ``k`` best scores and their columns; among scores tied at the k-th, the lowest columns.
 
-    ``torch.topk`` picks tied entries arbitrarily. Rows where more entries equal the k-th value
-    than were picked are redone: every entry above it (NaN counts as above, as for ``topk``), then
-    the tied ones in column order. Ties at ``-inf`` (no candidate) are left as they are.
+    Contiguous float32 scores go through the one-pass kernel :func:`pbg_core.kernels.top_k.row_top_k`
+    (ties by column already). Otherwise ``torch.topk``, which picks tied entries arbitrarily: rows
+    where more entries equal the k-th value than were picked are redone: every entry above it (NaN
+    counts as above, as for ``topk``), then the tied ones in column order. Ties at ``-inf`` (no
+    candidate) are left as they are.
     """
+    if k > 0 and accepts((scores,)):
+        return row_top_k(scores, k, threads=min(2, torch.get_num_threads()))
     vals, cols = torch.topk(scores, k, dim=1)
     if k == 0 or k == scores.shape[1]:
         return vals, cols
