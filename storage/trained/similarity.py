@@ -39,6 +39,7 @@ from storage.trained.checkpoint_rows import CheckpointRows, TypeRows
 from storage.trained.index_provenance import faiss_metric
 from storage.trained.row_ids import RowIds
 from storage.trained.similarity_index import FLAT_MAX_ROWS, SimilarityIndex, open_index, query_vectors
+from storage.trained.small_work import threads_for
 
 # Entities of a partition scored at once: the comparator adjusts (copies) at most this many rows at
 # a time, and the blocks do not depend on how many queries there are.
@@ -211,4 +212,5 @@ class SimilarEntities:
         index = self.index(entity) if approximate else None
         if index is not None:
             return approximate_neighbours(self.model, rows, index, queries, k)
-        return exact_neighbours(self.model, rows, queries, k)
+        with threads_for(len(queries) * rows.count * rows.dim):
+            return exact_neighbours(self.model, rows, queries, k)

@@ -31,6 +31,7 @@ from pbg_core.model.embedder import MultiRelationEmbedder
 from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Partition, Side
 from storage.trained.checkpoint_rows import CheckpointRows
 from storage.trained.known_edges import KnownEdges
+from storage.trained.small_work import threads_for
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,19 @@ def rank_targets(
         ShapeError: a partition's stored shape is not its names' count by the config's dimension.
         DataNotFound: a checkpoint file, or a bucket file of a filter path, is missing.
     """
+    work = sum(len(group.anchors.part) * sum(group.counts) * rows.dimension(group.target) for group in groups)
+    with threads_for(work):
+        return _ranked(rows, model, groups, k, known)
+
+
+def _ranked(
+    rows: CheckpointRows,
+    model: MultiRelationEmbedder,
+    groups: Sequence[TargetGroup],
+    k: int,
+    known: KnownEdges | None,
+) -> list[Ranked]:
+    """:func:`rank_targets`'s work, on the threads chosen there."""
     parts = [_split(rows, model, group, k, known is not None) for group in groups]
     buffer = rows.buffer((group.target, count) for group in groups for count in group.counts)
     for target in dict.fromkeys(group.target for group in groups):
