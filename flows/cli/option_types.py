@@ -5,12 +5,14 @@
   ``pbg predict`` and ``pbg score``);
 - :func:`add_param_arg`: ``-p key=value`` config overrides; :func:`add_debug_arg`: ``--debug``.
 
-A bad value is an argparse usage error (exit status 2) naming it and what is allowed.
+A bad value is an argparse usage error (exit status 2) naming it and what is allowed, printed as
+one line by :class:`OneLineParser`.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from flows.cli.user_errors import DEBUG_VARIABLE
 
@@ -20,6 +22,19 @@ PARAM_HELP = (
     "Credentials (storage_options.key/secret/token) work too and are never printed, but the "
     "process list shows them: prefer AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN"
 )
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other error of ``pbg``.
+
+    argparse prints the whole usage block (5-8 lines for ``pbg predict``) above the error; the
+    error line names the option and what is allowed, and ``--help`` has the rest. Subcommands'
+    parsers are of this class too (argparse makes them of their parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` on stderr and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def add_param_arg(parser: argparse.ArgumentParser) -> None:

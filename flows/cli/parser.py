@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from flows.cli.answer_parser import add_predict, add_score, add_similar
-from flows.cli.option_types import add_debug_arg, add_param_arg, column, positive
+from flows.cli.option_types import OneLineParser, add_debug_arg, add_param_arg, column, positive
 from flows.cli.user_errors import DEBUG_VARIABLE
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = OneLineParser(
         prog="pbg",
         description="PyTorch-BigGraph training as a Prefect pipeline.",
         epilog=f"A failure ends with status 1 (2 for a bad option) and one line naming the file, line or field, "

@@ -49,3 +49,21 @@ def test_bad_values_are_usage_errors_naming_them(
         build_parser().parse_args(argv)
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["predict", "c.json", "--head", "a", "-k", "0"], "pbg predict: error: argument -k: '0' is not allowed"),
+        (["export", "c.json", "--bogus"], "pbg: error: unrecognized arguments: --bogus"),
+        ([], "pbg: error: the following arguments are required: command"),
+    ],
+)
+def test_a_bad_option_is_one_line_pointing_to_help(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(line) and err.rstrip().endswith("--help`)"), err
