@@ -65,8 +65,8 @@ class Model:
         self._reader = loaded.reader
         self._embedder = loaded.embedder
         self._names = loaded.names
-        self._rows = CheckpointRows(loaded.reader, config.max_norm)
-        self._similar = SimilarEntities(loaded.embedder, loaded.reader, counts=lambda t: loaded.names.table(t).counts)
+        self._rows = CheckpointRows(loaded.reader, config.max_norm, loaded.names.counts)
+        self._similar = SimilarEntities(loaded.embedder, loaded.reader, counts=loaded.names.counts)
 
     @classmethod
     def load(
@@ -385,7 +385,7 @@ class Model:
         start = 0
         for part, count in enumerate(table.counts):
             buffer = self._rows.buffer([(entity_type, count)])  # a new one: the caller keeps each partition
-            rows = self._rows.partition(entity_type, part, count, buffer)
+            rows = self._rows.partition(entity_type, part, buffer)
             if global_emb is not None:
                 rows += global_emb.to(rows.dtype)
             yield table.names.slice(start, count).to_pylist(), rows.numpy()

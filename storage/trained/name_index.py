@@ -144,6 +144,10 @@ class NameIndex:
         """Entities of ``entity``, over all partitions."""
         return len(self.table(entity))
 
+    def counts(self, entity: EntityName) -> Sequence[int]:
+        """Entities of ``entity`` per partition: the rows each of its partition files must hold."""
+        return self.table(entity).counts
+
     def find(self, names: Sequence[str], lookup: Lookup) -> tuple[np.ndarray, np.ndarray, list[NameProblem]]:
         """(partition, offset) of each name in ``lookup.entity`` (-1 where not found), and the problems found."""
         part, offset = self.rows_of(names, lookup.entity)
