@@ -38,7 +38,7 @@ from pbg_core.errors import UsageError
 from pbg_core.evaluation.ranking import answer_scores
 from pbg_core.types import EntityName, Side
 from storage.fs.urls import StorageOptions
-from storage.trained.arguments import Answer, check_entity_type, check_k, query_form, same_length
+from storage.trained.arguments import Answer, check_entity_type, check_k, check_version, query_form, same_length
 from storage.trained.checkpoint_rows import CheckpointRows
 from storage.trained.known_edges import known_edges
 from storage.trained.loading import Loaded, load_version
@@ -89,11 +89,14 @@ class Model:
             DataNotFound: nothing committed, no files of ``version`` (the versions present named),
                 or a file or directory missing.
             IncompleteVersionError: the latest committed version's files are missing.
-            ShapeError: the checkpoint's parameters or rows do not fit the config.
+            ShapeError: the checkpoint's parameters do not fit the config, or the config differs from
+                the one it was trained with in a field that changes the scores (comparator, bias, ...).
             ConfigError: the config or an override is invalid.
+            UsageError: ``version`` is not a whole number >= 1.
             NamesChangedError: rows whose names neither the checkpoint nor the entity files hold.
             LeaseHeldError: an import is writing ``entity_path``.
         """
+        check_version(version)
         config = resolve_config(config_or_checkpoint, version, overrides, storage_options)
         return cls(config, load_version(config, version))
 
