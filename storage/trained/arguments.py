@@ -1,9 +1,8 @@
 """What the calls of a :class:`~storage.trained.model.Model` share: a top list's entry, and the checks of their arguments.
 
-Every check runs before anything is read: a bad ``k`` or version, lists of different lengths, a query form
-not given exactly once, an entity type without one embedding per entity; each one line naming
-the argument, the value and what is allowed (:class:`~pbg_core.errors.UsageError`,
-:class:`~pbg_core.errors.UnknownNameError`).
+Every check runs before anything is read: a bad ``k`` or version, lists of different lengths, a
+query form not given exactly once, no relation where the model has several; each one line naming
+the argument, the value and what is allowed (:class:`~pbg_core.errors.UsageError`).
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from pbg_core.errors import UnknownNameError, UsageError
-from pbg_core.types import EntityName
+from pbg_core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -80,16 +78,4 @@ def same_length(first: str, values: Sequence[str], **others: Sequence[str] | Non
             raise UsageError(f"{name} has {len(other)} entries, {first} has {len(values)}; give one per query")
 
 
-def check_entity_type(config: Any, entity_type: EntityName, known: Sequence[EntityName]) -> None:
-    """Refuse an entity type that is not one of ``known`` (those with one embedding per entity).
-
-    Raises:
-        UnknownNameError: naming the known types, and the featurized ones if any.
-    """
-    if entity_type not in known:
-        featurized = [name for name, entity in config.entities.items() if entity.featurized]
-        note = f" (featurized, so not per entity: {featurized})" if featurized else ""
-        raise UnknownNameError(f"entity type {entity_type!r} is not one of {list(known)}{note}")
-
-
-__all__ = ["Answer", "check_entity_type", "check_k", "check_version", "default_relation", "query_form", "same_length"]
+__all__ = ["Answer", "check_k", "check_version", "default_relation", "query_form", "same_length"]

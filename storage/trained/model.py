@@ -38,10 +38,11 @@ from pbg_core.errors import UsageError
 from pbg_core.evaluation.ranking import answer_scores
 from pbg_core.types import EntityName, Side
 from storage.fs.urls import StorageOptions
-from storage.trained.arguments import Answer, check_entity_type, check_k, check_version, query_form, same_length
+from storage.trained.arguments import Answer, check_k, check_version, query_form, same_length
 from storage.trained.checkpoint_rows import CheckpointRows
 from storage.trained.known_edges import known_edges
 from storage.trained.loading import Loaded, load_version
+from storage.trained.name_index import check_entity_type
 from storage.trained.queries import ROLES, Queries, prediction_table
 from storage.trained.row_ids import RowIds
 from storage.trained.similar_names import locate_names, similar_table
