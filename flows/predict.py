@@ -89,7 +89,7 @@ def pbg_predict(
         target: "tail" ranks the tails of (head, relation, ?); "head" the heads of (?, relation, tail).
         lhs_col: Column of each query's head: 0-based index, or a name for Parquet (needed for target tail).
         rhs_col: Column of each query's tail (needed for target head); on the ranked side, the true answer, ranked too.
-        rel_col: Column of each query's relation name (default: `relation`, else relation 0).
+        rel_col: Column of each query's relation name (default: `relation`, else the config's one relation).
         delimiter: Column separator of text files (default: tab if the first line has one, else space).
         relation: Every query's relation when there is no `rel_col`.
         k: Entities per query, at most the ranked type's entity count.

@@ -147,8 +147,8 @@ class _Resolver:
             f"checkpoint_path {self.checkpoint.url} version {self.version}: {what} belong to the "
             f"names with digest {recorded} (recorded on {checkpoint_file}), which {self.archive.file_url(recorded)} "
             f"should hold but is missing, and {current.url} {state}: labelling them by position would name other "
-            f"entities; nothing was exported. Copy the checkpoint directory with its {layout.NAMES_DIR}/ directory, "
-            "or export with the entity files it was trained on"
+            f"entities, so nothing is read. Copy the checkpoint directory with its {layout.NAMES_DIR}/ directory, "
+            "or use the entity_path it was trained on"
         )
 
 

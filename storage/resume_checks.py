@@ -19,7 +19,11 @@ instead of training from scratch or ending in a shape error deep in a bucket:
     ``comparator``, ``bias``, ``margin``, ``regularizer``, ``regularization_coef``,
     ``max_norm``) may change (fine-tuning with another loss is legitimate), but each
     difference is logged as a warning naming the old and the new value. PBG continues
-    without a word.
+    without a word;
+  * a trained model loaded for answers (``Model.load``, label ``"loaded checkpoint"``) must
+    also score as it was trained: a difference in ``comparator``, ``bias`` or ``max_norm``
+    (:data:`SCORING_FIELDS`) is refused with the shape-defining ones, and the fields left
+    (the loss, learning rate, paths, ...) change no answer, so nothing is warned.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from storage.fs.urls import StorageOptions
 
 # Changing these changes the loss, not the parameters: warned about on resume.
 WARNED_FIELDS = ("loss_fn", "comparator", "bias", "margin", "regularizer", "regularization_coef", "max_norm")
+# Of those, the ones that change how a trained model scores an edge: refused for a loaded model.
+SCORING_FIELDS = ("comparator", "bias", "max_norm")
+LOADED = "loaded checkpoint"  # the label of a model loaded for answers
 
 
 def check_init_path(store: CheckpointStore) -> None:
@@ -97,7 +104,8 @@ _REMEDIES = {
     "checkpoint_path": "resume with the checkpoint's values, or train into a new checkpoint_path",
     "init_path": "use an init_path trained with the same values, or none",
     "evaluated checkpoint": "evaluate with the config the checkpoint was trained with (its config.json)",
-    "loaded checkpoint": "load it with the config it was trained with, or load its checkpoint directory itself",
+    LOADED: "load it with the config it was trained with (without overrides of these fields), or load its "
+    "checkpoint directory itself",
 }
 
 
@@ -113,7 +121,8 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
             ``"evaluated checkpoint"`` or ``"loaded checkpoint"`` (each has its own advice).
 
     Raises:
-        ShapeError: a field that shapes the parameters differs; one line naming every such field.
+        ShapeError: a field that shapes the parameters differs (for a loaded model, also one that
+            changes its scores); one line naming every such field.
     """
     if version == 0 and not store.has_model(0):  # nothing committed (an init_path may hold PBG's v0 files)
         return
@@ -123,11 +132,15 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
     where = f"{label} {store.url} version {version}"
     current = config_to_json(config)
     refused = shape_differences(stored, current)
+    defines = "the model's parameters"
+    if label == LOADED:
+        refused += [_difference(name, stored[name], current[name]) for name in _differing(stored, current)]
+        defines = "the model's parameters and how it scores"
     if refused:
-        raise ShapeError(
-            f"{where} was trained with {'; '.join(refused)}: these define the model's parameters "
-            f"and cannot change; {_REMEDIES[label]}"
-        )
+        raise ShapeError(f"{where} was trained with {'; '.join(refused)}: these define {defines} and cannot change; "
+                         f"{_REMEDIES[label]}")  # fmt: skip
+    if label == LOADED:
+        return  # the fields left change no answer
     for name in WARNED_FIELDS:
         if name in stored and stored[name] != current[name]:
             logger.warning(
@@ -142,13 +155,23 @@ def check_fits(store: CheckpointStore, version: int, config: ConfigSchema, logge
             )
 
 
+def _differing(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The :data:`SCORING_FIELDS` the checkpoint records with another value than ``current``."""
+    return [name for name in SCORING_FIELDS if name in stored and stored[name] != current[name]]
+
+
+def _difference(field: str, old: Any, new: Any) -> str:
+    """``"<field> <stored value> (this config: <value>)"``."""
+    return f"{field} {json.dumps(old)} (this config: {json.dumps(new)})"
+
+
 def shape_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """``"<field> <stored value> (this config: <value>)"`` for each shape-defining difference."""
     found: list[str] = []
 
     def differ(field: str, old: Any, new: Any) -> None:
         if old != new:
-            found.append(f"{field} {json.dumps(old)} (this config: {json.dumps(new)})")
+            found.append(_difference(field, old, new))
 
     for name in ("dimension", "dynamic_relations", "global_emb"):
         if name in stored:

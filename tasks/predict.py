@@ -61,7 +61,8 @@ class QuerySpec:
             a Parquet name); the known side's is required, the ranked side's, when given, is each
             query's true answer (ranked too).
         delimiter: Column separator of text files; None: tab if the first line has one, else a space.
-        relation: Every query's relation when there is no ``rel_col``; None: relation 0.
+        relation: Every query's relation when there is no ``rel_col``; None: the config's one relation
+            (a config with several, or dynamic ones, is refused naming them).
         k: Entities per query.
         filtered: Leave out the known edges of ``filter_paths``, as ``pbg eval --filtered``.
         filter_paths: The edge paths whose edges are known; None: the config's ``edge_paths``.

@@ -56,8 +56,8 @@ def add_predict(sub: Subcommands) -> None:
     query.add_argument(
         "--relation",
         metavar="NAME",
-        help="the relation (with --queries: of every row, instead of --rel-col); default: relation 0 of a config "
-        "without dynamic relations",
+        help="the relation (with --queries: of every row, instead of --rel-col); default: the config's relation "
+        "if it has one only (not dynamic)",
     )
     query.add_argument(
         "--target",
@@ -100,8 +100,8 @@ def add_score(sub: Subcommands) -> None:
     sco.add_argument(
         "--relation",
         metavar="NAME",
-        help="the relation of every row, instead of --rel-col; default: relation 0 of a config without dynamic "
-        "relations",
+        help="the relation of every row, instead of --rel-col; default: the config's relation if it has one only "
+        "(not dynamic)",
     )
     _add_output_args(sco, "head, relation, tail, score (dynamic relations: also reverse_score); default: stdout, TSV")
     _add_column_args(sco, required=True)
@@ -163,7 +163,11 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
         "retraining root: its promoted run)",
     )
     parser.add_argument(
-        "--version", type=int, default=None, metavar="N", help="checkpoint version (default: the latest committed one)"
+        "--version",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="checkpoint version (default: the latest committed one)",
     )
     parser.add_argument(
         "-v",

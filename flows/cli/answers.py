@@ -218,7 +218,7 @@ def _query_rows(args: argparse.Namespace, model: Model, target: str, steps: Step
 
 
 def _default_relation(model: Model, relation: str | None, files: bool) -> str:
-    """``--relation``, or relation 0 of a model without dynamic relations (``files``: rows are read)."""
+    """``--relation``, or the one relation of a model that has one (``files``: rows are read)."""
     from storage.trained.arguments import default_relation
 
     how = "--relation NAME or --rel-col COL" if files else "--relation NAME"

@@ -1,9 +1,8 @@
 """What the calls of a :class:`~storage.trained.model.Model` share: a top list's entry, and the checks of their arguments.
 
-Every check runs before anything is read: a bad ``k``, lists of different lengths, a query form
-not given exactly once, an entity type without one embedding per entity; each one line naming
-the argument, the value and what is allowed (:class:`~pbg_core.errors.UsageError`,
-:class:`~pbg_core.errors.UnknownNameError`).
+Every check runs before anything is read: a bad ``k`` or version, lists of different lengths, a
+query form not given exactly once, no relation where the model has several; each one line naming
+the argument, the value and what is allowed (:class:`~pbg_core.errors.UsageError`).
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from pbg_core.errors import UnknownNameError, UsageError
-from pbg_core.types import EntityName
+from pbg_core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -43,22 +41,28 @@ def query_form(forms: dict[str, Any], k: int, filtered: bool, filter_paths: Sequ
 
 
 def default_relation(dynamic: bool, relations: Sequence[str], given: str | None, how: str) -> str:
-    """``given``, or relation 0 of a model without dynamic relations (``relations`` by id).
+    """``given``, or the one relation of a model without dynamic relations (``relations`` by id).
 
     Args:
         how: How the caller's user gives a relation (e.g. ``--relation NAME``), for the error.
 
     Raises:
-        UsageError: dynamic relations, and no relation given (its relations named).
+        UsageError: no relation given, and the model has dynamic relations or several (its
+            relations named): taking relation 0 would answer a question not asked.
     """
     if given is not None:
         return given
-    if dynamic:
-        shown = ", ".join(relations[:10]) + (f", ... ({len(relations)} in all)" if len(relations) > 10 else "")
-        raise UsageError(
-            f"the model has dynamic relations, so there is no default one: give {how}; its relations: {shown}"
-        )
-    return relations[0]
+    if not dynamic and len(relations) == 1:
+        return relations[0]
+    shown = ", ".join(relations[:10]) + (f", ... ({len(relations)} in all)" if len(relations) > 10 else "")
+    kind = "dynamic relations" if dynamic else f"{len(relations)} relations"
+    raise UsageError(f"the model has {kind}, so there is no default one: give {how}; its relations: {shown}")
+
+
+def check_version(version: int | None) -> None:
+    """Refuse a checkpoint ``version`` that is not None or a whole number >= 1 (versions start at 1)."""
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int | np.integer) or version < 1):
+        raise UsageError(f"version={version!r} is not allowed; give a whole number >= 1, or None for the latest")
 
 
 def check_k(k: int) -> None:
@@ -74,16 +78,4 @@ def same_length(first: str, values: Sequence[str], **others: Sequence[str] | Non
             raise UsageError(f"{name} has {len(other)} entries, {first} has {len(values)}; give one per query")
 
 
-def check_entity_type(config: Any, entity_type: EntityName, known: Sequence[EntityName]) -> None:
-    """Refuse an entity type that is not one of ``known`` (those with one embedding per entity).
-
-    Raises:
-        UnknownNameError: naming the known types, and the featurized ones if any.
-    """
-    if entity_type not in known:
-        featurized = [name for name, entity in config.entities.items() if entity.featurized]
-        note = f" (featurized, so not per entity: {featurized})" if featurized else ""
-        raise UnknownNameError(f"entity type {entity_type!r} is not one of {list(known)}{note}")
-
-
-__all__ = ["Answer", "check_entity_type", "check_k", "query_form", "same_length"]
+__all__ = ["Answer", "check_k", "check_version", "default_relation", "query_form", "same_length"]

@@ -6,9 +6,10 @@ index). Selected rows get the config's ``max_norm`` as every lookup without grad
 the bits ``pbg eval`` gives it. A whole partition is read as stored into one buffer reused for
 every partition (predict's :func:`pbg_core.evaluation.ranking.rank_partition` renorms it itself),
 or settled too (:meth:`TypeRows.partitions`, for similarity: a row comes out the same read alone or
-with its partition). Shapes are checked against the names the rows belong to and the config's
-dimension: a checkpoint that does not fit is one line naming its file, never a tensor error deep
-in a product. A version removed since the model was loaded (a training run committed a newer one
+with its partition). Each partition's stored shape (its HDF5 header) is checked once, before its
+first read, against the names the rows belong to and the config's dimension: a checkpoint that
+does not fit is one line naming its file, never a wrong entity's row or a tensor error deep in a
+product. A version removed since the model was loaded (a training run committed a newer one
 and removed the old, as it does) is named as such.
 
 - :class:`CheckpointRows`: rows of any entity type, by (partition, offset) arrays;
@@ -19,7 +20,7 @@ and removed the old, as it does) is named as such.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -36,18 +37,41 @@ from storage.trained.row_ids import GlobalIds, RowIds
 class CheckpointRows:
     """Rows of the version ``reader`` reads.
 
+    Each (entity type, partition) file's stored shape is checked once, from its HDF5 header, before
+    its first read: (its names' count, the config's dimension of the type). A file copied from
+    another type, checkpoint or import is one line naming the file, both shapes and where the
+    expected one comes from, whichever answer (predict, score, similar, the index, embeddings)
+    reads it first.
+
     Args:
         reader: The version.
         max_norm: The config's ``max_norm`` (None: rows are used as stored).
+        counts: An entity type's entities per partition: the names its rows belong to (the
+            version's names record, or the entity files for rows without one). None: as the
+            partition files hold them (only the dimension is checked).
     """
 
-    def __init__(self, reader: CheckpointReader, max_norm: float | None) -> None:
+    def __init__(
+        self,
+        reader: CheckpointReader,
+        max_norm: float | None,
+        counts: Callable[[EntityName], Sequence[int]] | None = None,
+    ) -> None:
         self.reader = reader
         self.max_norm = max_norm
+        self._counts = counts
+        self._shapes: dict[tuple[EntityName, Partition], tuple[int, int]] = {}  # stored, from the headers read
+        self._checked: set[tuple[EntityName, Partition]] = set()
 
     def dimension(self, entity: EntityName) -> int:
         """The config's dimension of ``entity``."""
         return int(self.reader.config.entity_dimension(entity))
+
+    def counts(self, entity: EntityName) -> list[int]:
+        """``entity``'s rows per partition: its names' counts (as stored when no names were given)."""
+        if self._counts is not None:
+            return list(self._counts(entity))
+        return self.stored_counts(entity)
 
     def lookup(self, entity: EntityName, parts: np.ndarray, offsets: np.ndarray) -> FloatTensorType:
         """The rows of ``entity`` at (``parts``, ``offsets``) ``[n, D]``, renormed (settled) with ``max_norm``.
@@ -55,21 +79,17 @@ class CheckpointRows:
         One read per partition present, of those rows only.
 
         Raises:
-            ShapeError: the stored rows' dimension is not the config's (the file named).
+            ShapeError: a partition's stored shape is not (its names' count, the config's dimension).
             BadDataError: an offset outside its partition's rows.
             DataNotFound: a file is missing; the version was removed since it was loaded (said so).
         """
         dim = self.dimension(entity)
         out = torch.empty((len(parts), dim), dtype=torch.float32)
         for part in np.unique(parts).tolist():
+            self.check(entity, part)
             where = np.flatnonzero(parts == part)
             with self._version_kept():
                 rows = self.reader.load_rows(entity, part, offsets[where])
-            if rows.shape[1] != dim:
-                raise ShapeError(
-                    f"{self._url(entity, part)}: embeddings of entity type {entity!r} have dimension "
-                    f"{rows.shape[1]}, the config's is {dim}; load the model with the config it was trained with"
-                )
             out[torch.from_numpy(where)] = torch.from_numpy(rows)
         if self.max_norm is not None:
             out = renormed_rows(out, torch.arange(len(out)), self.max_norm, settle=True)
@@ -77,39 +97,68 @@ class CheckpointRows:
 
     def stored_counts(self, entity: EntityName) -> list[int]:
         """Rows per partition of ``entity`` as stored (the files' shapes; no rows read): for a caller without names."""
-        parts = range(self.reader.config.entities[entity].num_partitions)
-        return [self.reader.checkpoints.embeddings_shape(entity, part, self.reader.version)[0] for part in parts]
+        return [self._stored(entity, part)[0] for part in range(self.reader.config.entities[entity].num_partitions)]
 
     def buffer(self, shapes: Iterable[tuple[EntityName, int]]) -> FloatTensorType:
         """One flat float32 buffer large enough for the largest of ``shapes`` ((entity type, rows) of partitions)."""
         size = max((rows * self.dimension(entity) for entity, rows in shapes), default=0)
         return torch.empty(size, dtype=torch.float32)
 
-    def partition(self, entity: EntityName, part: Partition, rows: int, buffer: FloatTensorType) -> FloatTensorType:
+    def partition(self, entity: EntityName, part: Partition, buffer: FloatTensorType) -> FloatTensorType:
         """The stored rows of (``entity``, ``part``) ``[rows, D]``, read into the start of ``buffer`` (as stored).
 
         Args:
             entity: Entity type.
             part: Partition.
-            rows: How many names its rows belong to.
-            buffer: From :meth:`buffer`; its first ``rows * D`` floats are overwritten.
+            buffer: From :meth:`buffer`; its first ``rows * D`` floats are overwritten (``rows``:
+                the partition's count in :meth:`counts`).
 
         Raises:
-            ShapeError: the stored shape is not (``rows``, the config's dimension): the file, both
-                shapes and what they come from are named.
+            ShapeError: as :meth:`check`.
             DataNotFound: the file is missing; the version was removed since it was loaded (said so).
         """
-        dim = self.dimension(entity)
-        table = buffer[: rows * dim].view(rows, dim)
-        try:
-            with self._version_kept():
-                return self.reader.load_partition(entity, part, out=table)
-        except ShapeError:
-            stored = self.reader.checkpoints.embeddings_shape(entity, part, self.reader.version)
+        rows, dim = self.check(entity, part)
+        with self._version_kept():
+            return self.reader.load_partition(entity, part, out=buffer[: rows * dim].view(rows, dim))
+
+    def check(self, entity: EntityName, part: Partition) -> tuple[int, int]:
+        """The shape (rows, dim) of (``entity``, ``part``), once checked against its names and the config.
+
+        Reads the file's HDF5 header once (:meth:`stored_counts` may have read it already).
+
+        Raises:
+            ShapeError: the stored shape is not (its names' count, the config's dimension): the
+                file, both shapes and what the expected one comes from are named.
+            DataNotFound: the file is missing; the version was removed since it was loaded (said so).
+        """
+        rows, dim = self.counts(entity)[part], self.dimension(entity)
+        if (entity, part) in self._checked:
+            return rows, dim
+        stored = self._stored(entity, part)
+        if stored != (rows, dim):
+            names = f"the {rows} names of entity type {entity!r} partition {part}"
+            if self._counts is not None:
+                names += f" (listed in {self.reader.labels.entities[(entity, part)].url})"
             raise ShapeError(
                 f"{self._url(entity, part)}: stored embeddings have shape {stored}, expected ({rows}, {dim}): "
-                f"{rows} names of entity type {entity!r} partition {part} and the config's dimension {dim}"
-            ) from None
+                f"{names} and the config's dimension {dim} (a file of another entity type, import or checkpoint, "
+                "or another config?)"
+            )
+        self._checked.add((entity, part))
+        return rows, dim
+
+    def _stored(self, entity: EntityName, part: Partition) -> tuple[int, int]:
+        """The stored shape of (``entity``, ``part``): its file's header, read once.
+
+        Raises:
+            DataNotFound: the file is missing; the version was removed since it was loaded (said so).
+        """
+        if (entity, part) not in self._shapes:
+            with self._version_kept():
+                self._shapes[(entity, part)] = self.reader.checkpoints.embeddings_shape(
+                    entity, part, self.reader.version
+                )
+        return self._shapes[(entity, part)]
 
     @contextlib.contextmanager
     def _version_kept(self) -> Iterator[None]:
@@ -137,21 +186,19 @@ class CheckpointRows:
 
 
 class TypeRows:
-    """The rows of ``entity`` in the version ``rows`` reads, ``counts[p]`` of them in partition ``p``.
+    """The rows of ``entity`` in the version ``rows`` reads, :meth:`CheckpointRows.counts` of them per partition.
 
     Args:
         rows: The version's rows.
         entity: The entity type.
-        counts: Its entities per partition: the names its rows belong to (each partition's stored
-            shape is checked against them when read).
     """
 
-    def __init__(self, rows: CheckpointRows, entity: EntityName, counts: Sequence[int]) -> None:
+    def __init__(self, rows: CheckpointRows, entity: EntityName) -> None:
         self.rows = rows
         self.reader = rows.reader
         self.entity = entity
         self.max_norm = rows.max_norm
-        self.ids = GlobalIds(counts)
+        self.ids = GlobalIds(rows.counts(entity))
         self.sizes = self.ids.counts
         self.dim = rows.dimension(entity)
 
@@ -187,8 +234,8 @@ class TypeRows:
             ShapeError, DataNotFound: as :meth:`CheckpointRows.partition`.
         """
         buffer = self.rows.buffer((self.entity, size) for size in self.sizes)
-        for part, size in enumerate(self.sizes):
-            table = self.rows.partition(self.entity, part, size, buffer)
+        for part in range(len(self.sizes)):
+            table = self.rows.partition(self.entity, part, buffer)
             if self.max_norm is not None:
                 renorm_table_(table, self.max_norm, settle=True)
             yield part, table

@@ -135,6 +135,7 @@ def _source(rows: TypeRows, part: int, seed: int) -> dict[str, Any]:
     filesystem, path = resolve(url, reader.options)
     with translate_errors(url):
         size = int(filesystem.size(path))
+    rows.rows.check(rows.entity, part)  # the file fits its names and the config, before its rows are sampled
     count = rows.sizes[part]
     rng = np.random.default_rng([seed, part])
     offsets = np.sort(rng.choice(count, size=min(count, SOURCE_ROWS), replace=False)).astype(np.int64)

@@ -4,7 +4,8 @@
 first answer, while holding a reader file of ``entity_path`` (:func:`storage.entity_lease.reading`):
 the version (:class:`~storage.checkpoint_reader.CheckpointReader`: the latest committed one, checked
 complete, or the one asked for), the config checked against the one the version was trained
-with (:func:`storage.resume_checks.check_fits`), the relation names, and the names lists of
+with (:func:`storage.resume_checks.check_fits`: every field that shapes the parameters or changes
+how the model scores must be equal), the relation names, and the names lists of
 ``entity_path`` the rows belong to (a checkpoint without its ``names/``, or PBG's: read now, since
 an import could rewrite them later; the checkpoint's own ``names/`` are read when first needed).
 Then the model's parameters are loaded (:class:`pbg_core.session.parts.ModelState`: each stored
@@ -28,13 +29,11 @@ from storage.checkpoint_reader import CheckpointReader
 from storage.entity_lease import command_label, reading
 from storage.errors import DataNotFound
 from storage.remap.matching import NameTable, name_table
-from storage.resume_checks import check_fits
+from storage.resume_checks import LOADED, check_fits
 from storage.trained.name_index import NameIndex
 from storage.trained.sources import PURPOSE
 
 logger = logging.getLogger(__name__)
-
-LABEL = "loaded checkpoint"  # storage.resume_checks' name for it (its remedy)
 
 
 @dataclass(frozen=True)
@@ -54,14 +53,15 @@ def load_version(config: Any, version: int | None) -> Loaded:
             a model file missing, or (dynamic mode) no names of the relation types.
         IncompleteVersionError: the latest committed version's files are missing.
         ShapeError: the config differs from the one the version was trained with in a field
-            that shapes the parameters, or a stored parameter's shape differs from the model's.
+            that shapes the parameters or changes the scores, or a stored parameter's shape
+            differs from the model's.
         NamesChangedError: rows whose names neither the checkpoint nor the entity files hold.
         LeaseHeldError: an import is writing ``entity_path``.
     """
     types = [name for name, entity in config.entities.items() if not entity.featurized]
     with reading(config.entity_path, command_label(), config.storage_options_for_fs()):
         reader = CheckpointReader(config, version, types, PURPOSE)
-        check_fits(reader.checkpoints, reader.version, config, logger, LABEL)
+        check_fits(reader.checkpoints, reader.version, config, logger, LOADED)
         relations = _relation_names(config, reader)
         loaders = {entity: _names_loader(reader, entity) for entity in types}
     embedder = _embedder(config, reader, len(relations))

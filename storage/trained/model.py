@@ -38,10 +38,11 @@ from pbg_core.errors import UsageError
 from pbg_core.evaluation.ranking import answer_scores
 from pbg_core.types import EntityName, Side
 from storage.fs.urls import StorageOptions
-from storage.trained.arguments import Answer, check_entity_type, check_k, query_form, same_length
+from storage.trained.arguments import Answer, check_k, check_version, query_form, same_length
 from storage.trained.checkpoint_rows import CheckpointRows
 from storage.trained.known_edges import known_edges
 from storage.trained.loading import Loaded, load_version
+from storage.trained.name_index import check_entity_type
 from storage.trained.queries import ROLES, Queries, prediction_table
 from storage.trained.row_ids import RowIds
 from storage.trained.similar_names import locate_names, similar_table
@@ -65,8 +66,8 @@ class Model:
         self._reader = loaded.reader
         self._embedder = loaded.embedder
         self._names = loaded.names
-        self._rows = CheckpointRows(loaded.reader, config.max_norm)
-        self._similar = SimilarEntities(loaded.embedder, loaded.reader, counts=lambda t: loaded.names.table(t).counts)
+        self._rows = CheckpointRows(loaded.reader, config.max_norm, loaded.names.counts)
+        self._similar = SimilarEntities(loaded.embedder, loaded.reader, counts=loaded.names.counts)
 
     @classmethod
     def load(
@@ -89,11 +90,14 @@ class Model:
             DataNotFound: nothing committed, no files of ``version`` (the versions present named),
                 or a file or directory missing.
             IncompleteVersionError: the latest committed version's files are missing.
-            ShapeError: the checkpoint's parameters or rows do not fit the config.
+            ShapeError: the checkpoint's parameters do not fit the config, or the config differs from
+                the one it was trained with in a field that changes the scores (comparator, bias, ...).
             ConfigError: the config or an override is invalid.
+            UsageError: ``version`` is not a whole number >= 1.
             NamesChangedError: rows whose names neither the checkpoint nor the entity files hold.
             LeaseHeldError: an import is writing ``entity_path``.
         """
+        check_version(version)
         config = resolve_config(config_or_checkpoint, version, overrides, storage_options)
         return cls(config, load_version(config, version))
 
@@ -385,7 +389,7 @@ class Model:
         start = 0
         for part, count in enumerate(table.counts):
             buffer = self._rows.buffer([(entity_type, count)])  # a new one: the caller keeps each partition
-            rows = self._rows.partition(entity_type, part, count, buffer)
+            rows = self._rows.partition(entity_type, part, buffer)
             if global_emb is not None:
                 rows += global_emb.to(rows.dtype)
             yield table.names.slice(start, count).to_pylist(), rows.numpy()

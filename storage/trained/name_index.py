@@ -10,11 +10,13 @@
   belong to (the checkpoint's record, :meth:`storage.checkpoint_reader.CheckpointReader.relation_names`).
 - **Bad names** are one :class:`UnknownEntityError`: the first bad name with what is wrong with
   it (unknown, with up to 3 closest names of its type; or a name of another entity type than
-  the relation takes on that side, named as such), then how many more there are.
+  the relation takes on that side, named as such), then how many more there are. An unknown
+  relation or entity type (:func:`check_entity_type`) is named with its closest ones too.
 
 Closest names are searched on the failure path only, in a type of any size: an exact match
 ignoring case, then :func:`difflib.get_close_matches` among the names of a similar length
-(and, beyond :data:`CLOSEST_POOL` of them, the same first letter).
+(and, beyond :data:`CLOSEST_POOL` of them, the same first letter); relations and entity types,
+a short list, are compared whatever their length.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -144,6 +147,10 @@ class NameIndex:
         """Entities of ``entity``, over all partitions."""
         return len(self.table(entity))
 
+    def counts(self, entity: EntityName) -> Sequence[int]:
+        """Entities of ``entity`` per partition: the rows each of its partition files must hold."""
+        return self.table(entity).counts
+
     def find(self, names: Sequence[str], lookup: Lookup) -> tuple[np.ndarray, np.ndarray, list[NameProblem]]:
         """(partition, offset) of each name in ``lookup.entity`` (-1 where not found), and the problems found."""
         part, offset = self.rows_of(names, lookup.entity)
@@ -180,15 +187,15 @@ class NameIndex:
         """The id of each relation name (int64).
 
         Raises:
-            UnknownEntityError: an unknown relation name (the first with its closest names and
-                the known ones).
+            UnknownEntityError: an unknown relation name (the first with its closest names, as
+                :func:`closest` finds them, and the known ones).
         """
         ids = np.array([self._relation_ids.get(name, -1) for name in names], dtype=np.int64)
         missing = np.flatnonzero(ids < 0)
         if missing.size:
             first = names[int(missing[0])]
             distinct = list(dict.fromkeys(self.relations))  # in id order, each name once
-            close = difflib.get_close_matches(str(first), distinct, n=CLOSEST)
+            close = closest(str(first), pa.array(distinct, pa.string()), any_length=True)
             hint = f" (closest: {', '.join(map(repr, close))})" if close else ""
             known = ", ".join(distinct[:SHOWN_RELATIONS])
             more = f", ... ({len(distinct)} in all)" if len(distinct) > SHOWN_RELATIONS else ""
@@ -231,19 +238,42 @@ def _index_in(names: Sequence[str], value_set: pa.Array) -> np.ndarray:
     return np.asarray(index.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def closest(name: str, names: pa.Array, n: int = CLOSEST) -> list[str]:
-    """Up to ``n`` names of ``names`` closest to ``name``: equal but for case first, then by difflib's ratio."""
+def closest(name: str, names: pa.Array, n: int = CLOSEST, any_length: bool = False) -> list[str]:
+    """Up to ``n`` names of ``names`` closest to ``name``: equal but for case first, then by difflib's ratio.
+
+    ``any_length``: compare with names of every length (a short list: relations, entity types),
+    not only those at most ``CLOSEST_LENGTH`` characters longer or shorter.
+    """
     lowered = pc.utf8_lower(names)
     found = names.filter(pc.equal(lowered, name.lower())).to_pylist()[:n]
-    lengths = pc.utf8_length(names)
-    near = pc.and_(
-        pc.greater_equal(lengths, len(name) - CLOSEST_LENGTH), pc.less_equal(lengths, len(name) + CLOSEST_LENGTH)
-    )
-    pool = names.filter(near)
+    pool = names
+    if not any_length:
+        lengths = pc.utf8_length(names)
+        pool = names.filter(
+            pc.and_(
+                pc.greater_equal(lengths, len(name) - CLOSEST_LENGTH),
+                pc.less_equal(lengths, len(name) + CLOSEST_LENGTH),
+            )
+        )
     if len(pool) > CLOSEST_POOL and name:
         pool = pool.filter(pc.starts_with(pc.utf8_lower(pool), name[:1].lower()))
     matches = difflib.get_close_matches(name, pool.slice(0, CLOSEST_POOL).to_pylist(), n=n, cutoff=0.6)
     return list(dict.fromkeys(found + matches))[:n]
 
 
-__all__ = ["Lookup", "NameIndex", "NameProblem", "UnknownEntityError", "closest", "problems_line"]
+def check_entity_type(config: Any, entity_type: EntityName, known: Sequence[EntityName]) -> None:
+    """Refuse an entity type that is not one of ``known`` (those with one embedding per entity).
+
+    Raises:
+        UnknownNameError: naming the closest types (:func:`closest`), the
+            known ones, and the featurized ones if any.
+    """
+    if entity_type not in known:
+        featurized = [name for name, entity in config.entities.items() if entity.featurized]
+        note = f" (featurized, so not per entity: {featurized})" if featurized else ""
+        close = closest(str(entity_type), pa.array(list(known), pa.string()), any_length=True)
+        hint = f" (closest: {', '.join(map(repr, close))})" if close else ""
+        raise UnknownNameError(f"entity type {entity_type!r}{hint} is not one of {list(known)}{note}")
+
+
+__all__ = ["Lookup", "NameIndex", "NameProblem", "UnknownEntityError", "check_entity_type", "closest", "problems_line"]

@@ -145,15 +145,14 @@ class SimilarEntities:
         self.model = model
         self.reader = reader
         self.flat_max_rows = flat_max_rows
-        self._lookup = CheckpointRows(reader, reader.config.max_norm)
-        self._counts = counts or self._lookup.stored_counts
+        self._lookup = CheckpointRows(reader, reader.config.max_norm, counts)
         self._rows: dict[EntityName, TypeRows] = {}
         self._indexes: dict[EntityName, SimilarityIndex | None] = {}
 
     def rows(self, entity: EntityName) -> TypeRows:
         """``entity``'s rows in this version."""
         if entity not in self._rows:
-            self._rows[entity] = TypeRows(self._lookup, entity, self._counts(entity))
+            self._rows[entity] = TypeRows(self._lookup, entity)
         return self._rows[entity]
 
     def index(self, entity: EntityName) -> SimilarityIndex | None:

@@ -134,8 +134,8 @@ def _ranked(
     buffer = rows.buffer((group.target, count) for group in groups for count in group.counts)
     for target in dict.fromkeys(group.target for group in groups):
         mine = [(group, split) for group, split in zip(groups, parts, strict=True) if group.target == target]
-        for part, count in enumerate(mine[0][0].counts):
-            table = rows.partition(target, part, count, buffer)
+        for part in range(len(mine[0][0].counts)):
+            table = rows.partition(target, part, buffer)
             for group, split in mine:
                 for piece in split:
                     index = known.index(group.side, piece.anchor_part, part) if known is not None else None

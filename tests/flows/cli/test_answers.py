@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import h5py
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
@@ -29,6 +30,7 @@ from flows.cli.parser import build_parser
 from flows.cli.user_errors import report
 from pbg_core.config import parse_config
 from pbg_core.errors import PbgError
+from storage.checkpoint_names import DIGEST_ATTR, read_digest
 from storage.importing.importer import import_edges
 from storage.importing.options import ImportOptions
 from storage.trained import Model
@@ -195,14 +197,67 @@ def test_score_writes_each_rows_score_beside_it(
     assert pq.read_table(out).equals(expected)
 
 
-def test_standard_relations_default_to_relation_0_and_rank_every_partition(
-    drug_model: TrainedModel, pbg: Callable[..., Done]
+def test_several_standard_relations_need_one_named_and_every_partition_is_ranked(
+    drug_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path
 ) -> None:
-    got = json.loads(pbg("predict", drug_model.config, "--tail", "diabetes", "-k", len(DRUGS), "--json").out)
+    (tmp_path / "q.tsv").write_text("aspirin\tdiabetes\n")
+    before = tree_state(drug_model.root)
+    refused = "the model has 2 relations, so there is no default one: give {}; its relations: treats, interacts"
+    line = pbg("predict", drug_model.config, "--tail", "diabetes").error()
+    assert line == "pbg predict: error: " + refused.format("--relation NAME")
+    line = pbg("score", drug_model.config, tmp_path / "q.tsv", "-l", 0, "-r", 1).error()
+    assert line == "pbg score: error: " + refused.format("--relation NAME or --rel-col COL")
+    assert changes(before, tree_state(drug_model.root)) == []
+    argv = ("predict", drug_model.config, "--tail", "diabetes", "--relation", "treats", "-k", len(DRUGS), "--json")
+    got = json.loads(pbg(*argv).out)
     answers = Model.load(str(drug_model.config)).predict(tail="diabetes", relation="treats", k=len(DRUGS))
-    assert got["relation"] == "treats"  # relation 0
     assert got["answers"] == [{"rank": a.rank, "entity": a.entity, "score": a.score} for a in answers]
     assert sorted(answer["entity"] for answer in got["answers"]) == sorted(DRUGS)  # both partitions ranked
+
+
+def test_a_version_below_1_is_refused_by_the_option_parser(drug_model: TrainedModel, pbg: Callable[..., Done]) -> None:
+    for version in ("0", "-1", "x"):
+        done = pbg("predict", drug_model.config, "--tail", "diabetes", "--relation", "treats", "--version", version)
+        assert done.code == 2 and done.out == ""
+        assert (
+            done.err.strip()
+            .splitlines()[-1]
+            .endswith(f"argument --version: {version!r} is not allowed; give a whole number >= 1")
+        ), done.err
+
+
+def test_an_override_changing_the_scores_is_refused(drug_model: TrainedModel, pbg: Callable[..., Done]) -> None:
+    before = tree_state(drug_model.root)
+    query = ("--head", "aspirin", "--relation", "treats")
+    for override, named in (("comparator=cos", 'comparator "dot" (this config: "cos")'), ("bias=true", "bias false")):
+        line = pbg("predict", drug_model.config, *query, "-p", override).error()
+        assert line.startswith(f"pbg predict: error: loaded checkpoint {drug_model.checkpoint} version "), line
+        assert named in line and "and cannot change; load it with the config it was trained with" in line
+    assert pbg("predict", drug_model.config, *query, "-p", "lr=0.5", "-p", "num_epochs=1").code == 0
+    assert changes(before, tree_state(drug_model.root)) == []
+
+
+def test_a_partition_file_of_another_type_is_refused(
+    drug_model: TrainedModel, pbg: Callable[..., Done], tmp_path: Path
+) -> None:
+    copy = tmp_path / "model"
+    shutil.copytree(drug_model.checkpoint, copy)
+    version = (copy / "checkpoint_version.txt").read_text().strip()
+    drug = copy / f"embeddings_drug_1.v{version}.h5"
+    digest = read_digest(str(drug))  # the drug partition's names record is kept: its rows are the disease's
+    shutil.copyfile(copy / f"embeddings_disease_0.v{version}.h5", drug)
+    with h5py.File(drug, "r+") as hf:
+        hf.attrs[DIGEST_ATTR] = digest
+    before = tree_state(tmp_path)
+    for argv in (
+        ("predict", copy, "--tail", "diabetes", "--relation", "treats"),
+        ("similar", copy, "--entity", "aspirin"),
+    ):
+        line = pbg(*argv).error()
+        assert line.startswith(f"pbg {argv[0]}: error: {copy}/embeddings_drug_1.v{version}.h5: stored embeddings have "
+                               "shape ("), line  # fmt: skip
+        assert "expected (" in line and "names of entity type 'drug' partition 1 (listed in " in line, line
+    assert changes(before, tree_state(tmp_path)) == []
 
 
 # -- bad input: one line naming it, the allowed values, nothing written ---------------------------------

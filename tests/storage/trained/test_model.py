@@ -93,7 +93,9 @@ def test_an_older_version_is_loaded_when_asked_for(two_versions: dict[str, Any])
     assert [names for names, _ in mine] == [names for names, _ in exported]  # as pbg export writes them
     assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(mine, exported, strict=True))
     assert sorted(name for names, _ in mine for name in names) == sorted(DRUGS)
-    with pytest.raises(UnknownNameError, match=r"entity type 'drugs' is not one of \['drug', 'disease'\]$"):
+    with pytest.raises(
+        UnknownNameError, match=r"entity type 'drugs' \(closest: 'drug'\) is not one of \['drug', 'disease'\]$"
+    ):
         older.embeddings("drugs")
 
 

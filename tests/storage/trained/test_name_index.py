@@ -7,12 +7,29 @@ import pickle
 import numpy as np
 import pytest
 
+from pbg_core.config import parse_config
 from pbg_core.errors import UnknownNameError
 from storage.remap.matching import NameTable, name_table
-from storage.trained.name_index import CLOSEST_POOL, Lookup, NameIndex, NameProblem, UnknownEntityError, closest
+from storage.trained.name_index import (
+    CLOSEST_POOL,
+    Lookup,
+    NameIndex,
+    NameProblem,
+    UnknownEntityError,
+    check_entity_type,
+    closest,
+)
 
 DRUGS = [["aspirin", "insulin", "Penicillin"], ["asparagine", "ibuprofen"]]
 DISEASES = [["diabetes", "asthma"]]
+CONFIG = {
+    "entities": {"drug": {"num_partitions": 2}, "disease": {"num_partitions": 1}},
+    "relations": [{"name": "treats", "lhs": "drug", "rhs": "disease"}],
+    "dimension": 4,
+    "entity_path": "/nonexistent/entities",
+    "edge_paths": [],
+    "checkpoint_path": "/nonexistent/ckpt",
+}
 
 
 def index(loaded: list[str] | None = None) -> NameIndex:
@@ -95,6 +112,20 @@ def test_relation_names_are_ids_the_first_of_a_name_given_twice() -> None:
     many = NameIndex({}, [f"rel{i}" for i in range(25)])
     with pytest.raises(UnknownEntityError, match=r"known: rel0, rel1, .*, rel19, \.\.\. \(25 in all\)$"):
         many.relation_ids(["other"])
+
+
+def test_a_relation_or_entity_type_in_other_case_is_suggested_first() -> None:
+    names = NameIndex({}, ["interacts", "treats", "is_treated_by_drug"])
+    with pytest.raises(UnknownEntityError, match=r"^unknown relation 'TREATS' \(closest: 'treats'\); known: "):
+        names.relation_ids(["TREATS"])
+    with pytest.raises(
+        UnknownEntityError, match=r"^unknown relation 'treated_by' \(closest: 'is_treated_by_drug', 'treats'\)"
+    ):
+        names.relation_ids(["treated_by"])  # a short list: names of any length are compared
+    with pytest.raises(UnknownNameError, match=r"^entity type 'Drugs' \(closest: 'drug'\) is not one of \['drug'"):
+        check_entity_type(parse_config(CONFIG), "Drugs", ["drug", "disease"])
+    with pytest.raises(UnknownNameError, match=r"^entity type 'x' is not one of \['drug', 'disease'\]$"):
+        check_entity_type(parse_config(CONFIG), "x", ["drug", "disease"])
 
 
 def test_closest_names_are_found_among_many() -> None:

@@ -27,8 +27,7 @@ K = 6
 
 
 def type_rows(reader: CheckpointReader, max_norm: float | None) -> TypeRows:
-    rows = CheckpointRows(reader, max_norm)
-    return TypeRows(rows, "e", rows.stored_counts("e"))
+    return TypeRows(CheckpointRows(reader, max_norm), "e")
 
 
 def ids(pairs: list[tuple[int, int]]) -> RowIds:

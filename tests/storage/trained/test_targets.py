@@ -37,8 +37,8 @@ class RecordingRows(CheckpointRows):
         self.buffers.append(super().buffer(shapes))
         return self.buffers[-1]
 
-    def partition(self, entity: str, part: int, rows: int, buffer: torch.Tensor) -> torch.Tensor:
-        table = super().partition(entity, part, rows, buffer)
+    def partition(self, entity: str, part: int, buffer: torch.Tensor) -> torch.Tensor:
+        table = super().partition(entity, part, buffer)
         self.reads.append((entity, part, table.data_ptr()))
         return table
 
