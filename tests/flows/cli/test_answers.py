@@ -219,11 +219,8 @@ def test_a_version_below_1_is_refused_by_the_option_parser(drug_model: TrainedMo
     for version in ("0", "-1", "x"):
         done = pbg("predict", drug_model.config, "--tail", "diabetes", "--relation", "treats", "--version", version)
         assert done.code == 2 and done.out == ""
-        assert (
-            done.err.strip()
-            .splitlines()[-1]
-            .endswith(f"argument --version: {version!r} is not allowed; give a whole number >= 1")
-        ), done.err
+        line = f"pbg predict: error: argument --version: {version!r} is not allowed; give a whole number >= 1"
+        assert done.err.strip().startswith(line) and done.err.count("\n") == 1, done.err
 
 
 def test_an_override_changing_the_scores_is_refused(drug_model: TrainedModel, pbg: Callable[..., Done]) -> None:
