@@ -93,7 +93,7 @@ BAD = {  # argv after CONFIG -> (exit status, the error line)
     "unknown in a file": (
         ["--names", "bad.tsv"],
         1,
-        "pbg similar: error: bad.tsv row 2: unknown entity 'steriod' of type 'all' (closest: 'steroid')",
+        "pbg similar: error: bad.tsv: line 2: unknown entity 'steriod' of type 'all' (closest: 'steroid')",
     ),
     "k 0": (["--entity", "lipid", "-k", "0"], 2, "argument -k: '0' is not allowed; give a whole number >= 1"),
     "k above the count": (
@@ -180,7 +180,26 @@ def test_an_index_is_built_once_printed_and_stored_beside_its_version(
     before = tree_state(root)
     code, out, err = pbg("--entity", "lipid", "-k", "5", "--approximate")
     assert code == 0 and err.splitlines() == [f"pbg similar: {line}"]  # the stored index, found again
+    assert out.splitlines()[0].endswith(f"by version 5 of {root / 'model'} (approximate)")
     assert changes(before, tree_state(root)) == []
     shown = [line.split() for line in out.splitlines()[2:]]  # under the heading and the header
     answers = Model.load(str(config)).similar("lipid", k=5, approximate=True)  # the stored index again
     assert [(int(r), n) for r, n, _ in shown] == [(a.rank, a.entity) for a in answers]
+
+
+def test_approximate_on_a_type_searched_exactly_says_exact(
+    umls_model: TrainedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(
+        ["similar", str(umls_model.config), "--entity", "lipid", "-k", "3", "--approximate"]
+    )
+    before = tree_state(umls_model.root)
+    assert COMMANDS["similar"](args) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"pbg similar: entity type 'all' searched exactly: an index is built only for more than {FLAT_MAX_ROWS:,} entities"
+    ]
+    assert out.splitlines()[0] == (
+        f"the 3 entities nearest to lipid (all) by version 5 of {umls_model.checkpoint} (exact)"
+    )
+    assert changes(before, tree_state(umls_model.root)) == []
