@@ -203,3 +203,32 @@ def test_approximate_on_a_type_searched_exactly_says_exact(
         f"the 3 entities nearest to lipid (all) by version 5 of {umls_model.checkpoint} (exact)"
     )
     assert changes(before, tree_state(umls_model.root)) == []
+
+
+def test_a_names_file_is_refused_in_its_own_terms(
+    umls_model: TrainedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No names, a column by its option, a bad name on its physical line: each one line, nothing written."""
+    (tmp_path / "empty.tsv").write_text("\n\n")
+    (tmp_path / "names.tsv").write_text("\nlipid\n\nsteriod\n")
+    cases = {
+        ("empty.tsv",): f"{tmp_path}/empty.tsv: no names: the file has no line, or blank ones only",
+        (
+            "names.tsv",
+            "-l",
+            "3",
+        ): f"{tmp_path}/names.tsv: line 2: expected at least 4 columns (-l 3, 0-based) but found 1",
+        ("names.tsv",): f"{tmp_path}/names.tsv: line 4: unknown entity 'steriod' of type 'all' (closest: 'steroid')",
+    }
+    before = tree_state(tmp_path)
+    for (name, *options), expected in cases.items():
+        argv = ["similar", str(umls_model.config), "--names", str(tmp_path / name), *options]
+        argv += ["--output", str(tmp_path / "out" / "near.tsv")]
+        try:
+            code = COMMANDS["similar"](build_parser().parse_args(argv))
+        except PbgError as exc:
+            code = report("similar", exc, debug=False)
+        out, err = capsys.readouterr()
+        assert code == 1 and out == "" and err.splitlines()[0].startswith(f"pbg similar: error: {expected}"), err
+        assert len(err.splitlines()) == 1
+    assert changes(before, tree_state(tmp_path)) == []
