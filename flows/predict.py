@@ -7,10 +7,10 @@ A run, each step a task retried on a transient storage fault (:mod:`tasks.predic
    retraining root: its promoted run), read-only; the version and directory are fixed for the
    whole run, whatever is committed or promoted meanwhile;
 3. **lists the query files** ``queries`` names (files, directories or S3 prefixes, glob
-   patterns), and checks the output is none of the inputs and does not exist (unless ``force``)
-   before anything is ranked;
+   patterns), and checks the output is none of the inputs, does not exist (unless ``force``) and
+   has a suffix that is written (not ``.zst``, ...) before anything is ranked;
 4. **predicts each file** into a Parquet part under ``{PBG_CACHE_DIR}/predict-{flow run id}``;
-5. **publishes** the parts as one output (TSV, CSV, ``.gz`` or Parquet by suffix; local or
+5. **publishes** the parts as one output (TSV, CSV, ``.gz``/``.bz2`` or Parquet by suffix; local or
    s3://): written whole under a temporary name, then renamed or uploaded in one step, so a
    reader never sees half of it; a failure or Ctrl-C leaves the output as it was;
 6. posts a **table artifact**: the first rows, the counts, the checkpoint version and the output.
@@ -82,7 +82,7 @@ def pbg_predict(
     Args:
         queries: Query files (TSV/CSV, .gz, Parquet; local or s3://): a file, a directory or S3
             prefix (its files), a glob pattern, or a list of them.
-        output: The file to write (.tsv, .csv, .gz, .parquet; local or s3://), published whole.
+        output: The file to write (.tsv, .csv, .gz, .bz2, .parquet; local or s3://), published whole.
         config: The config, inline (or give `config_url`).
         config_url: A JSON or YAML config file; its checkpoint_path may be a retraining root (its promoted run).
         overrides: PBG-style `key=value` overrides (e.g. `checkpoint_path=...`).

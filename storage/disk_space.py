@@ -25,7 +25,7 @@ from typing import Any
 from pbg_core.session.memory_plan import gb
 from storage import layout
 from storage.config_loader import local_path
-from storage.errors import StorageError
+from storage.errors import OutputNotWritable, StorageError
 
 BLOCK = 4096  # the allocation unit assumed (ext4, xfs, tmpfs): a file takes whole blocks
 HDF5_BASE = 16 * 1024  # an HDF5 checkpoint file's own structures (measured: at most 12 KiB)
@@ -182,6 +182,7 @@ def check_free_space(writes: Sequence[tuple[str, str, int]], what: str) -> None:
     Raises:
         NoSpaceForOutput: naming the largest file of the filesystem that lacks room, the bytes
             needed there and free.
+        OutputNotWritable: a file would go to a filesystem of no size (``/proc``), where none can be written.
     """
     by_device: dict[int, list[tuple[str, str, int]]] = {}
     for url, directory, needed in writes:
@@ -190,7 +191,13 @@ def check_free_space(writes: Sequence[tuple[str, str, int]], what: str) -> None:
     for group in by_device.values():
         needed = sum(size for _, _, size in group)
         where = group[0][1]
-        free = shutil.disk_usage(where).free
+        usage = shutil.disk_usage(where)
+        if usage.total == 0:  # a filesystem of no size (/proc, /sys): no file can be written, whatever is free
+            raise OutputNotWritable(
+                group[0][0],
+                f"the directory {where} is not writable: its filesystem has no size (as /proc, /sys); write elsewhere",
+            )
+        free = usage.free
         if free < needed:
             largest = max(group, key=lambda write: write[2])[0]
             others = f" by {len(group)} files" if len(group) > 1 else ""

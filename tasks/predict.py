@@ -38,12 +38,13 @@ from storage.errors import DataNotFound, OutputExistsError
 from storage.fs import globs, reads
 from storage.outputs import check_distinct
 from storage.trained import Model
-from storage.trained.answer_files import estimated_bytes, read_rows, table_output
+from storage.trained.answer_files import estimated_bytes, read_rows, table_format, table_output
 from storage.trained.arguments import default_relation
 from storage.trained.name_index import UnknownEntityError
 from tasks._policies import plain_task, run_logger, storage_task
 from tasks.runs import Registry
 
+FLOW_COLUMNS = {"lhs": "lhs_col=", "rhs": "rhs_col=", "rel": "rel_col="}  # the parameters giving the columns
 WHAT = "prediction"  # the noun of the output's messages ("refusing to overwrite prediction output(s)")
 NAME_BYTES = 64  # about the bytes of a row's names, for the output's size estimate
 SHOWN_ROWS = 20  # rows of the output the artifact shows
@@ -161,12 +162,15 @@ def list_query_files(handle: str, queries: Sequence[str]) -> list[str]:
 
 @storage_task(name="check-output", task_run_name="check the output {output}")
 def check_output(handle: str, output: str, query_files: Sequence[str], config_url: str | None, force: bool) -> None:
-    """Refuse, before anything is ranked, an output that is an input or exists (unless ``force``).
+    """Refuse, before anything is ranked, an output that is an input or exists (unless ``force``), or whose
+    suffix names a format or compression that is not written.
 
     Raises:
+        UnwritableFormat: e.g. ``.zst`` or ``.parquet.gz`` (:func:`storage.trained.answer_files.table_format`).
         OutputsOverlap: the output is a query file, the config file, or a file of the model's directories.
         OutputExistsError: the output exists and not ``force``, or is a directory.
     """
+    table_format(output)
     config = get_model(handle).config
     options = config.storage_options_for_fs()
     inputs = [("the config", config_url)] if config_url is not None else []
@@ -207,12 +211,13 @@ def predict_file(handle: str, url: str, spec: QuerySpec, part: str, first_query:
         ``file``, ``queries``, ``rows`` (of answers) and ``part``.
 
     Raises:
-        BadDataError: a malformed line, a missing column, no rows (naming the file and row).
-        UnknownNameError: an unknown name, or one of the wrong type for its side (naming the file and row).
+        BadDataError: a malformed line, a missing column, no rows (naming the file, and its line or Parquet row).
+        UnknownNameError: an unknown name, or one of the wrong type for its side (naming the file and line, or Parquet row).
         UsageError: ``k`` above the ranked type's entity count, or no relation in dynamic mode.
     """
     model = get_model(handle)
-    rows = read_rows([url], spec.columns(), spec.delimiter, model.config.storage_options_for_fs())
+    storage_options = model.config.storage_options_for_fs()
+    rows = read_rows([url], spec.columns(), spec.delimiter, storage_options, rows="queries", labels=FLOW_COLUMNS)
     anchors, answers = (rows.rhs, rows.lhs) if spec.target == "head" else (rows.lhs, rows.rhs)
     assert anchors is not None  # QuerySpec.check: the known side's column is given
     relations = rows.rel or [

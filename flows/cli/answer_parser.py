@@ -4,7 +4,8 @@
 They read a model as :meth:`storage.trained.Model.load` does (a config or a checkpoint
 directory, ``--version``, ``-p`` overrides) and files of names as ``pbg import`` reads edge
 lists (``-l``/``-r``/``--rel-col``/``--delimiter``: TSV/CSV, ``.gz``/``.bz2``, Parquet, local or
-``s3://``), and write ``--output`` (TSV, CSV or Parquet by its suffix) only when complete,
+``s3://``; a ``.csv`` file is read with ``,`` unless ``--delimiter`` says otherwise), and write
+``--output`` (TSV, CSV or Parquet by its suffix, text ``.gz`` or ``.bz2``) only when complete,
 never over a file unless ``--force``. Combinations argparse cannot express (``--target``
 without ``--queries``, ...) are checked by the commands, as usage errors too (exit status 2).
 """
@@ -35,6 +36,7 @@ SIMILAR_HELP = (
     "squared_l2, bias and global embedding included), exact by default (docs/predict.md)"
 )
 DEFAULT_K = 10
+DELIMITER_HELP = "column separator (default: tab if the file's first line has one, else a space; ',' for .csv)"
 
 
 def add_predict(sub: Subcommands) -> None:
@@ -103,7 +105,9 @@ def add_score(sub: Subcommands) -> None:
         help="the relation of every row, instead of --rel-col; default: the config's relation if it has one only "
         "(not dynamic)",
     )
-    _add_output_args(sco, "head, relation, tail, score (dynamic relations: also reverse_score); default: stdout, TSV")
+    _add_output_args(
+        sco, "head, relation, tail, score (dynamic relations: also reverse_score)", "; without it, TSV on stdout"
+    )
     _add_column_args(sco, required=True)
 
 
@@ -134,7 +138,7 @@ def add_similar(sub: Subcommands) -> None:
         metavar="COL",
         help="with --names: the names' column (default 0; a Parquet name)",
     )
-    names.add_argument("--delimiter", default=None, help="with --names: column separator (default: tab if present)")
+    names.add_argument("--delimiter", default=None, help=DELIMITER_HELP)
     sim.add_argument(
         "-k",
         type=positive,
@@ -179,13 +183,13 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     add_param_arg(parser)
 
 
-def _add_output_args(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--output FILE`` and ``--force``."""
+def _add_output_args(parser: argparse.ArgumentParser, what: str, default: str = "") -> None:
+    """``--output FILE`` (``default``: what is done without it) and ``--force``."""
     parser.add_argument(
         "--output",
         metavar="FILE",
         help=f"write {what} to FILE, local or s3://: Parquet (.parquet, .pq), CSV (.csv) or TSV (any other "
-        "name), .gz compresses text; written whole or not at all",
+        f"name), .gz or .bz2 compressing text; written whole or not at all, a missing directory created{default}",
     )
     parser.add_argument("--force", action="store_true", help="replace --output if it exists (refused otherwise)")
 
@@ -203,11 +207,7 @@ def _add_column_args(parser: argparse.ArgumentParser, required: bool) -> None:
     )
     group.add_argument("-r", "--rhs-col", type=column, required=required, metavar="COL", help="column of the tail")
     group.add_argument("--rel-col", type=column, default=None, metavar="COL", help="column of the relation name")
-    group.add_argument(
-        "--delimiter",
-        default=None,
-        help="column separator (default: tab if the file's first line has one, else a space)",
-    )
+    group.add_argument("--delimiter", default=None, help=DELIMITER_HELP)
 
 
 __all__ = ["add_predict", "add_score", "add_similar"]

@@ -9,7 +9,7 @@ published whole or not at all, an existing file refused unless ``--force``).
 
 Every check runs before the output is staged: options argparse cannot combine are usage errors
 (exit status 2); a bad name, file, version or checkpoint is one line naming it (exit status 1,
-:mod:`flows.cli.user_errors`), a bad name of a file by its file and row. Nothing here imports
+:mod:`flows.cli.user_errors`), a bad name of a file by its file and line. Nothing here imports
 Prefect: a command's start-up is torch's import and the model's load.
 """
 
@@ -90,7 +90,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             f"{model.config.checkpoint_path} in {steps.total():.1f} s -> {args.output}"
         )
     else:
-        print(_heading(model, args, target, len(anchors)))
+        print(_heading(model, args, target, len(anchors), table))
         shown = ["rank", target, "score"] if not args.queries else table.column_names
         print(readable(table.select(shown)))
     return 0
@@ -108,7 +108,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     model = load_model(args, args.inputs, steps)
     columns = Columns(lhs=args.lhs_col, rhs=args.rhs_col, rel=args.rel_col, weight=None)
-    rows = read_rows(args.inputs, columns, args.delimiter, model.config.storage_options_for_fs())
+    rows = read_rows(args.inputs, columns, args.delimiter, model.config.storage_options_for_fs(), rows="edges to score")
     steps.note(f"read {counted(len(rows), 'row', 'rows')} of {', '.join(args.inputs)}")
     assert rows.lhs is not None and rows.rhs is not None  # -l and -r are required
     relations = rows.rel or [_default_relation(model, args.relation, True)] * len(rows)
@@ -193,11 +193,14 @@ def load_model(args: argparse.Namespace, inputs: Sequence[str], steps: Steps) ->
     """The model ``args`` names, once every URL the command uses has a filesystem that loads here."""
     from flows.cli.preflight import check_urls
     from storage.trained import Model
+    from storage.trained.answer_files import table_format
 
     named = [("CONFIG", args.config), *(("input", url) for url in inputs)]
     named += [("--output", args.output)] if args.output is not None else []
     named += [("--filter-path", path) for path in getattr(args, "filter_path", None) or []]
     check_urls(named)
+    if args.output is not None:
+        table_format(args.output)  # a suffix that is not written (.zst, .parquet.gz) is refused before the load
     model = Model.load(args.config, args.version, list(args.param))
     steps.note(f"loaded version {model.version} of {model.config.checkpoint_path}")
     return model
@@ -212,7 +215,7 @@ def _query_rows(args: argparse.Namespace, model: Model, target: str, steps: Step
         single = [args.head] if target == "tail" else [args.tail]
         return Rows(single if target == "tail" else None, single if target == "head" else None, None, [])
     columns = Columns(lhs=args.lhs_col, rhs=args.rhs_col, rel=args.rel_col, weight=None)
-    rows = read_rows(args.queries, columns, args.delimiter, model.config.storage_options_for_fs())
+    rows = read_rows(args.queries, columns, args.delimiter, model.config.storage_options_for_fs(), rows="queries")
     steps.note(f"read {counted(len(rows), 'query', 'queries')} of {', '.join(args.queries)}")
     return rows
 
@@ -274,15 +277,20 @@ def output_writer(
         raise
 
 
-def _heading(model: Model, args: argparse.Namespace, target: str, count: int) -> str:
-    """The line above a readable table: what was asked of which version."""
+def _heading(model: Model, args: argparse.Namespace, target: str, count: int, table: pa.Table) -> str:
+    """The line above a readable table: what was asked of which version (a single ``--filtered`` query
+    left with fewer than ``k`` entities says how many it shows)."""
     filtered = ", known edges left out" if args.filtered else ""
     source = f"version {model.version} of {model.config.checkpoint_path}"
     if args.queries:
         return f"{count:,} queries of {', '.join(args.queries)}: top {args.k} {target}s by {source}{filtered}"
     relation = _default_relation(model, args.relation, False)
     shape = f"(?, {relation}, {args.tail})" if target == "head" else f"({args.head}, {relation}, ?)"
-    return f"top {args.k} {target}s of {shape} by {source}{filtered}"
+    shown = table.num_rows - table.column("rank").null_count
+    top = f"top {args.k} {target}s"
+    if shown < args.k:  # only --filtered leaves fewer: k is at most the entity count
+        top = f"top {shown} {target}s ({args.k} asked; the rest are known edges)"
+    return f"{top} of {shape} by {source}{filtered}"
 
 
 def _single_json(model: Model, args: argparse.Namespace, target: str, table: pa.Table) -> dict[str, Any]:

@@ -10,7 +10,7 @@ refused unless ``--force``). Exact by default; ``--approximate`` searches a type
 the index's kind, ``nprobe`` and recall@10 against exact search, measured when it was built.
 
 Every check runs before the output is staged; a bad name, file, version or checkpoint is one line
-naming it (exit status 1), a name of a file by its file and row; options that do not go together
+naming it (exit status 1), a name of a file by its file and line; options that do not go together
 are usage errors (exit status 2). Nothing here imports Prefect.
 """
 
@@ -58,7 +58,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
         if write is not None:
             write(table)
     searches = _searches(model, table) if args.approximate else {}
-    for line in searches.values():
+    for _, line in searches.values():
         print(f"pbg similar: {line}", file=sys.stderr)
     if args.json:
         print(json.dumps(_single_json(model, args, table, searches)))
@@ -69,7 +69,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
             f"{model.config.checkpoint_path} in {steps.total():.1f} s -> {args.output}"
         )
     else:
-        print(_heading(model, args, names, table))
+        print(_heading(model, args, names, table, searches))
         print(readable(table.select(["rank", "neighbour", "score"] if len(names) == 1 else table.column_names)))
     return 0
 
@@ -100,6 +100,7 @@ def _names(args: argparse.Namespace, model: Model, steps: Steps) -> tuple[list[s
         Columns(lhs=column, rhs=None, rel=None, weight=None),
         args.delimiter,
         model.config.storage_options_for_fs(),
+        rows="names",
     )
     steps.note(f"read {counted(len(rows), 'name', 'names')} of {', '.join(args.names)}")
     assert rows.lhs is not None  # the column was given
@@ -107,7 +108,7 @@ def _names(args: argparse.Namespace, model: Model, steps: Steps) -> tuple[list[s
 
 
 def _placed(err: UnknownEntityError | AmbiguousNameError, rows: Rows | None) -> PbgError:
-    """``err``'s one line, a bad name placed by file and row (``--names``), or by itself (``--entity``)."""
+    """``err``'s one line, a bad name placed by file and line (``--names``), or by itself (``--entity``)."""
     from pbg_core.errors import UnknownNameError, UsageError
     from storage.trained.name_index import UnknownEntityError
 
@@ -118,24 +119,35 @@ def _placed(err: UnknownEntityError | AmbiguousNameError, rows: Rows | None) -> 
     return UnknownNameError(text) if isinstance(err, UnknownEntityError) else UsageError(text)
 
 
-def _searches(model: Model, table: pa.Table) -> dict[str, str]:
-    """Per entity type searched, how ``--approximate`` searched it: through its index (kind, nprobe, recall), or exactly."""
+def _searches(model: Model, table: pa.Table) -> dict[str, tuple[bool, str]]:
+    """Per entity type searched, how ``--approximate`` searched it: whether through its index, and the line
+    saying how (the index's kind, nprobe and recall, or that it was searched exactly)."""
     from storage.trained.similarity_index import FLAT_MAX_ROWS
 
     lines = {}
     for entity in dict.fromkeys(table.column("entity_type").to_pylist()):
         index = model.similarity_index(entity)  # the one the search opened: loaded or built once
         lines[entity] = (
-            index.describe()
+            (True, index.describe())
             if index is not None
-            else f"entity type {entity!r} searched exactly: an index is built only for more than {FLAT_MAX_ROWS:,} entities"
+            else (
+                False,
+                f"entity type {entity!r} searched exactly: an index is built only for more than {FLAT_MAX_ROWS:,} "
+                "entities",
+            )
         )
     return lines
 
 
-def _heading(model: Model, args: argparse.Namespace, names: list[str], table: pa.Table) -> str:
-    """The line above a readable table: what was asked of which version, and how it was searched."""
-    how = "approximate" if args.approximate else "exact"
+def _heading(
+    model: Model, args: argparse.Namespace, names: list[str], table: pa.Table, searches: dict[str, tuple[bool, str]]
+) -> str:
+    """The line above a readable table: what was asked of which version, and how it was searched
+    (``approximate`` only for the types :func:`_searches` found searched through an index)."""
+    indexed = [entity for entity, (through_index, _) in searches.items() if through_index]
+    how = "exact"
+    if indexed:
+        how = "approximate" if len(indexed) == len(searches) else f"approximate for {', '.join(indexed)}, else exact"
     source = f"version {model.version} of {model.config.checkpoint_path} ({how})"
     if len(names) != 1:
         where = ", ".join(args.names) if args.names else "--entity"
@@ -144,7 +156,9 @@ def _heading(model: Model, args: argparse.Namespace, names: list[str], table: pa
     return f"the {args.k} entities nearest to {names[0]} ({kind}) by {source}"
 
 
-def _single_json(model: Model, args: argparse.Namespace, table: pa.Table, searches: dict[str, str]) -> dict[str, Any]:
+def _single_json(
+    model: Model, args: argparse.Namespace, table: pa.Table, searches: dict[str, tuple[bool, str]]
+) -> dict[str, Any]:
     """One entity's neighbours as ``--json`` prints them."""
     entity_type = table.column("entity_type")[0].as_py() if table.num_rows else args.entity_type
     return {
@@ -154,7 +168,7 @@ def _single_json(model: Model, args: argparse.Namespace, table: pa.Table, search
         "entity_type": entity_type,
         "k": args.k,
         "approximate": args.approximate,
-        "search": searches.get(entity_type, "exact"),
+        "search": searches.get(entity_type, (False, "exact"))[1],
         "neighbours": [
             {"rank": row["rank"], "entity": row["neighbour"], "score": row["score"]}
             for row in table.to_pylist()

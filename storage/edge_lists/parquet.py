@@ -1,7 +1,8 @@
 """Reading a Parquet edge-list input as column batches.
 
 **Parquet** (:func:`parquet_batches`): columns by name (or 0-based index); ids of any type are
-read as strings; a null or empty id or a non-finite weight is malformed (reported as ``row N``).
+read as strings; a null or empty id or a non-finite weight is malformed (reported as ``row N``,
+1-based, which is also each edge's number when ``ReadSpec.numbered`` asks for them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.edge_columns import Column
-from storage.edge_lists.parse import RawBatch, ReadSpec, expected_relations
+from storage.edge_lists.parse import RawBatch, ReadSpec, expected_relations, no_rows
 from storage.errors import BadDataError
 
 
@@ -27,27 +28,29 @@ def parquet_batches(path: str, url: str, spec: ReadSpec, rows_per_batch: int = 1
     parquet = pq.ParquetFile(path)
     available = parquet.schema_arrow.names
     wanted = {
-        name: _parquet_column(col, available, url)
+        name: _parquet_column(col, spec.labels.get(name), available, url)
         for name, col in zip(spec.columns._fields, spec.columns, strict=True)
         if col is not None
     }
     if parquet.metadata.num_rows == 0:
-        raise BadDataError(url, "row 1: expected an edge per row, the file has no rows")
+        raise BadDataError(url, no_rows(spec, parquet=True))
     base = 0
     for batch in parquet.iter_batches(batch_size=rows_per_batch, columns=sorted(set(wanted.values()))):
         yield _parquet_batch(batch, wanted, base, url, spec)
         base += len(batch)
 
 
-def _parquet_column(col: Column, available: list[str], url: str) -> str:
+def _parquet_column(col: Column, label: str | None, available: list[str], url: str) -> str:
+    """The name of column ``col`` (given as ``label``, e.g. ``-l ``, if a command's option gave it)."""
+    given = f" ({label}{col})" if label else ""
     if isinstance(col, int):
         if col >= len(available):
             raise BadDataError(
-                url, f"column index {col} is out of range: the file has {len(available)} columns {available}"
+                url, f"column index {col}{given} is out of range: the file has {len(available)} columns {available}"
             )
         return available[col]
     if col not in available:
-        raise BadDataError(url, f"column {col!r} not found; the file's columns are {available}")
+        raise BadDataError(url, f"column {col!r}{given} not found; the file's columns are {available}")
     return col
 
 
@@ -84,6 +87,9 @@ def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url
         keep = pa.array(~bad)
         ids = {name: a.filter(keep) for name, a in ids.items()}
         weight = None if weight is None else weight[~bad]
+    numbers = None
+    if spec.numbered:
+        numbers = np.arange(base + 1, base + len(batch) + 1, dtype=np.int64)[~bad]
     return RawBatch(
         ids.get("lhs"),
         ids.get("rhs"),
@@ -91,4 +97,5 @@ def _parquet_batch(batch: pa.RecordBatch, wanted: dict[str, str], base: int, url
         None if weight is None else weight.astype(np.float32),
         lines=len(batch),
         bad=problems,
+        numbers=numbers,
     )

@@ -16,6 +16,12 @@ of lines), :mod:`storage.edge_lists.text_slow` (Python line by line, the authori
 malformed line) and :mod:`storage.edge_lists.parquet`. :func:`storage.edge_lists.read.edge_batches`
 picks one per input.
 
+A batch may also carry each edge's number (:attr:`ReadSpec.numbered`): its physical line in a
+text file (1-based, blank lines counted, the line an error about it names) or its row in a
+Parquet file, so that a caller reporting a bad name later points at the same line. A command
+reading files of names (``pbg predict --queries``) words its errors in its own terms
+(:attr:`ReadSpec.rows`, :attr:`ReadSpec.labels`: "no queries", "-l 3").
+
 Which columns are read is :class:`Columns`: an import reads both entity columns (its options,
 :class:`storage.edge_columns.EdgeColumns`, require them), while a file of queries may lack one
 side (``(head, relation)`` rows have no tail): a side without a column is None in every batch.
@@ -27,7 +33,7 @@ import bz2
 import contextlib
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, NamedTuple, cast
 
@@ -57,9 +63,13 @@ class Columns(NamedTuple):
         """How many columns a text line must have."""
         return 1 + max((c for c in self if isinstance(c, int)), default=-1)
 
-    def describe(self) -> str:
-        """E.g. ``lhs=0, rhs=2, rel=1`` (for error messages)."""
-        return ", ".join(f"{n}={c}" for n, c in zip(self._fields, self, strict=True) if c is not None)
+    def describe(self, labels: Mapping[str, str] | None = None) -> str:
+        """E.g. ``lhs=0, rhs=2, rel=1`` (for error messages); ``labels``: how each field's column is
+        given instead of ``lhs=`` (a command's option: ``{"lhs": "-l "}`` gives ``-l 0``)."""
+        shown = labels or {}
+        return ", ".join(
+            f"{shown.get(n, n + '=')}{c}" for n, c in zip(self._fields, self, strict=True) if c is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,13 @@ class ReadSpec:
     # Relation names a line may carry; None: any (unknown ones are skipped later and counted).
     relations: frozenset[str] | None = None
     block_bytes: int = 8 << 20  # text per fast-path batch (one more is parsed ahead); 16 MiB: +230 MB peak, no faster
+    # Each edge's line (text) or row (Parquet) number in RawBatch.numbers; a text block holding a
+    # blank line is then read by the slow path, which counts lines one by one.
+    numbered: bool = False
+    # What the rows are called and each column's option, in messages: None and {} for an edge
+    # list ("expected an edge per line", "lhs=3"); a command's ("no queries", "-l 3") otherwise.
+    rows: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Refuse a spec that reads no id column (every row would be blank), or checks relations without their column."""
@@ -92,6 +109,7 @@ class RawBatch:
     lines: int  # input lines covered (edges + blank + skipped malformed), for progress
     blank: int = 0
     bad: list[str] = field(default_factory=list)  # "line N: problem" (skip_bad_lines only)
+    numbers: np.ndarray | None = None  # each edge's 1-based line (text) or row (Parquet) number (ReadSpec.numbered)
 
     def __len__(self) -> int:
         column = next(c for c in (self.lhs, self.rhs, self.rel) if c is not None)  # a ReadSpec reads one at least
@@ -177,6 +195,18 @@ def detect_delimiter(path: str, url: str, delimiter: str | None) -> str:
             if line.strip():
                 return "\t" if b"\t" in line else " "
     return "\t"
+
+
+def no_rows(spec: ReadSpec, parquet: bool) -> str:
+    """The problem of an input without any row: an edge list's (``line 1: expected an edge per line, ...``),
+    or ``no queries: ...`` naming ``spec.rows``."""
+    if spec.rows is None:
+        return (
+            "row 1: expected an edge per row, the file has no rows"
+            if parquet
+            else "line 1: expected an edge per line, the file has no edges"
+        )
+    return f"no {spec.rows}: the file has {'0 rows' if parquet else 'no line, or blank ones only'}"
 
 
 def expected_relations(relations: frozenset[str], shown: int = 10) -> str:

@@ -7,7 +7,9 @@ conversion or UTF-8 error, a non-finite weight) is read again by the **slow path
 (:func:`~storage.edge_lists.text_slow.slow_block`, Python line by line, numbered from the block's first line), the authority
 that names the line. So a few bad lines cost a few slow blocks, and a file whose lines have
 varying column counts is valid but read slowly. The slow path reads whole files only where the
-fast one cannot start (column names for a text file, no edge at all).
+fast one cannot start (column names for a text file, no edge at all). When each edge's line
+number is asked for (``ReadSpec.numbered``), a block without blank lines numbers its edges from
+its first line, and a block with one is read by the slow path, which counts every line.
 What a line means is in :mod:`storage.edge_lists.parse`.
 """
 
@@ -55,6 +57,8 @@ def fast_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
             if parsed.batch is None:
                 raise FastPathAnomaly(parsed.reason)
             out = _checked_batch(parsed.batch, spec)
+            if spec.numbered:
+                _number(out, parsed)
         except FastPathAnomaly as why:
             slow += 1
             first_reason = first_reason or str(why)
@@ -76,6 +80,13 @@ class _Parsed:
     batch: pa.RecordBatch | None
     blank: int = 0
     reason: str = ""
+
+
+def _number(batch: RawBatch, parsed: _Parsed) -> None:
+    """Number ``batch``'s edges by line; a block with a blank line is left to the slow path, which counts them."""
+    if batch.blank or parsed.blank:
+        raise FastPathAnomaly("blank lines, and each edge's line number is asked for")
+    batch.numbers = np.arange(parsed.first_line, parsed.first_line + len(batch), dtype=np.int64)
 
 
 def _parsed_blocks(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterator[_Parsed]:

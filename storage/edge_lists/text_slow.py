@@ -14,7 +14,7 @@ from collections.abc import Generator, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from storage.edge_lists.parse import Columns, RawBatch, ReadSpec, expected_relations, open_binary
+from storage.edge_lists.parse import Columns, RawBatch, ReadSpec, expected_relations, no_rows, open_binary
 from storage.errors import BadDataError
 
 SLOW_BATCH_ROWS = 65_536  # rows per batch on the slow path
@@ -23,9 +23,10 @@ SLOW_BATCH_ROWS = 65_536  # rows per batch on the slow path
 class _SlowBuffers:
     """Column lists of the slow path, turned into a RawBatch when full."""
 
-    def __init__(self, columns: Columns) -> None:
+    def __init__(self, columns: Columns, numbered: bool) -> None:
         self.with_lhs, self.with_rhs = columns.lhs is not None, columns.rhs is not None
         self.with_rel, self.with_weight = columns.rel is not None, columns.weight is not None
+        self.numbered = numbered
         self.reset()
 
     def reset(self) -> None:
@@ -33,6 +34,7 @@ class _SlowBuffers:
         self.rhs: list[str] = []
         self.rel: list[str] = []
         self.weight: list[float] = []
+        self.numbers: list[int] = []
         self.lines = self.blank = 0
         self.bad: list[str] = []
 
@@ -45,6 +47,7 @@ class _SlowBuffers:
             lines=self.lines,
             blank=self.blank,
             bad=self.bad,
+            numbers=np.array(self.numbers, dtype=np.int64) if self.numbered else None,
         )
         self.reset()
         return batch
@@ -59,7 +62,7 @@ def slow_batches(path: str, url: str, spec: ReadSpec, delimiter: str) -> Iterato
     with open_binary(path, url) as lines:
         edges = yield from _slow_lines(lines, 1, url, spec, delimiter)
     if edges == 0:
-        raise BadDataError(url, "line 1: expected an edge per line, the file has no edges")
+        raise BadDataError(url, no_rows(spec, parquet=False))
 
 
 def slow_block(block: bytes, first_line: int, url: str, spec: ReadSpec, delimiter: str) -> Iterator[RawBatch]:
@@ -75,9 +78,8 @@ def _slow_lines(
     lines: Iterable[bytes], first_line: int, url: str, spec: ReadSpec, delimiter: str
 ) -> Generator[RawBatch, None, int]:
     """Batches of ``lines`` (numbered from ``first_line``); returns the number of edges."""
-    columns = spec.columns
     sep = delimiter.encode("utf-8")
-    buffers = _SlowBuffers(columns)
+    buffers = _SlowBuffers(spec.columns, spec.numbered)
     edges = 0
     # The column-count hint is for the file's first data line only.
     first_data_line = 0 if first_line == 1 else -1
@@ -88,7 +90,7 @@ def _slow_lines(
             buffers.blank += 1
             continue
         first_data_line = first_data_line or number
-        fields, problem = _parse_line(line.split(sep), columns, number == first_data_line, spec.relations)
+        fields, problem = _parse_line(line.split(sep), spec, number == first_data_line)
         if problem is None and fields is None:
             buffers.blank += 1
             continue
@@ -108,6 +110,8 @@ def _slow_lines(
             buffers.rel.append(rel)
         if weight is not None:
             buffers.weight.append(weight)
+        if spec.numbered:
+            buffers.numbers.append(number)
         edges += 1
         if edges % SLOW_BATCH_ROWS == 0:
             yield buffers.take()
@@ -116,16 +120,15 @@ def _slow_lines(
 
 
 def _parse_line(
-    words: list[bytes],
-    columns: Columns,
-    first: bool,
-    relations: frozenset[str] | None = None,
+    words: list[bytes], spec: ReadSpec, first: bool
 ) -> tuple[tuple[str | None, str | None, str | None, float | None] | None, str | None]:
     """(fields, None) for an edge, (None, None) for a blank line, (None, problem) if malformed."""
+    columns, relations = spec.columns, spec.relations
     if len(words) < columns.needed:
         hint = " (is a column index or the delimiter wrong?)" if first else ""
         return None, (
-            f"expected at least {columns.needed} columns ({columns.describe()}, 0-based) but found {len(words)}{hint}"
+            f"expected at least {columns.needed} columns ({columns.describe(spec.labels)}, 0-based) "
+            f"but found {len(words)}{hint}"
         )
     values: dict[str, str] = {}
     for name, col in columns.ids():

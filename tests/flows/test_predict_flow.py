@@ -130,12 +130,12 @@ def test_an_existing_output_is_refused_without_force_and_replaced_whole_with_it(
 def test_a_bad_name_in_the_second_file_fails_the_run_naming_it_and_writes_nothing(
     trained: Any, queries: Path, tmp_path: Path
 ) -> None:
-    (queries / "b.tsv").write_text("n1\tlinked\tn2\nnobody\tlinked\tn3\n")
+    (queries / "b.tsv").write_text("n1\tlinked\tn2\n\nnobody\tlinked\tn3\n")  # a blank line counted
     output = tmp_path / "top.tsv"
     before = tree_state(tmp_path)
     state = run(trained, queries, output)
     assert state.is_failed()
-    with pytest.raises(UnknownNameError, match=r"b\.tsv row 2: unknown head 'nobody'"):
+    with pytest.raises(UnknownNameError, match=r"b\.tsv: line 3: unknown head 'nobody'"):
         state.result()
     assert changes(before, tree_state(tmp_path)) == []  # no output, no part, no staging directory
 

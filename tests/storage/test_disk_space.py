@@ -27,6 +27,7 @@ from storage.disk_space import (
     no_space_while_writing,
     version_files_bytes,
 )
+from storage.errors import OutputNotWritable
 
 
 def test_nearest_existing_dir(tmp_path: Path) -> None:
@@ -151,3 +152,13 @@ def test_a_model_file_takes_at_most_the_estimate(tmp_path: Path, parameters: int
     taken = os.stat(tmp_path / "model.v1.h5").st_blocks * 512
     estimate = hdf5_file_bytes(8 * parameters * numel, attrs_bytes(meta.config_json), parameters + 1)
     assert taken <= estimate < 2 * taken + 64 * 1024
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc") or os.statvfs("/proc").f_blocks != 0, reason="no sizeless /proc here")
+def test_a_filesystem_of_no_size_is_not_writable_rather_than_full() -> None:
+    with pytest.raises(OutputNotWritable) as caught:
+        check_free_space([("/proc/answers.tsv", "/proc", 1000)], "the prediction")
+    assert str(caught.value) == (
+        "/proc/answers.tsv: the directory /proc is not writable: its filesystem has no size (as /proc, /sys); "
+        "write elsewhere"
+    )

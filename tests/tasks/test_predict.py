@@ -28,6 +28,7 @@ from storage.checkpoints import CheckpointStore
 from storage.entities import EntityStore
 from storage.errors import DataNotFound, OutputExistsError
 from storage.outputs import OutputsOverlap
+from storage.trained.answer_files import UnwritableFormat
 from tasks.predict import (
     QuerySpec,
     check_output,
@@ -158,6 +159,8 @@ def test_an_output_that_is_an_input_or_exists_is_refused_before_ranking(model: s
         check_output.fn(model, str(existing), [str(source)], None, False)
     with pytest.raises(OutputExistsError, match="is a directory"):
         check_output.fn(model, str(tmp_path), [str(source)], None, True)
+    with pytest.raises(UnwritableFormat, match=r"top\.tsv\.zst: \.zst is not a compression answers are written in"):
+        check_output.fn(model, str(tmp_path / "top.tsv.zst"), [str(source)], None, True)
     check_output.fn(model, str(existing), [str(source)], None, True)
     assert changes(before, tree_state(tmp_path)) == []
 
@@ -176,10 +179,10 @@ def test_a_query_spec_nothing_can_answer_is_refused(spec: QuerySpec, message: st
         spec.check()
 
 
-def test_a_bad_name_is_placed_by_file_and_row(model: str, tmp_path: Path) -> None:
+def test_a_bad_name_is_placed_by_file_and_line(model: str, tmp_path: Path) -> None:
     source = tmp_path / "q.tsv"
     source.write_text("n1\tlinked\tn2\n\nn3\tlinked\tn4\nnobody\tlinked\tn5\n")
     part = tmp_path / "staging" / "part.parquet"
-    with pytest.raises(Exception, match=rf"{source} row 3: unknown head 'nobody'"):
+    with pytest.raises(Exception, match=rf"{source}: line 4: unknown head 'nobody'"):
         predict_file.fn(model, str(source), SPEC, str(part), 0)
     assert not part.exists() and not part.parent.exists()

@@ -19,11 +19,13 @@ BAD_QUERIES = "steroid\tinteracts_with\nclinical_atribute\tisa\nlipid\taffects\n
 def bad_cases(model: TrainedModel, work: Path) -> dict[str, tuple[list[object], int, str]]:
     """Name -> (argv, exit status, the start of the error line) of every refusal on the UMLS model.
 
-    Long because it is one table of the 19 cases, each read whole where it stands.
+    Long because it is one table of the 25 cases, each read whole where it stands.
     """
     (work / "bad.tsv").write_text(BAD_QUERIES)
     (work / "bad_relation.tsv").write_text("steroid\tinteracts_with\nlipid\ttreat\n")
     (work / "empty.tsv").write_text("\n\n")
+    (work / "blank_lines.tsv").write_text("\n\nsteroid\tisa\n\nclinical_atribute\tisa\n")
+    (work / "short.tsv").write_text("\n\nsteroid\tisa\n\nlipid\n")
     whole = gzip.compress("".join(f"{head}\tisa\n" for head, _, _ in model.test_edges).encode())
     (work / "cut.tsv.gz").write_bytes(whole[: len(whole) // 2])
     (work / "exists.tsv").write_text("keep me\n")
@@ -34,12 +36,12 @@ def bad_cases(model: TrainedModel, work: Path) -> dict[str, tuple[list[object], 
         "unknown entity": (
             ["predict", *query],
             1,
-            f"{work}/bad.tsv row 2: unknown head 'clinical_atribute' of type 'all' (closest: 'clinical_attribute'",
+            f"{work}/bad.tsv: line 2: unknown head 'clinical_atribute' of type 'all' (closest: 'clinical_attribute'",
         ),
         "unknown relation": (
             ["predict", config, "--queries", work / "bad_relation.tsv", "-l", 0, "--rel-col", 1],
             1,
-            f"{work}/bad_relation.tsv row 2: unknown relation 'treat' (closest: 'treats'",
+            f"{work}/bad_relation.tsv: line 2: unknown relation 'treat' (closest: 'treats'",
         ),
         "k 0": (
             ["predict", *one, "-k", 0],
@@ -74,7 +76,7 @@ def bad_cases(model: TrainedModel, work: Path) -> dict[str, tuple[list[object], 
         "bad column": (
             ["predict", *query, "-r", 7],
             1,
-            f"{work}/bad.tsv: line 1: expected at least 8 columns (lhs=0, rhs=7, rel=1, 0-based) but found 2",
+            f"{work}/bad.tsv: line 1: expected at least 8 columns (-l 0, -r 7, --rel-col 1, 0-based) but found 2",
         ),
         "truncated file": (
             ["predict", config, "--queries", work / "cut.tsv.gz", "-l", 0, "--rel-col", 1],
@@ -84,7 +86,38 @@ def bad_cases(model: TrainedModel, work: Path) -> dict[str, tuple[list[object], 
         "no rows": (
             ["predict", config, "--queries", work / "empty.tsv", "-l", 0, "--rel-col", 1],
             1,
-            f"{work}/empty.tsv: line 1: expected an edge per line, the file has no edges",
+            f"{work}/empty.tsv: no queries: the file has no line, or blank ones only",
+        ),
+        "blank lines, a bad name": (  # lines as an editor numbers them, blank ones counted
+            ["predict", config, "--queries", work / "blank_lines.tsv", "-l", 0, "--rel-col", 1],
+            1,
+            f"{work}/blank_lines.tsv: line 5: unknown head 'clinical_atribute'",
+        ),
+        "blank lines, a short line": (
+            ["predict", config, "--queries", work / "short.tsv", "-l", 0, "--rel-col", 1],
+            1,
+            f"{work}/short.tsv: line 5: expected at least 2 columns (-l 0, --rel-col 1, 0-based) but found 1",
+        ),
+        "no edges to score": (
+            ["score", config, work / "empty.tsv", "-l", 0, "-r", 2, "--rel-col", 1],
+            1,
+            f"{work}/empty.tsv: no edges to score: the file has no line, or blank ones only",
+        ),
+        "an output compressed as is not written": (
+            ["predict", *one, "--output", work / "out.tsv.zst"],
+            1,
+            f"{work}/out.tsv.zst: .zst is not a compression answers are written in; give Parquet (.parquet, .pq), "
+            "CSV (.csv) or TSV (any other name), text compressed by .gz or .bz2 after its suffix",
+        ),
+        "a compressed Parquet output": (
+            ["score", config, work / "bad.tsv", "-l", 0, "-r", 0, "--rel-col", 1, "--output", work / "o.parquet.gz"],
+            1,
+            f"{work}/o.parquet.gz: a Parquet file compresses its own columns: name it .parquet or .pq",
+        ),
+        "an output in /proc": (
+            ["predict", *one, "--output", "/proc/answers.tsv"],
+            1,
+            "/proc/answers.tsv: the directory /proc is not writable: its filesystem has no size (as /proc, /sys)",
         ),
         "no relation (dynamic)": (
             ["predict", config, "--head", "antibiotic"],
@@ -108,7 +141,7 @@ def bad_cases(model: TrainedModel, work: Path) -> dict[str, tuple[list[object], 
         "score of an unknown tail": (
             ["score", config, work / "bad.tsv", "-l", 0, "--rel-col", 1, "-r", 0],
             1,
-            f"{work}/bad.tsv row 2: unknown head 'clinical_atribute'",
+            f"{work}/bad.tsv: line 2: unknown head 'clinical_atribute'",
         ),
     }
 
@@ -125,6 +158,12 @@ BAD_CASES = [  # the keys of bad_cases, for parametrize
     "bad column",
     "truncated file",
     "no rows",
+    "blank lines, a bad name",
+    "blank lines, a short line",
+    "no edges to score",
+    "an output compressed as is not written",
+    "a compressed Parquet output",
+    "an output in /proc",
     "no relation (dynamic)",
     "head and tail",
     "no query",

@@ -22,7 +22,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 from _answer_cases import BAD_CASES, bad_cases, expected_line
-from _trained_models import DRUGS, TrainedModel, eval_means, rank_means
+from _trained_models import DISEASES, DRUGS, TrainedModel, eval_means, rank_means
 from disk_state import changes, tree_state
 
 from flows.cli.main import COMMANDS
@@ -86,6 +86,34 @@ def test_a_single_query_prints_the_models_top_list(umls_model: TrainedModel, pbg
     assert [line.split() for line in lines[2:]] == [
         list(row) for row in zip(text(expected["rank"]), text(expected["head"]), text(expected["score"]), strict=True)
     ]
+
+
+def test_a_filtered_query_left_with_fewer_than_k_says_how_many_it_shows(
+    drug_model: TrainedModel, pbg: Callable[..., Done]
+) -> None:
+    k = len(DISEASES)  # every disease: the known ones are left out
+    answers = Model.load(str(drug_model.config)).predict(head="aspirin", relation="treats", k=k, filtered=True)
+    assert 0 < len(answers) < k
+    done = pbg("predict", drug_model.config, "--head", "aspirin", "--relation", "treats", "-k", k, "--filtered")
+    lines = done.out.splitlines()
+    assert done.code == 0 and lines[0] == (
+        f"top {len(answers)} tails ({k} asked; the rest are known edges) of (aspirin, treats, ?) by version 5 of "
+        f"{drug_model.checkpoint}, known edges left out"
+    )
+    assert [line.split()[1] for line in lines[2:]] == [a.entity for a in answers]
+
+
+def test_the_commands_help_reads_the_same_where_the_options_are_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    def help_of(command: str) -> str:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        return " ".join(capsys.readouterr().out.split())
+
+    helps = {command: help_of(command) for command in ("predict", "score", "similar")}
+    delimiter = "column separator (default: tab if the file's first line has one, else a space; ',' for .csv)"
+    assert all(delimiter in text for text in helps.values())
+    assert "or not at all, a missing directory created; without it, TSV on stdout" in helps["score"]
+    assert "default: stdout" not in helps["score"]
 
 
 def test_json_is_a_single_querys_answers(umls_model: TrainedModel, pbg: Callable[..., Done]) -> None:

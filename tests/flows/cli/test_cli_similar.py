@@ -93,7 +93,7 @@ BAD = {  # argv after CONFIG -> (exit status, the error line)
     "unknown in a file": (
         ["--names", "bad.tsv"],
         1,
-        "pbg similar: error: bad.tsv row 2: unknown entity 'steriod' of type 'all' (closest: 'steroid')",
+        "pbg similar: error: bad.tsv: line 2: unknown entity 'steriod' of type 'all' (closest: 'steroid')",
     ),
     "k 0": (["--entity", "lipid", "-k", "0"], 2, "argument -k: '0' is not allowed; give a whole number >= 1"),
     "k above the count": (
@@ -180,7 +180,55 @@ def test_an_index_is_built_once_printed_and_stored_beside_its_version(
     before = tree_state(root)
     code, out, err = pbg("--entity", "lipid", "-k", "5", "--approximate")
     assert code == 0 and err.splitlines() == [f"pbg similar: {line}"]  # the stored index, found again
+    assert out.splitlines()[0].endswith(f"by version 5 of {root / 'model'} (approximate)")
     assert changes(before, tree_state(root)) == []
     shown = [line.split() for line in out.splitlines()[2:]]  # under the heading and the header
     answers = Model.load(str(config)).similar("lipid", k=5, approximate=True)  # the stored index again
     assert [(int(r), n) for r, n, _ in shown] == [(a.rank, a.entity) for a in answers]
+
+
+def test_approximate_on_a_type_searched_exactly_says_exact(
+    umls_model: TrainedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(
+        ["similar", str(umls_model.config), "--entity", "lipid", "-k", "3", "--approximate"]
+    )
+    before = tree_state(umls_model.root)
+    assert COMMANDS["similar"](args) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"pbg similar: entity type 'all' searched exactly: an index is built only for more than {FLAT_MAX_ROWS:,} entities"
+    ]
+    assert out.splitlines()[0] == (
+        f"the 3 entities nearest to lipid (all) by version 5 of {umls_model.checkpoint} (exact)"
+    )
+    assert changes(before, tree_state(umls_model.root)) == []
+
+
+def test_a_names_file_is_refused_in_its_own_terms(
+    umls_model: TrainedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No names, a column by its option, a bad name on its physical line: each one line, nothing written."""
+    (tmp_path / "empty.tsv").write_text("\n\n")
+    (tmp_path / "names.tsv").write_text("\nlipid\n\nsteriod\n")
+    cases = {
+        ("empty.tsv",): f"{tmp_path}/empty.tsv: no names: the file has no line, or blank ones only",
+        (
+            "names.tsv",
+            "-l",
+            "3",
+        ): f"{tmp_path}/names.tsv: line 2: expected at least 4 columns (-l 3, 0-based) but found 1",
+        ("names.tsv",): f"{tmp_path}/names.tsv: line 4: unknown entity 'steriod' of type 'all' (closest: 'steroid')",
+    }
+    before = tree_state(tmp_path)
+    for (name, *options), expected in cases.items():
+        argv = ["similar", str(umls_model.config), "--names", str(tmp_path / name), *options]
+        argv += ["--output", str(tmp_path / "out" / "near.tsv")]
+        try:
+            code = COMMANDS["similar"](build_parser().parse_args(argv))
+        except PbgError as exc:
+            code = report("similar", exc, debug=False)
+        out, err = capsys.readouterr()
+        assert code == 1 and out == "" and err.splitlines()[0].startswith(f"pbg similar: error: {expected}"), err
+        assert len(err.splitlines()) == 1
+    assert changes(before, tree_state(tmp_path)) == []

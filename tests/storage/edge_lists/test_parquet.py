@@ -83,3 +83,25 @@ def test_a_file_without_rows_is_bad_data(tmp_path: Path) -> None:
     pq.write_table(pa.table({"src": pa.array([], pa.string()), "dst": pa.array([], pa.string())}), path)
     with pytest.raises(BadDataError, match="row 1: expected an edge per row, the file has no rows"):
         _read(path, ReadSpec(Columns(0, 1, None, None)))
+
+
+def test_numbered_rows_are_the_files_rows_the_bad_ones_skipped(tmp_path: Path) -> None:
+    path = _file(tmp_path, src=["a", "", "c", "d", "e"], dst=["b", "b", "b", "b", "b"])
+    spec = ReadSpec(Columns(0, 1, None, None), skip_bad_lines=True, numbered=True)
+    batches = _read(path, spec, rows_per_batch=2)
+    assert [n for b in batches for n in b.numbers.tolist()] == [1, 3, 4, 5]
+    assert all(b.numbers is None for b in _read(path, ReadSpec(Columns(0, 1, None, None), skip_bad_lines=True)))
+
+
+def test_a_commands_wording_names_its_rows_and_the_option_of_a_missing_column(tmp_path: Path) -> None:
+    path = _file(tmp_path, src=["a"], dst=["b"])
+    with pytest.raises(BadDataError) as caught:
+        _read(path, ReadSpec(Columns(0, 3, None, None), labels={"lhs": "-l ", "rhs": "-r "}))
+    assert str(caught.value) == f"{URL}: column index 3 (-r 3) is out of range: the file has 2 columns ['src', 'dst']"
+    with pytest.raises(BadDataError) as caught:
+        _read(path, ReadSpec(Columns("head", None, None, None), labels={"lhs": "-l "}))
+    assert str(caught.value) == f"{URL}: column 'head' (-l head) not found; the file's columns are ['src', 'dst']"
+    pq.write_table(pa.table({"src": pa.array([], pa.string())}), path)
+    with pytest.raises(BadDataError) as caught:
+        _read(path, ReadSpec(Columns(0, None, None, None), rows="names"))
+    assert str(caught.value) == f"{URL}: no names: the file has 0 rows"

@@ -82,3 +82,22 @@ def test_a_malformed_line_is_reported_exactly_as_the_slow_reader_names_it(tmp_pa
 def test_column_names_are_handed_to_the_caller() -> None:
     with pytest.raises(FastPathAnomaly, match="column names need a header"):
         list(fast_batches("unused", "e.tsv", ReadSpec(Columns("src", "dst", None, None)), "\t"))
+
+
+@pytest.mark.parametrize("block_bytes", [256, 8 << 20])  # blocks with and without blank lines, then one block
+def test_each_edge_is_numbered_by_its_physical_line_as_the_slow_reader_numbers_it(
+    tmp_path: Path, block_bytes: int
+) -> None:
+    path = tmp_path / "e.tsv"
+    path.write_bytes(_text(0, 400))
+    spec = ReadSpec(COLUMNS, block_bytes=block_bytes, numbered=True)
+    fast = list(fast_batches(str(path), "e.tsv", spec, "\t"))
+    slow = list(slow_batches(str(path), "e.tsv", spec, "\t"))
+    numbers = [b.numbers for b in fast]
+    assert all(n is not None and len(n) == len(b) for n, b in zip(numbers, fast, strict=True))
+    expected = [i + 1 for i in range(400) if i % 17]  # lines 1, 18, 35, ... are blank
+    assert np.concatenate(numbers).tolist() == expected
+    assert np.concatenate([b.numbers for b in slow]).tolist() == expected
+    assert [s for b in fast for s in b.lhs.to_pylist()] == [s for b in slow for s in b.lhs.to_pylist()]
+    unnumbered = ReadSpec(COLUMNS, block_bytes=block_bytes)
+    assert all(b.numbers is None for b in fast_batches(str(path), "e.tsv", unnumbered, "\t"))

@@ -66,3 +66,26 @@ def test_a_file_without_edges_is_bad_data(tmp_path: Path) -> None:
 def test_a_block_numbers_its_lines_from_where_it_starts() -> None:
     with pytest.raises(BadDataError, match="line 41: empty name in column 0"):
         list(slow_block(b"a\tr\tb\t1\n\tr\tb\t1\n", 40, "e.tsv", SPEC, "\t"))
+
+
+def test_a_commands_wording_names_its_rows_and_its_options(tmp_path: Path) -> None:
+    """A file of queries read for ``pbg predict``: "no queries", and the columns as its options give them."""
+    spec = ReadSpec(
+        Columns(lhs=0, rhs=None, rel=3, weight=None), rows="queries", labels={"lhs": "-l ", "rel": "--rel-col "}
+    )
+    with pytest.raises(BadDataError) as caught:
+        _read(tmp_path, b"\n \n", spec)
+    assert str(caught.value) == "s3://b/edges.tsv: no queries: the file has no line, or blank ones only"
+    with pytest.raises(BadDataError) as caught:
+        _read(tmp_path, b"a\tr\n", spec)
+    assert str(caught.value) == (
+        "s3://b/edges.tsv: line 1: expected at least 4 columns (-l 0, --rel-col 3, 0-based) but found 2 "
+        "(is a column index or the delimiter wrong?): 'a\\tr'"
+    )
+
+
+def test_numbered_edges_carry_their_physical_line(tmp_path: Path) -> None:
+    spec = ReadSpec(SPEC.columns, numbered=True)
+    batches = _read(tmp_path, b"\n\na\tr\tb\t1\n\t\t\t\n\nc\tr\td\t2\r\n", spec)
+    assert [n for b in batches for n in b.numbers.tolist()] == [3, 6]
+    assert all(b.numbers is None for b in _read(tmp_path, b"a\tr\tb\t1\n"))
