@@ -12,12 +12,13 @@
    by default one per 100 entities, every row a random centre plus N(0, ``--noise``^2) per
    coordinate, 0.5 by default; no training needed), written with the stores
    under bench/work/similar/ and cached. Through :class:`storage.trained.similarity.SimilarEntities`
-   (what ``pbg similar`` runs): the index is built (its time, kind, nlist, nprobe and recall@10 at
-   build), then ``--queries`` seeded entities get their 10 nearest exactly and through the index
+   (what ``pbg similar`` runs): the index is built (its time, the kind the build chose, IVF-Flat or
+   HNSW-Flat, with its structure, ``nlist`` or ``M``, its search width, ``nprobe`` or ``efSearch``, and
+   recall@10 at build; what the build tried, as it logged it, printed and kept), then ``--queries`` seeded entities get their 10 nearest exactly and through the index
    (loaded again from its file first, timed apart). Recall@10 of the approximate lists against the
    exact ones. Target: approximate >= 20x faster than exact at recall@10 >= 0.95.
-3. **HNSW** (``--hnsw``, once): faiss ``IndexHNSWFlat`` (M=32) on the same vectors: build time, and
-   per ``efSearch`` the search time and recall@10 against the exact lists.
+3. **HNSW** (``--hnsw``, once, whatever part 2's build chose): faiss ``IndexHNSWFlat`` (M=32) on the
+   same vectors: build time, and per ``efSearch`` the search time and recall@10 against the exact lists.
 4. **OpenMP**: torch and faiss each bring a libgomp; faiss's flat search of 1,000 queries alone vs
    right after a torch product (median of 5 each).
 
@@ -28,11 +29,14 @@ Run: ``.venv/bin/python -m bench.similar [--entities N] [--dim D] [--queries Q] 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +56,12 @@ SEED = 0
 K = 10
 
 
-def timed(fn: Callable[[], object]) -> tuple[object, dict[str, float]]:
+def timed(fn: Callable[[], object]) -> tuple[object, dict[str, Any]]:
     """``fn()`` after a wait for a quiet machine (at most a minute), with its wall seconds, this process's CPU
-    seconds, and the CPU seconds the rest of the machine took meanwhile (others' load in the figure)."""
+    seconds, the CPU seconds the rest of the machine took meanwhile (others' load in the figure) and the
+    1-minute load average (``os.getloadavg``) before and after."""
     waited = wait_quiet(60.0)
+    load_before = os.getloadavg()[0]
     busy, cpu, started = busy_cpu_seconds(), time.process_time(), time.perf_counter()
     value = fn()
     wall, own = time.perf_counter() - started, time.process_time() - cpu
@@ -64,6 +70,7 @@ def timed(fn: Callable[[], object]) -> tuple[object, dict[str, float]]:
         "cpu_s": own,
         "others_cpu_s": max(busy_cpu_seconds() - busy - own, 0.0),
         "waited_s": waited,
+        "load_avg_1m": [load_before, os.getloadavg()[0]],
     }
 
 
@@ -167,7 +174,8 @@ def measure_search(config: Any, queries: int) -> tuple[dict[str, Any], dict[str,
     similar = open_similar(config, flat_max_rows=0)  # an index whatever the size (--quick's 100k too)
     rows = similar.rows("e")
     started = time.perf_counter()
-    index = similar.index("e")
+    with _build_log() as build_log:  # what the build tried, each line printed as it comes
+        index = similar.index("e")
     build_s = time.perf_counter() - started
     print(f"  built in {build_s:.1f} s: {index.describe()}", flush=True)
     started = time.perf_counter()
@@ -190,9 +198,11 @@ def measure_search(config: Any, queries: int) -> tuple[dict[str, Any], dict[str,
     flops = 2.0 * queries * rows.count * rows.dim
     return {
         "index": {
-            "kind": index.provenance.kind,
-            "nlist": index.nlist,
-            "nprobe": index.nprobe,
+            "kind": index.kind,
+            "shape": index.shape,
+            "width": index.width,
+            "describe": index.describe(),
+            "build_log": build_log,
             "recall_at_10_at_build": index.recall_at_10,
             "build_s": build_s,
             "load_s": load_s,
@@ -210,8 +220,33 @@ def measure_search(config: Any, queries: int) -> tuple[dict[str, Any], dict[str,
     }, found
 
 
-def _describe(timing: dict[str, float]) -> str:
-    return f"{timing['wall_s']:.2f} s ({timing['cpu_s']:.1f} CPU s; others took {timing['others_cpu_s']:.1f} CPU s meanwhile)"
+@contextlib.contextmanager
+def _build_log() -> Iterator[list[str]]:
+    """The similarity index's INFO lines while the block runs, printed and collected."""
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+            print(f"  {lines[-1]}", flush=True)
+
+    lines: list[str] = []
+    logger, handler = logging.getLogger("storage.trained.similarity_index"), Collect(logging.INFO)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _describe(timing: dict[str, Any]) -> str:
+    load = timing["load_avg_1m"]
+    return (
+        f"{timing['wall_s']:.2f} s ({timing['cpu_s']:.1f} CPU s; others took {timing['others_cpu_s']:.1f} CPU s "
+        f"meanwhile; load average {load[0]:.1f} -> {load[1]:.1f})"
+    )
 
 
 # ---- 3. HNSW ------------------------------------------------------------------------------------
@@ -345,11 +380,11 @@ def _tables(result: dict[str, Any]) -> str:
 def _search_tables(search: dict[str, Any], met: bool) -> list[str]:
     """Part 2's tables: the index, then exact vs approximate."""
     index = search["index"]
-    index_row = [index[key] for key in ("kind", "nlist", "nprobe", "recall_at_10_at_build", "build_s", "load_s")]
+    index_row = [index[key] for key in ("kind", "shape", "width", "recall_at_10_at_build", "build_s", "load_s")]
     search_keys = ("queries", "exact_s", "exact_gflops", "approximate_s", "speedup", "cpu_speedup", "recall_at_10")
     return [
         format_table(
-            ["index", "nlist", "nprobe", "recall@10 at build", "build s", "load s", "file MiB"],
+            ["index", "nlist or M", "nprobe or efSearch", "recall@10 at build", "build s", "load s", "file MiB"],
             [[*index_row, index["file_bytes"] / 2**20]],
         ),
         format_table(

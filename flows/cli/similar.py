@@ -7,7 +7,8 @@ asks :meth:`storage.trained.Model.similar`, and shows the table it returns: read
 ``--json`` for one entity, or in ``--output`` (published whole or not at all, an existing file
 refused unless ``--force``). Exact by default; ``--approximate`` searches a type of more than
 ``FLAT_MAX_ROWS`` entities through its faiss index, and says on stderr how each type was searched:
-the index's kind, ``nprobe`` and recall@10 against exact search, measured when it was built.
+the index's kind (IVF-Flat or HNSW-Flat), search width (``nprobe`` or ``efSearch``) and recall@10
+against exact search, measured when it was built.
 
 Every check runs before the output is staged; a bad name, file, version or checkpoint is one line
 naming it (exit status 1), a name of a file by its file and line; options that do not go together
@@ -121,7 +122,7 @@ def _placed(err: UnknownEntityError | AmbiguousNameError, rows: Rows | None) -> 
 
 def _searches(model: Model, table: pa.Table) -> dict[str, tuple[bool, str]]:
     """Per entity type searched, how ``--approximate`` searched it: whether through its index, and the line
-    saying how (the index's kind, nprobe and recall, or that it was searched exactly)."""
+    saying how (the index's kind, search width and recall, or that it was searched exactly)."""
     from storage.trained.similarity_index import FLAT_MAX_ROWS
 
     lines = {}

@@ -20,9 +20,10 @@ ones) and :meth:`~storage.trained.model.Model.embeddings` (as ``pbg export``).
 - :mod:`~storage.trained.similar_names`: ``similar``'s names found in their types, and its table;
 - :mod:`~storage.trained.similarity`: the entities nearest to given ones by the model's own metric,
   exactly or through a similarity index (:class:`~storage.trained.similarity.SimilarEntities`);
-- :mod:`~storage.trained.similarity_index`: that faiss index (IVF-Flat, for a type too large for
-  exact search to be fast), built once per (version, entity type) and stored beside its version
-  as ``similar_{type}.v{v}.h5``; the only module importing faiss;
+- :mod:`~storage.trained.similarity_index`: that faiss index (IVF-Flat or HNSW-Flat, whichever is faster at
+  the recall target, for a type too large for exact search to be fast), built once per (version, entity
+  type) and stored beside its version as ``similar_{type}.v{v}.h5``; the only module importing faiss;
+- :mod:`~storage.trained.index_file`: that file: the index kinds, its bytes and attributes written and trusted;
 - :mod:`~storage.trained.index_provenance`: what a stored index must match to be used.
 
 May import: the stores at the top of :mod:`storage` (``checkpoint_reader``, ``entity_lease``,

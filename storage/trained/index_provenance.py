@@ -2,10 +2,12 @@
 
 A stored index (``similar_{type}.v{v}.h5``) is trusted only if every field of
 :class:`IndexProvenance` equals what it would be built from now: the version and entity type, the
-kind and faiss metric, the config's comparator, bias and ``max_norm``, a digest of the entity
+faiss metric, the config's comparator, bias and ``max_norm``, a digest of the entity
 type's global embedding, the number and dimension of the rows, and ``sources``: per partition
 file, its size, the names digest its rows follow (``names/digest``) and a SHA-256 of 64 seeded rows.
 Another version's file, another config's, a partition file written again: each differs in some field.
+Which kind of index a file holds (IVF-Flat or HNSW-Flat) is what its build chose, not provenance
+(:mod:`storage.trained.index_file`): a file of either kind is used.
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ class IndexProvenance:
     index_format: int
     version: int
     entity: str
-    kind: str  # "ivf_flat" (the only kind built)
     metric: str  # "inner_product" or "l2"
     comparator: str
     bias: int
@@ -115,7 +116,6 @@ def provenance_of(model: MultiRelationEmbedder, rows: TypeRows, seed: int) -> In
         index_format=INDEX_FORMAT,
         version=rows.reader.version,
         entity=rows.entity,
-        kind="ivf_flat",
         metric=faiss_metric(config.comparator, bool(config.bias)),
         comparator=config.comparator,
         bias=int(bool(config.bias)),

@@ -361,7 +361,7 @@ class Model:
 
         Loaded from beside the version (``similar_{type}.v{v}.h5``) if it matches what it would be
         built from now, else built (its recall@10 against exact search measured) and stored
-        there; its ``describe()`` gives its kind, ``nprobe`` and recall. None for a type of at most
+        there; its ``describe()`` gives its kind, search width and recall. None for a type of at most
         ``FLAT_MAX_ROWS`` entities.
 
         Raises:

@@ -1,10 +1,14 @@
 """storage.trained.similarity_index: the faiss index of one type's rows, built, stored, trusted or rebuilt.
 
 Real checkpoint versions (tests/storage/trained/similar_checkpoints.py) and a real faiss, with
-``flat_max_rows`` lowered so that small tables get an IVF index: built, stored and reused on local
+``flat_max_rows`` lowered so that small tables get an index: built, stored and reused on local
 disk and on S3; a type up to ``flat_max_rows`` gets none (its approximate answers are exact); each
 damaged or foreign index file rebuilt with one warning; a read-only checkpoint directory; the index
-file removed with its version; faiss and torch run in turns in either import order.
+file removed with its version; faiss and torch run in turns in either import order. The kind
+(IVF-Flat or HNSW-Flat): IVF-Flat kept when it is fast enough (``HNSW_BELOW_SPEEDUP`` set to 0 here
+unless a test says otherwise, as which of two timed searches is faster is not a test's to decide),
+HNSW-Flat when IVF-Flat misses the target (``NPROBES`` cut to one list), a stored file of either
+kind used whatever the build would choose now, the choice between two measured candidates.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 import torch
 from disk_state import changes, tree_state
@@ -31,12 +36,19 @@ from storage.checkpoints import CheckpointStore
 from storage.trained import similarity_index
 from storage.trained.row_ids import RowIds
 from storage.trained.similarity import Neighbours, SimilarEntities
+from storage.trained.similarity_index import SimilarityIndex, choose
 
 INDEX_LOGGER = "storage.trained.similarity_index"
 SIZES = [180, 95, 125]
 QUERIES = RowIds(torch.tensor([0, 0, 1, 2, 2, 1]), torch.tensor([0, 179, 50, 3, 124, 94]))
 REPO = Path(__file__).resolve().parents[3]
 FLAT_MAX_ROWS = 100  # the tables of 400 rows get an index
+
+
+@pytest.fixture(autouse=True)
+def ivf_when_it_reaches_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """IVF-Flat kept whenever it reaches the recall target: no timed choice decides a test's kind."""
+    monkeypatch.setattr(similarity_index, "HNSW_BELOW_SPEEDUP", 0.0)
 
 
 def index_file(config: object, version: int) -> str:
@@ -81,12 +93,13 @@ def test_an_index_is_built_stored_and_then_reused(root: StorePath, caplog: pytes
     similar = similar_in(config)
     assert_answers(similar)
     index = similar.index("e")
-    assert index is not None and (index.provenance.kind, index.provenance.metric) == ("ivf_flat", "inner_product")
-    assert (index.nlist, index.recall_queries) == (400 // 39, 400) and index.recall_at_10 >= 0.95
+    assert index is not None and (index.kind, index.provenance.metric) == ("ivf_flat", "inner_product")
+    assert (index.shape, index.recall_queries) == (400 // 39, 400) and index.recall_at_10 >= 0.95
     print(index.describe())
     with h5py.File(_local_copy(index_file(config, 1)), "r") as hf:
         assert hf.attrs["comparator"] == "cos" and hf.attrs["version"] == 1 and hf.attrs["rows"] == 400
-        assert hf.attrs["recall_at_10"] == index.recall_at_10 and hf.attrs["nprobe"] == index.nprobe
+        assert hf.attrs["recall_at_10"] == index.recall_at_10 and hf.attrs["nprobe"] == index.width
+        assert hf.attrs["kind"] == "ivf_flat" and hf.attrs["nlist"] == index.shape and "ef_search" not in hf.attrs
         assert len(hf["index"]) > 400 * 8 * 4  # every row's vector
     before = tree_state(str(root))
     caplog.clear()
@@ -129,16 +142,75 @@ def test_above_flat_max_rows_an_ivf_index_reaches_the_recall_target(
     index = similar.index("e")
     assert index is not None
     print(index.describe())
-    assert (index.provenance.kind, index.nlist) == ("ivf_flat", 3000 // 39)  # 4 sqrt(N) = 219 lists want 8.5k points
-    assert index.nprobe in (16, 32, 64, 76) and index.recall_at_10 >= similarity_index.RECALL_TARGET
+    assert (index.kind, index.shape) == ("ivf_flat", 3000 // 39)  # 4 sqrt(N) = 219 lists want 8.5k points
+    assert index.width in (16, 32, 64, 76) and index.recall_at_10 >= similarity_index.RECALL_TARGET
     assert index.recall_queries == 1000
     assert f"recall@10 {index.recall_at_10:.3f} against exact search on 1,000 entities" in caplog.text
     queries = similar.rows("e").row_ids(torch.arange(0, 3000, 7))
     approx, exact = similar.nearest("e", queries, 10, approximate=True), similar.nearest("e", queries, 10)
     assert len(found(approx) & found(exact)) / (10 * len(queries)) >= 0.9
     with h5py.File(index_file(config, 1), "r") as hf:
-        assert hf.attrs["kind"] == "ivf_flat" and hf.attrs["nprobe"] == index.nprobe
+        assert hf.attrs["kind"] == "ivf_flat" and hf.attrs["nprobe"] == index.width
         assert hf.attrs["recall_at_10"] == index.recall_at_10
+
+
+@pytest.mark.parametrize(("comparator", "bias"), [("dot", True), ("l2", False)])
+def test_where_ivf_misses_the_target_an_hnsw_index_is_built_kept_and_reused(
+    tmp_path: Path, comparator: str, bias: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, INDEX_LOGGER)
+    monkeypatch.setattr(similarity_index, "NPROBES", (1,))  # one list of 76 searched: IVF-Flat misses
+    config = make_config(tmp_path, 3, 16, comparator=comparator, bias=bias, global_emb=False)
+    tables = clustered_tables([1100, 900, 1000], 16, clusters=3000, seed=14)  # hardly clustered
+    write_version(config, 1, tables)
+    similar = SimilarEntities(*open_version(config), flat_max_rows=1000)
+    index = similar.index("e")
+    assert index is not None and (index.kind, index.shape) == ("hnsw_flat", similarity_index.HNSW_M)
+    assert index.width in similarity_index.EF_SEARCHES and index.recall_at_10 >= similarity_index.RECALL_TARGET
+    metric = "inner_product" if comparator == "dot" else "l2"
+    assert index.describe().startswith(f"HNSW-Flat index of 3,000 rows of 'e' (v1, {metric}), M 32, efSearch ")
+    assert "IVF-Flat at nprobe 1 reached recall@10 0." in caplog.text and "building HNSW-Flat too" in caplog.text
+    assert "similarity index built in " in caplog.text and warnings_of(caplog) == []
+    everyone = similar.rows("e").row_ids(torch.arange(3000))
+    got = similar.rows("e").global_ids(_as_ids(similar.nearest("e", everyone, 10, approximate=True))).numpy()
+    assert recall(got, brute_force_top10(torch.cat(tables).double().numpy(), comparator, bias)) >= 0.95
+    with h5py.File(index_file(config, 1), "r") as hf:
+        assert (hf.attrs["kind"], hf.attrs["m"], hf.attrs["ef_search"]) == ("hnsw_flat", 32, index.width)
+        assert hf.attrs["recall_at_10"] == index.recall_at_10 and "nprobe" not in hf.attrs
+    caplog.clear()
+    again = SimilarEntities(*open_version(config), flat_max_rows=1000).index("e")
+    assert again is not None and (again.kind, again.width) == ("hnsw_flat", index.width)
+    assert again.recall_at_10 == index.recall_at_10
+    assert builds(caplog) == 0 and warnings_of(caplog) == []
+
+
+def _as_ids(neighbours: Neighbours) -> RowIds:
+    return RowIds(neighbours.partitions, neighbours.offsets)
+
+
+def brute_force_top10(x: np.ndarray, comparator: str, bias: bool) -> np.ndarray:
+    """Every row's 10 nearest global ids by ``dot`` (a bias in dim 0) or ``l2``, itself left out."""
+    if comparator == "dot":
+        scores = (x[:, 1:] @ x[:, 1:].T + x[None, :, 0]) if bias else x @ x.T
+    else:
+        scores = 2 * x @ x.T - (x**2).sum(axis=1)[None, :]  # -|x_i - x_j|^2 less |x_i|^2, the same in a row
+    np.fill_diagonal(scores, -np.inf)
+    return np.argsort(-scores, axis=1)[:, :10]
+
+
+def recall(got: np.ndarray, truth: np.ndarray) -> float:
+    return sum(len(set(a) & set(b)) for a, b in zip(got.tolist(), truth.tolist(), strict=True)) / truth.size
+
+
+def test_the_fastest_index_reaching_the_target_is_kept_else_the_one_of_highest_recall() -> None:
+    def measured(kind: str, recall_at_10: float, search_s: float) -> SimilarityIndex:
+        return SimilarityIndex(None, None, kind, 1, 1, recall_at_10, 1000, search_s)  # type: ignore[arg-type]
+
+    fast_hnsw = measured("hnsw_flat", 0.967, 0.37)
+    assert choose([measured("ivf_flat", 0.952, 1.2), fast_hnsw]) is fast_hnsw
+    assert choose([measured("ivf_flat", 0.999, 0.06), fast_hnsw]).kind == "ivf_flat"
+    assert choose([measured("ivf_flat", 0.94, 0.06), fast_hnsw]) is fast_hnsw  # the faster misses the target
+    assert choose([measured("ivf_flat", 0.93, 0.06), measured("hnsw_flat", 0.91, 0.05)]).kind == "ivf_flat"
 
 
 def found(neighbours: Neighbours) -> set[tuple[int, int, int]]:
