@@ -4,10 +4,11 @@
 (dataset ``index``, ``faiss.serialize_index``) and, as root attributes, its provenance
 (:class:`~storage.trained.index_provenance.IndexProvenance`), its kind (:data:`KINDS`) with that
 kind's structure and search width (``nlist`` and ``nprobe``, or ``m`` and ``ef_search``), the
-recall@10 measured when it was built, and an MD5 of the bytes. It is written atomically
+recall@10 measured when it was built, and a checksum (:func:`checksum`) of the bytes and every other
+attribute: a file whose ``nprobe`` or recall was changed is as untrusted as one with a flipped byte. It is written atomically
 (:func:`storage.hdf5.open_write`) and read back (:func:`read_index_file`) only if every provenance
 attribute equals what it would be built from now, its kind is known, its kind's attributes are
-there and its bytes match their checksum; otherwise one warning names why, and the caller builds it
+there and its bytes and attributes match their checksum; otherwise one warning names why, and the caller builds it
 again. Which kind a file holds is the build's choice, not provenance: a stored index of either kind is used.
 The bytes are read here and handed to faiss by :mod:`storage.trained.similarity_index`, the one
 module importing faiss, which also checks that what faiss read is what the attributes say.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -80,8 +82,8 @@ def write_index_file(url: str, options: Any, prov: IndexProvenance, stored: Stor
         kind.width_attr: stored.width,
         "recall_at_10": stored.recall_at_10,
         "recall_queries": stored.recall_queries,
-        "checksum": hashlib.md5(stored.blob.tobytes()).hexdigest(),
     }
+    attrs["checksum"] = checksum(stored.blob, attrs)
     try:
         with hdf5.open_write(url, options) as hf:
             hf.create_dataset(INDEX_DATASET, data=stored.blob)
@@ -110,8 +112,8 @@ def read_index_file(url: str, options: Any, expected: IndexProvenance) -> Stored
         warn_unusable(url, f"unreadable ({err})")
         return None
     why = expected.mismatch(attrs) or _attrs_mismatch(attrs)
-    if why is None and attrs["checksum"] != hashlib.md5(blob.tobytes()).hexdigest():
-        why = "its bytes do not match their MD5 checksum"
+    if why is None and attrs["checksum"] != checksum(blob, attrs):
+        why = "its bytes or attributes do not match their checksum"
     if why is not None:
         warn_unusable(url, why)
         return None
@@ -124,6 +126,26 @@ def read_index_file(url: str, options: Any, expected: IndexProvenance) -> Stored
         float(attrs["recall_at_10"]),
         int(attrs["recall_queries"]),
     )
+
+
+def checksum(blob: np.ndarray, attrs: dict[str, Any]) -> str:
+    """SHA-256 of the index's bytes, then of every attribute but ``checksum`` and ``format_version``
+    (as sorted JSON; ``format_version`` is :mod:`storage.hdf5`'s, set and checked by it).
+
+    Attributes come back from HDF5 as plain Python values (:func:`storage.hdf5.read_attrs`), and
+    JSON writes a float's shortest round-trip form, so the file's own values hash as written.
+    """
+    digest = hashlib.sha256(blob.tobytes())
+    settings = {key: value for key, value in attrs.items() if key not in ("checksum", hdf5.FORMAT_VERSION_ATTR)}
+    digest.update(json.dumps(settings, sort_keys=True, default=_plain).encode())
+    return digest.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A numpy value as JSON takes it (``json.dumps``'s fallback)."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"attribute value {value!r} of type {type(value).__name__} has no JSON form")
 
 
 def _attrs_mismatch(attrs: dict[str, Any]) -> str | None:

@@ -59,7 +59,7 @@ moment: memory one partition plus up to two indexes.
 
 **File.** ``similar_{type}.v{v}.h5`` in the checkpoint directory (:mod:`storage.trained.index_file`);
 nothing else is written there, and no lease is taken. A stored index is used only when every
-provenance attribute matches what it would be built from now, its bytes match their MD5 and faiss
+provenance attribute matches what it would be built from now, its bytes and attributes match their checksum and faiss
 reads back the kind, rows and dimension its attributes say; otherwise one warning names why and it
 is built again. An unwritable checkpoint directory: one warning, and the index lives in memory only.
 """

@@ -16,13 +16,15 @@ import re
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 import torch
 from disk_state import changes, tree_state
 from similar_checkpoints import clustered_tables, make_config, open_version, write_version
 
+from storage import hdf5
 from storage.trained import similarity_index
-from storage.trained.index_file import KINDS
+from storage.trained.index_file import KINDS, checksum
 from storage.trained.similarity import SimilarEntities
 from storage.trained.similarity_index import SimilarityIndex
 
@@ -73,13 +75,15 @@ def test_a_stored_index_of_either_kind_is_used_whatever_a_build_would_choose_now
 
 
 def set_attrs(url: str, attrs: dict[str, object]) -> None:
-    """Rewrite root attributes of the file at ``url`` (None: delete one); its index bytes stay as they are."""
+    """Rewrite root attributes of the file at ``url`` (None: delete one), and its checksum to match, as a
+    writer with a bug would: what is checked behind the checksum; its index bytes stay as they are."""
     with h5py.File(url, "r+") as hf:
         for key, value in attrs.items():
             if value is None:
                 del hf.attrs[key]
             else:
                 hf.attrs[key] = value
+        hf.attrs["checksum"] = checksum(np.asarray(hf["index"][...], dtype=np.uint8), hdf5.read_attrs(hf))
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import h5py
@@ -235,9 +235,22 @@ def truncate(url: str) -> None:
     Path(url).write_bytes(Path(url).read_bytes()[: os.path.getsize(url) // 2])
 
 
+def edit_attr(name: str, value: object) -> Callable[[str], None]:
+    """A damage: attribute ``name`` of the file rewritten as ``value``, nothing else changed."""
+
+    def edit(url: str) -> None:
+        with h5py.File(url, "r+") as hf:
+            hf.attrs[name] = value
+
+    return edit
+
+
 DAMAGES = {
     "truncated": (truncate, r"not a readable HDF5 file"),
-    "flipped byte": (flip_a_byte_of_the_index, r"its bytes do not match their MD5 checksum"),
+    # A setting edited in place (the review's case: nprobe 128 -> 1 was trusted and missed true neighbours).
+    "nprobe edited": (edit_attr("nprobe", 1), r"its bytes or attributes do not match their checksum"),
+    "recall edited": (edit_attr("recall_at_10", 0.999), r"its bytes or attributes do not match their checksum"),
+    "flipped byte": (flip_a_byte_of_the_index, r"its bytes or attributes do not match their checksum"),
 }
 
 
