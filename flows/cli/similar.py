@@ -18,8 +18,11 @@ are usage errors (exit status 2). Nothing here imports Prefect.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from flows.cli.answers import Steps, counted, estimated_size, load_model, output_writer, readable
@@ -50,7 +53,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
     model = load_model(args, args.names or [], steps)
     names, rows = _names(args, model, steps)
     files = [("the names file", url) for url in args.names or []]
-    with output_writer(args, model, files, estimated_size(names, [], args.k), SIMILARITY) as write:
+    with output_writer(args, model, files, estimated_size(names, [], args.k), SIMILARITY) as write, _build_lines():
         try:
             table = model.similar(names, k=args.k, entity_type=args.entity_type, approximate=args.approximate)
         except (UnknownEntityError, AmbiguousNameError) as err:
@@ -73,6 +76,21 @@ def cmd_similar(args: argparse.Namespace) -> int:
         print(_heading(model, args, names, table, searches))
         print(readable(table.select(["rank", "neighbour", "score"] if len(names) == 1 else table.column_names)))
     return 0
+
+
+@contextlib.contextmanager
+def _build_lines() -> Iterator[None]:
+    """Print an index build's progress lines on stderr while it runs (a build of a 1M-entity type takes
+    minutes): the index module's INFO lines, which no handler prints otherwise."""
+    logger = logging.getLogger("storage.trained.similarity_index")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pbg similar: %(message)s"))
+    handler.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def similar_usage_problem(args: argparse.Namespace) -> str | None:

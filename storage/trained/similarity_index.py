@@ -235,6 +235,13 @@ def _build(
     model: MultiRelationEmbedder, rows: TypeRows, prov: IndexProvenance, exact: ExactNeighbours
 ) -> SimilarityIndex:
     started = time.monotonic()
+    logger.info(
+        "similarity index of %r: building it once for version %d (%d entities x %d dimensions; IVF-Flat first)",
+        rows.entity,
+        prov.version,
+        rows.count,
+        rows.dim,
+    )
     ivf = _build_ivf(model, rows, prov)
     oracle = _oracle(model, rows, prov, exact)  # after IVF's build: both timed on rows read once already
     ivf = _tune(ivf, oracle, sorted({min(width, ivf.shape) for width in NPROBES}))
