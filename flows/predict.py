@@ -40,6 +40,7 @@ from tasks.predict import (
     close_model,
     list_query_files,
     open_model,
+    part_file,
     predict_file,
     publish_predictions,
     remove_staging,
@@ -125,7 +126,7 @@ def _predict_files(model: str, files: list[str], spec: QuerySpec, staging: str) 
     parts: list[dict[str, Any]] = []
     for index, url in enumerate(files):
         first = sum(done["queries"] for done in parts)
-        parts.append(predict_file(model, url, spec, f"{staging}/part-{index:05d}.parquet", first))
+        parts.append(predict_file(model, url, spec, part_file(staging, index), first))
     return parts
 
 

@@ -46,7 +46,8 @@ Checkpoint directory (``checkpoint_path``)::
 ``{type}.h5`` or ``{type}.npy`` with ``{type}.names.json``.
 
 Local scratch: ``pbg-import-spill-*/`` (an import's spill, claimed by ``owner.json``), the remap
-spill's ``to{new}-from{old}.npz``, a write probe ``.pbg-write-check-*`` and an atomic local
+spill's ``to{new}-from{old}.npz``, a ``pbg-predict`` run's ``predict-{run id}/part-{NNNNN}.parquet``
+under ``PBG_CACHE_DIR``, a write probe ``.pbg-write-check-*`` and an atomic local
 write's ``.{name}.{token}.tmp`` beside its file; ``pbg-server-startup.lock`` in ``PREFECT_HOME``.
 
 Retraining root (a scheduled retraining's ``checkpoint_path``, :mod:`storage.retraining`)::
@@ -241,6 +242,16 @@ def parse_import_dir(name: str) -> tuple[str, str] | None:
     """(token, ``"<n>"`` or ``"replaced"``) of a staging or backup directory name, else None."""
     match = _IMPORT_DIR_RE.match(name)
     return (match.group(1), match.group(2)) if match else None
+
+
+def prediction_staging_dir(run_id: str) -> str:
+    """``predict-{run id}``: a ``pbg-predict`` flow run's parts, under ``PBG_CACHE_DIR``."""
+    return f"predict-{run_id}"
+
+
+def prediction_part_file(index: int) -> str:
+    """``part-{NNNNN}.parquet``: the answers of a ``pbg-predict`` run's ``index``-th query file."""
+    return f"part-{index:05d}.parquet"
 
 
 def remap_spill_file(new: Partition, old: Partition) -> str:

@@ -31,11 +31,12 @@ import pyarrow.parquet as pq
 
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import UsageError
-from storage import read_cache
+from storage import layout, read_cache
 from storage.edge_columns import Column
 from storage.edge_lists.parse import Columns
 from storage.errors import DataNotFound, OutputExistsError
 from storage.fs import globs, reads
+from storage.fs.atomic import local_write
 from storage.outputs import check_distinct
 from storage.trained import Model
 from storage.trained.answer_files import estimated_bytes, read_rows, table_format, table_output
@@ -185,9 +186,14 @@ def check_output(handle: str, output: str, query_files: Sequence[str], config_ur
         )
 
 
+def part_file(staging: str, index: int) -> str:
+    """The part of the ``index``-th query file in ``staging`` (:func:`staging_dir`)."""
+    return os.path.join(staging, layout.prediction_part_file(index))
+
+
 def staging_dir(run_id: str | None) -> str:
     """The local directory of a flow run's parts: ``{PBG_CACHE_DIR}/predict-{run id}`` (a fresh id outside a run)."""
-    return os.path.join(read_cache.cache_dir(), f"predict-{run_id or uuid.uuid4().hex}")
+    return os.path.join(read_cache.cache_dir(), layout.prediction_staging_dir(run_id or uuid.uuid4().hex))
 
 
 def remove_staging(directory: str) -> None:
@@ -233,14 +239,8 @@ def predict_file(handle: str, url: str, spec: QuerySpec, part: str, first_query:
     except UnknownEntityError as err:
         raise rows.located(err) from err
     table = table.set_column(0, "query", pc.add(table.column("query"), pa.scalar(first_query, table.schema[0].type)))
-    os.makedirs(os.path.dirname(part), exist_ok=True)
-    temporary = f"{part}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
+    with local_write(part) as temporary:  # a retry replaces the part whole; an interrupted write leaves none
         pq.write_table(table, temporary)
-        os.replace(temporary, part)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
     run_logger().info("%s: %d queries ranked, %d rows", url, len(anchors), table.num_rows)
     return {"file": url, "queries": len(anchors), "rows": table.num_rows, "part": part}
 
@@ -297,6 +297,7 @@ __all__ = [
     "get_model",
     "list_query_files",
     "open_model",
+    "part_file",
     "predict_file",
     "publish_predictions",
     "remove_staging",
