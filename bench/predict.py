@@ -322,12 +322,12 @@ def product_flops(entities: int, partitions: int, dim: int, queries: int, repeat
     (as many rows as one score block holds) over ``min(queries, 2,000)`` queries, best of ``repeats``."""
     import torch
 
-    from pbg_core.evaluation.ranking import ALL_NEGS_SCORE_BUDGET
+    from pbg_core.evaluation.ranking import query_block_rows
 
     size = -(-entities // partitions)
     generator = torch.Generator().manual_seed(SEED)
     table = torch.randn(size, dim, generator=generator)
-    step = max(1, ALL_NEGS_SCORE_BUDGET // size)
+    step = query_block_rows(size)
     rows = min(queries, 2000)
     anchors = torch.randn(rows, dim, generator=generator)
     out = torch.empty(step, size)

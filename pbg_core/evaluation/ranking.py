@@ -30,6 +30,7 @@ from pbg_core.kernels.top_k import row_top_k
 from pbg_core.model.embedder import MASKED, MultiRelationEmbedder, SideBatch
 from pbg_core.model.max_norm import renorm_table_
 from pbg_core.model.negatives import NegativeMode, chunk_layout
+from pbg_core.model.row_blocks import ROW_BLOCK
 from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Side
 
 # Ranking every entity scores [rows, count]; rows per block are capped so one block holds at
@@ -211,6 +212,17 @@ def answer_scores(
     return side.pick(scores.lhs_pos, scores.rhs_pos)
 
 
+def query_block_rows(candidates: int) -> int:
+    """Queries scored at once against ``candidates`` entities: as many as ``ALL_NEGS_SCORE_BUDGET``
+    scores allow, rounded down to a multiple of ``ROW_BLOCK`` (at least one block).
+
+    A product's rows are padded to ``ROW_BLOCK`` anyway (:mod:`pbg_core.model.row_blocks`): a block
+    of 134 queries against a 125k-entity partition computed 144 rows, 7% more than 128 do.
+    """
+    rows = ALL_NEGS_SCORE_BUDGET // max(candidates, 1)
+    return max(ROW_BLOCK, rows - rows % ROW_BLOCK)
+
+
 @torch.no_grad()
 def rank_partition(
     model: MultiRelationEmbedder,
@@ -249,7 +261,7 @@ def rank_partition(
     cands = model.ranking_candidates(queries.side, queries.rel, table)
     query = model.ranking_query(queries.side, queries.rel, queries.anchors)
     rels = queries.rels()
-    step = max(1, ALL_NEGS_SCORE_BUDGET // max(table.shape[0], 1))
+    step = query_block_rows(table.shape[0])
     for start in range(0, len(queries), step):
         rows = slice(start, start + step)
         scores = model.candidate_scores(query[rows], cands)

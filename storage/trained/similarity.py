@@ -30,9 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from pbg_core.errors import UsageError
-from pbg_core.evaluation.ranking import ALL_NEGS_SCORE_BUDGET, RankState, similarity_scores
+from pbg_core.evaluation.ranking import RankState, query_block_rows, similarity_scores
 from pbg_core.model.embedder import MultiRelationEmbedder
-from pbg_core.model.row_blocks import ROW_BLOCK
 from pbg_core.types import EntityName, FloatTensorType, LongTensorType
 from storage.checkpoint_reader import CheckpointReader
 from storage.trained.checkpoint_rows import CheckpointRows, TypeRows
@@ -75,7 +74,7 @@ def exact_neighbours(
     """
     query = rows.load(queries)
     state = RankState.empty(len(queries), k)
-    step = max(ROW_BLOCK, ALL_NEGS_SCORE_BUDGET // block_columns)
+    step = query_block_rows(block_columns)
     for part, table in rows.partitions():
         for first in range(0, table.shape[0], block_columns):
             block = table[first : first + block_columns]

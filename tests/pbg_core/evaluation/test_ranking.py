@@ -318,3 +318,14 @@ def test_similarity_scores_look_the_table_up_with_max_norm_settled() -> None:
     got = similarity_scores(model, "b", rows, table, 1.0)
     assert torch.equal(table, settled)
     assert torch.equal(got, similarity_scores(model, "b", rows, settled.clone(), None))
+
+
+def test_query_blocks_are_whole_row_blocks_within_the_score_budget() -> None:
+    from pbg_core.evaluation.ranking import ALL_NEGS_SCORE_BUDGET, query_block_rows
+    from pbg_core.model.row_blocks import ROW_BLOCK
+
+    assert query_block_rows(125_000) == 128  # 134 fit the budget; 128 is a whole number of row blocks
+    for candidates in (1, 135, 125_000, 1 << 20, 10_000_000):
+        rows = query_block_rows(candidates)
+        assert rows % ROW_BLOCK == 0 and rows >= ROW_BLOCK
+        assert rows == ROW_BLOCK or rows * candidates <= ALL_NEGS_SCORE_BUDGET
