@@ -59,6 +59,7 @@ def test_a_stored_index_of_either_kind_is_used_whatever_a_build_would_choose_now
     assert first.kind == stored and first.recall_at_10 >= similarity_index.RECALL_TARGET
     force(monkeypatch, next(kind for kind in KINDS if kind != stored))  # what a build would choose now
     before = tree_state(tmp_path)
+    caplog.clear()  # the first build's lines, captured if an earlier test left the storage logger at INFO
     caplog.set_level(logging.INFO, INDEX_LOGGER)
     again = open_index(config)
     assert (again.kind, again.shape, again.width, again.recall_at_10) == (
@@ -114,6 +115,7 @@ def test_a_file_whose_kind_is_not_what_it_holds_is_rebuilt_with_one_warning(
     open_index(config)
     url = f"{config.checkpoint_path}/similar_e.v1.h5"
     set_attrs(url, attrs)
+    caplog.clear()
     caplog.set_level(logging.INFO, INDEX_LOGGER)
     rebuilt = open_index(config)
     [warning] = messages(caplog, logging.WARNING)
