@@ -2,7 +2,7 @@
 
 Each rule returns :class:`Problem` lines naming the top-level fields involved, so
 :func:`pbg_core.config.validation.parse_config` can leave out problems of fields that already
-failed on their own. :func:`warn_about` gives PBG's warnings for legal but dubious settings.
+failed on their own. :func:`warn_about` gives PBG's warnings for legal but dubious settings, and ours.
 """
 
 from __future__ import annotations
@@ -159,11 +159,18 @@ def _unsupported_problems(config: ConfigSchema) -> list[Problem]:
 
 
 def warn_about(config: ConfigSchema) -> None:
-    """Warnings PBG gives for legal but dubious settings."""
+    """Warnings for legal but dubious settings: PBG's, and a field set that its setting ignores."""
     if config.loss_fn == "logistic" and config.comparator == "cos":
         warnings.warn(
             "loss_fn='logistic' with comparator='cos' is not recommended: cosine scores lie in "
             "[-1, 1], so the logistic loss cannot get close to 0; consider comparator='dot'",
+            UserWarning,
+            stacklevel=3,
+        )
+    if config.operator_init == "identity" and config.operator_init_scale is not None:
+        warnings.warn(
+            f"operator_init_scale={config.operator_init_scale} is ignored with operator_init='identity' "
+            "(relation operators start at PBG's identity); set operator_init='normal' to use it",
             UserWarning,
             stacklevel=3,
         )

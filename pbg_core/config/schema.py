@@ -30,6 +30,7 @@ from pbg_core.config.validators import (
     Comparator,
     LossFn,
     NewEntityInit,
+    OperatorInit,
     Regularizer,
     SharedMerge,
     choice_validator,
@@ -56,6 +57,18 @@ class ConfigSchema(BaseModel):
     )
     dimension: int = Field(gt=0, description="Default embedding dimension of every entity type.")
     init_scale: float = Field(1e-3, gt=0, description="Standard deviation of the initial embeddings.")
+    operator_init: OperatorInit = Field(
+        "identity",
+        description="How relation operators' parameters start: identity (PBG's: diagonal 1, translation 0, "
+        "linear and affine the identity matrix and 0, complex_diagonal 1 + 0i; draws no random number) or "
+        "normal (every operator parameter drawn from N(0, operator_init_scale^2), seeded). New field.",
+    )
+    operator_init_scale: float | None = Field(
+        None,
+        gt=0,
+        description="Standard deviation of operator_init=normal; None uses init_scale. Ignored (with a warning) "
+        "with operator_init=identity. New field.",
+    )
     max_norm: float | None = Field(
         None, gt=0, description="Renormalise embeddings to at most this norm when looked up; None: off."
     )
@@ -218,7 +231,13 @@ class ConfigSchema(BaseModel):
     )
 
     _choices = choice_validator(
-        "comparator", "loss_fn", "regularizer", "bucket_order", "distributed_shared_merge", "init_new_entities"
+        "comparator",
+        "loss_fn",
+        "regularizer",
+        "bucket_order",
+        "distributed_shared_merge",
+        "init_new_entities",
+        "operator_init",
     )
 
     @model_validator(mode="after")

@@ -21,6 +21,7 @@ Regularizer = Literal["N3"]
 BucketOrder = Literal["random", "affinity", "inside_out", "outside_in"]
 SharedMerge = Literal["delta", "average"]
 NewEntityInit = Literal["random", "neighbor_mean"]
+OperatorInit = Literal["identity", "normal"]
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
 

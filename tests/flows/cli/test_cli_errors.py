@@ -82,6 +82,7 @@ def _cases() -> list[Case]:
         Case("wrong type", (*ok, "-p", "num_epochs=abc"), ("config.json", "num_epochs", "'abc'", "not an integer")),
         Case("bad enum", (*ok, "-p", "comparator=foo"), ("comparator", "'foo'", "dot, cos, l2, squared_l2")),
         Case("bad operator", (*ok, "-p", "relations.0.operator=rot"), ("relations[0].operator", "'rot'", "diagonal")),
+        Case("bad operator_init", (*ok, "-p", "operator_init=bogus"), ("operator_init", "'bogus'", "identity, normal")),
         Case("bad -p syntax", (*ok, "-p", "num_epochs"), ("'num_epochs'", "expected key=value")),
         Case("bad -p index", (*ok, "-p", "relations.3.lhs=x"), ("relations.3", "allowed indexes: 0..0")),
         Case("empty edge_paths", (*ok, "-p", "edge_paths="), ("edge_paths", "empty", "at least one")),

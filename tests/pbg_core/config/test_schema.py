@@ -66,6 +66,8 @@ def test_defaults_equal_pbg() -> None:
         "half_precision": False,
         "seed": None,
         "resident_partitions": None,
+        "operator_init": "identity",  # PBG's start, not a PBG field
+        "operator_init_scale": None,
     }
     assert {name: getattr(config, name) for name in expected} == expected
     assert config.relations[0] == RelationSchema(name="buys", lhs="user", rhs="item")
@@ -96,6 +98,8 @@ def test_every_pbg_field_exists() -> None:
         "shared_paths",
         "distributed_shared_merge",
         "init_new_entities",
+        "operator_init",
+        "operator_init_scale",
     }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
@@ -264,3 +268,31 @@ def test_resident_partitions_is_a_positive_int_or_none() -> None:
     assert parse_config(minimal(resident_partitions=6)).resident_partitions == 6
     assert problems_of(minimal(resident_partitions=0)) == ["resident_partitions: 0 must be >= 1"]
     assert problems_of(minimal(), ("resident_partitions=many",)) == ["resident_partitions: 'many' is not an integer"]
+
+
+# --- how relation operators start ---
+
+
+def test_operator_init_takes_identity_or_normal_in_any_case_and_a_positive_scale() -> None:
+    config = parse_config(minimal(operator_init="Normal", operator_init_scale=1e-3))
+    assert (config.operator_init, config.operator_init_scale) == ("normal", 1e-3)
+    assert parse_config(minimal(operator_init="normal")).operator_init_scale is None  # init_scale then
+    assert problems_of(minimal(), ("operator_init_scale=0",)) == ["operator_init_scale: 0 must be > 0"]
+    assert problems_of(minimal(), ("operator_init_scale=yes",)) == ["operator_init_scale: 'yes' is not a number"]
+
+
+def test_a_bad_operator_init_override_is_one_line_naming_the_field_and_the_choices() -> None:
+    assert problems_of(minimal(), ("operator_init=bogus",)) == ["operator_init: 'bogus' is not one of identity, normal"]
+    assert problems_of(minimal(), ("operator_init=normall",)) == [
+        "operator_init: 'normall' is not one of identity, normal (did you mean 'normal'?)"
+    ]
+
+
+def test_operator_init_scale_with_the_identity_start_only_warns() -> None:
+    with pytest.warns(UserWarning, match=r"operator_init_scale=0.01 is ignored with operator_init='identity'"):
+        config = parse_config(minimal(operator_init_scale=0.01))
+    assert config.operator_init == "identity"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_config(minimal(operator_init="normal", operator_init_scale=0.01))
+        parse_config(minimal())
