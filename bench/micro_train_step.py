@@ -45,6 +45,7 @@ def make_config(name: str) -> SimpleNamespace:
         regularizer="N3",
         max_norm=None,
         init_scale=1e-3,
+        operator_init="identity",
         batch_size=1000,
         disable_lhs_negs=False,
         disable_rhs_negs=False,

@@ -204,7 +204,7 @@ def _run_shape(config: ConfigSchema, stores: RunStores) -> RunShape:
         random_start(rows, seed, entity, part, config.init_scale)  # as the session starts a fresh partition
 
     def fresh_model(num_relations: int) -> dict[str, torch.Tensor]:
-        return dict(build_model(config, num_relations).state_dict())
+        return dict(build_model(config, num_relations, seed).state_dict())  # new relation types start as a fresh run's
 
     return RunShape(
         num_partitions={name: entity.num_partitions for name, entity in config.entities.items()},

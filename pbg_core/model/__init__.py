@@ -5,6 +5,7 @@ parallel or session code (the model knows nothing of batches' gradients or worke
 
 - :mod:`.operators`, :mod:`.comparators`, :mod:`.losses`, :mod:`.regularizers`: PBG's
   registries of each, as torch modules;
+- :mod:`.operator_init`: how the operators' parameters start (PBG's identity, or a seeded normal draw);
 - :mod:`.negatives`: negative-sampling modes and chunk layouts;
 - :mod:`.max_norm`: PBG's ``max_norm`` lookups (renorm rows, in the table too);
 - :mod:`.row_blocks`: padding rows so a row scores the same bits in any block;

@@ -41,6 +41,7 @@ from pbg_core.model.negatives import (
     pad_to_chunks,
     unchunk,
 )
+from pbg_core.model.operator_init import start_operators
 from pbg_core.model.operators import build_operator
 from pbg_core.model.regularizers import N3Regularizer, build_regularizer
 from pbg_core.model.row_blocks import by_padded_rows
@@ -327,14 +328,18 @@ def _required(value: Any, name: str) -> Any:
 
 
 # ---- builder --------------------------------------------------------------------------------
-def build_model(config: Any, num_dynamic_relations: int) -> MultiRelationEmbedder:
+def build_model(config: Any, num_dynamic_relations: int, seed: int | None = None) -> MultiRelationEmbedder:
     """Build the model from a ConfigSchema-like object (attribute access only).
 
     Args:
         config: Has ``entities``, ``relations``, ``comparator``, ``bias``,
-            ``global_emb``, ``regularizer``, ``regularization_coef``, ``dynamic_relations``
+            ``global_emb``, ``regularizer``, ``regularization_coef``, ``dynamic_relations``,
+            ``operator_init`` (with ``normal``: ``operator_init_scale`` and ``init_scale``)
             and ``entity_dimension(name)``.
         num_dynamic_relations: Number of relation types in dynamic mode (ignored otherwise).
+        seed: The run's seed, from which ``operator_init=normal`` draws the operators' start
+            (:mod:`pbg_core.model.operator_init`); None: a fresh one (the caller loads the
+            parameters right after). The identity start draws nothing.
 
     Raises:
         ConfigError: global embeddings with dynamic relations, a regularizer with an
@@ -357,6 +362,9 @@ def build_model(config: Any, num_dynamic_relations: int) -> MultiRelationEmbedde
         lhs_ops.append(build_operator(spec.operator, config.entity_dimension(spec.lhs), n_dyn) if dynamic else None)
         if regularizer is not None:
             regularizer.check_operator(spec.operator, rhs_ops[-1])
+    if config.operator_init != "identity":
+        scale = config.operator_init_scale if config.operator_init_scale is not None else config.init_scale
+        start_operators(lhs_ops, rhs_ops, config.operator_init, float(scale), seed)
     return MultiRelationEmbedder(
         relations=specs,
         dimensions={name: config.entity_dimension(name) for name in config.entities},

@@ -82,8 +82,8 @@ def worker_settings(config: ConfigSchema, sampled: bool = False) -> WorkerSettin
     )
 
 
-def _build_model_state(config: ConfigSchema, num_dynamic_relations: int, model_lr: float) -> ModelState:
-    model = build_model(config, num_dynamic_relations)
+def _build_model_state(config: ConfigSchema, num_dynamic_relations: int, model_lr: float, seed: int) -> ModelState:
+    model = build_model(config, num_dynamic_relations, seed)
     model.share_memory()
     params = list(model.parameters())
     optimizer = AsyncAdagrad(params, model_lr).share_memory_() if params else None
@@ -310,10 +310,10 @@ def build_session(
     num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
     committed = stores.checkpoint.read_version()
     for_workers = worker_settings(config, sampled=sampled)
-    model_state = _build_model_state(config, num_dynamic, for_workers.model_lr)
+    seed = config.seed if config.seed is not None else fresh_seed()  # before the model: its operators' start
+    model_state = _build_model_state(config, num_dynamic, for_workers.model_lr, seed)
     layout, kept, names, init = _checked_starts(config, stores, committed, counts)
     model_state.restore(stores.checkpoint, committed, init)
-    seed = config.seed if config.seed is not None else fresh_seed()
     spare_slots = read_ahead and not read_only
     plan = _memory_plan(config, topology, counts, num_dynamic, stores, spare_slots)
     resident, spare = _slots(config, topology, plan, spare_slots)

@@ -44,6 +44,7 @@ def make_config(**overrides: object) -> SimpleNamespace:
         regularizer="N3",
         regularization_coef=0.0,
         dynamic_relations=False,
+        operator_init="identity",
     )
     cfg.__dict__.update(overrides)
     cfg.entity_dimension = lambda name: cfg.dimension

@@ -189,6 +189,7 @@ for operator, loss_fn, dynamic in (("complex_diagonal", "softmax", True), ("none
         regularization_coef=1e-3 if dynamic else 0.0, dynamic_relations=dynamic, loss_fn=loss_fn, margin=0.1,
         max_norm=None, batch_size=8, num_batch_negs=4, num_uniform_negs=3, disable_lhs_negs=False,
         disable_rhs_negs=False, lr=0.1, relation_lr=None, eval_num_batch_negs=None, eval_num_uniform_negs=None,
+        operator_init="identity",
     )
     cfg.entity_dimension = lambda name: 8
     table, state = torch.randn(20, 8), torch.zeros(20)

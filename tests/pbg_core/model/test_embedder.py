@@ -31,6 +31,7 @@ def make_config(**overrides: object) -> SimpleNamespace:
         regularizer="N3",
         regularization_coef=0.0,
         dynamic_relations=False,
+        operator_init="identity",
     )
     cfg.__dict__.update(overrides)
     cfg.entity_dimension = lambda name: cfg.dimension
@@ -165,6 +166,20 @@ def test_all_mode_masks_own_entity_and_none_mode_is_empty() -> None:
     )
     assert s.lhs_neg.tolist() == [[1.0, 1.0, MASKED, 1.0], [MASKED, 1.0, 1.0, 1.0]]
     assert s.rhs_neg.shape == (2, 0)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["standard", "dynamic"])
+def test_a_seed_leaves_the_identity_start_bit_equal_to_pbgs(dynamic: bool) -> None:
+    """operator_init=identity: the seed changes nothing (PBG's start, as before the seed was passed)."""
+    rels = [SimpleNamespace(name="r", lhs="a", rhs="b", weight=1.0, operator="affine", all_negs=False)]
+    cfg = make_config(relations=rels, global_emb=not dynamic, dynamic_relations=dynamic)
+    seeded, unseeded = build_model(cfg, 2, seed=5).state_dict(), build_model(cfg, 2).state_dict()
+    assert seeded.keys() == unseeded.keys() and all(torch.equal(seeded[k], unseeded[k]) for k in seeded)
+    eye = torch.eye(4).expand(2, 4, 4) if dynamic else torch.eye(4)
+    sides = ("lhs", "rhs") if dynamic else ("rhs",)
+    for side, param in [(s, p) for s in sides for p in ("linear_transformation", "translation")]:
+        name = f"{side}_operators.0.{param}{'s' if dynamic else ''}"
+        assert torch.equal(seeded[name], eye if param == "linear_transformation" else torch.zeros(eye.shape[:-1]))
 
 
 def test_builder_errors() -> None:

@@ -15,6 +15,7 @@ import torch
 
 from pbg_core.config import ConfigSchema, parse_config
 from pbg_core.errors import ShapeError
+from pbg_core.model.embedder import build_model
 from pbg_core.parallel.worker_jobs import WorkerInit
 from pbg_core.ports import CheckpointMetadata
 from pbg_core.session.build import build_session, worker_settings
@@ -169,5 +170,21 @@ def test_resident_partitions_sizes_the_pool_or_is_refused(make_config: Any, grap
     session = build_session(config, open_run_stores(config))
     try:
         assert session.residency.pool.buffers().embeddings["node"].shape[0] == 2
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("seed", [3, None], ids=["given", "drawn"])
+def test_the_operators_start_from_the_sessions_seed(make_config: Any, seed: int | None) -> None:
+    """The seed is resolved before the model is built: operator_init=normal draws from it, given or drawn."""
+    relations = [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "complex_diagonal"}]
+    config = parse_config(make_config("ckpt", relations=relations, operator_init="normal", seed=seed))
+    session = build_session(config, open_run_stores(config))
+    try:
+        started = session.model_state.model.state_dict()
+        assert seed is None or session.seed == seed
+        expected = build_model(config, 0, session.seed).state_dict()
+        assert started.keys() == expected.keys() and all(torch.equal(started[k], expected[k]) for k in started)
+        assert 0 < started["rhs_operators.0.real"].abs().max() < 0.01  # N(0, init_scale²), not 1 + 0i
     finally:
         session.close()

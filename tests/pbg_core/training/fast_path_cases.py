@@ -34,6 +34,7 @@ def fake_config(**overrides: object) -> SimpleNamespace:
         regularizer="N3",
         regularization_coef=0.0,
         dynamic_relations=False,
+        operator_init="identity",
         loss_fn="ranking",
         margin=0.1,
         max_norm=None,
