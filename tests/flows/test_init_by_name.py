@@ -23,6 +23,7 @@ from disk_state import changes, tree_state
 
 from flows.train import pbg
 from pbg_core.config import parse_config
+from pbg_core.model.embedder import build_model
 from pbg_core.session.partition_reads import random_start
 from storage.checkpoint_names import DIGEST_ATTR, NamesChangedError, current_digests, recorded_digests
 from storage.entities import EntityStore
@@ -220,7 +221,9 @@ def test_a_checkpoint_without_a_names_record_is_used_by_position(reimported: Rei
 
 
 @pytest.mark.slow
-def test_dynamic_relation_types_keep_their_parameters_by_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["identity", "normal"])
+def test_dynamic_relation_types_keep_their_parameters_by_name(tmp_path: Path, start: str) -> None:
+    """Kept relation types keep their trained rows; a new one starts as a fresh run's (operator_init)."""
     dynamic = {"relations": [{"name": "any", "lhs": "user", "rhs": "user", "operator": "translation"}]}
     rng = random.Random(3)
     edges = [(f"u{rng.randrange(50)}", f"r{rng.randrange(6)}", f"u{rng.randrange(50)}") for _ in range(400)]
@@ -241,13 +244,16 @@ def test_dynamic_relation_types_keep_their_parameters_by_name(tmp_path: Path) ->
     import_edges(run0, [str(tmp_path / "edges.tsv")], ImportOptions(lhs_col=0, rhs_col=2, rel_col=1), seed=5)
     after = EntityStore(run0.entity_path).load_dynamic_relation_names()
     assert [n for n in after if n in before] != [n for n in before if n in after]  # reshuffled, not only filtered
-    run1 = config_for(tmp_path, "run1", init_path=str(tmp_path / "run0"), **raw, **FROZEN)
+    run1 = config_for(tmp_path, "run1", init_path=str(tmp_path / "run0"), operator_init=start, **raw, **FROZEN)
     pbg(config=run1)
     new_relations = relation_rows(run1, tmp_path, "run1")
     assert set(new_relations) == {f"r{i}" for i in (0, 1, 3, 4, 5, 9)}
     for name in ("r0", "r1", "r3", "r4", "r5"):
         assert new_relations[name] == old_relations[name], name
-    assert new_relations["r9"] == [[0.0] * 8, [0.0] * 8]  # a fresh translation
+    fresh = build_model(run1, len(after), seed=0).state_dict()  # the run's seed
+    rows = [fresh[f"{side}_operators.0.translations"][after.index("r9")].tolist() for side in ("lhs", "rhs")]
+    assert new_relations["r9"] == [[pytest.approx(x, abs=1e-9) for x in row] for row in rows]
+    assert (rows == [[0.0] * 8, [0.0] * 8]) == (start == "identity")  # PBG's 0, or N(0, init_scale²)
 
 
 def relation_rows(config: Any, root: Path, name: str) -> dict[str, list[list[float]]]:
