@@ -114,11 +114,20 @@ def _parse_json(text: str) -> Any:
         raise ValueError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
 
 
+# YAML 1.2 and JSON read 1e-4 as a number; PyYAML's YAML 1.1 rules want a dot (1.0e-4) and give
+# the string "1e-4" otherwise, which a config or search-space file never means.
+_FLOAT = r"""^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"""
+
+
 def _parse_yaml(text: str) -> Any:
     import yaml
 
+    class Loader(yaml.SafeLoader):
+        """SafeLoader with YAML 1.2's float form added (``1e-4``); integers still read as integers."""
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_FLOAT), list("-+0123456789."))
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=Loader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as err:
         mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
         if mark is not None and problem:

@@ -276,23 +276,12 @@ def _error_line(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         known = _known_keys(loc, tags)
         return f"{path}: unknown key{_suggest(loc[-1], known)}"
-    if err["type"] == "float_type" and _number_text(err.get("input")):
-        # PyYAML reads 1e-4 (no dot in the mantissa) as a string: say so, the file looks right.
-        return f"{path}: {err['input']!r} is text, not a number; in YAML write it with a dot: 1.0e-4, not 1e-4"
     template = _MESSAGES.get(err["type"])
     if template is None:  # our own errors (choices) are worded already
         return f"{path}: {err['msg']}"
     ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in err.get("ctx", {}).items()}
     allowed = ", ".join(_VARIANTS.get(loc[0] if loc else "", {}))
     return f"{path}: {template.format(input=err.get('input'), allowed=allowed, **ctx)}"
-
-
-def _number_text(value: Any) -> bool:
-    """Whether ``value`` is a string that reads as a finite number (``"1e-4"``)."""
-    try:
-        return isinstance(value, str) and math.isfinite(float(value))
-    except ValueError:
-        return False
 
 
 def _is_tag(loc: list[str], i: int) -> bool:

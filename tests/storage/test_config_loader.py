@@ -198,6 +198,21 @@ def test_search_space_yaml_and_json(root: StorePath) -> None:
     assert load_search_space(write(root / "kin.json", json.dumps(SPACE))) == expected  # study: the file's stem
 
 
+def test_yaml_reads_an_exponent_without_a_dot_as_a_number(root: StorePath) -> None:
+    # PyYAML alone (YAML 1.1) reads 1e-4 as the string "1e-4"; YAML 1.2 and JSON read a number.
+    text = "params:\n  lr: {type: float, low: 1e-4, high: 5E-1, log: true}\n  batch_size: {type: int, low: 500, high: 2_000}\n"
+    space = load_search_space(write(root / "kin.yaml", text))
+    assert (space.params["lr"].low, space.params["lr"].high) == (1e-4, 0.5)
+    assert (space.params["batch_size"].low, space.params["batch_size"].high) == (500, 2000)
+    config = load_config(
+        write(
+            root / "c.yaml",
+            "entities: {all: {num_partitions: 1}}\nrelations: [{name: r, lhs: all, rhs: all}]\nentity_path: e\nedge_paths: [x]\ncheckpoint_path: c\ndimension: 10\nlr: 1e-3\n",
+        )
+    )
+    assert config.lr == 1e-3
+
+
 def test_search_space_file_url(tmp_path: Path) -> None:
     path = write(tmp_path / "kin.yaml", yaml.safe_dump(SPACE))
     assert load_search_space(f"file://{path}").study == "kin"

@@ -202,11 +202,3 @@ def test_point_that_does_not_match_the_space_is_refused() -> None:
         "regularization_coef: the point has no value for it",
         "margin: the point has a value, but the space has no such param",
     ]
-
-
-def test_yaml_exponent_without_a_dot_is_explained() -> None:
-    raw = yaml.safe_load("params:\n  lr: {type: float, low: 1e-4, high: 1.0e-1, log: true}\n")
-    assert raw["params"]["lr"]["low"] == "1e-4"  # PyYAML (YAML 1.1) reads it as text
-    assert problems(raw) == [
-        "params.lr.low: '1e-4' is text, not a number; in YAML write it with a dot: 1.0e-4, not 1e-4"
-    ]
