@@ -19,20 +19,33 @@ class ConfigError(PbgError, ValueError):
         source: The file or URL the config came from, if known.
     """
 
+    # What the problems are about, in the message: a subclass names its kind of file.
+    subject = "config"
+
     def __init__(self, problems: list[str], source: str | None = None) -> None:
         self.problems = list(problems)
         self.source = source
         where = f" in {source}" if source else ""
         count = len(self.problems)
         if count == 1:  # one line: where, then the problem (field, bad value, what is allowed)
-            super().__init__(f"config{where}: {self.problems[0]}")
+            super().__init__(f"{self.subject}{where}: {self.problems[0]}")
             return
-        header = f"{count} problems with the config{where}:"
+        header = f"{count} problems with the {self.subject}{where}:"
         super().__init__("\n".join([header, *(f"  - {p}" for p in self.problems)]))
 
     def __reduce__(self) -> tuple[type, tuple[list[str], str | None]]:
         # Errors cross process and task boundaries: rebuild from the problems, not the message.
         return (type(self), (self.problems, self.source))
+
+
+class SearchSpaceError(ConfigError):
+    """A tuning study's search-space file is invalid, or does not fit the config it tunes.
+
+    Reads as ``search space in space.yaml: lr: ...``, or a header line and one line per
+    problem, each starting with the field path (:mod:`pbg_core.config.space_checks`).
+    """
+
+    subject = "search space"
 
 
 class UsageError(PbgError, ValueError):

@@ -10,6 +10,9 @@ Three formats:
 
 Every problem with the content is a :class:`ConfigError` whose ``source`` is the
 file; a missing file is a :class:`storage.errors.DataNotFound` naming it.
+
+A tuning study's search-space file (:func:`load_search_space`) is read the same way, as JSON or
+YAML from any fsspec URL, into :class:`pbg_core.config.search_space.SearchSpace`.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pbg_core.config import ConfigSchema, config_to_json, parse_config
-from pbg_core.errors import ConfigError
+from pbg_core.errors import ConfigError, SearchSpaceError
 from storage.errors import AccessDenied, BadDataError, DataNotFound
 
 if TYPE_CHECKING:
+    from pbg_core.config.search_space import SearchSpace
     from storage.fs.urls import StorageOptions
 
 # A URL's protocol: ``s3://``, ``file://``, chained ``simplecache::s3://``. A local config is
@@ -72,6 +76,32 @@ def load_config(
     return parse_config(raw, overrides, source=url_or_path)
 
 
+def load_search_space(url_or_path: str, storage_options: StorageOptions = None) -> SearchSpace:
+    """Read a search-space file; its structure is checked, its fit to a config is not (``check_space``).
+
+    Args:
+        url_or_path: A ``.json``, ``.yaml`` or ``.yml`` file, local or any fsspec URL.
+        storage_options: fsspec filesystem options for a remote file.
+
+    Returns:
+        The space, whose ``study`` defaults to the file's name without its suffix.
+
+    Raises:
+        DataNotFound: the file does not exist.
+        SearchSpaceError: the file type is not supported, the file cannot be parsed, or its
+            content is not a search space (every problem listed; ``source`` is the file).
+    """
+    from pbg_core.config.search_space import parse_space  # its models are built for `pbg tune` alone
+
+    suffix = os.path.splitext(url_or_path.split("?", 1)[0])[1].lower()
+    parsers = {".json": _parse_json, ".yaml": _parse_yaml, ".yml": _parse_yaml}
+    if suffix not in parsers:
+        allowed = ", ".join(parsers)
+        raise SearchSpaceError([f"unsupported file type {suffix or '(none)'!r}; allowed: {allowed}"], url_or_path)
+    text = _read_text(url_or_path, storage_options, "search-space file")
+    return parse_space(_parse_text(url_or_path, text, parsers[suffix], SearchSpaceError), url_or_path)
+
+
 def dump_config_json(config: ConfigSchema) -> str:
     """The config as PBG's ``config.json`` text (every field, indent 4)."""
     return json.dumps(config_to_json(config), indent=4)
@@ -84,11 +114,20 @@ def _parse_json(text: str) -> Any:
         raise ValueError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
 
 
+# YAML 1.2 and JSON read 1e-4 as a number; PyYAML's YAML 1.1 rules want a dot (1.0e-4) and give
+# the string "1e-4" otherwise, which a config or search-space file never means.
+_FLOAT = r"""^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"""
+
+
 def _parse_yaml(text: str) -> Any:
     import yaml
 
+    class Loader(yaml.SafeLoader):
+        """SafeLoader with YAML 1.2's float form added (``1e-4``); integers still read as integers."""
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_FLOAT), list("-+0123456789."))
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=Loader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as err:
         mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
         if mark is not None and problem:
@@ -99,8 +138,8 @@ def _parse_yaml(text: str) -> Any:
         raise ValueError("not valid YAML: " + " ".join(str(err).split())) from None
 
 
-def _read_text(url: str, storage_options: StorageOptions) -> str:
-    """The config file's text: a local file directly, anything else through :mod:`storage.fs`."""
+def _read_text(url: str, storage_options: StorageOptions, what: str = "config file") -> str:
+    """The text of the file ``what`` (a config file): a local file directly, anything else through :mod:`storage.fs`."""
     path = local_path(url)
     if path is None:
         from storage.fs.reads import read_text
@@ -110,11 +149,11 @@ def _read_text(url: str, storage_options: StorageOptions) -> str:
         with open(path, "rb") as file:
             data = file.read()
     except FileNotFoundError:
-        raise DataNotFound(url, "config file does not exist") from None
+        raise DataNotFound(url, f"{what} does not exist") from None
     except IsADirectoryError:
-        raise DataNotFound(url, "is a directory, expected a config file") from None
+        raise DataNotFound(url, f"is a directory, expected a {what}") from None
     except PermissionError:
-        raise AccessDenied(url, "cannot read the config file: permission denied") from None
+        raise AccessDenied(url, f"cannot read the {what}: permission denied") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -134,12 +173,12 @@ def local_path(url: str) -> str | None:
     return None
 
 
-def _parse_text(source: str, text: str, parse: Callable[[str], Any]) -> Any:
-    """The parsed document; parse_config checks that it is a mapping."""
+def _parse_text(source: str, text: str, parse: Callable[[str], Any], error: type[ConfigError] = ConfigError) -> Any:
+    """The parsed document; parse_config (or parse_space) checks that it is a mapping."""
     try:
         return parse(text)
     except ValueError as err:
-        raise ConfigError([str(err)], source) from None
+        raise error([str(err)], source) from None
 
 
 def _local_path(url: str) -> str:

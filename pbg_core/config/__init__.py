@@ -8,7 +8,10 @@ here: ``from pbg_core.config import ConfigSchema, parse_config``.
 - :mod:`.sections`: the entity and relation type sections;
 - :mod:`.validators`: the choice types and field validators the models share;
 - :mod:`.parsing`: raw-dict helpers (legacy keys, ``-p`` overrides, error lines);
-- :mod:`.storage_options`: filesystem options, with secrets hidden.
+- :mod:`.storage_options`: filesystem options, with secrets hidden;
+- :mod:`.search_space`: a tuning study's search-space file, and a sampled point as ``-p`` overrides;
+- :mod:`.space_checks`: :func:`~.space_checks.check_space`, whether a search space fits a config;
+- :mod:`.space_digest`: a search space's normalized form and digest, for resuming a study.
 """
 
 from pbg_core.config.schema import ConfigSchema

@@ -1,4 +1,4 @@
-"""Tests for storage.config_loader: .py (PBG), JSON and YAML configs, errors naming the file."""
+"""Tests for storage.config_loader: .py (PBG), JSON and YAML configs and search-space files, errors naming the file."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
+from disk_state import changes, tree_state
 from store_io import StorePath
 
 from pbg_core.config import config_to_json, parse_config
-from pbg_core.errors import ConfigError
-from storage.config_loader import dump_config_json, load_config
+from pbg_core.config.search_space import parse_space
+from pbg_core.errors import ConfigError, SearchSpaceError
+from storage.config_loader import dump_config_json, load_config, load_search_space
 from storage.errors import DataNotFound
 
 KEY, SECRET = "AKIAPLANTEDLOADER", "planted-loader-s3cr3t"
@@ -176,3 +178,69 @@ def test_saved_config_json_as_the_config_file_sends_no_mask(make_config: Any, wr
     assert load_config(str(path)).storage_options_for_fs() == {}
     with_override = load_config(str(path), ["storage_options.key=K", "storage_options.secret=S"])
     assert with_override.storage_options_for_fs() == {"key": "K", "secret": "S"}
+
+
+# --- search-space files (pbg_core.config.search_space) ---
+
+SPACE = {
+    "metric": "mrr",
+    "params": {
+        "lr": {"type": "float", "low": 0.01, "high": 0.5, "log": True},
+        "loss_fn": {"type": "categorical", "choices": ["softmax", "logistic"]},
+    },
+}
+
+
+def test_search_space_yaml_and_json(root: StorePath) -> None:
+    expected = parse_space(SPACE, "kin.yaml")
+    assert load_search_space(write(root / "kin.yaml", yaml.safe_dump(SPACE))) == expected
+    assert load_search_space(write(root / "kin.yml", yaml.safe_dump(SPACE))) == expected
+    assert load_search_space(write(root / "kin.json", json.dumps(SPACE))) == expected  # study: the file's stem
+
+
+def test_yaml_reads_an_exponent_without_a_dot_as_a_number(root: StorePath) -> None:
+    # PyYAML alone (YAML 1.1) reads 1e-4 as the string "1e-4"; YAML 1.2 and JSON read a number.
+    text = "params:\n  lr: {type: float, low: 1e-4, high: 5E-1, log: true}\n  batch_size: {type: int, low: 500, high: 2_000}\n"
+    space = load_search_space(write(root / "kin.yaml", text))
+    assert (space.params["lr"].low, space.params["lr"].high) == (1e-4, 0.5)
+    assert (space.params["batch_size"].low, space.params["batch_size"].high) == (500, 2000)
+    config = load_config(
+        write(
+            root / "c.yaml",
+            "entities: {all: {num_partitions: 1}}\nrelations: [{name: r, lhs: all, rhs: all}]\nentity_path: e\nedge_paths: [x]\ncheckpoint_path: c\ndimension: 10\nlr: 1e-3\n",
+        )
+    )
+    assert config.lr == 1e-3
+
+
+def test_search_space_file_url(tmp_path: Path) -> None:
+    path = write(tmp_path / "kin.yaml", yaml.safe_dump(SPACE))
+    assert load_search_space(f"file://{path}").study == "kin"
+
+
+def test_search_space_problems_name_the_file_and_change_nothing(root: StorePath) -> None:
+    bad = {"params": {"lr": {"type": "float", "low": 0.5}, "dimension": {"type": "int", "lo": 8, "high": 64}}}
+    path = write(root / "bad.yaml", yaml.safe_dump(bad))
+    before = tree_state(str(root))
+    with pytest.raises(SearchSpaceError) as info:
+        load_search_space(path)
+    assert str(info.value).splitlines() == [
+        f"3 problems with the search space in {path}:",
+        "  - params.dimension.low: required key is missing",  # safe_dump sorts the keys
+        "  - params.dimension.lo: unknown key (did you mean 'low'?)",
+        "  - params.lr.high: required key is missing",
+    ]
+    assert changes(before, tree_state(str(root))) == []
+
+
+def test_search_space_unparsable_unsupported_or_missing(root: StorePath) -> None:
+    with pytest.raises(SearchSpaceError, match=r"search space in .*broken.json: not valid JSON: Expecting"):
+        load_search_space(write(root / "broken.json", "{params: 1}"))
+    with pytest.raises(SearchSpaceError, match=r"search space in .*broken.yaml: not valid YAML"):
+        load_search_space(write(root / "broken.yaml", "params: [1, 2\n"))
+    with pytest.raises(SearchSpaceError, match=r"unsupported file type '.py'; allowed: .json, .yaml, .yml"):
+        load_search_space(str(root / "space.py"))
+    missing = str(root / "missing.yaml")
+    with pytest.raises(DataNotFound) as info:
+        load_search_space(missing)
+    assert missing in str(info.value)
