@@ -96,6 +96,8 @@ def test_every_pbg_field_exists() -> None:
         "shared_paths",
         "distributed_shared_merge",
         "init_new_entities",
+        "validation",
+        "early_stopping",
     }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}
