@@ -83,6 +83,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"trained: {result['checkpoint_path']} is at version {result['version']} "
         f"({time.perf_counter() - started:.1f} s)"
     )
+    if result.get("stopped"):
+        print(result["stopped"])  # "early stopping: mrr did not improve in the last 4 validations (...)"
     return 0
 
 
