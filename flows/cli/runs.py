@@ -171,6 +171,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 sample_edges=args.sample_edges,
                 candidates=args.candidates,
                 sample_seed=args.sample_seed,
+                version=args.version,
             )
     print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items() if k not in SAMPLE_KEYS))
     if sampling:

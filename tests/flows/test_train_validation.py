@@ -15,6 +15,7 @@ from flows.evaluate import pbg_eval
 from flows.train import pbg
 from pbg_core.config import parse_config
 from storage.best_version import read_best
+from storage.errors import DataNotFound
 from storage.validation_log import ValidationLog
 
 pytestmark = pytest.mark.integration
@@ -32,10 +33,11 @@ def versions_on_disk(checkpoint: Path) -> list[int]:
     return sorted(int(p.name.split(".v")[1].split(".")[0]) for p in checkpoint.glob("model.v*.h5"))
 
 
-def filtered_eval(config: dict[str, Any], graph: Any, **sampling: Any) -> Any:
+def filtered_eval(config: dict[str, Any], graph: Any, version: int | str | None = None, **sampling: Any) -> Any:
     """``pbg eval --filtered`` of the validation edges (train and validation edges filtered)."""
     evaluated = parse_config({**config, "edge_paths": [graph.test_path]})
-    return pbg_eval(config=evaluated, filter_paths=[graph.train_path, graph.test_path], **sampling)
+    extra = {} if version is None else {"version": version}
+    return pbg_eval(config=evaluated, filter_paths=[graph.train_path, graph.test_path], **sampling, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +107,13 @@ def test_a_sampled_validation_equals_the_sampled_pbg_eval(graph: Any, config_for
     assert (row.version, row.epoch, row.count, row.sampled) == (2, 2, 150, True)
     sampled = filtered_eval(config, graph, sample_edges=150, candidates=40)
     assert sampled["mrr"] == row.mrr and sampled["count"] == 150
+
+
+def test_pbg_eval_of_the_best_version_is_its_row(validated: dict[str, Any], graph: Any) -> None:
+    best = read_best(str(validated["checkpoint"]))
+    assert best is not None
+    assert filtered_eval(validated["config"], graph, version="best")["mrr"] == best.row.mrr
+    assert filtered_eval(validated["config"], graph, version=best.version)["mrr"] == best.row.mrr
+    gone = next(v for v in (1, 2, 3) if v != best.version)
+    with pytest.raises(DataNotFound, match=f"no checkpoint version {gone} to evaluate; versions present: "):
+        filtered_eval(validated["config"], graph, version=gone)
