@@ -3,7 +3,7 @@
 
 With ``validation`` set, a training run ranks a held-apart edge path (filtered, as ``pbg eval
 --filtered``) every ``every_epochs`` epochs, records the result per checkpoint version and keeps
-the best version under ``best.json`` (:mod:`storage.best_version`);
+the best version under ``best.json`` (docs/checkpoint-protocol.md, "The best version");
 ``early_stopping`` ends the run when the metric stops improving. Both default to None: no
 validation, as PBG. The cross-field rules (early stopping needs validation, ...) are
 :func:`pbg_core.config.rules.validation_problems`'s.
