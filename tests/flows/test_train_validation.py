@@ -77,6 +77,20 @@ def test_the_table_artifact_has_a_row_per_validation(validated: dict[str, Any]) 
     assert best is not None and [row["version"] for row in table if row["best"]] == [best.version]
 
 
+def test_early_stopping_ends_the_run_completed(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    # min_delta 1: nothing after the first validation counts as an improvement; patience 1 stops at v2.
+    config = validated_config(
+        graph, config_for, tmp_path / "ckpt", num_epochs=3, early_stopping={"patience": 1, "min_delta": 1.0}
+    )
+    state = pbg(config=parse_config(config), return_state=True)
+    assert state.is_completed()
+    result = state.result()
+    assert result["version"] == 2 and result["stopped"].startswith("early stopping: mrr did not improve by more than 1")
+    assert [r.version for r in ValidationLog(config["checkpoint_path"]).read()] == [1, 2]
+    assert not (Path(config["checkpoint_path"]) / "model.v3.h5").exists()  # iteration 3 never started
+
+
+@pytest.mark.slow  # four runs of the pbg flow (about 35 s)
 def test_early_stopping_ends_the_run_and_a_rerun_trains_nothing(graph: Any, config_for: Any, tmp_path: Path) -> None:
     # min_delta 1: nothing after the first validation counts as an improvement; patience 2 stops at v3.
     config = validated_config(

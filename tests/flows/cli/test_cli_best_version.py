@@ -1,7 +1,11 @@
 """The best version through the real ``pbg`` commands: ``--version best`` of eval and export, the
 refusals (one line, nothing written), and a training run killed at each step around its commit
 (SIGKILL at a pause point, storage.pause_points): the rerun reconciles best.json from
-validation.json and ends where an uninterrupted run ends, its best version and rows intact."""
+validation.json and ends where an uninterrupted run ends, its best version and rows intact.
+
+The tests that train through the CLI are slow: run by `make test-long`, or with ``PBG_SLOW_TESTS=1``;
+the default run covers ``--version best`` in-process (tests/flows/test_train_validation.py) and the
+parser (tests/flows/cli/test_parser.py), and the config refusals here."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from disk_state import changes, tree_state
 from storage.best_version import read_best
 from storage.validation_log import ValidationLog
 
+slow = pytest.mark.slow
 ALL_NEGS = [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "none", "all_negs": True}]
 
 
@@ -53,6 +58,7 @@ def trained_best(
     return checkpoint
 
 
+@slow  # a real `pbg train` (with a fresh PREFECT_HOME) and real `pbg` commands: 20-45 s
 def test_eval_version_best_ranks_the_best_version(trained_best: Path, graph: Any, cli_env: dict[str, str]) -> None:
     root = trained_best.parent
     best = read_best(str(trained_best))
@@ -65,6 +71,7 @@ def test_eval_version_best_ranks_the_best_version(trained_best: Path, graph: Any
     assert metrics["mrr"] == best.row.mrr and metrics["count"] == best.row.count
 
 
+@slow  # a real `pbg train` (with a fresh PREFECT_HOME) and real `pbg` commands: 20-45 s
 def test_export_version_best_exports_the_best_version(trained_best: Path, cli_env: dict[str, str]) -> None:
     root = trained_best.parent
     best = read_best(str(trained_best))
@@ -74,6 +81,7 @@ def test_export_version_best_exports_the_best_version(trained_best: Path, cli_en
     assert done.stdout.startswith(f"exported version {best.version}:")
 
 
+@slow  # a real `pbg train` (with a fresh PREFECT_HOME) and real `pbg` commands: 20-45 s
 def test_version_best_without_best_json_is_one_line(
     graph: Any, config_for: Any, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -140,7 +148,7 @@ def outcome(checkpoint: Path) -> tuple[list[tuple[int, int, float]], int | None,
     return rows, best.version if best is not None else None, files
 
 
-@pytest.mark.slow  # three killed runs and their reruns, each a real `pbg train` (about a minute in all)
+@slow  # a reference run, three killed runs and their reruns, each a real `pbg train` (about 100 s in all)
 @pytest.mark.parametrize("moment", ["validation-row-written:2", "validation-committed:2", "validation-best-recorded:2"])
 def test_a_run_killed_around_a_validation_ends_as_an_uninterrupted_one(
     graph: Any, config_for: Any, cli_env: dict[str, str], tmp_path: Path, moment: str
