@@ -1,4 +1,5 @@
-"""The ``pbg-eval`` flow: rank the config's edge paths against the latest checkpoint.
+"""The ``pbg-eval`` flow: rank the config's edge paths against the latest checkpoint (or a chosen version:
+a number, or ``"best"``, the version ``best.json`` names).
 
 Sampled evaluation (``sample_edges``, ``candidates``) ranks a seeded uniform sample of the
 edges, each side against sampled candidates (:mod:`pbg_core.evaluation.sampling`), for
@@ -6,6 +7,8 @@ graphs whose full ranking is out of reach.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from prefect import flow
 
@@ -27,6 +30,7 @@ def pbg_eval(
     sample_edges: int | None = None,
     candidates: int | None = None,
     sample_seed: int | None = None,
+    version: int | Literal["best"] | None = None,
 ) -> dict[str, float]:
     """Evaluate every edge path of ``config``; metrics averaged over all (or the sampled) edges.
 
@@ -40,6 +44,8 @@ def pbg_eval(
         candidates: Rank each side against this many distinct entities drawn uniformly
             from its partition instead of the config's negatives; None: the config's negatives.
         sample_seed: Seed of the edge sample and the candidates; None: the config's seed (0 if unset).
+        version: The checkpoint version to rank: a number, or "best" (the version best.json names,
+            kept by training with a validation section); None: the committed one.
 
     Returns:
         The metrics and ``count`` (edges ranked); with sampling also ``total_edges``,
@@ -49,7 +55,8 @@ def pbg_eval(
     sampling = sample_edges is not None or candidates is not None
     seed = sample_seed if sample_seed is not None else (config.seed if config.seed is not None else 0)
     with opened_run(config) as run, reading_entities(run):  # its stores; no import changes entity_path meanwhile
-        handle = open_eval_session(run, filtered=filter_paths is not None, candidates=candidates, seed=seed)
+        filtered = filter_paths is not None
+        handle = open_eval_session(run, filtered=filtered, candidates=candidates, seed=seed, version=version)
         try:
             positions: list[list[list[int]] | None] = [None] * len(config.edge_paths)
             total = 0

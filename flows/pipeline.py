@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -120,7 +120,7 @@ class SubflowPipeline:
         calls: Sequence[Callable[[], R]],
         names: Sequence[str],
         overlap_after: Callable[[int], bool],
-    ) -> Iterator[R]:
+    ) -> Generator[R, None, None]:
         """Call every subflow of ``calls``; yields their results in order.
 
         Args:

@@ -4,7 +4,9 @@ Each iteration subflow trains every bucket (swap partitions -> load edges ->
 evaluate before -> HOGWILD train -> evaluate after -> save its progress) and then
 commits a new checkpoint version in four retryable steps. A rerun of the same config
 resumes after the last committed version and, inside the interrupted pass, after the
-last saved bucket; raising ``num_epochs`` extends a finished run.
+last saved bucket; raising ``num_epochs`` extends a finished run. With a ``validation`` section the
+iteration ending every N-th epoch also validates its version, moves ``best.json`` and may end the
+run early (:mod:`tasks.validation_steps`; docs/quality.md, "Validation and early stopping").
 
 Scheduled retraining is a flow of its own, ``pbg-retrain`` (:mod:`flows.retrain`), which calls this
 one as a subflow; a ``pbg`` run given a ``retrain`` parameter is refused in one line naming it
@@ -16,7 +18,7 @@ one as a subflow; a ``pbg`` run given a ``retrain`` parameter is refused in one 
 # there ("ConfigSchema is not fully defined").
 import inspect
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from functools import partial, wraps
 from typing import Annotated, Any
 from uuid import UUID
@@ -58,6 +60,14 @@ from tasks.new_rows import prepare_new_rows, starts_new_rows
 from tasks.plan import TrainingPlan, check_inputs, plan_training
 from tasks.runs import opened_run
 from tasks.sessions import close_training_session, open_training_session
+from tasks.validation_steps import (
+    check_validation,
+    is_due,
+    record_best,
+    stopped_reason,
+    validate_version,
+    validation_note,
+)
 
 
 class RunProgress(BaseModel):
@@ -71,16 +81,22 @@ class RunProgress(BaseModel):
 @flow(name="pbg-iteration", flow_run_name="{iteration.label}", validate_parameters=False)
 @cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def train_iteration(
-    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None, validate: bool = False
 ) -> dict[str, Any]:
-    """Train every bucket of one iteration, then commit it as a new checkpoint version."""
+    """Train every bucket of one iteration, then commit it as a new checkpoint version (validated if ``validate``)."""
     # In the `pbg` flow the body runs in the flow's own thread, after the previous iteration's
     # (flows/pipeline.py); called on its own, right here.
-    return run_body(_iteration_steps, handle, iteration, evaluate, progress or RunProgress())  # type: ignore[return-value]  # a Cancelled state: Prefect's flow engine takes it as the run's final state
+    steps = partial(_iteration_steps, validate=validate)
+    return run_body(steps, handle, iteration, evaluate, progress or RunProgress())  # type: ignore[return-value]  # a Cancelled state: Prefect's flow engine takes it as the run's final state
 
 
-def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress) -> dict[str, Any]:
-    """The iteration's tasks: train every bucket (here, or on the cluster's machines); then commit."""
+def _iteration_steps(
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, validate: bool = False
+) -> dict[str, Any]:
+    """The iteration's tasks: train every bucket (here, or on the cluster's machines); then commit.
+
+    A validated version is ranked before its commit (its row survives a kill right after it) and
+    best.json moves after it (it names committed versions only): tasks/validation_steps.py."""
     note_position(iteration.label)  # for the resume hint if the command is interrupted
     if is_cluster_session(handle):
         per = progress.buckets_per_iteration
@@ -88,7 +104,9 @@ def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress
     else:
         trained, rows, resumed = _train_buckets(handle, iteration, evaluate, progress)
     write_checkpoint(handle, iteration)
+    validated = validate_version(handle, iteration) if validate else None
     switch_version(handle, iteration)
+    decision = record_best(handle, iteration) if validated is not None else {}
     preserve_version(handle, iteration)
     remove_old_version(handle, iteration)
     return {
@@ -96,6 +114,7 @@ def _iteration_steps(handle: str, iteration: Iteration, evaluate: bool, progress
         "buckets": trained,
         "rows": rows,
         "resumed": resumed,
+        "stop": decision.get("stop"),  # early stopping: the run ends after this iteration
         "flow_run_id": flow_run.id,
     }  # the subflow's: its table artifact is posted there
 
@@ -221,20 +240,29 @@ def pbg(
     results: list[dict[str, Any]] = []
     with opened_run(resolved) as run:  # the run's stores, opened once: the tasks below take this handle
         chunks = check_inputs(run)  # before anything is written: nothing here depends on the checkpoint
+        if resolved.validation is not None:
+            check_validation(run)  # the validation edges are there, its candidates can be drawn
         lease = acquire_lease(run)  # a second run on this checkpoint stops here, naming the holder
         try:
             plan = plan_training(run, chunks)  # under the lease: what is committed now
             prepare_start(run, resolved, plan)
-            if plan.remaining:
+            stopped = stopped_reason(resolved, plan.committed_version) if plan.remaining else None
+            if stopped is not None:  # a rerun of a run that stopped early: the same rows, the same decision
+                get_run_logger().info(
+                    "%s: nothing to train (a larger patience, or -p early_stopping=null, goes on)", stopped
+                )
+            elif plan.remaining:
                 results = _train_remaining(run, resolved, plan, pause_every, pause_timeout_seconds)
                 remove_start_by_name(run)  # read only until the first commit
+                stopped = results[-1].get("stop") if results else None
         finally:
             release_lease(lease)
         final = plan.committed_version + len(results)
-        publish_summary(run, final, plan.total_iterations)
+        publish_summary(run, final, plan.total_iterations, validation=validation_note(run, stopped))
     done = version_progress(final, plan.total_iterations)
     get_run_logger().info("checkpoint %s is at %s", resolved.checkpoint_path, done)
-    return {"checkpoint_path": resolved.checkpoint_path, "version": final, "iterations": results}
+    outcome = {"checkpoint_path": resolved.checkpoint_path, "version": final, "iterations": results}
+    return outcome | ({"stopped": stopped} if stopped else {})
 
 
 def prepare_start(run: str, config: ConfigSchema, plan: TrainingPlan) -> None:
@@ -257,12 +285,10 @@ def _train_remaining(
     run: str, config: ConfigSchema, plan: TrainingPlan, pause_every: int, pause_timeout_seconds: int
 ) -> list[dict[str, Any]]:
     """Run the plan's remaining iterations in one session; one table artifact per iteration."""
-    logger = get_run_logger()
     per = plan.buckets_per_iteration
     total = plan.total_iterations * per
     artifact = start_progress(plan.committed_version * per, total, f"buckets trained of {config.checkpoint_path}")
     progress = RunProgress(artifact_id=artifact, total=total, buckets_per_iteration=per)
-    results: list[dict[str, Any]] = []
     stack = ExitStack()  # a local Dask cluster, if this run starts one
     try:
         handle = _open_session(run, config, stack)
@@ -270,31 +296,47 @@ def _train_remaining(
         stack.close()
         raise
     try:
-        remaining = plan.remaining
-        pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
-        calls = [
-            partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config.checkpoint_path)
-            for it in remaining
-        ]
-        # Each subflow is created while the previous iteration works (never across a pause).
-        outcomes = SubflowPipeline().run_in_order(
-            calls, [it.label for it in remaining], overlap_after=lambda index: not pause_after[index]
-        )
-        for iteration, due, result in zip(remaining, pause_after, outcomes, strict=True):
-            results.append(result)
-            if due:
-                logger.info(
-                    "paused after committing v%d (pause_every=%d): resume it from the UI",
-                    iteration.version,
-                    pause_every,
-                )
-                pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
+        results = _run_in_order(handle, config, plan, progress, (pause_every, pause_timeout_seconds))
     finally:
         with stack:
             if config.num_machines > 1:
                 close_cluster_session(handle)
             else:
                 close_training_session(handle)
+    return results
+
+
+def _run_in_order(
+    handle: str, config: ConfigSchema, plan: TrainingPlan, progress: RunProgress, pause: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """One subflow per remaining iteration, in order; pauses where ``pause_every`` says, and ends after
+    an iteration whose validation stops the run (early stopping). ``pause``: (every, timeout seconds)."""
+    pause_every, pause_timeout_seconds = pause
+    remaining = plan.remaining
+    pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
+    validated = [is_due(config.validation, it) for it in remaining]
+    calls = [
+        partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config.checkpoint_path, check)
+        for it, check in zip(remaining, validated, strict=True)
+    ]
+    # Each subflow is created while the previous iteration works, never across a pause nor after a
+    # validation (which may stop the run: nothing after it may have started).
+    outcomes = SubflowPipeline().run_in_order(
+        calls, [it.label for it in remaining], overlap_after=lambda i: not pause_after[i] and not validated[i]
+    )
+    results: list[dict[str, Any]] = []
+    with closing(outcomes) as stream:
+        for iteration, due, result in zip(remaining, pause_after, stream, strict=True):
+            results.append(result)
+            if result.get("stop"):
+                break  # early stopping (logged by record-best): the run ends Completed after this version
+            if due:
+                get_run_logger().info(
+                    "paused after committing v%d (pause_every=%d): resume it from the UI",
+                    iteration.version,
+                    pause_every,
+                )
+                pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
     return results
 
 
@@ -307,11 +349,11 @@ def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
 
 
 def _run_iteration(
-    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, checkpoint_path: str
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, checkpoint_path: str, validate: bool
 ) -> dict[str, Any]:
     """The iteration's subflow, then its table artifact on the subflow's page (posted from the
     subflow's helper thread: off the critical path)."""
-    result = train_iteration(handle, iteration, evaluate, progress)
+    result = train_iteration(handle, iteration, evaluate, progress, validate)
     publish_iteration_table(iteration, result["rows"], result["resumed"], checkpoint_path, result["flow_run_id"])
     return result
 

@@ -32,6 +32,7 @@ import torch
 from pbg_core.session.build import version_layout
 from pbg_core.types import EntityName, ModuleStateDict, Partition
 from storage import hdf5, layout
+from storage.best_version import BEST, VersionWanted, resolve_best
 from storage.checkpoints import CheckpointStore, embeddings_dataset
 from storage.entities import EntityStore
 from storage.errors import BadDataError, DataNotFound
@@ -46,7 +47,7 @@ class CheckpointReader:
     Args:
         config: The training config (``ConfigSchema``): checkpoint_path, entity_path, entities,
             dynamic_relations, global_emb and the storage options are read.
-        version: The version to read; None: the latest committed one.
+        version: The version to read; ``"best"``: the one ``best.json`` names; None: the latest committed one.
         entity_types: The entity types whose rows are read (their names are resolved here).
         purpose: What the reading is for, in the message of a missing version (``"to export"``).
 
@@ -57,13 +58,15 @@ class CheckpointReader:
             entity files hold (nothing is read).
     """
 
-    def __init__(self, config: Any, version: int | None, entity_types: Sequence[str], purpose: str) -> None:
+    def __init__(self, config: Any, version: VersionWanted | None, entity_types: Sequence[str], purpose: str) -> None:
         self.config = config
         self.options = config.storage_options_for_fs()  # the real credentials
         self.checkpoints = CheckpointStore(config.checkpoint_path, self.options)
         self.entity_store = EntityStore(config.entity_path, self.options)
         self.version = resolve_version(self.checkpoints, config.checkpoint_path, version, purpose)
-        if version is None:  # the latest: a pointer ahead of its files is named, not a missing file (rows: below)
+        if not isinstance(
+            version, int
+        ):  # the latest or the best: a pointer ahead of its files is named, not a missing file (rows: below)
             self.checkpoints.check_complete(self.version, version_layout(config))
         keys = [(entity, part) for entity in entity_types for part in range(config.entities[entity].num_partitions)]
         self.labels = export_labels(self.checkpoints, self.version, self.entity_store, keys, config.dynamic_relations)
@@ -192,15 +195,19 @@ class CheckpointReader:
         return selected[inverse.reshape(-1)]
 
 
-def resolve_version(checkpoints: CheckpointStore, url: str, version: int | None, purpose: str) -> int:
-    """``version``, or the latest committed one for None, after checking its files are there.
+def resolve_version(checkpoints: CheckpointStore, url: str, version: VersionWanted | None, purpose: str) -> int:
+    """``version``, the latest committed one for None, or the one ``best.json`` names for ``"best"``
+    (:func:`storage.best_version.resolve_best`), after checking its files are there.
 
     ``purpose``: what the version is for, in the messages (``"to export"``).
 
     Raises:
-        DataNotFound: nothing committed, or no files of ``version`` (the versions present are named).
+        DataNotFound: nothing committed, no files of ``version`` (the versions present are named), or
+            ``"best"`` without a ``best.json``.
     """
     committed = checkpoints.read_version()
+    if version == BEST:
+        version = resolve_best(url, checkpoints.storage_options, committed)
     if version is None:
         if committed == 0:
             raise DataNotFound(url, f"no committed checkpoint {purpose} (checkpoint_version.txt missing or 0)")

@@ -40,7 +40,7 @@ import torch
 from pbg_core.errors import ShapeError
 from pbg_core.ports import CheckpointMetadata, CompleteVersion, VersionLayout
 from pbg_core.types import EntityName, Partition
-from storage import checkpoint_names, hdf5, layout, version_check
+from storage import best_version, checkpoint_names, hdf5, layout, version_check
 from storage.errors import BadDataError, DataNotFound
 from storage.fs import atomic, changes, reads, urls
 from storage.fs.urls import StorageOptions
@@ -306,13 +306,17 @@ class CheckpointStore:
         removing an old one. Version 0 is never deleted: it is the user-provided
         initialization (PBG's rule). A similarity index built from an older version
         (``similar_{type}.v{v}.h5``) goes too, also one whose version went before it was written.
+        The version ``best.json`` names is never deleted (:func:`storage.best_version.pinned_versions`).
         """
         self._check_evidence(kept)
+        pinned = best_version.pinned_versions(self.url, self.storage_options)  # read before anything goes
         names = reads.listdir(self.url, self.storage_options)
-        old = sorted({v for v in map(layout.parse_checkpoint_file, names) if v is not None and 0 < v < kept.version})
+        found = {v for v in map(layout.parse_checkpoint_file, names) if v is not None}
+        old = sorted(v for v in found if 0 < v < kept.version and v not in pinned)
         for name in names:
             index = layout.parse_similarity_index_file(name)
-            if layout.parse_checkpoint_file(name) in old or (index is not None and 0 < index[1] < kept.version):
+            stale_index = index is not None and 0 < index[1] < kept.version and index[1] not in pinned
+            if layout.parse_checkpoint_file(name) in old or stale_index:
                 changes.remove(self.file_url(name), missing_ok=True, storage_options=self.storage_options)
         return old
 

@@ -30,6 +30,8 @@ Checkpoint directory (``checkpoint_path``)::
     embeddings_{type}_{part}.v{v}.h5   embeddings + optimizer state of one partition
     model.v{v}.h5                      operator parameters + optimizer state
     training_stats.json                JSON lines, one per bucket
+    validation.json                    one row per validated version (validation section)
+    best.json                          the best validated version: kept until a better one
     epoch_{N}/                         snapshot preserved after epoch N
     lease.json                         the lease of the one run writing here
     progress/v{v}.json                 the bucket progress record of the pass writing v
@@ -92,6 +94,8 @@ START_BY_NAME_DIR = "init_by_name"
 START_RECORD_FILE = "start.json"
 FRESH_ROWS_FILE = "fresh_rows.h5"
 NEW_ROWS_FILE = "init_new_rows.h5"
+VALIDATION_FILE = "validation.json"  # storage.validation_log
+BEST_FILE = "best.json"  # storage.best_version: the second pointer
 
 # pbg export's output directory.
 RELATION_TYPES_FILE = "relation_types.tsv"

@@ -19,7 +19,10 @@ left, before it reads anything),
 ``import-staged`` (every output staged, before the first move), ``import-move`` (after each file
 moved into place) and ``import-recorded`` (every file in place and the manifest written, before
 the staging and backup directories are removed); ``train-leases-held`` (a training run holds its
-checkpoint's lease and its reader's lease on the entity_path, before it plans).
+checkpoint's lease and its reader's lease on the entity_path, before it plans);
+``validation-row-written`` (a validated version's row is in ``validation.json``, the version not
+committed yet), ``validation-committed`` (the version committed, ``best.json`` not moved yet) and
+``validation-best-recorded`` (``best.json`` moved, older versions not removed yet).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pbg_core.config import ConfigSchema
+from pbg_core.evaluation.early_stopping import ValidationRow
 from storage import layout
 from storage.stats_log import SUMMARY_KEY
 
@@ -153,6 +154,23 @@ def sparkline(values: Sequence[float | None]) -> str:
     return "".join(chars)
 
 
+def validation_table(rows: Iterable[ValidationRow], best_version: int | None) -> list[dict[str, Any]]:
+    """The validation table artifact: one row per validated version, the best one marked."""
+    return [
+        {
+            "epoch": row.epoch,
+            "version": row.version,
+            "mrr": _sig(row.mrr),
+            "r1": _sig(row.r1),
+            "r10": _sig(row.r10),
+            "count": row.count,
+            "sampled": "yes" if row.sampled else "no",
+            "best": "✓" if row.version == best_version else "",
+        }
+        for row in rows
+    ]
+
+
 # ---- final markdown -----------------------------------------------------------------------
 def version_progress(version: int, total_iterations: int) -> str:
     """``version 3 (3 of 5 iterations done)``: a checkpoint's version against the config's schedule.
@@ -167,7 +185,12 @@ def version_progress(version: int, total_iterations: int) -> str:
 
 
 def summary_markdown(
-    config: ConfigSchema, version: int, total_iterations: int, rows: Sequence[Row], gate: dict[str, Any] | None = None
+    config: ConfigSchema,
+    version: int,
+    total_iterations: int,
+    rows: Sequence[Row],
+    gate: dict[str, Any] | None = None,
+    validation: str | None = None,
 ) -> str:
     """The run summary: where the checkpoint is, last epoch's metrics, config, learning curve.
 
@@ -179,6 +202,7 @@ def summary_markdown(
         total_iterations: Iterations of the whole schedule (epochs x edge paths x chunks).
         rows: Every stats row of the checkpoint (earlier runs included).
         gate: A retraining run's ``retrain.json`` after its quality gate (:mod:`storage.retraining.state`).
+        validation: The validation line (the best version; why training stopped early), or None.
 
     Returns:
         Markdown for Prefect's UI.
@@ -188,6 +212,7 @@ def summary_markdown(
         f"# PBG training: {checkpoint_basename(config.checkpoint_path)}",
         _checkpoint_section(config, version, total_iterations),
         *([gate_section(gate)] if gate else []),
+        *([f"## Validation\n\n{validation}"] if validation else []),
         _metrics_section(curve[-1] if curve else None),
         _config_section(config),
         _curve_section(curve),

@@ -29,8 +29,15 @@ from prefect.client.schemas.objects import Artifact as ArtifactResponse
 from prefect.context import get_run_context
 from prefect.exceptions import MissingContextError
 
+from pbg_core.evaluation.early_stopping import ValidationRow
 from pbg_core.session.iterations import Iteration
-from storage.stats_report import checkpoint_basename, iteration_table, summary_markdown, version_progress
+from storage.stats_report import (
+    checkpoint_basename,
+    iteration_table,
+    summary_markdown,
+    validation_table,
+    version_progress,
+)
 from tasks._policies import run_logger
 from tasks.runs import get_run
 
@@ -39,6 +46,7 @@ T = TypeVar("T")
 SUMMARY_KEY_PREFIX = "pbg-summary-"
 TABLE_KEY_PREFIX = "pbg-"
 PREDICTIONS_KEY_PREFIX = "pbg-predictions-"
+VALIDATION_KEY_PREFIX = "pbg-validation-"
 _MAX_KEY_LENGTH = 100
 
 
@@ -133,7 +141,9 @@ def publish_iteration_table(
     )
 
 
-def publish_summary(run: str, version: int, total_iterations: int, gate: dict[str, Any] | None = None) -> None:
+def publish_summary(
+    run: str, version: int, total_iterations: int, gate: dict[str, Any] | None = None, validation: str | None = None
+) -> None:
     """Post the run's markdown summary, keyed ``pbg-summary-<checkpoint name>``.
 
     Reads every row of the checkpoint's ``training_stats.json`` (earlier runs included).
@@ -143,6 +153,7 @@ def publish_summary(run: str, version: int, total_iterations: int, gate: dict[st
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule.
         gate: A retraining run's state after its quality gate (shown as a table), or None.
+        validation: The best version and why training stopped early, if it did (one line), or None.
     """
 
     def post() -> UUID:
@@ -150,7 +161,7 @@ def publish_summary(run: str, version: int, total_iterations: int, gate: dict[st
         return cast(
             UUID,
             create_markdown_artifact(
-                markdown=summary_markdown(config, version, total_iterations, stats.read(), gate),
+                markdown=summary_markdown(config, version, total_iterations, stats.read(), gate, validation),
                 key=artifact_key(checkpoint_basename(config.checkpoint_path)),
                 description=f"pbg training summary, checkpoint {version_progress(version, total_iterations)}",
                 _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
@@ -158,6 +169,22 @@ def publish_summary(run: str, version: int, total_iterations: int, gate: dict[st
         )
 
     _post("publish the run summary", post)
+
+
+def publish_validation_table(checkpoint_path: str, rows: Sequence[ValidationRow], best_version: int | None) -> None:
+    """Post the run's validation table (epoch, version, mrr, r1, r10, count, sampled, best), keyed
+    ``pbg-validation-<checkpoint name>``: each validation adds a version of the key, so the UI's
+    latest one is the learning curve so far (on the run's Artifacts tab, beside its summary)."""
+    key = (VALIDATION_KEY_PREFIX + _slug(checkpoint_basename(checkpoint_path)))[:_MAX_KEY_LENGTH].rstrip("-")
+    description = f"validation of {checkpoint_path}: one row per validated version" + (
+        f", best v{best_version}" if best_version is not None else ""
+    )
+
+    def post() -> UUID:
+        artifact = TableArtifact(table=validation_table(rows, best_version), key=key, description=description)
+        return cast(ArtifactResponse, artifact.create(_sync=True)).id  # type: ignore[call-arg]  # _sync is not in the signature
+
+    _post("publish the validation table", post)
 
 
 def publish_predictions_table(output: str, rows: Sequence[dict[str, Any]], description: str) -> None:

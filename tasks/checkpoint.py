@@ -18,6 +18,7 @@ from tasks._policies import run_logger, storage_task
 from tasks.lease import check_lease
 from tasks.runs import get_run
 from tasks.sessions import get_session, session_run
+from tasks.validation_steps import reconcile_best
 
 
 @storage_task(name="write-checkpoint", task_run_name="write checkpoint v{iteration.version}")
@@ -62,7 +63,9 @@ def remove_leftovers(run: str, committed_version: int, num_edge_chunks: int) -> 
     the committed version's ``epoch_{N}`` snapshot missing or incomplete: it is copied again
     (the committed files are still there). A run killed while removing the old version (or
     right after committing, before clearing its progress) leaves older versions and progress
-    that nothing references: they are deleted. ``run``: the run's handle (:mod:`tasks.runs`);
+    that nothing references: they are deleted, except the version ``best.json`` names, which a run
+    killed between its commit and ``record-best`` has not moved yet: it is moved first
+    (:func:`tasks.validation_steps.reconcile_best`). ``run``: the run's handle (:mod:`tasks.runs`);
     ``num_edge_chunks``: the plan's. Returns the versions removed.
     """
     run_state = get_run(run)
@@ -70,6 +73,8 @@ def remove_leftovers(run: str, committed_version: int, num_edge_chunks: int) -> 
     layout = version_layout(run_state.config, stores.entities.load_count) if committed_version else VersionLayout({})
     kept = stores.checkpoint.check_complete(committed_version, layout)
     _preserve_if_missing(run_state.config, stores.checkpoint, kept, layout, num_edge_chunks)
+    # A run killed between its commit and record-best: best.json from validation.json, before any removal.
+    reconcile_best(run_state.config, stores.checkpoint, kept.version, layout)
     old = stores.checkpoint.remove_versions_before(kept)
     progress = stores.progress
     try:

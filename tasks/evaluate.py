@@ -1,4 +1,4 @@
-"""Offline evaluation of the latest committed checkpoint (``pbg eval``).
+"""Offline evaluation of the latest committed checkpoint, or of a chosen version (``pbg eval``).
 
 The edges ranked are (partition, offset) ids of the import the entity files hold now: a
 checkpoint whose rows belong to other names (imported again since it was trained) is refused
@@ -16,6 +16,8 @@ from pbg_core.errors import ConfigError
 from pbg_core.evaluation.sampling import candidate_config, check_candidates
 from pbg_core.session.build import build_session, build_topology
 from pbg_core.session.offline_eval import evaluate_edge_source
+from storage.best_version import VersionWanted
+from storage.checkpoint_reader import resolve_version
 from storage.edges import EdgeStore
 from storage.errors import DataNotFound
 from storage.resume_checks import check_fits
@@ -27,12 +29,20 @@ from tasks.sessions import get_session, register_session, session_run
 
 
 @storage_task(name="open-eval-session", task_run_name="open evaluation session")
-def open_eval_session(run: str, filtered: bool = False, candidates: int | None = None, seed: int = 0) -> str:
-    """Load the run's committed checkpoint read-only and start the workers; returns a handle.
+def open_eval_session(
+    run: str,
+    filtered: bool = False,
+    candidates: int | None = None,
+    seed: int = 0,
+    version: VersionWanted | None = None,
+) -> str:
+    """Load the run's committed checkpoint (or ``version``) read-only and start the workers; returns a handle.
 
     ``run``: the run's handle (:mod:`tasks.runs`): its config and stores. ``candidates``:
     rank each side against that many distinct uniform candidates of its partition, drawn
-    with ``seed`` (:mod:`pbg_core.evaluation.sampling`); None: the config's negatives.
+    with ``seed`` (:mod:`pbg_core.evaluation.sampling`); None: the config's negatives. ``version``: a
+    version present up to the committed one, or ``"best"`` (the one ``best.json`` names); None: the
+    committed one.
 
     Raises:
         ConfigError: filtered metrics asked for relations whose negatives are sampled
@@ -55,19 +65,20 @@ def open_eval_session(run: str, filtered: bool = False, candidates: int | None =
                     for key in sampled
                 ]
             )
-    version = stores.checkpoint.read_version()
-    if version == 0:
+    if stores.checkpoint.read_version() == 0:
         raise DataNotFound(config.checkpoint_path, "no committed checkpoint to evaluate (train first)")
+    ranked = resolve_version(stores.checkpoint, config.checkpoint_path, version, "to evaluate")
     # The edges are (partition, offset) ids of the import now: rows that belong to other names are not ranked.
-    check_ranked_names(config, stores, version, "pbg eval")
+    check_ranked_names(config, stores, ranked, "pbg eval")
     # Another operator's parameters would be skipped and the metrics silently wrong.
-    check_fits(stores.checkpoint, version, config, run_logger(), "evaluated checkpoint")
+    check_fits(stores.checkpoint, ranked, config, run_logger(), "evaluated checkpoint")
     if candidates is not None:
-        session = build_session(candidate_config(config, candidates, seed), stores, read_only=True, sampled=True)
+        evaluated = candidate_config(config, candidates, seed)
+        session = build_session(evaluated, stores, read_only=True, sampled=True, version=ranked)
     else:
-        session = build_session(config, stores, read_only=True)
+        session = build_session(config, stores, read_only=True, version=ranked)
     handle = register_session(session, run, prefix="eval")
-    run_logger().info("evaluating checkpoint version %d of %s", version, config.checkpoint_path)
+    run_logger().info("evaluating checkpoint version %d of %s", ranked, config.checkpoint_path)
     return handle
 
 

@@ -3,6 +3,7 @@
 - :func:`positive`: a count of 1 or more; :func:`column`: a 0-based column index or a Parquet
   column name (``pbg import``'s ``-l``/``-r``/``--rel-col``, and the query files of
   ``pbg predict`` and ``pbg score``);
+- :func:`version_choice`: ``--version N`` or ``--version best`` (``pbg eval``, ``pbg export``);
 - :func:`add_param_arg`: ``-p key=value`` config overrides; :func:`add_debug_arg`: ``--debug``.
 
 A bad value is an argparse usage error (exit status 2) naming it and what is allowed, printed as
@@ -50,6 +51,15 @@ def add_debug_arg(parser: argparse.ArgumentParser) -> None:
         help=f"on failure, print the Python traceback (and Prefect's own failure lines) before "
         f"the one-line error; the same as {DEBUG_VARIABLE}=1",
     )
+
+
+def version_choice(text: str) -> int | str:
+    """A checkpoint version: a whole number >= 1, or ``best`` (the version ``best.json`` names)."""
+    if text.strip().lower() == "best":
+        return "best"
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a version number >= 1 or best")
+    return int(text)
 
 
 def positive(text: str) -> int:

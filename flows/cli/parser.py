@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from flows.cli.answer_parser import add_predict, add_score, add_similar
-from flows.cli.option_types import OneLineParser, add_debug_arg, add_param_arg, column, positive
+from flows.cli.option_types import OneLineParser, add_debug_arg, add_param_arg, column, positive, version_choice
 from flows.cli.user_errors import DEBUG_VARIABLE
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def _add_import(sub: Subcommands) -> None:
 
 
 def _add_eval(sub: Subcommands) -> None:
-    ev = sub.add_parser("eval", help="rank the config's edge paths against the latest checkpoint")
+    ev = sub.add_parser("eval", help="rank the config's edge paths against the latest (or a chosen) checkpoint version")
     _add_config_args(ev)
     ev.add_argument("--filtered", action="store_true", help="filter known true edges out of the negatives")
     ev.add_argument(
@@ -163,6 +163,14 @@ def _add_eval(sub: Subcommands) -> None:
         help="edge path whose edges count as known (repeatable; default: all of the config's edge_paths)",
     )
     ev.add_argument("--json", action="store_true", help="print the metrics as one JSON object on the last line")
+    ev.add_argument(
+        "--version",
+        type=version_choice,
+        default=None,
+        metavar="N|best",
+        help="checkpoint version to rank (default: the committed one); best: the one best.json names "
+        "(the best validated version, config section validation)",
+    )
     sampled = ev.add_argument_group(
         "sampled evaluation (for graphs whose full ranking is out of reach; its MRR is higher than "
         "full ranking's and not comparable with it)"
@@ -220,7 +228,14 @@ def _add_export(sub: Subcommands) -> None:
         metavar="TYPE",
         help="export only this entity type (repeatable; default: all)",
     )
-    exp.add_argument("--version", type=int, default=None, help="checkpoint version (default: the committed one)")
+    exp.add_argument(
+        "--version",
+        type=version_choice,
+        default=None,
+        metavar="N|best",
+        help="checkpoint version (default: the committed one); best: the one best.json names (the best "
+        "validated version, config section validation)",
+    )
 
 
 def _add_serve(sub: Subcommands) -> None:

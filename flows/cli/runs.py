@@ -83,6 +83,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"trained: {result['checkpoint_path']} is at version {result['version']} "
         f"({time.perf_counter() - started:.1f} s)"
     )
+    if result.get("stopped"):
+        print(result["stopped"])  # "early stopping: mrr did not improve in the last 4 validations (...)"
     return 0
 
 
@@ -169,6 +171,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 sample_edges=args.sample_edges,
                 candidates=args.candidates,
                 sample_seed=args.sample_seed,
+                version=args.version,
             )
     print("Stats: " + " , ".join(f"{k}: {v:.6g}" for k, v in metrics.items() if k not in SAMPLE_KEYS))
     if sampling:

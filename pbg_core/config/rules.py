@@ -34,6 +34,7 @@ def cross_field_problems(config: ConfigSchema) -> list[Problem]:
         *_partition_problems(config),
         *_unsupported_problems(config),
         *_distributed_problems(config),
+        *_validation_problems(config),
     ]
 
 
@@ -153,6 +154,34 @@ def _unsupported_problems(config: ConfigSchema) -> list[Problem]:
             _p(
                 "num_partition_servers",
                 f"num_partition_servers: {config.num_partition_servers} is {_UNSUPPORTED}; allowed: -1, 0",
+            )
+        )
+    return problems
+
+
+def _validation_problems(config: ConfigSchema) -> list[Problem]:
+    """The validation section's rules (pbg_core/config/quality_sections.py): each line names its field."""
+    validation = config.validation
+    if validation is None:
+        if config.early_stopping is None:
+            return []
+        return [_p("early_stopping validation", "early_stopping: needs a validation section (validation.edge_path)")]
+    problems = []
+    sampled = [i for i, rel in enumerate(config.relations) if not rel.all_negs]
+    if validation.candidates is None and sampled:
+        problems.append(
+            _p(
+                "validation relations",
+                f"validation.candidates: needed, relations.{sampled[0]}.all_negs is false (filtered validation "
+                "ranks against all entities); set validation.candidates or relations.N.all_negs=true",
+            )
+        )
+    if config.num_machines > 1:
+        problems.append(
+            _p(
+                "validation num_machines",
+                f"validation: not supported with num_machines={config.num_machines} (training on a cluster); "
+                "allowed: num_machines=1",
             )
         )
     return problems

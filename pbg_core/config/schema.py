@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from pbg_core.config.quality_sections import EarlyStoppingSchema, ValidationSchema
 from pbg_core.config.rules import Problem, cross_field_problems, warn_about
 from pbg_core.config.sections import EntitySchema, RelationSchema
 from pbg_core.config.storage_options import StorageOptions
@@ -228,6 +229,15 @@ class ConfigSchema(BaseModel):
         "given here (key, secret, token, and any *secret*/*token*/*password*/*credential* key) "
         "are masked as '**********' in config.json, logs and flow run parameters; a masked value "
         "read back is ignored, never used as a credential.",
+    )
+    # Validation and early stopping (pbg_core/config/quality_sections.py; docs/quality.md)
+    validation: ValidationSchema | None = Field(
+        None,
+        description="Rank a validation edge path (filtered MRR) every few epochs and keep the best version "
+        "under best.json; None: no validation, as PBG.",
+    )
+    early_stopping: EarlyStoppingSchema | None = Field(
+        None, description="Stop training when the validation metric stops improving (needs validation); None: off."
     )
 
     _choices = choice_validator(

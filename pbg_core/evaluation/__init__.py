@@ -9,5 +9,6 @@ the batch preparation of training); running an offline evaluation over a graph i
   :func:`~pbg_core.evaluation.metrics.mask_known`;
 - :mod:`.candidates`, :mod:`.sampling`: the distinct candidates of sampled offline evaluation;
 - :mod:`.ranking`: every entity of a type ranked for many queries, one partition at a time,
-  with evaluation's scoring path (a trained model's answers).
+  with evaluation's scoring path (a trained model's answers);
+- :mod:`.early_stopping`: validation rows, the best of them and when they say to stop.
 """

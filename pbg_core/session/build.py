@@ -287,8 +287,24 @@ def _session_settings(config: ConfigSchema, topology: PartitionTopology, num_dyn
     )
 
 
+def _start_workers(config: ConfigSchema, payload: WorkerInit) -> HogwildWorkers[Any]:
+    """The HOGWILD workers, this process as worker 0 (see HogwildWorkers)."""
+    num_workers = config.workers or default_num_workers()
+    # Children are spawned, not forked from a forkserver: a forkserver preloaded with torch stays
+    # alive the whole run and holds ~200 MiB; spawning costs ~1.5 s once per run instead, which
+    # `pbg train` hides by starting them before the session exists (pbg_core.parallel.worker_boot).
+    return HogwildWorkers(
+        num_workers, init_worker, payload, start_method="spawn", prestarted=take_prestarted(num_workers - 1)
+    )
+
+
 def build_session(
-    config: ConfigSchema, stores: Any, read_only: bool = False, sampled: bool = False, read_ahead: bool = True
+    config: ConfigSchema,
+    stores: Any,
+    read_only: bool = False,
+    sampled: bool = False,
+    read_ahead: bool = True,
+    version: int | None = None,
 ) -> TrainingSession:
     """Open a session: counts, model and optimizer state, pool, resident tables, workers.
 
@@ -300,6 +316,8 @@ def build_session(
         sampled: Sampled offline evaluation: rank each side against distinct uniform candidates
             (``config`` is :func:`pbg_core.evaluation.sampling.candidate_config`'s).
         read_ahead: Spare slots and an I/O thread for partitions in flight (off on a cluster's machine).
+        version: Read-only only: the version to load (checked complete; ``pbg eval --version``, a
+            validation of a version written but not yet committed); None: the committed one.
 
     Returns:
         A session whose workers are started and whose unpartitioned tables are resident.
@@ -308,7 +326,9 @@ def build_session(
     keys = [*topology.partitioned_keys(), *topology.unpartitioned_keys()]
     counts = {key: stores.entities.load_count(*key) for key in keys}
     num_dynamic = stores.entities.load_dynamic_relation_count() if config.dynamic_relations else 0
-    committed = stores.checkpoint.read_version()
+    if version is not None and not read_only:
+        raise ValueError(f"only a read-only session may load another version than the committed one, got {version}")
+    committed = stores.checkpoint.read_version() if version is None else version
     for_workers = worker_settings(config, sampled=sampled)
     seed = config.seed if config.seed is not None else fresh_seed()  # before the model: its operators' start
     model_state = _build_model_state(config, num_dynamic, for_workers.model_lr, seed)
@@ -321,17 +341,9 @@ def build_session(
     residency = _build_residency(config, stores, pool, counts, (committed, init, names), seed, read_only)
     residency.io_thread = PartitionIo() if spare else None
     residency.ensure_resident(topology.unpartitioned_keys())
-    num_workers = config.workers or default_num_workers()
-    # This process is worker 0 (see HogwildWorkers). Children are spawned, not forked
-    # from a forkserver: a forkserver preloaded with torch stays alive the whole run and
-    # holds ~200 MiB; spawning costs ~1.5 s once per run instead, which `pbg train` hides
-    # by starting them before the session exists (pbg_core.parallel.worker_boot).
-    payload = WorkerInit(for_workers, model_state.model, model_state.optimizer, pool.buffers())
-    workers: HogwildWorkers[Any] = HogwildWorkers(
-        num_workers, init_worker, payload, start_method="spawn", prestarted=take_prestarted(num_workers - 1)
-    )
+    workers = _start_workers(config, WorkerInit(for_workers, model_state.model, model_state.optimizer, pool.buffers()))
     settings = replace(_session_settings(config, topology, num_dynamic), resident=resident)
-    _log_opened(model_state.source, num_workers, topology, resident)
+    _log_opened(model_state.source, workers.num_workers, topology, resident)
     return TrainingSession(
         settings=settings,
         model_state=model_state,

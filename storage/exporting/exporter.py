@@ -47,6 +47,7 @@ import numpy as np
 
 from pbg_core.errors import UnknownNameError
 from storage import layout, outputs
+from storage.best_version import VersionWanted
 from storage.checkpoint_reader import CheckpointReader
 from storage.entity_lease import reads_entity_path
 from storage.exporting.relations import estimated_bytes, operator_params, write_relations, write_rows
@@ -134,7 +135,7 @@ def export_tsv(
     config: Any,
     entities_output: str,
     relation_types_output: str,
-    version: int | None = None,
+    version: VersionWanted | None = None,
     reads: Sequence[tuple[str, str]] = (),
     labels: Mapping[str, str] | None = None,
 ) -> ExportReport:
@@ -145,7 +146,7 @@ def export_tsv(
             entities, relations, dynamic_relations and global_emb.
         entities_output: File or URL of the entities TSV; must not exist.
         relation_types_output: File or URL of the relation parameters TSV; must not exist.
-        version: Checkpoint version; None exports the latest committed one.
+        version: Checkpoint version; ``"best"``: the one best.json names; None exports the latest committed one.
         reads: (name, URL) of other files the caller read (``("the config", path)``): no output may be one.
         labels: How the user knows the parameters in errors (``{"entities_output": "--entities-output"}``).
 
@@ -191,7 +192,7 @@ def export_embeddings(
     output: str,
     format: ExportFormatName,  # noqa: A002  # the CLI's --format
     entity_types: list[str] | None = None,
-    version: int | None = None,
+    version: VersionWanted | None = None,
     reads: Sequence[tuple[str, str]] = (),
     labels: Mapping[str, str] | None = None,
 ) -> ExportReport:
@@ -206,7 +207,7 @@ def export_embeddings(
         output: Output directory; none of the files above may exist in it.
         format: ``"tsv"``, ``"npy"`` or ``"h5"``.
         entity_types: Entity types to export; None exports all (config order).
-        version: Checkpoint version; None exports the latest committed one.
+        version: Checkpoint version; ``"best"``: the one best.json names; None exports the latest committed one.
         reads: (name, URL) of other files the caller read (``("the config", path)``): no output may be one.
         labels: How the user knows the parameters in errors (``{"output": "--output"}``).
 

@@ -31,12 +31,15 @@ from prefect.exceptions import ParameterTypeError
 from flows.retrain import pbg_retrain
 from flows.train import RETRAIN_MOVED, pbg
 from pbg_core.config import parse_config
+from storage.best_version import read_best
 from storage.errors import DataNotFound
 from storage.importing.manifest import read_manifest
 from storage.lease import LeaseHeldError
 from storage.retraining.gate import GateFailed
 from storage.retraining.options import IncomingOptions, RetrainOptions
+from storage.retraining.run_complete import missing_from_run
 from storage.retraining.state import read_state
+from storage.validation_log import ValidationLog
 from tasks.retrain import NoNewData
 
 slow = pytest.mark.slow
@@ -68,9 +71,10 @@ def days(rng: random.Random) -> tuple[list[Any], list[Any], list[Any]]:
     return day0, day1, corrupted
 
 
-def config(root: Path) -> Any:
+def config(root: Path, **fields: Any) -> Any:
     return parse_config(
-        {
+        fields
+        | {
             "entities": {"node": {"num_partitions": 2}},
             "relations": [{"name": "linked", "lhs": "node", "rhs": "node"}],
             "dimension": 16,
@@ -143,6 +147,33 @@ def options_for(root: Path, **gate: float) -> RetrainOptions:
         inputs=str(root / "incoming"), edges_dir=str(root / "edges"), rel_col=1, rhs_col=2, holdout_fraction=0.2
     )
     return RetrainOptions(epochs=2, incoming=incoming, **gate)
+
+
+@slow
+def test_validated_runs_keep_their_best_version_through_growing_and_pruning(tmp_path: Path) -> None:
+    """Each retraining run validates on day 0's holdout and keeps its best version under its own best.json;
+    the next run grows from the promoted run's committed version, and pruning deletes a run whole."""
+    day0, day1, _ = days(random.Random(7))
+    (tmp_path / "incoming").mkdir()
+    holdout = str(tmp_path / "edges" / "gen0000-day0_holdout")
+    validated = config(tmp_path, validation={"edge_path": holdout, "candidates": 10})
+    options = options_for(tmp_path, max_mrr_drop=0.5).model_copy(update={"epochs": 3, "keep_last": 1})
+    write_tsv(tmp_path / "incoming" / "day0.tsv", day0)
+    first = pbg_retrain(config=validated, retrain=options)
+    write_tsv(tmp_path / "incoming" / "day1.tsv", day1)
+    second = pbg_retrain(config=validated, retrain=options)
+    assert second["gate"]["gate"] == "passed", second["gate"]["reason"]
+    run2 = Path(second["checkpoint_path"])
+    assert not Path(first["checkpoint_path"]).exists()  # keep_last 1: the first run went whole
+    assert missing_from_run(str(run2)) is None
+    rows = ValidationLog(str(run2)).read()
+    best = read_best(str(run2))
+    # Two edge paths (day 0's and day 1's): two iterations an epoch, the second one validated.
+    assert [(r.version, r.epoch) for r in rows] == [(2, 1), (4, 2), (6, 3)] and best is not None and best.row in rows
+    on_disk = sorted(int(p.name[len("model.v") : -len(".h5")]) for p in run2.glob("model.v*.h5"))
+    assert on_disk == sorted({best.version, 6})
+    saved = json.loads((run2 / "config.json").read_text())
+    assert saved["init_path"] == first["checkpoint_path"]  # grown from the promoted run's committed version
 
 
 @slow

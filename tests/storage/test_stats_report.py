@@ -240,3 +240,21 @@ def test_checkpoint_urls() -> None:
     assert checkpoint_urls("file:///tmp/ckpt") == ["/tmp/ckpt", "file:///tmp/ckpt"]
     assert checkpoint_urls("file:///tmp/My%20ckpt") == ["/tmp/My ckpt", "file:///tmp/My%20ckpt"]
     assert checkpoint_urls("s3://bucket/ckpt") == ["s3://bucket/ckpt"]
+
+
+def test_the_validation_table_marks_the_best_version() -> None:
+    from pbg_core.evaluation.early_stopping import ValidationRow
+    from storage.stats_report import validation_table
+
+    rows = [ValidationRow(v, v, mrr, 0.5, 0.9, 10, v == 2, 0.1, "s") for v, mrr in ((1, 0.123456), (2, 0.5))]
+    assert validation_table(rows, 2) == [
+        {"epoch": 1, "version": 1, "mrr": 0.1235, "r1": 0.5, "r10": 0.9, "count": 10, "sampled": "no", "best": ""},
+        {"epoch": 2, "version": 2, "mrr": 0.5, "r1": 0.5, "r10": 0.9, "count": 10, "sampled": "yes", "best": "✓"},
+    ]
+
+
+def test_the_summary_shows_the_validation_line(tmp_path: Path) -> None:
+    line = "best version v2 (epoch 2, mrr 0.5000), kept as best.json. Early stopping: mrr did not improve."
+    text = summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows(), validation=line)
+    assert f"## Validation\n\n{line}" in text
+    assert "## Validation" not in summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows())

@@ -29,6 +29,8 @@ def test_every_subcommand_parses_its_options() -> None:
         1,
         None,  # train (pbg/train), or retrain with --retrain-keep-last: cmd_serve decides
     )
+    best = [parser.parse_args([cmd, "c.yaml", "--version", "best"]).version for cmd in ("eval", "export")]
+    assert best == ["best", "best"] and parser.parse_args(["eval", "c.yaml", "--version", "2"]).version == 2
     train = parser.parse_args(["train", "c.py", "-v", "-p", "num_epochs=2"])
     assert (train.config, train.verbose, train.param) == ("c.py", True, ["num_epochs=2"])
 
@@ -38,6 +40,8 @@ def test_every_subcommand_parses_its_options() -> None:
     [
         (["import", "c.json", "a.tsv", "-l", "-1", "-r", "1"], "-1 is negative; give a 0-based column index"),
         (["import", "c.json", "a.tsv", "-l", "0", "-r", "1", "--entity-min-count", "0"], "give a whole number >= 1"),
+        (["eval", "c.json", "--version", "latest"], "'latest' is not allowed; give a version number >= 1 or best"),
+        (["export", "c.json", "--version", "0"], "'0' is not allowed; give a version number >= 1 or best"),
         (["export", "c.json", "--format", "csv"], "invalid choice: 'csv'"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],

@@ -100,6 +100,8 @@ def test_every_pbg_field_exists() -> None:
         "init_new_entities",
         "operator_init",
         "operator_init_scale",
+        "validation",
+        "early_stopping",
     }
     assert set(EntitySchema.model_fields) == {"num_partitions", "featurized", "dimension"}
     assert set(RelationSchema.model_fields) == {"name", "lhs", "rhs", "weight", "operator", "all_negs"}

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from disk_state import changes, tree_state
 from run_trees import plant_lease, plant_run, promote, run_name
 from store_io import StorePath, names
 
+from storage.best_version import pinned_versions
 from storage.errors import DataNotFound
 from storage.retraining.pruning import prune_run_dirs
+from storage.retraining.run_complete import missing_from_run
 from storage.retraining.run_dirs import list_run_dirs
 
 
@@ -74,3 +78,27 @@ def test_nothing_is_deleted_while_latest_json_names_a_lost_run(root: StorePath) 
     with pytest.raises(DataNotFound, match=rf"latest.json: names the promoted run {run_name(4)}, but .*does not exist"):
         prune_run_dirs(str(root), run_name(5), keep_last=1)
     assert changes(before, tree_state(str(root))) == []
+
+
+def _plant_best(run: StorePath, version: int) -> None:
+    """Version ``version``'s files and a best.json naming it (validation kept it beside the latest)."""
+    for name in (f"model.v{version}.h5", f"embeddings_node_0.v{version}.h5", f"embeddings_node_1.v{version}.h5"):
+        (run / name).write_bytes(b"h5")
+    row = {"version": version, "epoch": version, "mrr": 0.9, "r1": 0.8, "r10": 1.0, "count": 10}
+    row |= {"sampled": False, "seconds": 0.1, "setup": "valid"}
+    (run / "best.json").write_text(json.dumps({"format": 1, "metric": "mrr", "value": 0.9, "row": row}))
+
+
+def test_runs_keeping_a_best_version_are_judged_by_their_committed_version(root: StorePath) -> None:
+    """best.json is no record of the retraining: a run with a pinned older version is complete (or not)
+    by its committed version alone, counted as any run, and a deleted run goes whole, best.json with it."""
+    old = plant_run(root, 1, 3)
+    _plant_best(old, 1)
+    kept = plant_run(root, 2, 4)
+    _plant_best(kept, 2)
+    promote(root, 2, 4)
+    assert missing_from_run(str(kept)) is None and missing_from_run(str(old)) is None
+    assert prune_run_dirs(str(root), run_name(2), keep_last=1) == [str(old)]
+    assert list_run_dirs(str(root)) == [run_name(2)]
+    assert pinned_versions(str(kept)) == {2}
+    assert {"model.v2.h5", "model.v4.h5", "best.json"} <= set(names(str(kept)))
