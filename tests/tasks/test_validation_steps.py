@@ -79,3 +79,20 @@ def test_a_rerun_stops_where_the_rows_say_and_goes_on_with_more_patience(make_co
     assert stopped_reason(validated(make_config, graph), 3) is None  # no early_stopping
     other = validated(make_config, graph, early_stopping={"patience": 2}, seed=7)  # another sample seed: other rows
     assert stopped_reason(other, 3) is None
+
+
+def test_a_small_full_ranking_runs_in_this_process_alone(make_config: Any, graph: Any, monkeypatch: Any) -> None:
+    """Spawning workers costs seconds, ranking 50 edges against 200 nodes milliseconds: one worker.
+    Above the bound the config's workers rank, as `pbg eval` (a full ranking's result is the same)."""
+    from tasks import validation_steps
+    from tasks.runs import close_run, get_run
+
+    config = validated(make_config, graph, workers=2)
+    run = open_run(config)
+    try:
+        stores = get_run(run).stores
+        assert validation_steps._full_ranking_config(config, stores).workers == 1
+        monkeypatch.setattr(validation_steps, "ONE_WORKER_MULTIPLY_ADDS", 1.0)
+        assert validation_steps._full_ranking_config(config, stores).workers == 2
+    finally:
+        close_run(run)
