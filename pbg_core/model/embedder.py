@@ -44,7 +44,7 @@ from pbg_core.model.negatives import (
 from pbg_core.model.operator_init import start_operators
 from pbg_core.model.operators import build_operator
 from pbg_core.model.regularizers import N3Regularizer, build_regularizer
-from pbg_core.model.row_blocks import by_padded_rows
+from pbg_core.model.row_blocks import ROW_BLOCK, by_padded_rows, padded_rows
 from pbg_core.types import EntityName, FloatTensorType, LongTensorType, Side
 
 MASKED = -1e9  # PBG's score for masked negatives (contributes ~0 to every loss)
@@ -200,15 +200,29 @@ class MultiRelationEmbedder(nn.Module):
         spec = self.relation(0 if self.dynamic else int(rel))
         return self.adjust(table, side.pick(spec.lhs, spec.rhs), self._candidate_operator(side, rel))
 
-    def candidate_scores(self, query: FloatTensorType, cands: FloatTensorType) -> FloatTensorType:
+    def candidate_scores(
+        self, query: FloatTensorType, cands: FloatTensorType, out: FloatTensorType | None = None
+    ) -> FloatTensorType:
         """Scores ``[Q, N]`` of every query row ``[Q, D']`` against every candidate ``[N, D']``.
 
         The comparator's ``neg_scores`` over one chunk; without autograd the query rows are
-        padded to ``ROW_BLOCK``, so a row's scores do not depend on ``Q``.
+        padded to ``ROW_BLOCK``, so a row's scores do not depend on ``Q``. ``out``: without
+        autograd, a contiguous ``[R, N]`` buffer (``R`` at least ``Q`` padded to ``ROW_BLOCK``)
+        whose leading rows receive the scores, the same bits: the result is a view of it.
+
+        Raises:
+            ValueError: ``out`` has too few rows, or not one column per candidate.
         """
+        if out is not None and (out.shape[0] < padded_rows(query.shape[0]) or out.shape[1:] != cands.shape[:1]):
+            raise ValueError(
+                f"out of shape {list(out.shape)} cannot hold the scores of {query.shape[0]} rows (padded to a "
+                f"multiple of {ROW_BLOCK}) against {cands.shape[0]} candidates: it needs at least "
+                f"[{padded_rows(query.shape[0])}, {cands.shape[0]}]"
+            )
 
         def scores(rows: FloatTensorType) -> FloatTensorType:
-            return self.comparator.neg_scores(rows.unsqueeze(0), cands.unsqueeze(0))[0]
+            into = None if out is None else out[: rows.shape[0]].unsqueeze(0)
+            return self.comparator.neg_scores(rows.unsqueeze(0), cands.unsqueeze(0), into)[0]
 
         return scores(query) if torch.is_grad_enabled() else by_padded_rows(scores, query)
 

@@ -23,9 +23,14 @@ import torch
 ROW_BLOCK = 16
 
 
+def padded_rows(count: int) -> int:
+    """``count`` rounded up to a multiple of :data:`ROW_BLOCK`: the rows a product of ``count`` rows computes."""
+    return count + -count % ROW_BLOCK
+
+
 def padded(rows: torch.Tensor) -> torch.Tensor:
     """``rows`` with zero rows appended up to a multiple of :data:`ROW_BLOCK` (itself if none needed)."""
-    extra = -rows.shape[0] % ROW_BLOCK
+    extra = padded_rows(rows.shape[0]) - rows.shape[0]
     if extra == 0:
         return rows
     return torch.cat([rows, rows.new_zeros(extra, *rows.shape[1:])])

@@ -63,14 +63,16 @@ class NameProblem:
         return f"{self.argument}[{self.position}]" if self.position is not None else self.argument
 
 
-class UnknownEntityError(UnknownNameError):
-    """Entity or relation names a model cannot take: the first one in full, then how many more.
+class NameProblemsError(Exception):
+    """An error made of :class:`NameProblem` s: the first one in full, then how many more.
+
+    Mixed in before a :class:`~pbg_core.errors.PbgError` class, which gives the error its kind.
 
     Args:
-        problems: Every bad name, in the order to report them (the first in full).
+        problems: Every problem name, in the order to report them (the first in full).
 
     Attributes:
-        problems: As given; :meth:`message` renders them with other positions (a file's rows).
+        problems: As given; :meth:`message` renders them with other positions (a file's lines).
     """
 
     def __init__(self, problems: Sequence[NameProblem]) -> None:
@@ -84,6 +86,10 @@ class UnknownEntityError(UnknownNameError):
     def __reduce__(self) -> tuple[type, tuple[list[NameProblem]]]:
         # Errors cross process and task boundaries: rebuilt from the problems, not the message.
         return (type(self), (self.problems,))
+
+
+class UnknownEntityError(NameProblemsError, UnknownNameError):
+    """Entity or relation names a model cannot take (see :class:`NameProblemsError`)."""
 
 
 def problems_line(problems: Sequence[NameProblem], where: Callable[[NameProblem], str] = NameProblem.where) -> str:

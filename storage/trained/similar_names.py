@@ -11,7 +11,7 @@ type (:class:`NameGroup`); the answers come back in the caller's order (:func:`s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,30 +19,23 @@ import pyarrow as pa
 
 from pbg_core.errors import UsageError
 from pbg_core.types import EntityName, FloatTensorType
-from storage.trained.name_index import Lookup, NameIndex, NameProblem, UnknownEntityError, closest, problems_line
+from storage.trained.name_index import (
+    Lookup,
+    NameIndex,
+    NameProblem,
+    NameProblemsError,
+    UnknownEntityError,
+    closest,
+)
 from storage.trained.row_ids import RowIds
 
 ROLE = "entity"  # how a name is called in messages
 COLUMNS = ("query", "entity", "entity_type", "rank", "neighbour", "score")
 
 
-class AmbiguousNameError(UsageError):
-    """Names that are entities of several types, when no entity type is given: the first in full, then how many more.
-
-    Args:
-        problems: Every such name, in order (the first with its types).
-    """
-
-    def __init__(self, problems: Sequence[NameProblem]) -> None:
-        self.problems = list(problems)
-        super().__init__(self.message())
-
-    def message(self, where: Callable[[NameProblem], str] = NameProblem.where) -> str:
-        """The one line, each position shown by ``where`` (default: ``names[3]``)."""
-        return problems_line(self.problems, where)
-
-    def __reduce__(self) -> tuple[type, tuple[list[NameProblem]]]:
-        return (type(self), (self.problems,))
+class AmbiguousNameError(NameProblemsError, UsageError):
+    """Names that are entities of several types, when no entity type is given (see
+    :class:`~storage.trained.name_index.NameProblemsError`)."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import json
 import logging
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,18 @@ def test_the_help_names_the_size_above_which_an_index_is_built(capsys: pytest.Ca
     assert f"search a type of more than {FLAT_MAX_ROWS:,} entities through" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.fixture
+def storage_logs_at_info() -> Iterator[None]:
+    """The storage logger at INFO, as `pbg` sets it (flows/cli/main.py), through setLevel both ways:
+    it also clears logging's cache of enabled levels, which a plain attribute left stale."""
+    logger = logging.getLogger("storage")
+    previous = logger.level
+    logger.setLevel(logging.INFO)
+    yield
+    logger.setLevel(previous)
+
+
+@pytest.mark.usefixtures("storage_logs_at_info")
 def test_an_index_is_built_once_printed_and_stored_beside_its_version(
     umls_model: TrainedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -165,8 +178,6 @@ def test_an_index_is_built_once_printed_and_stored_beside_its_version(
     # The exact-search limit (FLAT_MAX_ROWS) lowered to below UMLS's 135: the index is built.
     monkeypatch.setattr(model, "SimilarEntities", functools.partial(SimilarEntities, flat_max_rows=100))
     monkeypatch.setattr(similarity_index, "HNSW_BELOW_SPEEDUP", 0.0)  # IVF-Flat kept: it reaches the target
-    storage_logger = logging.getLogger("storage")
-    monkeypatch.setattr(storage_logger, "level", logging.INFO)  # as `pbg` sets it (flows/cli/main.py)
 
     def pbg(*argv: str) -> tuple[int, str, str]:
         args = build_parser().parse_args(["similar", str(config), *argv])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pbg_core.kernels.top_k import row_top_k
+from pbg_core.kernels.top_k import CHUNK, row_top_k
 
 
 def sorted_top(scores: torch.Tensor, k: int) -> torch.Tensor:
@@ -50,3 +50,25 @@ def test_distinct_scores_match_torch_topk() -> None:
 def test_k_outside_the_columns_is_refused(k: int) -> None:
     with pytest.raises(ValueError, match=f"k={k} is outside 1..5"):
         row_top_k(torch.zeros(2, 5), k)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_of_many_chunks_equal_a_stable_sort(threads: int) -> None:
+    """Rows several ``CHUNK`` runs long, so that whole runs are skipped: ties, +-inf and NaN anywhere."""
+    generator = torch.Generator().manual_seed(2)
+    for trial in range(120):
+        cols = int(torch.randint(CHUNK - 2, 6 * CHUNK, (1,), generator=generator))
+        k = int(torch.randint(1, 40, (1,), generator=generator))
+        if trial % 2:
+            scores = torch.randint(-50, 51, (20, cols), generator=generator).float()  # ties at the k-th
+        else:
+            scores = torch.randn(20, cols, generator=generator)
+        draw = torch.rand(20, cols, generator=generator)
+        scores[draw < 0.01 * (trial % 4)] = float("nan")  # none, then NaN late in a run, often
+        scores[(draw > 0.5) & (draw < 0.52)] = float("-inf")
+        scores[(draw > 0.6) & (draw < 0.6 + 0.001 * (trial % 3))] = float("inf")
+        scores[0] = float("nan")  # a row of NaN only: its k-th best is NaN from the start
+        values, picked = row_top_k(scores, k, threads)
+        want = sorted_top(scores, k)
+        assert torch.equal(picked, want), trial
+        assert torch.allclose(values, scores.gather(1, want), equal_nan=True), trial

@@ -59,3 +59,18 @@ def test_squared_l2_is_not_clamped_and_both_orientations_agree() -> None:
     assert torch.equal(scores, want.add_(x.norm(dim=-1).pow(2).unsqueeze(-1)).neg())
     # Training's transposed product gives the same values.
     assert torch.equal(comparator.neg_scores(x, x.clone().requires_grad_(True)).detach(), scores)
+
+
+@pytest.mark.parametrize("name", ["dot", "cos", "l2", "squared_l2"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_neg_scores_written_into_a_buffer_are_the_same_bits(name: str, bias: bool) -> None:
+    gen = torch.Generator().manual_seed(1)
+    comp = build_comparator(name, bias)
+    pos, neg = (
+        comp.prepare(torch.randn(2, 32, 100, generator=gen)),
+        comp.prepare(torch.randn(2, 300, 100, generator=gen)),
+    )
+    out = torch.full((2, 32, 300), float("nan"))
+    got = comp.neg_scores(pos, neg, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.equal(got, comp.neg_scores(pos, neg))

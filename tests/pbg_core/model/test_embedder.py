@@ -344,3 +344,29 @@ def test_ranking_methods_take_the_relations_operator_on_the_right_side() -> None
         assert torch.equal(model.ranking_query(Side.LHS, 1, x), ops[1](b))  # (?, r1, tail): f_r1(tail)
         assert torch.equal(model.ranking_candidates(Side.RHS, 1, x), ops[1](b))
         assert torch.equal(model.ranking_candidates(Side.LHS, 0, x), a)
+
+
+@pytest.mark.parametrize("case", ranking_cases(), ids=case_id)
+def test_candidate_scores_written_into_a_reused_buffer_are_the_same_bits(case: tuple[str, str, bool, bool]) -> None:
+    """Ranking writes each block into one buffer (stale scores from the block before): same bits, in place."""
+    operator, comparator, bias, dynamic = case
+    model = ranking_model(operator, comparator, bias, dynamic)
+    lhs, _, rels = ranking_edges(dynamic, 0, 40)
+    spec, tables = model.relation(0), ranking_tables()
+    with torch.no_grad():
+        cands = model.ranking_candidates(Side.RHS, rels, tables[spec.rhs])
+        query = model.ranking_query(Side.RHS, rels, tables[spec.lhs][lhs])
+        buffer = torch.full((48, cands.shape[0]), float("nan"))
+        for rows in (slice(0, 40), slice(0, 16), slice(16, 39), slice(7, 8)):  # 48, 16, 32 and 16 rows computed
+            got = model.candidate_scores(query[rows], cands, out=buffer)
+            assert got.data_ptr() == buffer.data_ptr()
+            assert torch.equal(got, model.candidate_scores(query[rows], cands)), rows
+
+
+def test_candidate_scores_refuse_a_buffer_that_cannot_hold_the_padded_rows() -> None:
+    model = ranking_model("none", "dot", False, False)
+    query, cands = torch.randn(17, DIM), torch.randn(5, DIM)
+    with torch.no_grad():
+        for shape in ((31, 5), (32, 6)):
+            with pytest.raises(ValueError, match=r"it needs at least \[32, 5\]"):
+                model.candidate_scores(query, cands, out=torch.empty(shape))
