@@ -20,7 +20,8 @@ Structure (defaults: 40,000 entities, 40 relations, 400,000 train edges, 1% vali
   and test name only entities and relations that train has.
 
 So a model that learns the types and the group maps ranks a true tail among the ~25 entities of
-its group (minus the filtered ones), about 1,600 times fewer than all: learnable, not trivial.
+its group (minus the filtered ones), about 1,600 times fewer than all: learnable, not trivial. The
+summary's ``oracle_test_mrr`` (:func:`oracle_mrr`: the generator's own ranking) is the ceiling.
 
 Run: ``python -m bench.lib.graphs.planted_kg --out DIR`` (cached by parameters).
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -207,8 +209,51 @@ def generate_planted(shape: PlantedShape) -> PlantedGraph:
     return PlantedGraph(splits, relations, entity_of_slot)
 
 
-def planted_summary(shape: PlantedShape, splits: dict[str, np.ndarray]) -> dict[str, object]:
-    """Sizes, relation kinds and degree figures of the train split."""
+def _planted_group(shape: PlantedShape, relation: Relation, slot: int, side: int) -> int | None:
+    """First slot of the group the generator draws the answer from, given the anchor's slot (None: no group)."""
+    per_type = shape.groups * shape.group_size
+    kind, group = slot // per_type, (slot % per_type) // shape.group_size
+    if side == 0:  # tail of (head, rel): heads come from the relation's domain
+        target, target_group = int(relation.type_map[kind]), int(relation.group_perm[group])
+    else:  # head of (rel, tail): the map is injective, so at most one source type
+        sources = np.flatnonzero(relation.type_map == kind)
+        if not len(sources):
+            return None
+        target, target_group = int(sources[0]), int(np.argsort(relation.group_perm)[group])
+    return target * per_type + target_group * shape.group_size
+
+
+def oracle_mrr(shape: PlantedShape, graph: PlantedGraph, split: str = "test") -> float:
+    """Filtered MRR (both sides, filtering every split) of the generator's own ranking on ``split``.
+
+    The generator's most likely answers are the members of the planted group in popularity order;
+    every other entity is equally unlikely (noise), so an answer outside the group ranks at its
+    mean position among them. No model can beat this but by chance: it is the graph's ceiling.
+    """
+    slot_of = np.argsort(graph.entity_of_slot)
+    known: dict[tuple[int, int, int], set[int]] = defaultdict(set)
+    for rows in graph.splits.values():
+        for head, rel, tail in rows.tolist():
+            known[(0, head, rel)].add(tail)
+            known[(1, tail, rel)].add(head)
+    reciprocal = []
+    for head, rel, tail in graph.splits[split].tolist():
+        for side, anchor, answer in ((0, head, tail), (1, tail, head)):
+            start = _planted_group(shape, graph.relations[rel], int(slot_of[anchor]), side)
+            others = [int(slot_of[e]) for e in known[(side, anchor, rel)] if e != answer]
+            filtered = {o - start for o in others if start is not None and 0 <= o - start < shape.group_size}
+            position = None if start is None else int(slot_of[answer]) - start
+            if position is not None and 0 <= position < shape.group_size:
+                rank = 1 + sum(1 for p in range(position) if p not in filtered)
+            else:
+                rank = shape.group_size - len(filtered) + 1 + (shape.entities - shape.group_size - 1) / 2
+            reciprocal.append(1.0 / rank)
+    return float(np.mean(reciprocal))
+
+
+def planted_summary(shape: PlantedShape, graph: PlantedGraph) -> dict[str, object]:
+    """Sizes, relation kinds, degree figures of the train split, and the test split's oracle MRR."""
+    splits = graph.splits
     train = splits["train"]
     degree = np.bincount(train[:, [0, 2]].ravel(), minlength=shape.entities)
     return {
@@ -220,6 +265,7 @@ def planted_summary(shape: PlantedShape, splits: dict[str, np.ndarray]) -> dict[
         "group_size": shape.group_size,
         "max_degree": int(degree.max()),
         "median_degree": float(np.median(degree[degree > 0])),
+        "oracle_test_mrr": round(oracle_mrr(shape, graph), 4),
     }
 
 
@@ -229,10 +275,10 @@ def ensure_planted(out: Path, shape: PlantedShape) -> dict[str, object]:
     cached = cached_summary(out / "train.txt", params)
     if cached is not None and all((out / f"{split}.txt").exists() for split in SPLITS):
         return cached
-    splits = generate_planted(shape).splits
+    graph = generate_planted(shape)
     for split in ("valid", "test", "train"):  # train last: it carries the cache record
-        write_tsv(out / f"{split}.txt", *splits[split].T, node_prefix="e", rel_prefix="rel")
-    summary = planted_summary(shape, splits)
+        write_tsv(out / f"{split}.txt", *graph.splits[split].T, node_prefix="e", rel_prefix="rel")
+    summary = planted_summary(shape, graph)
     save_summary(out / "train.txt", params, summary)
     return summary
 

@@ -101,3 +101,12 @@ def test_files_have_data_kg_layout_and_are_cached(tmp_path: Path) -> None:
     assert (tmp_path / "train.txt").stat().st_mtime_ns == stamp
     planted_kg.ensure_planted(tmp_path, replace(SMALL, seed=2))
     assert read_rows(tmp_path / "train.txt") != rows["train"]
+
+
+def test_the_oracle_ranks_within_the_planted_group_and_noise_lowers_its_ceiling() -> None:
+    noisy = planted_kg.oracle_mrr(SMALL, planted_kg.generate_planted(SMALL))
+    clean_shape = replace(SMALL, noise=0.0)
+    clean = planted_kg.oracle_mrr(clean_shape, planted_kg.generate_planted(clean_shape))
+    # Groups of 50 with Zipf(0.6) popularity: the answer is the group's k-th most popular member
+    # (filtered answers skipped), far from certain; a noise answer ranks about 1,200th of 2,400.
+    assert 0.1 < noisy < clean < 0.6
