@@ -226,7 +226,11 @@ def run_pykeen(name: str, seeds: list[int], dry_run: bool) -> dict:
         stdout = str(step.pop("_stdout", ""))
         record: dict[str, Any] = {"seed": seed, "status": step["status"], "run": step}
         if step["status"] == "ok":
-            result = json.loads(stdout.strip().splitlines()[-1])
+            try:
+                result = json.loads(stdout.strip().splitlines()[-1])
+            except (IndexError, json.JSONDecodeError):
+                runs.append({**record, "status": "failed", "error": f"no JSON line on stdout: {stdout[-200:]!r}"})
+                continue
             record["pykeen"] = result
             record["metrics"] = {
                 "mrr": result["mrr"],
@@ -259,6 +263,8 @@ def verdict(name: str, row: dict, pykeen: dict) -> str:
     mean = row.get("mean")
     if mean is None:
         return str(row.get("status", "n/a"))
+    if row.get("status") == "failed":
+        return f"failed: {row['num_seeds']} of {len(row['seeds'])} seeds finished"
     if mean["mrr"] < TARGETS[name]:
         return f"FAIL: MRR {mean['mrr']:.3f} < {TARGETS[name]}"
     theirs = (pykeen.get("mean") or {}).get("whole_s")

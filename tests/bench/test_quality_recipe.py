@@ -145,3 +145,11 @@ def test_an_unknown_set_is_refused_naming_the_known_ones(capsys: pytest.CaptureF
     with pytest.raises(SystemExit):
         quality_recipe.parse_args(["--sets", "umls,fb15k"])
     assert "--sets: unknown set(s) ['fb15k']; known: ['kinships', 'nations', 'umls']" in capsys.readouterr().err
+
+
+def test_a_row_with_a_failed_seed_gets_no_verdict() -> None:
+    failed = {"seed": 2, "status": "failed", "train": {"status": "failed"}}
+    row = quality_recipe.summarize([seed_record(0, 0.95, 10.0), seed_record(1, 0.95, 10.0), failed])
+    pykeen = quality_recipe.summarize([seed_record(0, 0.938, 200.0)])
+    assert row["status"] == "failed" and row["mean"]["mrr"] == pytest.approx(0.95)
+    assert quality_recipe.verdict("umls", row, pykeen) == "failed: 2 of 3 seeds finished"
