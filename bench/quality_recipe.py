@@ -292,7 +292,8 @@ def set_table(name: str, record: dict) -> str:
     lines = [[LABELS[row], *_cells(rows[row]), verdict(name, rows[row], pykeen)] for row in rows]
     lines.append([LABELS["pykeen"], *_cells(pykeen), "reference" if pykeen.get("mean") else pykeen["status"]])
     for paper in PUBLISHED[name]:
-        lines.append([f"published: {paper.label}", paper.mrr, paper.r1, paper.r10, None, None, paper.source])
+        figures = [f"{value:.2f}" for value in (paper.mrr, paper.r1, paper.r10)]  # as published
+        lines.append([f"published: {paper.label}", *figures, None, None, paper.source])
     return f"{name} (target MRR >= {TARGETS[name]})\n" + format_table(HEADERS, lines)
 
 
