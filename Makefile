@@ -13,7 +13,7 @@ else ifeq ($(wildcard $(PY)),)
 .PHONY: $(STAMP)
 endif
 
-.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-pipeline bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days bench-similar bench-predict compat pbg-venv pykeen-venv clean
+.PHONY: setup demo test test-long lint lint-imports bench-quality bench-speed bench-whole-run bench-overhead bench-prefect-costs bench-crash bench-s3-speed bench-deploy-latency bench-pipeline bench-export bench-import bench-livejournal bench-cluster-scaling bench-cluster-faults bench-scaling-model bench-retrain-days bench-similar bench-predict bench-quality-recipe compat pbg-venv pykeen-venv clean
 
 $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -124,6 +124,10 @@ pykeen-venv:
 ## predict: ranks vs pbg eval and brute force on UMLS, 10,000 queries on 1M x 100 in 8 partitions vs the compute bound, PyKEEN and the faiss recipe beside it (about 15 minutes)
 bench-predict: $(STAMP) pykeen-venv
 	$(PY) -m bench.predict
+
+## quality side by side: ours (PBG defaults, examples/kg recipe, tuned config) vs PyKEEN 1.11's best cheap recipe on UMLS, Kinships, Nations, 3 seeds (1-2 hours on 2 cores: PyKEEN alone took 70 min loaded); LARGE=1: PBG defaults vs the recipe on a 40k-entity planted graph
+bench-quality-recipe: $(STAMP) pykeen-venv
+	$(PY) -m bench.quality_recipe $(if $(LARGE),--large)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
