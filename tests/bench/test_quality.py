@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from bench import quality
-from bench.lib.report import RESULTS_DIR, format_table
+from bench.lib.report import format_table
+from bench.lib.tools import RESULTS_DIR
 
 DEFAULT_TRAIN = [
     "pbg",
