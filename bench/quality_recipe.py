@@ -48,11 +48,12 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench import quality
 from bench.lib.graphs.planted_kg import PlantedShape, ensure_planted
 from bench.lib.report import format_table, write_json
 from bench.lib.stats import bucket_rows, total
-from bench.lib.tools import BENCH_DIR, REPO_ROOT, TSV_COLUMNS, WORK_DIR, ToolMissingError, machine_info, ours_bin
-from bench.quality import CONFIG, DATA_DIR, IMPORT_DONE, REFERENCES, SPLITS, parse_eval_json, run_step
+from bench.lib.tools import BENCH_DIR, REPO_ROOT, WORK_DIR, ToolMissingError, machine_info, ours_bin
+from bench.quality import CONFIG, DATA_DIR, IMPORT_DONE, REFERENCES, parse_eval_json, run_step
 
 TARGETS = {"umls": 0.94, "kinships": 0.84, "nations": 0.75}
 ROWS = ("defaults", "recipe", "tuned")
@@ -106,33 +107,9 @@ def row_config(row: str, name: str) -> Path:
     raise ValueError(f"unknown row {row!r}; known: {list(ROWS)}")
 
 
-def import_argv(pbg: str, config: Path, data: Path) -> list[str]:
-    """`pbg import` of the three splits with ``config`` (bench.quality's import_argv has its config fixed)."""
-    return [pbg, "import", str(config), *(str(data / f"{s}.txt") for s in SPLITS), *TSV_COLUMNS]
-
-
-def _overrides(pairs: list[str]) -> list[str]:
-    return [arg for pair in pairs for arg in ("-p", pair)]
-
-
-def train_argv(pbg: str, config: Path, seed: int, epochs: int | None) -> list[str]:
-    """`pbg train` on the train split into this seed's own checkpoint directory."""
-    pairs = ["edge_paths=edges/train", f"seed={seed}", f"checkpoint_path=checkpoints/seed{seed}"]
-    if epochs is not None:
-        pairs.append(f"num_epochs={epochs}")
-    return [pbg, "train", str(config), *_overrides(pairs)]
-
-
 def eval_argv(pbg: str, config: Path, seed: int) -> list[str]:
-    """Filtered `pbg eval` of the test split against all entities, JSON on the last stdout line."""
-    pairs = [
-        "edge_paths=edges/test",
-        "relations.0.all_negs=true",
-        "num_uniform_negs=0",
-        f"checkpoint_path=checkpoints/seed{seed}",
-    ]
-    filters = [arg for split in SPLITS for arg in ("--filter-path", f"edges/{split}")]
-    return [pbg, "eval", str(config), *_overrides(pairs), *evaluated_version_args(), "--filtered", *filters, "--json"]
+    """bench.quality's filtered `pbg eval` of the test split, of the version :func:`evaluated_version_args` picks."""
+    return [*quality.eval_argv(pbg, seed, config), *evaluated_version_args()]
 
 
 def pykeen_argv(python: Path, name: str, seed: int | None) -> list[str]:
@@ -151,7 +128,7 @@ def run_ours_seed(pbg: str, config: Path, workdir: Path, seed: int, epochs: int 
     checkpoint = workdir / "checkpoints" / f"seed{seed}"
     if not dry_run:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    train = run_step(train_argv(pbg, config, seed, epochs), workdir, f"train_seed{seed}", dry_run)
+    train = run_step(quality.train_argv(pbg, seed, epochs, config), workdir, f"train_seed{seed}", dry_run)
     train.pop("_stdout", None)
     if train["status"] == "failed":
         return {"seed": seed, "status": train["status"], "train": train}
@@ -180,7 +157,7 @@ def run_ours(row: str, name: str, data: Path, pbg: str, seeds: list[int], epochs
         if not dry_run:  # a half-finished import must not pass for a complete one
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir(parents=True)
-        step = run_step(import_argv(pbg, config, data), workdir, "import", dry_run)
+        step = run_step(quality.import_argv(pbg, data, config), workdir, "import", dry_run)
         step.pop("_stdout", None)
         record["import"] = step
         if step["status"] == "failed":
