@@ -151,9 +151,9 @@ def pbg_tune(
         check_validation(run)
         slots = plan_slots(run, parallel)
     directory = study_dir or default_study_dir(base, space.study)
+    study = open_study(space, directory, space_url)  # a resumed study given another space stops here
     logger = get_run_logger()
     logger.info("study %s in %s: %d trials at a time (%s)", space.study, directory, slots.trials, slots.why)
-    study = open_study(space, directory, space_url)
     try:
         deadline = None if timeout_seconds is None else started + timeout_seconds
         _run_trials(study, base, slots, trials, deadline)

@@ -3,7 +3,8 @@
 Before the embedded server starts, in under a second: the base config and its local inputs
 (:func:`flows.cli.preflight.load_checked_config`), its ``validation`` section, the search-space
 file against it (every problem one line, naming the file), the options, and the study directory
-(local only: the study is a SQLite file). Then the flow; one line per finished trial comes from
+(local only: the study is a SQLite file), and a resumed study's space (``space.json``) against the
+file's. Then the flow; one line per finished trial comes from
 its log, and at the end the best trial and ``best_config.json``. A rerun of the same command
 resumes the study (docs/tuning.md, "Running a study").
 """
@@ -11,13 +12,18 @@ resumes the study (docs/tuning.md, "Running a study").
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 from flows.cli.user_errors import debug_enabled
 from flows.prefect_host import interrupts
 from flows.prefect_host.local_server import local_api
 from flows.prefect_host.log_filters import one_traceback_on_console, quiet_run_failures
+
+if TYPE_CHECKING:
+    from pbg_core.config.search_space import SearchSpace
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -37,10 +43,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     space = load_search_space(args.space, config.storage_options_for_fs())
     check_space(space, config, source=args.space)
     study_dir = args.study_dir or os.path.join(config.checkpoint_path, f"tune-{space.study}")
-    if local_path(study_dir) is None:
+    local = local_path(study_dir)
+    if local is None:
         return usage_error(
             "tune", f"the study directory {study_dir} is not local (checkpoint_path is remote): give --study-dir DIR"
         )
+    study_dir = os.path.abspath(local)
+    _check_resumed_space(study_dir, space, args.space)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.cli.runs import _local_run_settings
@@ -58,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 config=config,
                 parallel=args.parallel,
                 timeout_seconds=args.timeout,
-                study_dir=local_path(study_dir),
+                study_dir=study_dir,
             )
     elapsed = time.perf_counter() - started
     counts = _state_counts(result["trials"])
@@ -72,6 +81,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"best trial {best['number']}: {best['metric']} {best['value']:.4f} with {' '.join(best['overrides'])}")
     print(f"best config: {result['best_config']} (pbg train {result['best_config']})")
     return 0
+
+
+def _check_resumed_space(study_dir: str, space: SearchSpace, source: str) -> None:
+    """A resumed study given another space is refused here already, from the normalized space the
+    study keeps beside ``study.db`` (``space.json``); the flow checks ``study.db``'s own copy again."""
+    from pbg_core.config.space_digest import check_unchanged
+
+    kept = os.path.join(study_dir, "space.json")
+    if os.path.isfile(kept):
+        with open(kept, encoding="utf-8") as file:
+            check_unchanged(json.load(file), space, source)
 
 
 def _state_counts(rows: list[dict[str, object]]) -> str:
