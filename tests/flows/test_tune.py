@@ -112,3 +112,15 @@ def test_a_trial_a_kill_left_running_resumes_in_its_directory(graph: Any, config
     assert result["trials"][1]["reason"] == "(resumed trial 0)"
     assert result["best"]["checkpoint_dir"] == left.checkpoint_dir  # trained in the interrupted trial's directory
     assert read_best(left.checkpoint_dir) is not None and not (study_dir / "trials" / "trial-0001").exists()
+
+
+def test_the_deployment_is_pbg_tune_slash_tune_and_its_schema_describes_every_parameter() -> None:
+    from prefect.utilities.callables import parameter_schema_from_entrypoint
+
+    deployments = yaml.safe_load(Path("deployments/prefect.yaml").read_text())["deployments"]
+    (tune,) = [d for d in deployments if d["name"] == "tune"]
+    assert tune["entrypoint"] == "flows/tune.py:pbg_tune" and pbg_tune.name == "pbg-tune"  # so: pbg-tune/tune
+    schema = parameter_schema_from_entrypoint(tune["entrypoint"]).model_dump()
+    expected = {"space_url", "trials", "config", "config_url", "overrides", "parallel", "timeout_seconds", "study_dir"}
+    assert set(schema["properties"]) == expected and set(schema["required"]) == {"space_url", "trials"}
+    assert all(schema["properties"][name].get("description") for name in expected)
