@@ -205,12 +205,16 @@ def _run_trials(study: str, base: ConfigSchema, slots: Slots, trials: int, deadl
 
 
 def _trial(study: str, base: ConfigSchema, ticket: TrialTicket, workers: int) -> TrialOutcome:
-    """Trial ``ticket``: its config (a config error fails it here), then the ``pbg-trial`` subflow."""
+    """Trial ``ticket``: its config (a config error fails it here), then the ``pbg-trial`` subflow; never raises
+    an error (an interrupt goes through: the trial is left RUNNING for the next run to resume)."""
     try:
         config = trial_config(base, ticket.overrides, ticket.checkpoint_dir, ticket.number, workers)
     except ConfigError as err:
         return TrialOutcome(number=ticket.number, state="FAIL", reason=failure_reason(err))
-    return pbg_trial(study, ticket.number, config, ticket.resumes)
+    try:
+        return pbg_trial(study, ticket.number, config, ticket.resumes)
+    except Exception as err:  # noqa: BLE001 - a trial that fails outside its run (its subflow's bookkeeping) is a FAIL too
+        return TrialOutcome(number=ticket.number, state="FAIL", reason=failure_reason(err))
 
 
 def _record(study: str, ticket: TrialTicket, outcome: TrialOutcome) -> None:
