@@ -6,7 +6,7 @@ The flow resolves the base config once, reads and checks the search-space file b
 :mod:`tasks.tune_study`), and keeps up to P trials running in threads of this process
 (:func:`tasks.tune_trials.plan_slots`). Each trial is a ``pbg-trial`` subflow ("trial N") that
 runs the ``pbg`` flow in-process in ``<study_dir>/trials/trial-NNNN`` with seed = base seed +
-N; the study's pruner hears its validations (:mod:`tasks.tune_listeners`) and may stop it as
+N (a resumed trial keeps its directory's); the study's pruner hears its validations (:mod:`tasks.tune_listeners`) and may stop it as
 early stopping would. A trial ends COMPLETE (its best validation value, from ``best.json``),
 PRUNED, or FAIL with a one-line reason (divergence, a config its values make invalid, any
 error); the study goes on. After each trial the table artifact ``pbg-tune-<study>`` is posted
@@ -15,7 +15,8 @@ again; at the end ``best_config.json`` (which ``pbg train`` takes) and ``best_tr
 Stopping: ``timeout_seconds`` stops asking for new trials. Ctrl-C/SIGTERM reaches the main
 thread (flows/prefect_host/interrupts.py); each trial thread stops at its next bucket boundary
 (:func:`flows.prefect_host.interrupts.stop_if_signalled`) and its Optuna trial stays RUNNING:
-the next run of the study marks it interrupted and resumes its directory in a new trial.
+the next run of the study marks it interrupted and resumes its directory in a new trial (told the
+directory's earlier validations first).
 ``trials`` counts finished trials (COMPLETE, PRUNED, FAIL; not interrupted), so the same
 command resumes a study to the same total.
 """
@@ -51,11 +52,21 @@ from tasks.tune_study import (
     get_study,
     open_study,
     pruning_listener,
+    replay_validations,
     tell_trial,
     trials_table,
     was_pruned,
 )
-from tasks.tune_trials import Slots, load_space, plan_slots, study_config, trial_config, trial_result, write_best_files
+from tasks.tune_trials import (
+    Slots,
+    earlier_validations,
+    load_space,
+    plan_slots,
+    study_config,
+    trial_config,
+    trial_result,
+    write_best_files,
+)
 from tasks.validation_steps import check_validation
 
 JOIN_AFTER_INTERRUPT_SECONDS = 10.0  # trial threads stop at their next bucket boundary
@@ -82,6 +93,8 @@ def default_study_dir(config: ConfigSchema, study: str) -> str:
 def pbg_trial(study: str, number: int, config: ConfigSchema, resumes: int | None = None) -> TrialOutcome:
     """Train one trial's config with the ``pbg`` flow (in-process); classify how it ended, never raise."""
     started = time.perf_counter()
+    if resumes is not None:  # the interrupted trial's validations first: the steps go on where they were
+        replay_validations(study, number, earlier_validations(config))
     with listening(config.checkpoint_path, pruning_listener(study, number)):
         # return_state=True: Prefect returns the run's final state (Flow.__call__'s overloads do not say so).
         state = cast(State[dict[str, Any]], pbg(config=config, return_state=True))
@@ -208,7 +221,7 @@ def _trial(study: str, base: ConfigSchema, ticket: TrialTicket, workers: int) ->
     """Trial ``ticket``: its config (a config error fails it here), then the ``pbg-trial`` subflow; never raises
     an error (an interrupt goes through: the trial is left RUNNING for the next run to resume)."""
     try:
-        config = trial_config(base, ticket.overrides, ticket.checkpoint_dir, ticket.number, workers)
+        config = trial_config(base, ticket, workers)
     except ConfigError as err:
         return TrialOutcome(number=ticket.number, state="FAIL", reason=failure_reason(err))
     try:

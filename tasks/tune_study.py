@@ -11,8 +11,9 @@ RDB storage on the SQLite file ``study.db`` in the study's directory, opened wit
   FAIL with the user attribute ``interrupted`` and their parameters enqueued again with their
   checkpoint directory, so the next trial asked resumes that directory's last committed version
   (:func:`reconcile_interrupted`).
-- **Trial numbers**: Optuna's, from 0; a trial's directory is ``trials/trial-NNNN`` by the number
-  of the trial that first trained in it (a resumed one keeps it).
+- **Trial numbers**: Optuna's, from 0; a trial's directory is ``trials/trial-NNNN`` and its seed the
+  base seed + NNNN, by the number of the trial that first trained in it (a resumed one keeps both:
+  its run goes on as it started, and its earlier validations stay comparable).
 - **Pruning** reports each validation as step ``index - 1`` (validations before it), so the
   pruners' warm-up and resource settings count validations (docs/tuning.md, "Search space").
 
@@ -37,6 +38,7 @@ from pbg_core.config.space_digest import check_unchanged, normalized_space, spac
 from storage.fs.atomic import write_text_atomic
 from tasks._policies import plain_task
 from tasks.runs import Registry
+from tasks.tune_listeners import Listener
 
 STUDY_FILE = "study.db"
 SPACE_FILE = "space.json"
@@ -50,6 +52,7 @@ class OpenStudy:
     """A study open in this process: Optuna's study, its space and the trials asked and not yet told."""
 
     study: optuna.Study
+    storage: optuna.storages.RDBStorage
     space: SearchSpace
     study_dir: str
     asked: dict[int, Trial] = field(default_factory=dict)
@@ -66,6 +69,7 @@ class TrialTicket:
     overrides: list[str]
     checkpoint_dir: str
     resumes: int | None  # the interrupted trial whose directory it goes on training, if any
+    seed_trial: int  # the trial that first trained in the directory: its seed is the run's (base seed + it)
 
 
 _STUDIES: Registry[OpenStudy] = Registry("tuning study")
@@ -128,7 +132,7 @@ def open_study(space: SearchSpace, study_dir: str, space_source: str | None = No
         check_unchanged(stored, space, space_source)
     text = json.dumps(normalized_space(space), indent=2, sort_keys=True) + "\n"
     write_text_atomic(os.path.join(study_dir, SPACE_FILE), text)  # what the study tunes, readable beside it
-    handle = _STUDIES.add("study", OpenStudy(study=study, space=space, study_dir=study_dir))
+    handle = _STUDIES.add("study", OpenStudy(study=study, storage=storage, space=space, study_dir=study_dir))
     reconcile_interrupted(handle)
     return handle
 
@@ -149,14 +153,19 @@ def reconcile_interrupted(handle: str) -> list[int]:
 
     Only a trial of a process that is gone is RUNNING at open: this process has asked none yet.
     """
-    study = get_study(handle).study
+    opened = get_study(handle)
+    study = opened.study
     left = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     for frozen in left:
-        directory = frozen.user_attrs.get("checkpoint_dir") or trial_dir(get_study(handle).study_dir, frozen.number)
-        study._storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
-        study._storage.set_trial_user_attr(frozen._trial_id, "reason", "interrupted: resumed by a later trial")
+        directory = frozen.user_attrs.get("checkpoint_dir") or trial_dir(opened.study_dir, frozen.number)
+        # Optuna sets a user attribute through a live Trial only: another process's trial is
+        # reached through the storage, by the id its FrozenTrial carries.
+        opened.storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
+        opened.storage.set_trial_user_attr(frozen._trial_id, "reason", "interrupted: resumed by a later trial")
         study.tell(frozen.number, state=TrialState.FAIL, skip_if_finished=True)
-        study.enqueue_trial(dict(frozen.params), user_attrs={"checkpoint_dir": directory, "resumes": frozen.number})
+        first = frozen.user_attrs.get("seed_trial", frozen.number)
+        attrs = {"checkpoint_dir": directory, "resumes": frozen.number, "seed_trial": first}
+        study.enqueue_trial(dict(frozen.params), user_attrs=attrs)
     return [frozen.number for frozen in left]
 
 
@@ -173,14 +182,16 @@ def ask_trial(handle: str) -> TrialTicket:
         else:
             point[path] = trial.suggest_categorical(path, param.choices)
     directory = trial.user_attrs.get("checkpoint_dir") or trial_dir(opened.study_dir, trial.number)
+    seed_trial = trial.user_attrs.get("seed_trial", trial.number)
     trial.set_user_attr("checkpoint_dir", directory)
+    trial.set_user_attr("seed_trial", seed_trial)
     with opened.lock:
         opened.asked[trial.number] = trial
     resumes = trial.user_attrs.get("resumes")
-    return TrialTicket(trial.number, point, point_overrides(opened.space, point), directory, resumes)
+    return TrialTicket(trial.number, point, point_overrides(opened.space, point), directory, resumes, seed_trial)
 
 
-def pruning_listener(handle: str, number: int) -> Any:
+def pruning_listener(handle: str, number: int) -> Listener:
     """The listener (:mod:`tasks.tune_listeners`) of trial ``number``: report, and stop if pruned."""
     opened = get_study(handle)
     trial = opened.asked[number]
@@ -194,6 +205,14 @@ def pruning_listener(handle: str, number: int) -> Any:
         return f"pruned by study {opened.space.study} (validation {index}, epoch {epoch})"
 
     return heard
+
+
+def replay_validations(handle: str, number: int, values: list[float]) -> None:
+    """Report the validations a resumed trial's directory holds already (its interrupted trial's), in order,
+    so its run's next validation is reported at the same step as in a run never interrupted."""
+    trial = get_study(handle).asked[number]
+    for step, value in enumerate(values):
+        trial.report(value, step=step)
 
 
 def was_pruned(handle: str, number: int) -> bool:
@@ -272,6 +291,7 @@ __all__ = [
     "open_study",
     "pruning_listener",
     "reconcile_interrupted",
+    "replay_validations",
     "tell_trial",
     "trial_dir",
     "trials_table",

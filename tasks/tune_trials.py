@@ -7,8 +7,10 @@
   its partitions, model and edges; the process's fixed overhead counted once, every HOGWILD
   child beyond the first worker counted per trial) fits in the memory available; each trial's
   ``workers`` is the cores divided among the trials at once.
+- :func:`earlier_validations`: what a resumed trial's directory validated already, replayed to its new trial.
 - :func:`trial_config`: the base config with the trial's values, its own checkpoint directory,
-  seed ``base seed + trial number``, its workers and the study's metric.
+  seed ``base seed + trial number`` (a resumed trial's: that of the trial whose directory it
+  continues) and its workers.
 - :func:`write_best_files`: ``best_config.json`` (the base config with the best values,
   ``checkpoint_path`` = ``<study_dir>/best``, credentials masked as in every config.json this
   project writes) and ``best_trial.json``, both written atomically.
@@ -24,16 +26,20 @@ from typing import Any
 from pbg_core.config import ConfigSchema, config_to_json, config_to_raw, parse_config
 from pbg_core.config.search_space import SearchSpace
 from pbg_core.config.space_checks import check_space, require_validation
+from pbg_core.evaluation.early_stopping import comparable
 from pbg_core.parallel.worker_boot import default_num_workers
 from pbg_core.session.build import build_topology
 from pbg_core.session.memory_plan import FIXED_OVERHEAD_BYTES, GIB, largest_chunk, plan_memory, run_sizes
 from storage.best_version import read_best
+from storage.checkpoints import CheckpointStore
 from storage.config_loader import load_search_space
 from storage.fs.atomic import write_text_atomic
 from storage.host_memory import memory_available
 from storage.validation_log import ValidationLog
 from tasks._policies import plain_task
 from tasks.runs import get_run
+from tasks.tune_study import TrialTicket
+from tasks.validation_steps import validation_setup
 
 BEST_CONFIG_FILE = "best_config.json"
 BEST_TRIAL_FILE = "best_trial.json"
@@ -72,6 +78,16 @@ def trial_result(config: ConfigSchema) -> tuple[float | None, int]:
     return (best.value if best is not None else None), max((row.epoch for row in rows), default=0)
 
 
+def earlier_validations(config: ConfigSchema) -> list[float]:
+    """The metric of each validation of the committed versions in ``config``'s checkpoint, by version
+    (a resumed trial's, from its interrupted run); [] for a new directory."""
+    options = config.storage_options_for_fs()
+    committed = CheckpointStore(config.checkpoint_path, options).read_version()
+    rows = comparable(ValidationLog(config.checkpoint_path, options).read(), validation_setup(config), committed)
+    metric = config.validation.metric if config.validation is not None else "mrr"
+    return [row.value(metric) for row in rows]
+
+
 @dataclass(frozen=True)
 class Slots:
     """Trials at once, each trial's workers, and why (for the log)."""
@@ -108,17 +124,16 @@ def plan_slots(run: str, parallel: int) -> Slots:
     return Slots(trials=slots, workers=max(1, cores // slots), why=", ".join(why))
 
 
-def trial_config(
-    base: ConfigSchema, overrides: list[str], checkpoint_dir: str, number: int, workers: int
-) -> ConfigSchema:
-    """The config trial ``number`` trains: ``base`` with the trial's overrides in its own directory.
+def trial_config(base: ConfigSchema, ticket: TrialTicket, workers: int) -> ConfigSchema:
+    """The config trial ``ticket`` trains: ``base`` with the trial's overrides in its own directory, seed
+    ``base seed + the number of the trial that first trained there``, and ``workers``.
 
     Raises:
         ConfigError: the trial's values make an invalid config (the field named).
     """
-    seed = (base.seed if base.seed is not None else 0) + number
-    own = [f"checkpoint_path={checkpoint_dir}", f"seed={seed}", f"workers={workers}"]
-    return parse_config(config_to_raw(base), [*overrides, *own], source=f"trial {number}")
+    seed = (base.seed if base.seed is not None else 0) + ticket.seed_trial
+    own = [f"checkpoint_path={ticket.checkpoint_dir}", f"seed={seed}", f"workers={workers}"]
+    return parse_config(config_to_raw(base), [*ticket.overrides, *own], source=f"trial {ticket.number}")
 
 
 def write_best_files(base: ConfigSchema, best: dict[str, Any], study_dir: str) -> tuple[str, str]:

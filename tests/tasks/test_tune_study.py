@@ -19,6 +19,7 @@ from tasks.tune_study import (
     get_study,
     open_study,
     pruning_listener,
+    replay_validations,
     tell_trial,
     trial_dir,
     trials_table,
@@ -95,7 +96,7 @@ def test_a_trial_left_running_is_failed_as_interrupted_and_resumed_in_its_direct
     table = trials_table(again)
     assert [(r["trial"], r["state"]) for r in table] == [(0, "COMPLETE"), (1, "INTERRUPTED")]
     resumed = ask_trial(again)
-    assert resumed.number == 2 and resumed.resumes == killed.number
+    assert resumed.number == 2 and resumed.resumes == killed.number and resumed.seed_trial == killed.number
     assert resumed.params == killed.params and resumed.overrides == killed.overrides
     assert resumed.checkpoint_dir == killed.checkpoint_dir  # it goes on from that directory's last version
     fresh = ask_trial(again)
@@ -124,3 +125,14 @@ def test_handles_are_of_this_process_only(tmp_path: Path) -> None:
     close_study(study)
     with pytest.raises(LookupError, match="tuning study"):
         get_study(study)
+
+
+def test_a_resumed_trial_reports_its_directory_s_earlier_validations_first(tmp_path: Path) -> None:
+    study = opened(tmp_path)
+    ticket = ask_trial(study)
+    replay_validations(study, ticket.number, [0.3, 0.4])
+    assert pruning_listener(study, ticket.number)(3, 6, 0.5) is None  # the third validation: step 2
+    tell_trial(study, ticket.number, "COMPLETE", 0.5, {})
+    (frozen,) = get_study(study).study.get_trials()
+    assert frozen.intermediate_values == {0: 0.3, 1: 0.4, 2: 0.5}
+    close_study(study)

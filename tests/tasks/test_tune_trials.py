@@ -11,6 +11,7 @@ import pytest
 from pbg_core.config import parse_config
 from pbg_core.errors import ConfigError
 from tasks.runs import opened_run
+from tasks.tune_study import TrialTicket
 from tasks.tune_trials import plan_slots, trial_config, write_best_files
 
 
@@ -20,10 +21,14 @@ def base(graph: Any, config_for: Any, tmp_path: Path, **fields: Any) -> Any:
 
 
 def test_a_trial_config_has_its_values_directory_seed_and_workers(graph: Any, config_for: Any, tmp_path: Path) -> None:
-    config = trial_config(base(graph, config_for, tmp_path), ["lr=0.05"], str(tmp_path / "t3"), 3, 2)
+    ticket = TrialTicket(3, {"lr": 0.05}, ["lr=0.05"], str(tmp_path / "t3"), None, 3)
+    config = trial_config(base(graph, config_for, tmp_path), ticket, 2)
     assert (config.lr, config.checkpoint_path, config.seed, config.workers) == (0.05, str(tmp_path / "t3"), 10, 2)
+    resumed = TrialTicket(5, {"lr": 0.05}, ["lr=0.05"], str(tmp_path / "t3"), 3, 3)  # goes on in trial 3's directory
+    assert trial_config(base(graph, config_for, tmp_path), resumed, 2).seed == 10
     with pytest.raises(ConfigError, match="trial 4"):
-        trial_config(base(graph, config_for, tmp_path), ["batch_size=33"], str(tmp_path / "t4"), 4, 1)
+        bad = TrialTicket(4, {"batch_size": 33}, ["batch_size=33"], str(tmp_path / "t4"), None, 4)
+        trial_config(base(graph, config_for, tmp_path), bad, 1)
 
 
 def test_the_best_config_trains_in_the_study_and_masks_credentials(graph: Any, config_for: Any, tmp_path: Path) -> None:
