@@ -185,7 +185,7 @@ def record_best(handle: str, iteration: Iteration) -> dict[str, Any]:
     reason = _stop_reason(config, rows)
     if row is not None:  # a tuning trial's pruner hears every validation, and may stop the run
         pruned = notify(config.checkpoint_path, len(rows), row.epoch, row.value(metric))
-        reason = reason or pruned
+        reason = pruned or reason  # a trial's own end (PRUNED) says so, even where early stopping agrees
     if reason is not None:
         run_logger().info("%s: training stops after v%d", reason, committed)
     return {"best": best.version if best is not None else None, "stop": reason}

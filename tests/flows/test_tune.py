@@ -20,6 +20,7 @@ from flows.tune import pbg_tune
 from pbg_core.config import parse_config
 from storage.best_version import read_best
 from storage.config_loader import load_search_space
+from tasks.tune_listeners import listening
 from tasks.tune_study import ask_trial, close_study, open_study
 
 pytestmark = pytest.mark.integration
@@ -124,3 +125,20 @@ def test_the_deployment_is_pbg_tune_slash_tune_and_its_schema_describes_every_pa
     expected = {"space_url", "trials", "config", "config_url", "overrides", "parallel", "timeout_seconds", "study_dir"}
     assert set(schema["properties"]) == expected and set(schema["required"]) == {"space_url", "trials"}
     assert all(schema["properties"][name].get("description") for name in expected)
+
+
+def test_a_listener_s_reason_ends_the_pbg_run_as_early_stopping_does(
+    graph: Any, config_for: Any, tmp_path: Path
+) -> None:
+    config = tuned_config(graph, config_for, tmp_path, num_epochs=3)
+    heard: list[tuple[int, int]] = []
+
+    def listener(index: int, epoch: int, value: float) -> str | None:
+        heard.append((index, epoch))
+        return "pruned by study s (validation 2, epoch 2)" if index == 2 else None
+
+    with listening(config["checkpoint_path"], listener):
+        result = pbg(config=parse_config(config))
+    assert heard == [(1, 1), (2, 2)]
+    assert result["version"] == 2 and result["stopped"] == "pruned by study s (validation 2, epoch 2)"
+    assert not (Path(config["checkpoint_path"]) / "model.v3.h5").exists()  # iteration 3 never started
