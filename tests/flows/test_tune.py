@@ -142,3 +142,14 @@ def test_a_listener_s_reason_ends_the_pbg_run_as_early_stopping_does(
     assert heard == [(1, 1), (2, 2)]
     assert result["version"] == 2 and result["stopped"] == "pruned by study s (validation 2, epoch 2)"
     assert not (Path(config["checkpoint_path"]) / "model.v3.h5").exists()  # iteration 3 never started
+
+
+def test_a_timeout_that_has_passed_asks_for_no_trial(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    config = tuned_config(graph, config_for, tmp_path)
+    space = write_space(tmp_path / "space.yaml", 6, [0.1, 1.0e30], {"type": "none"})
+    # The deadline (a millisecond after the flow started) has passed before the first trial could be asked.
+    result = pbg_tune(space_url=space, trials=3, config=parse_config(config), timeout_seconds=0.001)
+    assert result["finished"] == 0 and result["trials"] == [] and "best" not in result
+    study_dir = Path(config["checkpoint_path"]) / "tune-lr"
+    assert (study_dir / "study.db").is_file() and not (study_dir / "trials").exists()
+    assert not (study_dir / "best_config.json").exists()
