@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from flows.cluster.training import cluster_address, train_on_cluster
 from flows.pipeline import SubflowPipeline, run_body
-from flows.prefect_host.interrupts import cancel_on_interrupt, note_position
+from flows.prefect_host.interrupts import cancel_on_interrupt, note_position, stop_if_signalled
 from flows.prefect_host.run_logs import forward_engine_logs
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
@@ -129,6 +129,7 @@ def _train_buckets(
     trained: list[dict[str, Any]] = []
     rows: list[dict[str, Any] | None] = []
     for bucket in buckets:
+        stop_if_signalled()  # a run in a tuning trial's thread: Ctrl-C reaches the main thread only
         swap_partitions(handle, bucket)
         load_edges(handle, bucket)
         before = evaluate_bucket(handle, "before") if evaluate else None

@@ -1,5 +1,5 @@
 """Prefect UI artifacts of a training run (progress bar, per-iteration tables, final summary) and of a
-batch prediction (:func:`publish_predictions_table`).
+batch prediction (:func:`publish_predictions_table`) and of a tuning study (:func:`publish_trials_table`).
 
 Plain functions, not tasks: every task run costs API events, and these only post one
 artifact each. They are no-ops (returning None) outside a flow or task run, so task
@@ -47,6 +47,7 @@ SUMMARY_KEY_PREFIX = "pbg-summary-"
 TABLE_KEY_PREFIX = "pbg-"
 PREDICTIONS_KEY_PREFIX = "pbg-predictions-"
 VALIDATION_KEY_PREFIX = "pbg-validation-"
+TUNE_KEY_PREFIX = "pbg-tune-"
 _MAX_KEY_LENGTH = 100
 
 
@@ -185,6 +186,19 @@ def publish_validation_table(checkpoint_path: str, rows: Sequence[ValidationRow]
         return cast(ArtifactResponse, artifact.create(_sync=True)).id  # type: ignore[call-arg]  # _sync is not in the signature
 
     _post("publish the validation table", post)
+
+
+def publish_trials_table(study: str, study_dir: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Post a tuning study's table (trial, state, each param, the metric, epochs, seconds, reason),
+    keyed ``pbg-tune-<study>``: re-posted after every trial, the UI's latest version is the study so far."""
+    key = (TUNE_KEY_PREFIX + _slug(study))[:_MAX_KEY_LENGTH].rstrip("-")
+    description = f"tuning study {study} in {study_dir}: one row per trial"
+
+    def post() -> UUID:
+        artifact = TableArtifact(table=list(rows), key=key, description=description)
+        return cast(ArtifactResponse, artifact.create(_sync=True)).id  # type: ignore[call-arg]  # _sync is not in the signature
+
+    _post("publish the trials table", post)
 
 
 def publish_predictions_table(output: str, rows: Sequence[dict[str, Any]], description: str) -> None:

@@ -12,7 +12,8 @@ Two steps around the commit of an iteration whose validation is due (``flows/tra
 2. :func:`record_best`, after ``switch-version``: points ``best.json`` at the best complete
    committed version (:func:`storage.best_version.choose_best`), logs the one line
    ``validation v7 epoch 14: mrr 0.9412 (best)``, re-posts the table artifact, and says whether
-   early stopping ends the run (:func:`pbg_core.evaluation.early_stopping.stop_reason`).
+   early stopping ends the run (:func:`pbg_core.evaluation.early_stopping.stop_reason`), or whether
+   the run's in-process listener (a tuning trial's pruner, :mod:`tasks.tune_listeners`) stops it.
 
 A run killed between the commit and ``record-best`` is reconciled by ``remove-leftovers``
 (:func:`reconcile_best`) before it removes anything; a rerun of a stopped run finds the same
@@ -44,6 +45,7 @@ from tasks._policies import run_logger, storage_task
 from tasks.artifacts import publish_validation_table
 from tasks.runs import get_run
 from tasks.sessions import get_session, session_run
+from tasks.tune_listeners import notify
 
 
 def is_due(validation: ValidationSchema | None, iteration: Iteration) -> bool:
@@ -166,7 +168,7 @@ def record_best(handle: str, iteration: Iteration) -> dict[str, Any]:
     """After the commit of a validated version: best.json, the log line, the table; whether to stop.
 
     Returns:
-        ``{"best": version or None, "stop": the early-stopping reason or None}``.
+        ``{"best": version or None, "stop": the early-stopping or pruning reason, or None}``.
     """
     pause_point("validation-committed")
     config, stores = session_run(handle).config, session_run(handle).stores
@@ -181,6 +183,9 @@ def record_best(handle: str, iteration: Iteration) -> dict[str, Any]:
         run_logger().info("validation v%d epoch %d: %s %.4f%s", row.version, row.epoch, metric, row.value(metric), mark)
     publish_validation_table(config.checkpoint_path, rows, best.version if best is not None else None)
     reason = _stop_reason(config, rows)
+    if row is not None:  # a tuning trial's pruner hears every validation, and may stop the run
+        pruned = notify(config.checkpoint_path, len(rows), row.epoch, row.value(metric))
+        reason = pruned or reason  # a trial's own end (PRUNED) says so, even where early stopping agrees
     if reason is not None:
         run_logger().info("%s: training stops after v%d", reason, committed)
     return {"best": best.version if best is not None else None, "stop": reason}

@@ -4,6 +4,7 @@
     pbg train  CONFIG [-p key=value ...]
     pbg retrain CONFIG [-p key=value ...] [--incoming PATTERN --edges-dir DIR] [--epochs N] [--keep-last K]
                [--min-mrr X] [--max-mrr-drop X] [--on-no-new-data skip|fail] ...
+    pbg tune   CONFIG --space SPACE --trials N [--parallel P] [--timeout S] [--study-dir DIR] [-p key=value ...]
     pbg eval   CONFIG [-p key=value ...] [--filtered [--filter-path P ...]] [--json]
                [--sample-edges N] [--candidates K] [--sample-seed S]
     pbg export CONFIG --entities-output F --relation-types-output F [-p key=value ...]
@@ -14,7 +15,7 @@
                [--output FILE [--force]] [--json] [--version N] [-p key=value ...]
     pbg serve  [--config-url URL] [-p key=value ...] [--cron EXPR] [--retrain-keep-last K] [--name NAME]
 
-``train``, ``retrain`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
+``train``, ``retrain``, ``tune`` and ``eval`` run Prefect flows on the embedded defaults (Prefect's
 ephemeral API with SQLite) unless PREFECT_API_URL points at a server; they check the
 config and their local inputs first (:mod:`flows.cli.preflight`), before that server starts.
 
@@ -24,7 +25,7 @@ takes ``--debug`` (or ``PBG_DEBUG=1``) for the traceback.
 This module is the entry point (:func:`run`, :func:`main`): the environment Prefect must
 see, the dispatch, and how a failure or a stop ends the process. The options are in
 :mod:`flows.cli.parser`, the commands in :mod:`flows.cli.commands` (import, export, serve),
-:mod:`flows.cli.runs` (train, retrain, eval: the Prefect flows) and :mod:`flows.cli.answers`
+:mod:`flows.cli.runs` (train, retrain, eval: the Prefect flows), :mod:`flows.cli.tune_command` (tune) and :mod:`flows.cli.answers`
 (predict, score) and :mod:`flows.cli.similar` (similar): a trained model's answers, without Prefect.
 """
 
@@ -42,6 +43,7 @@ from flows.cli.commands import cmd_export, cmd_import, cmd_serve
 from flows.cli.parser import build_parser
 from flows.cli.runs import cmd_eval, cmd_retrain, cmd_train
 from flows.cli.similar import cmd_similar
+from flows.cli.tune_command import cmd_tune
 from flows.cli.user_errors import debug_enabled, report
 from flows.prefect_host import interrupts
 from flows.prefect_host.log_filters import VERBOSE_VARIABLE
@@ -68,6 +70,7 @@ COMMANDS = {
     "import": cmd_import,
     "train": cmd_train,
     "retrain": cmd_retrain,
+    "tune": cmd_tune,
     "eval": cmd_eval,
     "export": cmd_export,
     "predict": cmd_predict,

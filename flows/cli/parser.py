@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="run the `pbg` training flow (resumes from the last committed version)")
     _add_config_args(train)
     _add_retrain(sub)
+    _add_tune(sub)
     _add_eval(sub)
     _add_export(sub)
     add_predict(sub)
@@ -92,6 +93,53 @@ def _add_retrain(sub: Subcommands) -> None:
         default=None,
         metavar="F",
         help=described(i, "holdout_fraction", " (default 0.05)"),
+    )
+
+
+def _add_tune(sub: Subcommands) -> None:
+    """``pbg tune``: CONFIG, -v, --debug and -p as for ``pbg train``, and the study's options."""
+    tune = sub.add_parser(
+        "tune",
+        help="run the `pbg-tune` flow: an Optuna study over the config's fields, each trial a `pbg` run in its "
+        "own checkpoint directory, pruned on validation; a rerun resumes it (docs/tuning.md)",
+    )
+    _add_config_args(tune)
+    tune.add_argument(
+        "--space",
+        required=True,
+        metavar="SPACE",
+        help="search-space file (.yaml, .yml or .json): the fields to tune and their ranges, the metric, pruner "
+        "and sampler (docs/tuning.md, 'Search space'); checked before any trial",
+    )
+    tune.add_argument(
+        "--trials",
+        type=positive,
+        required=True,
+        metavar="N",
+        help="finished trials the study should have (complete, pruned or failed; not interrupted ones): a rerun "
+        "of the same command resumes the study up to N",
+    )
+    tune.add_argument(
+        "--parallel",
+        type=positive,
+        default=1,
+        metavar="P",
+        help="trials at once at most (default 1); also bounded by the cores and the memory available, each "
+        "trial's workers the cores divided among them",
+    )
+    tune.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop asking for new trials after S seconds (running trials finish; a rerun goes on)",
+    )
+    tune.add_argument(
+        "--study-dir",
+        default=None,
+        metavar="DIR",
+        help="the study's local directory: study.db, space.json, trials/, best_config.json, best_trial.json "
+        "(default: <checkpoint_path>/tune-<study>)",
     )
 
 

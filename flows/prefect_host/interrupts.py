@@ -13,6 +13,8 @@ What a stop does, whichever of the two signals asks for it:
   print the exception as ignored and carry on, or in importlib's own code, where an exception
   can leave the import lock held, is delivered again a few ms later (by Prefect's SIGTERM
   bridge too, during a flow run of a ``pbg`` command: :func:`flow_call`).
+- **Other threads** (a tuning study's trials) see the stop at their next bucket boundary
+  (:func:`stop_if_signalled`) and unwind the same way.
 - **Flow runs end Cancelled**, not Crashed: :func:`cancel_on_interrupt` wraps a flow
   function so that an interrupt unwinding out of its body becomes a returned ``Cancelled``
   state, which Prefect records as the run's final state (Prefect itself marks a run it
@@ -122,6 +124,17 @@ def note_signal(signum: int) -> None:
     """Record a stop signal seen by someone else's handler (Prefect's SIGTERM bridge)."""
     if _stop.signum is None:
         _stop.signum = signum
+
+
+def stop_if_signalled() -> None:
+    """In a thread other than the main one, raise :class:`KeyboardInterrupt` once a stop signal arrived.
+
+    Signal handlers run in the main thread only: a ``pbg`` run in another thread (a tuning
+    trial's, flows/tune.py) calls this at each bucket boundary, so it stops there and unwinds
+    as the main thread's run would. In the main thread the handler has raised already.
+    """
+    if _stop.signum is not None and threading.current_thread() is not threading.main_thread():
+        raise KeyboardInterrupt(signal.Signals(_stop.signum).name)
 
 
 def received() -> int | None:

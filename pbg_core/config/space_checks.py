@@ -98,6 +98,22 @@ class _Field(NamedTuple):
     annotation: Any
 
 
+NO_VALIDATION = (
+    "validation: not set; a tuning study measures every trial on the validation edges: add a validation "
+    "section (docs/quality.md, 'Validation and early stopping')"
+)
+
+
+def require_validation(config: ConfigSchema, source: str | None = None) -> None:
+    """Refuse to tune a config without a ``validation`` section (nothing to measure trials by).
+
+    Raises:
+        ConfigError: one line naming ``validation`` and ``source`` (the config file).
+    """
+    if config.validation is None:
+        raise ConfigError([NO_VALIDATION], source)
+
+
 def check_space(space: SearchSpace, config: ConfigSchema, source: str | None = None) -> None:
     """Refuse a search space that does not fit ``config``, listing every problem at once.
 
