@@ -248,7 +248,9 @@ ONE_WORKER_MULTIPLY_ADDS = 3e10
 
 
 def _full_ranking_config(config: ConfigSchema, stores: RunStores) -> ConfigSchema:
-    """``config`` with one worker when its full ranking is small (:data:`ONE_WORKER_MULTIPLY_ADDS`)."""
+    """``config`` as a full ranking runs it: every relation against all entities (``pbg eval -p
+    relations.N.all_negs=true -p num_uniform_negs=0``, whatever negatives training samples), on one
+    worker when it is small (:data:`ONE_WORKER_MULTIPLY_ADDS`)."""
     validation = _section(config)
     topology = build_topology(config)
     edges = validation.sample_edges or sum(
@@ -258,7 +260,11 @@ def _full_ranking_config(config: ConfigSchema, stores: RunStores) -> ConfigSchem
     keys = [key for key in [*topology.partitioned_keys(), *topology.unpartitioned_keys()] if key[0] in types]
     largest = max((stores.entities.load_count(*key) for key in keys), default=0)
     work = 2 * edges * largest * config.dimension  # both sides of each edge against every entity
-    return config.model_copy(update={"workers": 1}) if work < ONE_WORKER_MULTIPLY_ADDS else config
+    relations = [relation.model_copy(update={"all_negs": True}) for relation in config.relations]
+    update: dict[str, Any] = {"relations": relations, "num_uniform_negs": 0}
+    if work < ONE_WORKER_MULTIPLY_ADDS:
+        update["workers"] = 1
+    return config.model_copy(update=update)
 
 
 def _section(config: ConfigSchema) -> ValidationSchema:

@@ -48,7 +48,7 @@ class ValidationSchema(BaseModel):
         None,
         ge=1,
         description="Rank each edge against this many distinct uniform candidates of its partition (big "
-        "graphs; needed when a relation has all_negs false); None: against all entities.",
+        "graphs); None: against all entities, whatever negatives the relations train with.",
     )
 
     _choices = choice_validator("metric")

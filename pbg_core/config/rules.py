@@ -167,15 +167,6 @@ def _validation_problems(config: ConfigSchema) -> list[Problem]:
             return []
         return [_p("early_stopping validation", "early_stopping: needs a validation section (validation.edge_path)")]
     problems = []
-    sampled = [i for i, rel in enumerate(config.relations) if not rel.all_negs]
-    if validation.candidates is None and sampled:
-        problems.append(
-            _p(
-                "validation relations",
-                f"validation.candidates: needed, relations.{sampled[0]}.all_negs is false (filtered validation "
-                "ranks against all entities); set validation.candidates or relations.N.all_negs=true",
-            )
-        )
     if config.num_machines > 1:
         problems.append(
             _p(

@@ -131,3 +131,21 @@ def test_pbg_eval_of_the_best_version_is_its_row(validated: dict[str, Any], grap
     gone = next(v for v in (1, 2, 3) if v != best.version)
     with pytest.raises(DataNotFound, match=f"no checkpoint version {gone} to evaluate; versions present: "):
         filtered_eval(validated["config"], graph, version=gone)
+
+
+def test_sampled_training_negatives_validate_against_all_entities(graph: Any, config_for: Any, tmp_path: Path) -> None:
+    """Training samples 10 uniform negatives; the validation still ranks against every node, as
+    `pbg eval --filtered -p relations.0.all_negs=true -p num_uniform_negs=0` does."""
+    sampled = [{**ALL_NEGS[0], "all_negs": False}]
+    config = config_for(
+        graph,
+        tmp_path / "ckpt",
+        relations=sampled,
+        num_uniform_negs=10,
+        num_epochs=1,
+        validation={"edge_path": graph.test_path},
+    )
+    pbg(config=parse_config(config))
+    (row,) = ValidationLog(config["checkpoint_path"]).read()
+    ranked = filtered_eval({**config, "relations": ALL_NEGS, "num_uniform_negs": 0}, graph)
+    assert row.count == ranked["count"] and row.mrr == ranked["mrr"]

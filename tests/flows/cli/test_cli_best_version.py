@@ -109,7 +109,6 @@ def test_config_refusals_are_one_line_naming_the_field(
     before = tree_state(tmp_path)
     cases = {
         ("-p", "validation=null"): "early_stopping: needs a validation section (validation.edge_path)",
-        ("-p", "relations.0.all_negs=false"): "validation.candidates: needed, relations.0.all_negs is false",
         ("-p", "validation.every_epochs=0"): "validation.every_epochs:",
         ("-p", f"validation.edge_path={tmp_path / 'nowhere'}"): "file does not exist (validation.edge_path; give",
     }
