@@ -67,7 +67,7 @@ def test_a_model_from_before_relation_types_were_appended_fills_the_first_rows()
         "checkpoint_path": "z",
     }
     config = parse_config(raw)
-    old, new = _build_model_state(config, 2, 0.1), _build_model_state(config, 3, 0.1)
+    old, new = _build_model_state(config, 2, 0.1, 0), _build_model_state(config, 3, 0.1, 0)
     with torch.no_grad():
         for param in old.model.parameters():
             param.mul_(2.0)  # trained: no longer a fresh model's ones
