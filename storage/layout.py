@@ -97,6 +97,14 @@ NEW_ROWS_FILE = "init_new_rows.h5"
 VALIDATION_FILE = "validation.json"  # storage.validation_log
 BEST_FILE = "best.json"  # storage.best_version: the second pointer
 
+# A tuning study's directory (tasks/tune_study.py, tasks/tune_trials.py; docs/tuning.md).
+STUDY_FILE = "study.db"  # Optuna's RDB storage (SQLite)
+SPACE_FILE = "space.json"  # the normalized space the study started with
+TRIALS_DIR = "trials"  # trials/trial-NNNN/: each trial's checkpoint directory
+BEST_CONFIG_FILE = "best_config.json"
+BEST_TRIAL_FILE = "best_trial.json"
+BEST_DIR = "best"  # best_config.json's checkpoint_path
+
 # pbg export's output directory.
 RELATION_TYPES_FILE = "relation_types.tsv"
 NPY_NAMES_SUFFIX = ".names.json"  # {type}.npy's names, beside it

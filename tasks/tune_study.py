@@ -36,13 +36,11 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from pbg_core.config.search_space import HyperbandPruner, MedianPruner, SearchSpace, point_overrides
 from pbg_core.config.space_digest import check_unchanged, normalized_space, space_digest
 from storage.fs.atomic import write_text_atomic
+from storage.layout import SPACE_FILE, STUDY_FILE, TRIALS_DIR
 from tasks._policies import plain_task
 from tasks.runs import Registry
 from tasks.tune_listeners import Listener
 
-STUDY_FILE = "study.db"
-SPACE_FILE = "space.json"
-TRIALS_DIR = "trials"
 # Optuna's own INFO lines ("Trial 3 finished with value ...") would repeat our progress lines.
 optuna.logging.set_verbosity(logging.WARNING)
 

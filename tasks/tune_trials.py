@@ -35,15 +35,13 @@ from storage.checkpoints import CheckpointStore
 from storage.config_loader import load_search_space
 from storage.fs.atomic import write_text_atomic
 from storage.host_memory import memory_available
+from storage.layout import BEST_CONFIG_FILE, BEST_DIR, BEST_TRIAL_FILE
 from storage.validation_log import ValidationLog
 from tasks._policies import plain_task
 from tasks.runs import get_run
 from tasks.tune_study import TrialTicket
 from tasks.validation_steps import validation_setup
 
-BEST_CONFIG_FILE = "best_config.json"
-BEST_TRIAL_FILE = "best_trial.json"
-BEST_DIR = "best"
 # Each HOGWILD child beyond a trial's first worker imports torch again (memory_plan.py measures ~370 MiB).
 CHILD_BYTES = 3 * GIB // 8
 

@@ -87,8 +87,9 @@ def _check_resumed_space(study_dir: str, space: SearchSpace, source: str) -> Non
     """A resumed study given another space is refused here already, from the normalized space the
     study keeps beside ``study.db`` (``space.json``); the flow checks ``study.db``'s own copy again."""
     from pbg_core.config.space_digest import check_unchanged
+    from storage.layout import SPACE_FILE
 
-    kept = os.path.join(study_dir, "space.json")
+    kept = os.path.join(study_dir, SPACE_FILE)
     if os.path.isfile(kept):
         with open(kept, encoding="utf-8") as file:
             check_unchanged(json.load(file), space, source)
