@@ -33,8 +33,9 @@ edges), rows ``defaults`` and ``recipe`` (examples/kg/planted.py, the recipe's l
 the same three commands, exact filtered ranking against all entities; reports the MRR gap.
 
 Run: ``python -m bench.quality_recipe [--sets umls,kinships,nations] [--seeds 0,1,2] [--epochs E]
-[--large] [--dry-run] [--report RESULT.json]``; writes bench/results/quality_recipe.json
-(``--large``: quality_recipe_large.json). ``--report`` prints the tables of a recorded result file.
+[--large] [--dry-run] [--report RESULT.json] [--results NAME]``; writes bench/results/quality_recipe.json
+(``--large``: quality_recipe_large.json; ``--results NAME``: NAME.json). ``--report`` prints the
+tables of a recorded result file.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from bench.lib.report import format_table, write_json
 from bench.lib.stats import bucket_rows, total
 from bench.lib.tools import BENCH_DIR, REPO_ROOT, WORK_DIR, ToolMissingError, machine_info, ours_bin
 from bench.quality import CONFIG, DATA_DIR, IMPORT_DONE, REFERENCES, parse_eval_json, run_step
+from storage.config_loader import load_config
 
 TARGETS = {"umls": 0.94, "kinships": 0.84, "nations": 0.75}
 ROWS = ("defaults", "recipe", "tuned")
@@ -86,9 +88,11 @@ PUBLISHED["kinships"].append(Published("ConvE (its own Kinship split)", 0.83, 0.
 PUBLISHED["nations"].append(Published("ConvE (its own Nations split)", 0.82, 0.72, 1.00, _CONVE))
 
 
-def evaluated_version_args() -> list[str]:
-    """What `pbg eval` is told about the checkpoint version to rank: nothing, so the last committed one."""
-    return []
+def evaluated_version_args(config: Path) -> list[str]:
+    """What `pbg eval` is told about the checkpoint version to rank: ``--version best`` (the version
+    ``best.json`` names, the one early stopping keeps) when ``config`` has a validation section,
+    else nothing (the last committed version)."""
+    return ["--version", "best"] if load_config(str(config)).validation is not None else []
 
 
 def shown(path: Path) -> str:
@@ -109,7 +113,7 @@ def row_config(row: str, name: str) -> Path:
 
 def eval_argv(pbg: str, config: Path, seed: int) -> list[str]:
     """bench.quality's filtered `pbg eval` of the test split, of the version :func:`evaluated_version_args` picks."""
-    return [*quality.eval_argv(pbg, seed, config), *evaluated_version_args()]
+    return [*quality.eval_argv(pbg, seed, config), *evaluated_version_args(config)]
 
 
 def pykeen_argv(python: Path, name: str, seed: int | None) -> list[str]:
@@ -333,6 +337,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large", action="store_true", help="the planted graph: PBG defaults vs the recipe")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     parser.add_argument("--report", type=Path, help="print the tables of a recorded result file and stop")
+    parser.add_argument("--results", help="write bench/results/RESULTS.json (default: quality_recipe[_large])")
     args = parser.parse_args(argv)
     args.sets = [s for s in args.sets.split(",") if s]
     unknown = sorted(set(args.sets) - set(TARGETS))
@@ -367,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report(payload))
     if args.dry_run:
         return 0
-    print(f"wrote {write_json('quality_recipe_large' if args.large else 'quality_recipe', payload)}")
+    name = args.results or ("quality_recipe_large" if args.large else "quality_recipe")
+    print(f"wrote {write_json(name, payload)}")
     return 0 if passed(payload) else 1
 
 

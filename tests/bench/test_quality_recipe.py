@@ -30,7 +30,12 @@ def dry_run_lines(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
 def test_dry_run_prints_every_command_and_writes_nothing(elsewhere: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (elsewhere / "examples" / "kg").mkdir(parents=True)
     recipe = elsewhere / "examples" / "kg" / "umls.py"
-    recipe.write_text("def get_torchbiggraph_config():\n    return {}\n")
+    # A recipe with a validation section: its evaluation ranks the best version, the defaults' the last.
+    recipe.write_text(
+        "def get_torchbiggraph_config():\n    return {'entity_path': 'entities', 'checkpoint_path': 'checkpoints', "
+        "'edge_paths': ['edges/train', 'edges/valid', 'edges/test'], 'entities': {'all': {'num_partitions': 1}}, 'dimension': 10, "
+        "'relations': [{'name': 'r', 'lhs': 'all', 'rhs': 'all'}], 'validation': {'edge_path': 'edges/valid'}}\n"
+    )
     lines = dry_run_lines(capsys, "--sets", "umls", "--seeds", "0,2")
     commands = [line.strip()[2:] for line in lines if line.strip().startswith("$ ")]
     python, script, data = elsewhere / "pykeen-venv" / "bin" / "python", quality_recipe.PYKEEN_SCRIPT, DATA_DIR / "umls"
@@ -44,9 +49,10 @@ def test_dry_run_prints_every_command_and_writes_nothing(elsewhere: Path, capsys
             want.append(
                 f"{pbg} train {config} -p edge_paths=edges/train -p seed={seed} -p checkpoint_path=checkpoints/seed{seed}"
             )
+            version = " --version best" if config == recipe else ""
             want.append(
                 f"{pbg} eval {config} -p edge_paths=edges/test -p relations.0.all_negs=true -p num_uniform_negs=0 "
-                f"-p checkpoint_path=checkpoints/seed{seed} {filters}"
+                f"-p checkpoint_path=checkpoints/seed{seed} {filters}{version}"
             )
     want += [f"{python} {script} umls {data} --seed {seed}" for seed in (0, 2)]
     assert commands == want
