@@ -77,13 +77,9 @@ def read_best(checkpoint_url: str, storage_options: StorageOptions = None) -> Be
     """
     url = best_url(checkpoint_url)
     try:
-        text = reads.read_text(url, storage_options)
+        data, text = reads.read_json(url, storage_options)
     except DataNotFound:
         return None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("metric"), str):
         raise BadDataError(url, f'expected {{"format": {FORMAT}, "metric": ..., "row": {{...}}}}, got {text[:80]!r}')
     best = BestVersion(metric=data["metric"], row=row_from_json(data.get("row"), url))

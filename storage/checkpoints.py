@@ -259,11 +259,7 @@ class CheckpointStore:
             BadDataError: it is not a JSON object.
         """
         url = self.file_url(layout.CONFIG_FILE)
-        text = reads.read_text(url, self.storage_options)
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+        config = reads.read_json(url, self.storage_options).data
         if not isinstance(config, dict):
             raise BadDataError(url, f"expected a JSON object, got {type(config).__name__}")
         return config

@@ -102,13 +102,7 @@ class EntityStore:
             BadDataError: it is not a JSON list of strings.
         """
         url = self._url(name)
-        text = reads.read_text(url, self.storage_options)
-        try:
-            names = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise BadDataError(
-                url, f"{name}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
-            ) from None
+        names, text = reads.read_json(url, self.storage_options)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             shown = text if len(text) <= 80 else text[:77] + "..."
             raise BadDataError(url, f"{name}: expected a JSON list of strings, got {shown!r}")

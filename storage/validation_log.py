@@ -49,10 +49,10 @@ class ValidationLog:
             BadDataError: the file is not the format above (names the file and what is wrong).
         """
         try:
-            text = reads.read_text(self.url, self.storage_options)
+            found = reads.read_json(self.url, self.storage_options)
         except DataNotFound:
             return []
-        return parse_rows(text, self.url)
+        return parse_rows(found, self.url)
 
     def write(self, row: ValidationRow) -> None:
         """Store ``row``, replacing the row of the same version."""
@@ -62,16 +62,13 @@ class ValidationLog:
         atomic.write_text_atomic(self.url, json.dumps(data, indent=1) + "\n", self.storage_options)
 
 
-def parse_rows(text: str, url: str) -> list[ValidationRow]:
-    """The rows of a ``validation.json`` text.
+def parse_rows(found: reads.JsonFile, url: str) -> list[ValidationRow]:
+    """The rows of a ``validation.json`` file's content.
 
     Raises:
-        BadDataError: not JSON, another format, or a row without the fields of :class:`ValidationRow`.
+        BadDataError: another format, or a row without the fields of :class:`ValidationRow`.
     """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    data, text = found
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("rows"), list):
         raise BadDataError(url, f'expected {{"format": {FORMAT}, "rows": [...]}}, got {text[:80]!r}')
     return sorted((row_from_json(item, url) for item in data["rows"]), key=lambda r: r.version)

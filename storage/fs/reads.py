@@ -1,5 +1,9 @@
 """Reads: existence checks, directory listings and file contents.
 
+:func:`read_json` is the one reader of a small JSON file (a pointer, a log, a names list): a
+file that is not JSON gets the same one line from every format; the shape of the value is each
+format's own check, made by its caller.
+
 Reads of whole files from a remote store go through the local read cache of
 :mod:`storage.read_cache`: :func:`local_read_path` downloads once, keyed by URL and endpoint and
 validated by the object's ETag and size, so edge files re-read every epoch cost a HEAD request,
@@ -9,9 +13,11 @@ not a download. Local files never go through the cache.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from storage import read_cache
 from storage.errors import BadDataError, DataNotFound, TransientStorageError
@@ -74,6 +80,27 @@ def read_text(url: str, storage_options: StorageOptions = None) -> str:
         raise BadDataError(url, f"expected UTF-8 text, got undecodable byte at offset {err.start}") from None
 
 
+class JsonFile(NamedTuple):
+    """A JSON file as read: the decoded value, and the text (for messages quoting what is there)."""
+
+    data: Any
+    text: str
+
+
+def read_json(url: str, storage_options: StorageOptions = None) -> JsonFile:
+    """The content of ``url`` decoded as JSON, with its text.
+
+    Raises:
+        DataNotFound: ``url`` does not exist (a caller for which that means "none yet" catches it).
+        BadDataError: the content is not UTF-8, or not JSON (naming the line and column).
+    """
+    text = read_text(url, storage_options)
+    try:
+        return JsonFile(json.loads(text), text)
+    except json.JSONDecodeError as err:
+        raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+
+
 @contextlib.contextmanager
 def local_read_path(url: str, storage_options: StorageOptions = None) -> Iterator[str]:
     """A local path holding the content of ``url`` for the duration of the block.
@@ -115,4 +142,4 @@ def local_read_path(url: str, storage_options: StorageOptions = None) -> Iterato
         yield local
 
 
-__all__ = ["exists", "isdir", "listdir", "local_read_path", "read_bytes", "read_text"]
+__all__ = ["JsonFile", "exists", "isdir", "listdir", "local_read_path", "read_bytes", "read_json", "read_text"]

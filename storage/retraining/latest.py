@@ -35,13 +35,9 @@ def read_latest(root: str, storage_options: StorageOptions = None) -> dict[str, 
     """
     url = urls.join_url(root, layout.LATEST_FILE)
     try:
-        text = reads.read_text(url, storage_options)
+        latest, text = reads.read_json(url, storage_options)
     except DataNotFound:
         return None
-    try:
-        latest = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BadDataError(url, f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     if not isinstance(latest, dict) or not layout.is_run_dir_name(str(latest.get("run", ""))):
         raise BadDataError(
             url,

@@ -41,6 +41,18 @@ def test_missing_object_is_data_not_found_naming_url(root: StorePath) -> None:
         changes.copy(url, str(root / "copy.h5"))
 
 
+def test_read_json_of_a_missing_an_invalid_and_a_valid_file(root: StorePath) -> None:
+    url = str(root / "best.json")
+    with pytest.raises(DataNotFound, match="best.json"):
+        reads.read_json(url)
+    (root / "best.json").write_text('{"format": 1,\n "metric": }')
+    with pytest.raises(BadDataError) as info:
+        reads.read_json(url)
+    assert str(info.value) == f"{url}: invalid JSON at line 2 column 12: Expecting value"
+    (root / "best.json").write_text('{"format": 1, "metric": "mrr"}\n')
+    assert reads.read_json(url) == reads.JsonFile({"format": 1, "metric": "mrr"}, '{"format": 1, "metric": "mrr"}\n')
+
+
 def read_via_cache(url: str) -> tuple[bytes, int]:
     """(content, inode) of what local_read_path gives for ``url``."""
     with reads.local_read_path(url) as local:
