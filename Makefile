@@ -125,7 +125,7 @@ pykeen-venv:
 bench-predict: $(STAMP) pykeen-venv
 	$(PY) -m bench.predict
 
-## quality side by side: ours (PBG defaults, examples/kg recipe, tuned config) vs PyKEEN 1.11's best cheap recipe on UMLS, Kinships, Nations, 3 seeds (1-2 hours on 2 cores: PyKEEN alone took 70 min loaded); LARGE=1: PBG defaults vs the recipe on a 40k-entity planted graph
+## quality side by side: ours (PBG defaults, examples/kg recipe, tuned config) vs PyKEEN 1.11's best cheap recipe on UMLS, Kinships, Nations, 3 seeds (about 20 min on 2 cores, 10 of them PyKEEN's); LARGE=1: PBG defaults vs the recipe on a 40k-entity planted graph (about 6 min, plus the graph's generation once)
 bench-quality-recipe: $(STAMP) pykeen-venv
 	$(PY) -m bench.quality_recipe $(if $(LARGE),--large)
 
