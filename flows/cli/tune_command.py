@@ -4,7 +4,8 @@ Before the embedded server starts, in under a second: the base config and its lo
 (:func:`flows.cli.preflight.load_checked_config`), its ``validation`` section, the search-space
 file against it (every problem one line, naming the file), the options, and the study directory
 (local only: the study is a SQLite file), and a resumed study's space (``space.json``) against the
-file's. Then the flow; one line per finished trial comes from
+file's; with ``--dask-address``, that the config's paths are ones the workers reach and that a
+Dask scheduler answers there (the flow then checks its workers). Then the flow; one line per finished trial comes from
 its log, and at the end the best trial and ``best_config.json``. A rerun of the same command
 resumes the study (docs/tuning.md, "Running a study").
 """
@@ -30,7 +31,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """``pbg tune CONFIG --space SPACE --trials N``: the ``pbg-tune`` flow; prints the best trial."""
     from flows.cli.commands import usage_error
     from flows.cli.preflight import load_checked_config
-    from flows.cli.service_checks import check_prefect_api
+    from flows.cli.service_checks import check_dask_scheduler, check_prefect_api
+    from pbg_core.config.cluster_rules import trial_placement_problem
     from pbg_core.config.space_checks import check_space, require_validation
     from storage.config_loader import load_search_space, local_path
 
@@ -50,6 +52,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         )
     study_dir = os.path.abspath(local)
     _check_resumed_space(study_dir, space, args.space)
+    if args.dask_address is not None:
+        refused = trial_placement_problem(config, args.dask_address)
+        if refused is not None:
+            return usage_error("tune", refused)
+        check_dask_scheduler(args.dask_address)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.cli.runs import _local_run_settings
@@ -68,6 +75,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 parallel=args.parallel,
                 timeout_seconds=args.timeout,
                 study_dir=study_dir,
+                dask_address=args.dask_address,
             )
     elapsed = time.perf_counter() - started
     counts = _state_counts(result["trials"])

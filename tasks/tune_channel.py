@@ -1,0 +1,87 @@
+"""How a tuning trial on a Dask worker hears the study's pruner: two Dask queues per trial.
+
+A trial placed on a Dask worker (``flows/dask_trials``) runs the ``pbg`` flow there, while the
+study (Optuna, ``study.db``) stays in the driver's process. Each validation of the trial's run
+crosses the cluster through Dask's own :class:`distributed.Queue` (held by the scheduler), named
+per study run and trial (:class:`TrialChannel`):
+
+- on the worker, :func:`channel_listener` is the run's listener (:mod:`tasks.tune_listeners`): it
+  puts ``(index, epoch, value)`` on the trial's ``reports`` queue, then waits for the verdict on
+  its ``verdicts`` queue: a reason to stop (pruned) or ``""`` (go on);
+- on the driver, :func:`answer_reports` (called by the trial's waiting loop about twice a
+  second) takes every report waiting, asks the study's pruner (the trial's in-process
+  listener, :func:`tasks.tune_study.pruning_listener`) and puts its verdict back.
+
+A driver that stops answering (killed, its machine gone) does not hold the trial forever: the
+worker waits at most :data:`VERDICT_WAIT_SECONDS` per validation, then goes on unpruned and says
+so in its log. Nothing here knows Optuna: the driver passes its listener in.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from distributed import Client, Queue
+
+from tasks.tune_listeners import Listener
+
+logger = logging.getLogger(__name__)
+
+VERDICT_WAIT_SECONDS = 60.0  # the driver answers within a second or two; this is for a driver gone
+GO_ON = ""  # the verdict "not pruned" (a queue item cannot be None)
+
+
+@dataclass(frozen=True)
+class TrialChannel:
+    """The names of one trial's two queues on the scheduler: unique per study run and trial."""
+
+    reports: str
+    verdicts: str
+
+    @classmethod
+    def new(cls, study: str, number: int) -> TrialChannel:
+        """Fresh names for trial ``number`` of ``study`` (a rerun never reads an earlier run's leftovers)."""
+        prefix = f"pbg-tune-{study}-trial-{number}-{uuid.uuid4().hex[:8]}"
+        return cls(reports=f"{prefix}-reports", verdicts=f"{prefix}-verdicts")
+
+
+def channel_listener(channel: TrialChannel) -> Listener:
+    """The listener of a run on a Dask worker: report to the driver, wait (bounded) for its verdict."""
+
+    def heard(index: int, epoch: int, value: float) -> str | None:
+        Queue(channel.reports).put((index, epoch, value))
+        try:
+            verdict = Queue(channel.verdicts).get(timeout=VERDICT_WAIT_SECONDS)
+        except TimeoutError:
+            logger.warning(
+                "no pruning verdict from the tuning study within %g s of validation %d (epoch %d): "
+                "the trial goes on unpruned",
+                VERDICT_WAIT_SECONDS,
+                index,
+                epoch,
+            )
+            return None
+        return str(verdict) or None
+
+    return heard
+
+
+def answer_reports(client: Client, channel: TrialChannel, listener: Listener) -> int:
+    """Answer every report waiting on ``channel`` with ``listener``'s verdict; how many were answered."""
+    reports = Queue(channel.reports, client=client)
+    waiting = reports.get(batch=True)  # all there is now, without waiting
+    verdicts = Queue(channel.verdicts, client=client)
+    for index, epoch, value in waiting:
+        verdicts.put(listener(int(index), int(epoch), float(value)) or GO_ON)
+    return len(waiting)
+
+
+def close_channel(client: Client, channel: TrialChannel) -> None:
+    """Drop the trial's queues from the scheduler (best effort: a scheduler gone has none left)."""
+    for name in (channel.reports, channel.verdicts):
+        try:
+            Queue(name, client=client).close()
+        except Exception as exc:  # noqa: BLE001 - a queue left behind costs the scheduler a few bytes
+            logger.debug("could not close Dask queue %s: %s", name, exc)
