@@ -24,6 +24,7 @@ from flows.prefect_host.local_server import local_api
 from flows.prefect_host.log_filters import one_traceback_on_console, quiet_run_failures
 
 if TYPE_CHECKING:
+    from pbg_core.config import ConfigSchema
     from pbg_core.config.search_space import SearchSpace
 
 
@@ -31,8 +32,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """``pbg tune CONFIG --space SPACE --trials N``: the ``pbg-tune`` flow; prints the best trial."""
     from flows.cli.commands import usage_error
     from flows.cli.preflight import load_checked_config
-    from flows.cli.service_checks import check_dask_scheduler, check_prefect_api
-    from pbg_core.config.cluster_rules import trial_placement_problem
+    from flows.cli.service_checks import check_prefect_api
     from pbg_core.config.space_checks import check_space, require_validation
     from storage.config_loader import load_search_space, local_path
 
@@ -52,11 +52,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         )
     study_dir = os.path.abspath(local)
     _check_resumed_space(study_dir, space, args.space)
-    if args.dask_address is not None:
-        refused = trial_placement_problem(config, args.dask_address)
-        if refused is not None:
-            return usage_error("tune", refused)
-        check_dask_scheduler(args.dask_address)
+    refused = _placement_problem(config, args.dask_address)
+    if refused is not None:
+        return usage_error("tune", refused)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.cli.runs import _local_run_settings
@@ -89,6 +87,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"best trial {best['number']}: {best['metric']} {best['value']:.4f} with {' '.join(best['overrides'])}")
     print(f"best config: {result['best_config']} (pbg train {result['best_config']})")
     return 0
+
+
+def _placement_problem(config: ConfigSchema, dask_address: str | None) -> str | None:
+    """With ``--dask-address``: paths the workers cannot reach (the line to print), else None once a
+    Dask scheduler answers there (a :class:`~pbg_core.errors.ClusterError` line if none does)."""
+    from flows.cli.service_checks import check_dask_scheduler
+    from pbg_core.config.cluster_rules import trial_placement_problem
+
+    if dask_address is None:
+        return None
+    refused = trial_placement_problem(config, dask_address)
+    if refused is None:
+        check_dask_scheduler(dask_address)
+    return refused
 
 
 def _check_resumed_space(study_dir: str, space: SearchSpace, source: str) -> None:
