@@ -1,4 +1,4 @@
-"""How a tuning trial on a Dask worker hears the study's pruner: two Dask queues per trial.
+"""How a tuning trial on a Dask worker hears the study's pruner and its stop: two queues and an event.
 
 A trial placed on a Dask worker (``flows/dask_trials``) runs the ``pbg`` flow there, while the
 study (Optuna, ``study.db``) stays in the driver's process. Each validation of the trial's run
@@ -15,6 +15,10 @@ per study run and trial (:class:`TrialChannel`):
 A driver that stops answering (killed, its machine gone) does not hold the trial forever: the
 worker waits at most :data:`VERDICT_WAIT_SECONDS` per validation, then goes on unpruned and says
 so in its log. Nothing here knows Optuna: the driver passes its listener in.
+
+A study that stops (Ctrl-C) sets the trial's ``stop`` :class:`distributed.Event`
+(:func:`ask_to_stop`); the run on the worker asks it at each bucket boundary (:func:`stop_asked`)
+and ends there, while the driver's Prefect API still answers its last calls.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from distributed import Client, Queue
+from distributed import Client, Event, Queue
 
 from tasks.tune_listeners import Listener
 
@@ -35,16 +39,17 @@ GO_ON = ""  # the verdict "not pruned" (a queue item cannot be None)
 
 @dataclass(frozen=True)
 class TrialChannel:
-    """The names of one trial's two queues on the scheduler: unique per study run and trial."""
+    """The names of one trial's queues and stop event on the scheduler: unique per study run and trial."""
 
     reports: str
     verdicts: str
+    stop: str
 
     @classmethod
     def new(cls, study: str, number: int) -> TrialChannel:
         """Fresh names for trial ``number`` of ``study`` (a rerun never reads an earlier run's leftovers)."""
         prefix = f"pbg-tune-{study}-trial-{number}-{uuid.uuid4().hex[:8]}"
-        return cls(reports=f"{prefix}-reports", verdicts=f"{prefix}-verdicts")
+        return cls(reports=f"{prefix}-reports", verdicts=f"{prefix}-verdicts", stop=f"{prefix}-stop")
 
 
 def channel_listener(channel: TrialChannel) -> Listener:
@@ -78,10 +83,21 @@ def answer_reports(client: Client, channel: TrialChannel, listener: Listener) ->
     return len(waiting)
 
 
+def ask_to_stop(client: Client, channel: TrialChannel) -> None:
+    """Ask the trial's run to stop at its next bucket boundary (driver side)."""
+    Event(channel.stop, client=client).set()
+
+
+def stop_asked(channel: TrialChannel) -> bool:
+    """Whether the study asked the trial's run to stop (worker side, at a bucket boundary)."""
+    return bool(Event(channel.stop).is_set())
+
+
 def close_channel(client: Client, channel: TrialChannel) -> None:
-    """Drop the trial's queues from the scheduler (best effort: a scheduler gone has none left)."""
-    for name in (channel.reports, channel.verdicts):
-        try:
+    """Drop the trial's queues and event from the scheduler (best effort: a scheduler gone has none left)."""
+    try:
+        for name in (channel.reports, channel.verdicts):
             Queue(name, client=client).close()
-        except Exception as exc:  # noqa: BLE001 - a queue left behind costs the scheduler a few bytes
-            logger.debug("could not close Dask queue %s: %s", name, exc)
+        Event(channel.stop, client=client).clear()
+    except Exception as exc:  # noqa: BLE001 - what is left behind costs the scheduler a few bytes
+        logger.debug("could not drop the Dask queues and event of %s: %s", channel.reports, exc)

@@ -24,9 +24,12 @@ scheduler:
 - **a lost scheduler** (unreachable for :data:`~tasks.cluster_sessions.SCHEDULER_GRACE_SECONDS`):
   a :class:`ClusterError` that stops the study; its trials in flight stay RUNNING in the study,
   so the next run of the same command resumes them;
-- **Ctrl-C / SIGTERM** on the driver: the trial's future is cancelled (Dask's cancellation); the
-  run on the worker sees it at its next bucket boundary and ends Cancelled there, lease released,
-  committed checkpoint intact; the trial is INTERRUPTED, resumed by the next run of the study.
+- **Ctrl-C / SIGTERM** on the driver: the trial's stop event is set; the run on the worker sees
+  it at its next bucket boundary and ends Cancelled there, lease released, committed checkpoint
+  intact. The driver waits for that end up to :data:`STOP_WAIT_SECONDS` (its Prefect API, maybe
+  the command's own embedded server, must still answer the run's last calls), answering a
+  validation in progress, then cancels the task (Dask's cancellation, which the run also sees).
+  The trial is INTERRUPTED, resumed by the next run of the study.
 """
 
 from __future__ import annotations
@@ -49,17 +52,20 @@ from flows.prefect_host import interrupts
 from flows.trial_outcome import TrialEnd, failure_reason
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ClusterError
+from tasks._policies import run_logger
 from tasks.cluster_buckets import LOST_AFTER_POLLS
 from tasks.cluster_members import machine_config
 from tasks.cluster_sessions import POLL_SECONDS, SCHEDULER_GRACE_SECONDS, live_workers
 from tasks.runs import Registry
-from tasks.tune_channel import TrialChannel, answer_reports, close_channel
+from tasks.tune_channel import TrialChannel, answer_reports, ask_to_stop, close_channel
+from tasks.tune_listeners import Listener
 from tasks.tune_study import pruning_listener
 from tasks.tune_trials import Slots
 from tasks.worker_checks import describe
 
 CHECK_TIMEOUT_SECONDS = 30.0
 API_TIMEOUT_SECONDS = 10.0
+STOP_WAIT_SECONDS = 8.0  # a tiny bucket and the run's unwinding; within the flow's join of trial threads
 
 
 @dataclass
@@ -186,7 +192,11 @@ def train_on_worker(handle: str, worker: str, study: str, number: int, config: C
         key=f"pbg-trial-{number}-{uuid.uuid4().hex[:8]}",
     )
     try:
-        return _wait(cluster, future, worker, channel, study, number)
+        end = _wait(cluster, future, worker, channel, study, number)
+        run_logger().info(
+            "trial %d on Dask worker %s: its run %s%s", number, worker, end.kind, f" ({end.reason})" * bool(end.reason)
+        )
+        return end
     finally:
         future.cancel()  # nothing once it ended; else its run stops at its next bucket boundary
         close_channel(cluster.client, channel)
@@ -202,10 +212,7 @@ def _wait(
     while True:
         signum = interrupts.received()
         if signum is not None:
-            name = signal.Signals(signum).name
-            return TrialEnd(
-                "cancelled", f"interrupted by {name}: its run on {worker} stops at its next bucket boundary"
-            )
+            return _stop(cluster, future, channel, listener, f"interrupted by {signal.Signals(signum).name}")
         known = live_workers(cluster.client) if cluster.client.status == "running" else None
         if known is None:
             unreachable_since = unreachable_since or time.monotonic()
@@ -232,6 +239,23 @@ def _wait(
         end = _result(future)
         if end is not None:
             return end
+
+
+def _stop(
+    cluster: TrialCluster, future: Future[TrialEnd], channel: TrialChannel, listener: Listener, why: str
+) -> TrialEnd:
+    """Ask the trial's run to stop and wait (bounded) for it to end; the trial's cancelled end."""
+    try:
+        ask_to_stop(cluster.client, channel)
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while future.status == "pending" and time.monotonic() < deadline:
+            answer_reports(cluster.client, channel, listener)  # a validation in progress waits for its verdict
+            _result(future)
+    except Exception as exc:  # noqa: BLE001 - stopping goes on: the task is cancelled by the caller anyway
+        run_logger().warning("%s; asking the trial's run to stop failed (%s: %s)", why, type(exc).__name__, exc)
+        return TrialEnd("cancelled", f"{why}; asking its run to stop failed ({type(exc).__name__}: {exc})")
+    ended = "stopped" if future.status != "pending" else f"still running after {STOP_WAIT_SECONDS:g} s, cancelled"
+    return TrialEnd("cancelled", f"{why}: its run on the Dask worker {ended}")
 
 
 def _result(future: Future[TrialEnd]) -> TrialEnd | None:

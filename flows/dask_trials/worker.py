@@ -14,11 +14,12 @@ everything else is the worker's own Prefect configuration.
 - **Pruning**: the run's listener (:mod:`tasks.tune_listeners`) is :func:`tasks.tune_channel.channel_listener`:
   each validation goes to the driver through Dask queues, and the pruner's verdict comes back
   (bounded wait: a driver that does not answer lets the trial go on).
-- **Stopping**: Dask cannot stop a running task; a trial the driver cancels (Ctrl-C), or whose
-  driver's client left the scheduler (killed), sees its own task cancelled in the worker's state
-  at its next bucket boundary (:func:`flows.prefect_host.interrupts.stopping_when`) and ends
-  Cancelled there: its lease is released, the committed checkpoint stays, the next run of the
-  study resumes the directory.
+- **Stopping**: Dask cannot stop a running task, so the run asks at each bucket boundary
+  (:func:`flows.prefect_host.interrupts.stopping_when`) whether the study asked it to stop (its
+  Ctrl-C: the trial's stop event, :func:`tasks.tune_channel.stop_asked`) or its task is no longer
+  wanted (cancelled, or released because the driver's client left the scheduler: the worker's
+  state of the task says so), and ends Cancelled there: its lease is released, the committed
+  checkpoint stays, the next run of the study resumes the directory.
 
 This module is imported by the worker when it unpickles the task (every worker needs this
 package at the driver's version: checked before any trial).
@@ -38,7 +39,7 @@ from flows.train import pbg
 from flows.trial_outcome import TrialEnd, end_of
 from pbg_core.config import ConfigSchema
 from tasks.machines import undo_dask_malloc_trim
-from tasks.tune_channel import TrialChannel, channel_listener
+from tasks.tune_channel import TrialChannel, channel_listener, stop_asked
 from tasks.tune_listeners import listening
 
 RUNNING = ("executing", "long-running")  # a Dask worker's states of a task it still runs for someone
@@ -59,7 +60,7 @@ def train_trial(flow_context: dict[str, Any], api_url: str, config: ConfigSchema
     with (
         temporary_settings(updates={PREFECT_API_URL: api_url}),
         hydrated_context({"flow_run_context": flow_context}),
-        stopping_when(_cancelled_check()),
+        stopping_when(_stop_check(channel)),
         listening(config.checkpoint_path, channel_listener(channel)),
     ):
         # return_state=True: Prefect returns the run's final state (Flow.__call__'s overloads do not say so).
@@ -67,15 +68,15 @@ def train_trial(flow_context: dict[str, Any], api_url: str, config: ConfigSchema
     return end_of(state)
 
 
-def _cancelled_check() -> Callable[[], str | None]:
-    """Whether this task is still wanted: a reason to stop once Dask cancelled or released it."""
+def _stop_check(channel: TrialChannel) -> Callable[[], str | None]:
+    """A reason to stop once the study asked the trial to, or Dask cancelled or released its task."""
     worker = get_worker()
     key = worker.get_current_task()  # Dask's own: the key of the task this thread runs
 
     def cancelled() -> str | None:
         task = worker.state.tasks.get(key)
-        if task is not None and task.state in RUNNING:
-            return None
-        return "the tuning study cancelled this trial on its Dask worker (Ctrl-C, or its driver is gone)"
+        if task is None or task.state not in RUNNING:
+            return "the tuning study's driver is gone: its task on this Dask worker was released"
+        return "the tuning study stopped (Ctrl-C on its driver)" if stop_asked(channel) else None
 
     return cancelled
