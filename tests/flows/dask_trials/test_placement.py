@@ -1,5 +1,6 @@
 """``pbg tune --dask-address``: trials on a real Dask cluster (``dask scheduler`` and ``dask worker``
-processes on 127.0.0.1), through the real CLI; and its refusals, one line each, nothing written.
+processes on 127.0.0.1), through the real CLI; a worker killed mid-trial; and the refusals, one line
+each, nothing written.
 
 The study's values come from a seeded random sampler over a categorical learning rate (seed 6:
 0.1, 0.1, 1e-5), so the two first trials train at once on the two workers and the third, asked
@@ -9,14 +10,17 @@ once one of them is complete, is the hopeless one the median pruner (one startup
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from _cli import cli_environment, run_pbg
+from _cli import PBG, cli_environment, run_pbg
 from dask_processes import DaskProcesses
 from disk_state import changes, tree_state
 
@@ -139,3 +143,42 @@ def _latest_table(stdout: str, study_dir: Path) -> list[dict[str, Any]]:
         row = {"trial": trial.number, "state": trial.state.name, "mrr": value, **trial.user_attrs}
         rows.append(row)
     return rows
+
+
+@pytest.mark.slow  # the embedded server, then two pbg runs of 20 epochs on two Dask workers, one killed: about 70 s
+def test_a_worker_lost_mid_trial_fails_that_trial_and_the_study_goes_on(
+    graph: Any, config_for: Any, tmp_path: Path, cli_env: dict[str, str], cluster: DaskProcesses
+) -> None:
+    root = project(graph, config_for, tmp_path, shared_paths=True, num_epochs=20)
+    (root / "space.yaml").write_text(
+        yaml.safe_dump(yaml.safe_load((root / "space.yaml").read_text()) | {"pruner": {"type": "none"}})
+    )
+    args = ["tune", "config.json", "--space", "space.yaml", "--trials", "2", "--parallel", "2"]
+    args += ["--dask-address", cluster.address, "--study-dir", str(tmp_path / "study")]
+    trials = tmp_path / "ckpt" / "tune-lr" / "trials"
+    command = subprocess.Popen(
+        [PBG, *args], cwd=root, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not any(committed(path) >= 1 for path in trials.glob("trial-*")) and time.monotonic() < deadline:
+            assert command.poll() is None, command.communicate()
+            time.sleep(0.1)
+        os.killpg(cluster.processes[1].pid, signal.SIGKILL)  # the first worker, nanny and all
+        stdout, stderr = command.communicate(timeout=300)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert command.returncode == 0, stdout + stderr
+    assert "2 finished trials (1 complete, 1 failed)" in stdout, stdout + stderr
+    rows = _latest_table(stdout, tmp_path / "study")
+    (lost,) = [row for row in rows if row["state"] == "FAIL"]
+    assert lost["reason"].startswith("lost Dask worker tcp://127.0.0.1:"), lost
+    assert "its last committed version stays" in lost["reason"]
+
+
+def committed(trial_dir: Path) -> int:
+    try:
+        return int((trial_dir / "checkpoint_version.txt").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
