@@ -107,6 +107,8 @@ def open_trial_cluster(address: str, base: ConfigSchema, parallel: int) -> tuple
             raise ClusterError(f"dask_address {address}: {describe(problems)}")
         info = client.scheduler_info(n_workers=-1)["workers"]
         threads = {w: max(1, int(info[w]["nthreads"])) for w in workers if w in info}
+        if not threads:
+            raise ClusterError(f"dask_address {address}: every Dask worker left while the cluster was checked")
         sent, _ = machine_config(base, client, list(threads), address, local=False)
     except BaseException:
         client.close()
@@ -114,7 +116,7 @@ def open_trial_cluster(address: str, base: ConfigSchema, parallel: int) -> tuple
     cluster = TrialCluster(address, client, threads, str(api_url), sent.storage_options)
     handle = _CLUSTERS.add("trial-cluster", cluster)
     at_once = max(1, min(parallel, len(threads)))
-    sizes = ", ".join(f"{n} threads" for n in sorted(set(threads.values())))
+    sizes = ", ".join(f"{n} thread{'s' * (n != 1)}" for n in sorted(set(threads.values())))
     why = f"--parallel {parallel}, {len(threads)} Dask workers at {address}, one trial each ({sizes}: its workers)"
     return handle, Slots(trials=at_once, workers=min(threads.values()), why=why)
 

@@ -25,6 +25,7 @@ from dask_processes import DaskProcesses
 from disk_state import changes, tree_state
 
 from bench.lib.s3_server import free_port
+from flows.dask_trials.placement import prefect_api_problem
 from storage.best_version import read_best
 
 ALL_NEGS = [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "none", "all_negs": True}]
@@ -105,6 +106,13 @@ def test_an_address_where_no_scheduler_answers_is_refused_naming_it(
     (line,) = refused(tune(cli_env, root, "--dask-address", address), 1)
     assert line.startswith(f"pbg tune: error: dask_address {address}: no Dask scheduler answered"), line
     assert changes(before, tree_state(tmp_path)) == []
+
+
+def test_a_prefect_api_a_worker_cannot_reach_is_named_with_the_fix() -> None:
+    url = f"http://127.0.0.1:{free_port()}/api"  # what a worker runs (open_trial_cluster), here on a closed port
+    problem = prefect_api_problem(url)
+    assert problem is not None and problem.startswith(f"cannot reach the Prefect API at {url} (URLError: ")
+    assert "set PREFECT_API_URL to a Prefect server every worker reaches" in problem
 
 
 @pytest.mark.slow  # the embedded server, then three pbg runs on two Dask workers: about 90 s on 2 shared cores
