@@ -53,6 +53,7 @@ class OpenStudy:
     storage: optuna.storages.RDBStorage
     space: SearchSpace
     study_dir: str
+    trials_root: str  # where trials/trial-NNNN are: study_dir, or (trials on a Dask cluster) under checkpoint_path
     asked: dict[int, Trial] = field(default_factory=dict)
     pruned: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)  # asked/pruned, from the trials' threads
@@ -100,8 +101,13 @@ def _sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
 
 
 @plain_task(name="open-study", task_run_name="open study {space.study}")
-def open_study(space: SearchSpace, study_dir: str, space_source: str | None = None) -> str:
+def open_study(
+    space: SearchSpace, study_dir: str, space_source: str | None = None, trials_root: str | None = None
+) -> str:
     """Open (or resume) the study of ``space`` in ``study_dir``; returns its handle.
+
+    Trials train in ``<trials_root>/trials/trial-NNNN`` (default: ``study_dir``; a URL or shared
+    path when they train on Dask workers).
 
     A new study keeps the normalized space; a resumed one refuses another space, then has the
     trials a kill left RUNNING reconciled (:func:`reconcile_interrupted`).
@@ -130,7 +136,10 @@ def open_study(space: SearchSpace, study_dir: str, space_source: str | None = No
         check_unchanged(stored, space, space_source)
     text = json.dumps(normalized_space(space), indent=2, sort_keys=True) + "\n"
     write_text_atomic(os.path.join(study_dir, SPACE_FILE), text)  # what the study tunes, readable beside it
-    handle = _STUDIES.add("study", OpenStudy(study=study, storage=storage, space=space, study_dir=study_dir))
+    handle = _STUDIES.add(
+        "study",
+        OpenStudy(study=study, storage=storage, space=space, study_dir=study_dir, trials_root=trials_root or study_dir),
+    )
     reconcile_interrupted(handle)
     return handle
 
@@ -155,7 +164,7 @@ def reconcile_interrupted(handle: str) -> list[int]:
     study = opened.study
     left = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     for frozen in left:
-        directory = frozen.user_attrs.get("checkpoint_dir") or trial_dir(opened.study_dir, frozen.number)
+        directory = frozen.user_attrs.get("checkpoint_dir") or trial_dir(opened.trials_root, frozen.number)
         # Optuna sets a user attribute through a live Trial only: another process's trial is
         # reached through the storage, by the id its FrozenTrial carries.
         opened.storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
@@ -179,7 +188,7 @@ def ask_trial(handle: str) -> TrialTicket:
             point[path] = trial.suggest_int(path, param.low, param.high, log=param.log, step=param.step)
         else:
             point[path] = trial.suggest_categorical(path, param.choices)
-    directory = trial.user_attrs.get("checkpoint_dir") or trial_dir(opened.study_dir, trial.number)
+    directory = trial.user_attrs.get("checkpoint_dir") or trial_dir(opened.trials_root, trial.number)
     seed_trial = trial.user_attrs.get("seed_trial", trial.number)
     trial.set_user_attr("checkpoint_dir", directory)
     trial.set_user_attr("seed_trial", seed_trial)

@@ -125,7 +125,7 @@ def _add_tune(sub: Subcommands) -> None:
         default=1,
         metavar="P",
         help="trials at once at most (default 1); also bounded by the cores and the memory available, each "
-        "trial's workers the cores divided among them",
+        "trial's workers the cores divided among them (with --dask-address: by the cluster's workers)",
     )
     tune.add_argument(
         "--timeout",
@@ -140,6 +140,14 @@ def _add_tune(sub: Subcommands) -> None:
         metavar="DIR",
         help="the study's local directory: study.db, space.json, trials/, best_config.json, best_trial.json "
         "(default: <checkpoint_path>/tune-<study>)",
+    )
+    tune.add_argument(
+        "--dask-address",
+        default=None,
+        metavar="ADDRESS",
+        help="train the trials on the workers of this Dask scheduler (tcp://host:8786, or tls:// with Dask's TLS "
+        "settings), one trial per worker; checkpoint_path must be an s3:// URL or shared_paths true: the trials "
+        "write under <checkpoint_path>/tune-<study>/trials (docs/tuning.md, 'Trials on a Dask cluster')",
     )
 
 

@@ -4,7 +4,8 @@ Before the embedded server starts, in under a second: the base config and its lo
 (:func:`flows.cli.preflight.load_checked_config`), its ``validation`` section, the search-space
 file against it (every problem one line, naming the file), the options, and the study directory
 (local only: the study is a SQLite file), and a resumed study's space (``space.json``) against the
-file's. Then the flow; one line per finished trial comes from
+file's; with ``--dask-address``, that the config's paths are ones the workers reach and that a
+Dask scheduler answers there (the flow then checks its workers). Then the flow; one line per finished trial comes from
 its log, and at the end the best trial and ``best_config.json``. A rerun of the same command
 resumes the study (docs/tuning.md, "Running a study").
 """
@@ -23,6 +24,7 @@ from flows.prefect_host.local_server import local_api
 from flows.prefect_host.log_filters import one_traceback_on_console, quiet_run_failures
 
 if TYPE_CHECKING:
+    from pbg_core.config import ConfigSchema
     from pbg_core.config.search_space import SearchSpace
 
 
@@ -50,6 +52,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         )
     study_dir = os.path.abspath(local)
     _check_resumed_space(study_dir, space, args.space)
+    refused = _placement_problem(config, args.dask_address)
+    if refused is not None:
+        return usage_error("tune", refused)
     check_prefect_api(os.environ.get("PREFECT_API_URL"))
     with local_api() as server:
         from flows.cli.runs import _local_run_settings
@@ -68,6 +73,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 parallel=args.parallel,
                 timeout_seconds=args.timeout,
                 study_dir=study_dir,
+                dask_address=args.dask_address,
             )
     elapsed = time.perf_counter() - started
     counts = _state_counts(result["trials"])
@@ -81,6 +87,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"best trial {best['number']}: {best['metric']} {best['value']:.4f} with {' '.join(best['overrides'])}")
     print(f"best config: {result['best_config']} (pbg train {result['best_config']})")
     return 0
+
+
+def _placement_problem(config: ConfigSchema, dask_address: str | None) -> str | None:
+    """With ``--dask-address``: paths the workers cannot reach (the line to print), else None once a
+    Dask scheduler answers there (a :class:`~pbg_core.errors.ClusterError` line if none does)."""
+    from flows.cli.service_checks import check_dask_scheduler
+    from pbg_core.config.cluster_rules import trial_placement_problem
+
+    if dask_address is None:
+        return None
+    refused = trial_placement_problem(config, dask_address)
+    if refused is None:
+        check_dask_scheduler(dask_address)
+    return refused
 
 
 def _check_resumed_space(study_dir: str, space: SearchSpace, source: str) -> None:

@@ -14,7 +14,10 @@ What a stop does, whichever of the two signals asks for it:
   can leave the import lock held, is delivered again a few ms later (by Prefect's SIGTERM
   bridge too, during a flow run of a ``pbg`` command: :func:`flow_call`).
 - **Other threads** (a tuning study's trials) see the stop at their next bucket boundary
-  (:func:`stop_if_signalled`) and unwind the same way.
+  (:func:`stop_if_signalled`) and unwind the same way. A run with no signal to see (a trial on a
+  Dask worker, whose study's driver asked it to stop) is given a check by :func:`stopping_when`,
+  asked at the same boundaries: it ends Cancelled with the check's reason, and no signal is
+  recorded in its process (the worker's next trials run as usual).
 - **Flow runs end Cancelled**, not Crashed: :func:`cancel_on_interrupt` wraps a flow
   function so that an interrupt unwinding out of its body becomes a returned ``Cancelled``
   state, which Prefect records as the run's final state (Prefect itself marks a run it
@@ -36,6 +39,7 @@ The command's exit status is 128 + the signal number: 130 for SIGINT, 143 for SI
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -68,6 +72,13 @@ class _Stop:
 
 
 _stop = _Stop()
+
+# A run's own reason to stop (None: go on), asked at each bucket boundary: see stopping_when.
+_ASKED: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.ContextVar("pbg_stop_check", default=None)
+
+
+class StopRequested(KeyboardInterrupt):
+    """A stop asked for by the run's owner (:func:`stopping_when`), not by a signal to this process."""
 
 
 def install() -> None:
@@ -135,6 +146,25 @@ def stop_if_signalled() -> None:
     """
     if _stop.signum is not None and threading.current_thread() is not threading.main_thread():
         raise KeyboardInterrupt(signal.Signals(_stop.signum).name)
+    reason = _asked_reason()
+    if reason is not None:
+        raise StopRequested(reason)
+
+
+@contextlib.contextmanager
+def stopping_when(check: Callable[[], str | None]) -> Iterator[None]:
+    """Inside the block (and the threads its flow runs start, which copy its context), ask ``check``
+    at each bucket boundary: a reason stops the run there as an interrupt would, Cancelled with it."""
+    token = _ASKED.set(check)
+    try:
+        yield
+    finally:
+        _ASKED.reset(token)
+
+
+def _asked_reason() -> str | None:
+    check = _ASKED.get()
+    return check() if check is not None else None
 
 
 def received() -> int | None:
@@ -198,6 +228,11 @@ def cancel_on_interrupt(fn: Callable[..., R]) -> Callable[..., R]:
         try:
             return fn(*args, **kwargs)
         except BaseException as exc:
+            asked = _asked_reason() if isinstance(exc, (StopRequested, Exception)) else None
+            if asked is not None:  # its owner stopped it (a child's Cancelled end comes up as an Exception)
+                from prefect.states import Cancelled
+
+                return Cancelled(message=f"stopped: {asked}")  # type: ignore[return-value]  # as below
             signum = stop_signal_of(exc)
             if signum is None:
                 raise

@@ -153,3 +153,31 @@ def _buckets_at_once(lhs: Mapping[str, int], rhs: Mapping[str, int]) -> int:
 def _describe(sides: tuple[Mapping[str, int], Mapping[str, int]]) -> str:
     named = {**sides[0], **sides[1]}
     return ", ".join(f"{name}: {count}" for name, count in sorted(named.items()))
+
+
+def trial_placement_problem(config: Any, dask_address: str) -> str | None:
+    """Why a tuning study of ``config`` (a :class:`~pbg_core.config.ConfigSchema`) cannot place its
+    trials on the Dask cluster at ``dask_address``, or None: each trial trains on one worker, and its
+    checkpoint, written there, is read by the study's driver; so every path must be a URL, or local
+    on a filesystem every machine mounts at the same place (``shared_paths``)."""
+    if config.num_machines > 1:
+        return (
+            f"--dask-address {dask_address}: num_machines is {config.num_machines}, but each trial trains on one "
+            "Dask worker; set num_machines: 1 (-p num_machines=1)"
+        )
+    paths = {
+        "checkpoint_path": config.checkpoint_path,
+        "entity_path": config.entity_path,
+        **{f"edge_paths[{i}]": path for i, path in enumerate(config.edge_paths)},
+        "init_path": config.init_path or "",
+        "validation.edge_path": config.validation.edge_path if config.validation is not None else "",
+    }
+    local = [name for name, path in paths.items() if path and is_local_path(path)]
+    if not local or config.shared_paths:
+        return None
+    listed = ", ".join(f"{name} {paths[name]!r}" for name in local)
+    return (
+        f"--dask-address {dask_address}: each trial writes its checkpoint under checkpoint_path on a Dask worker "
+        f"and reads its data there, but these paths are local to this machine ({listed}); use s3:// URLs, or set "
+        "shared_paths: true (-p shared_paths=true) if every worker mounts them at the same place (NFS, Lustre, ...)"
+    )

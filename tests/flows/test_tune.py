@@ -123,6 +123,7 @@ def test_the_deployment_is_pbg_tune_slash_tune_and_its_schema_describes_every_pa
     assert tune["entrypoint"] == "flows/tune.py:pbg_tune" and pbg_tune.name == "pbg-tune"  # so: pbg-tune/tune
     schema = parameter_schema_from_entrypoint(tune["entrypoint"]).model_dump()
     expected = {"space_url", "trials", "config", "config_url", "overrides", "parallel", "timeout_seconds", "study_dir"}
+    expected.add("dask_address")
     assert set(schema["properties"]) == expected and set(schema["required"]) == {"space_url", "trials"}
     assert all(schema["properties"][name].get("description") for name in expected)
 

@@ -108,5 +108,5 @@ def test_a_resumed_study_given_another_space_is_refused_naming_the_first_change(
 def test_help_names_every_option(tmp_path: Path, cli_env: dict[str, str]) -> None:
     done = run_pbg(cli_env, tmp_path, "tune", "--help")
     assert done.returncode == 0
-    for option in ("--space", "--trials", "--parallel", "--timeout", "--study-dir", "-p"):
+    for option in ("--space", "--trials", "--parallel", "--timeout", "--study-dir", "--dask-address", "-p"):
         assert option in done.stdout

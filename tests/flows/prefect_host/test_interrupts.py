@@ -284,6 +284,39 @@ def test_an_error_out_of_a_flow_body_after_a_stop_signal_is_the_stop(monkeypatch
         body()
 
 
+def test_a_stop_its_owner_asks_for_ends_the_runs_cancelled_and_records_no_signal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trial on a Dask worker (flows/dask_trials/worker.py): the check's reason stops the run at its
+    next bucket boundary, the run and its parent end Cancelled with it, and no signal is recorded in
+    the process (the worker's next trial runs as usual)."""
+    from prefect import flow
+
+    from flows.prefect_host import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop", interrupts._Stop())
+    asked: list[str] = []
+
+    @flow(name="stopped-by-its-owner")
+    @interrupts.cancel_on_interrupt
+    def child() -> int:
+        interrupts.stop_if_signalled()  # a bucket boundary
+        return 1
+
+    @flow(name="parent-of-a-stopped-run")
+    @interrupts.cancel_on_interrupt
+    def parent() -> int:
+        return child()
+
+    with interrupts.stopping_when(lambda: asked[0] if asked else None):
+        assert parent() == 1  # nothing asked yet
+        asked.append("the tuning study cancelled this trial")
+        state = parent(return_state=True)
+    assert state.is_cancelled() and state.message == "stopped: the tuning study cancelled this trial"
+    assert interrupts.received() is None
+    assert child() == 1  # outside the block: nothing stops it
+
+
 def _frame_of(filename: str) -> FrameType:
     """A frame of code compiled as if from ``filename``."""
     namespace: dict[str, Any] = {}
