@@ -101,7 +101,8 @@ def _add_tune(sub: Subcommands) -> None:
     tune = sub.add_parser(
         "tune",
         help="run the `pbg-tune` flow: an Optuna study over the config's fields, each trial a `pbg` run in its "
-        "own checkpoint directory, pruned on validation; a rerun resumes it (docs/tuning.md)",
+        "own checkpoint directory (here, or one per worker of a Dask cluster), pruned on validation; a rerun "
+        "resumes it (docs/tuning.md)",
     )
     _add_config_args(tune)
     tune.add_argument(
