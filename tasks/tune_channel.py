@@ -7,7 +7,9 @@ per study run and trial (:class:`TrialChannel`):
 
 - on the worker, :func:`channel_listener` is the run's listener (:mod:`tasks.tune_listeners`): it
   puts ``(index, epoch, value)`` on the trial's ``reports`` queue, then waits for the verdict on
-  its ``verdicts`` queue: a reason to stop (pruned) or ``""`` (go on);
+  its ``verdicts`` queue: ``(index, reason)``, a reason to stop (pruned) or ``""`` (go on). A
+  verdict for an earlier validation (one that came after its wait ran out) is dropped, so a late
+  answer never decides a later validation;
 - on the driver, :func:`answer_reports` (called by the trial's waiting loop about twice a
   second) takes every report waiting, asks the study's pruner (the trial's in-process
   listener, :func:`tasks.tune_study.pruning_listener`) and puts its verdict back.
@@ -24,6 +26,7 @@ and ends there, while the driver's Prefect API still answers its last calls.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -57,18 +60,24 @@ def channel_listener(channel: TrialChannel) -> Listener:
 
     def heard(index: int, epoch: int, value: float) -> str | None:
         Queue(channel.reports).put((index, epoch, value))
-        try:
-            verdict = Queue(channel.verdicts).get(timeout=VERDICT_WAIT_SECONDS)
-        except TimeoutError:
-            logger.warning(
-                "no pruning verdict from the tuning study within %g s of validation %d (epoch %d): "
-                "the trial goes on unpruned",
-                VERDICT_WAIT_SECONDS,
-                index,
-                epoch,
-            )
-            return None
-        return str(verdict) or None
+        deadline = time.monotonic() + VERDICT_WAIT_SECONDS
+        verdicts = Queue(channel.verdicts)
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                answered, reason = verdicts.get(timeout=left)
+            except TimeoutError:
+                break
+            if int(answered) == index:
+                return str(reason) or None
+            logger.debug("dropped the late pruning verdict of validation %s (now at %d)", answered, index)
+        logger.warning(
+            "no pruning verdict from the tuning study within %g s of validation %d (epoch %d): "
+            "the trial goes on unpruned",
+            VERDICT_WAIT_SECONDS,
+            index,
+            epoch,
+        )
+        return None
 
     return heard
 
@@ -79,7 +88,7 @@ def answer_reports(client: Client, channel: TrialChannel, listener: Listener) ->
     waiting = reports.get(batch=True)  # all there is now, without waiting
     verdicts = Queue(channel.verdicts, client=client)
     for index, epoch, value in waiting:
-        verdicts.put(listener(int(index), int(epoch), float(value)) or GO_ON)
+        verdicts.put((int(index), listener(int(index), int(epoch), float(value)) or GO_ON))
     return len(waiting)
 
 

@@ -1,5 +1,5 @@
 """tasks.tune_channel: a validation reported from a task on a real Dask worker, the verdict answered
-by the driver's side through the scheduler's queues; and a driver that never answers."""
+by the driver's side through the scheduler's queues; a driver that never answers; a late verdict."""
 
 from __future__ import annotations
 
@@ -55,4 +55,19 @@ def test_a_driver_that_never_answers_lets_the_trial_go_on(client: Client, monkey
     monkeypatch.setattr(tune_channel, "VERDICT_WAIT_SECONDS", 0.5)  # in this process: the worker thread's too
     channel = TrialChannel.new("study", 4)
     assert client.submit(report, channel, 1, 1, 0.5, pure=False).result(timeout=30) is None
+    close_channel(client, channel)
+
+
+def test_a_late_verdict_does_not_decide_the_next_validation(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tune_channel, "VERDICT_WAIT_SECONDS", 0.5)
+    channel = TrialChannel.new("study", 5)
+    assert client.submit(report, channel, 1, 5, 0.5, pure=False).result(timeout=30) is None  # wait ran out
+    # The driver answers validation 1 late ("pruned"), then validation 2 ("go on"): the run hears the latter.
+    assert answer_reports(client, channel, lambda index, epoch, value: "pruned late") == 1
+    monkeypatch.setattr(tune_channel, "VERDICT_WAIT_SECONDS", 30.0)
+    future = client.submit(report, channel, 2, 10, 0.6, pure=False)
+    answered = 0
+    while not answered:
+        answered = answer_reports(client, channel, lambda index, epoch, value: None)
+    assert future.result(timeout=30) is None
     close_channel(client, channel)
