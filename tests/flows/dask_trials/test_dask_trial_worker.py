@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +25,9 @@ SPACE = {
     "pruner": {"type": "none"},
     "params": {"lr": {"type": "categorical", "choices": [0.05, 0.1]}},
 }
-FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
 # The driver waits for its trials' runs to end (at most 8 s, their Prefect API still up) before it exits.
 EXIT_WITHIN_SECONDS = 20.0
 STOP_WITHIN_SECONDS = 10.0  # after the command's exit: a run the driver could not wait for still unwinding
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[DaskProcesses]:
-    directory = tmp_path / "dask"
-    directory.mkdir()
-    processes = DaskProcesses(directory)
-    try:
-        processes.start_scheduler()
-        processes.start_worker(FIT)
-        processes.start_worker(FIT)
-        yield processes
-    finally:
-        processes.stop()
 
 
 def committed(trial_dir: Path) -> int:

@@ -29,7 +29,6 @@ from flows.dask_trials.placement import prefect_api_problem
 from storage.best_version import read_best
 
 ALL_NEGS = [{"name": "linked", "lhs": "node", "rhs": "node", "operator": "none", "all_negs": True}]
-FIT = {"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
 
 
 @pytest.fixture(autouse=True)
@@ -41,21 +40,6 @@ def prefect_harness() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return cli_environment(tmp_path_factory.mktemp("prefect-home"))
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[DaskProcesses]:
-    """A scheduler and two workers able to start the HOGWILD processes."""
-    directory = tmp_path / "dask"
-    directory.mkdir()
-    processes = DaskProcesses(directory)
-    try:
-        processes.start_scheduler()
-        processes.start_worker(FIT)
-        processes.start_worker(FIT)
-        yield processes
-    finally:
-        processes.stop()
 
 
 def project(graph: Any, config_for: Any, root: Path, **fields: Any) -> Path:
