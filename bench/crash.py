@@ -55,7 +55,7 @@ PHASES: dict[str, tuple[str, int, tuple[float, float]]] = {
     "switch": (r"committing version", 1, (0.0, 0.03)),
     "remove": (r"removing version", 1, (0.0, 0.03)),
 }
-TRAINED_RE = re.compile(r"(epoch \d+/\d+ · path \d+/\d+ · chunk \d+/\d+): bucket \((\d+), (\d+)\): trained")
+TRAINED_RE = re.compile(r"(epoch \d+/\d+, path \d+/\d+, chunk \d+/\d+): bucket \((\d+), (\d+)\): trained")
 STEP_RE = re.compile(
     r"(swapping partitions|training \d+ edges|trained \d+ edges|saving its partitions|"
     r"writing checkpoint|committing version|removing version)"

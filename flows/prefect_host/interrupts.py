@@ -65,7 +65,7 @@ class _Stop:
     """The command's interrupt state (this module is its only writer)."""
 
     signum: int | None = None
-    position: str | None = None  # the iteration in flight, e.g. "epoch 3/10 · path 1/1 · chunk 2/4"
+    position: str | None = None  # the iteration in flight, e.g. "epoch 3/10, path 1/1, chunk 2/4"
     checkpoint: Callable[[], str] | None = None  # describes what is committed, read at report time
     redelivering: bool = False  # the next signal is our own re-delivery (see _handle), not a repeat
     installed: bool = False  # install() ran: this process is a `pbg` command

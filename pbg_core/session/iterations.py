@@ -35,10 +35,10 @@ class Iteration(BaseModel):
 
     @property
     def label(self) -> str:
-        """Human name, 1-based: ``epoch 3/10 · path 1/1 · chunk 2/4``."""
+        """Human name, 1-based: ``epoch 3/10, path 1/1, chunk 2/4``."""
         return (
-            f"epoch {self.epoch_idx + 1}/{self.num_epochs} · "
-            f"path {self.edge_path_idx + 1}/{self.num_edge_paths} · "
+            f"epoch {self.epoch_idx + 1}/{self.num_epochs}, "
+            f"path {self.edge_path_idx + 1}/{self.num_edge_paths}, "
             f"chunk {self.edge_chunk_idx + 1}/{self.num_edge_chunks}"
         )
 

@@ -15,7 +15,7 @@ from bench.lib import stats
 from bench.lib.graphs import chung_lu
 from pbg_core.config.validation import parse_config
 
-LABEL = "INFO    | pbg_core.session.engine - epoch 1/1 · path 1/1 · chunk 1/1:"
+LABEL = "INFO    | pbg_core.session.engine - epoch 1/1, path 1/1, chunk 1/1:"
 OURS_LOG = "\n".join(
     f"{stamp} | {LABEL} {message}"
     for stamp, message in [

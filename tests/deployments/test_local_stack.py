@@ -25,7 +25,7 @@ from ui_check import check_flow_run_page, find_chromium
 
 pytestmark = pytest.mark.integration
 
-SUBFLOW_NAMES = [f"epoch {epoch}/{NUM_EPOCHS} · path 1/1 · chunk 1/1" for epoch in range(1, NUM_EPOCHS + 1)]
+SUBFLOW_NAMES = [f"epoch {epoch}/{NUM_EPOCHS}, path 1/1, chunk 1/1" for epoch in range(1, NUM_EPOCHS + 1)]
 
 
 def test_deployment_run_commits_every_version_in_one_subflow_each(stack: Stack, uninterrupted: SimpleNamespace) -> None:

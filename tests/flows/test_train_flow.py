@@ -191,9 +191,9 @@ def test_a_failed_iteration_cancels_the_one_created_ahead_and_fails_the_run_with
         state.result()
     assert version_of(Path(config["checkpoint_path"])) == 1
     assert subflow_states(state.state_details.flow_run_id) == {
-        "epoch 1/4 · path 1/1 · chunk 1/1": "COMPLETED",
-        "epoch 2/4 · path 1/1 · chunk 1/1": "FAILED",
-        "epoch 3/4 · path 1/1 · chunk 1/1": "CANCELLED",  # created ahead, never ran
+        "epoch 1/4, path 1/1, chunk 1/1": "COMPLETED",
+        "epoch 2/4, path 1/1, chunk 1/1": "FAILED",
+        "epoch 3/4, path 1/1, chunk 1/1": "CANCELLED",  # created ahead, never ran
     }
 
 

@@ -77,7 +77,7 @@ def test_a_run_posts_progress_a_table_per_iteration_and_a_summary(
     (summary,) = by_type["markdown"]
     assert summary.key == "pbg-summary-observed"
     assert str(tmp_path / "observed") in summary.data and "version **2** (2 of 2 iteration(s) done)" in summary.data
-    assert subflow_names(run_id) == ["epoch 1/2 · path 1/1 · chunk 1/1", "epoch 2/2 · path 1/1 · chunk 1/1"]
+    assert subflow_names(run_id) == ["epoch 1/2, path 1/1, chunk 1/1", "epoch 2/2, path 1/1, chunk 1/1"]
 
 
 def logs_of(flow_run_ids: list[UUID]) -> list[str]:

@@ -35,7 +35,7 @@ def test_fresh_run_plans_every_epoch(make_config: Any) -> None:
     assert plan.total_iterations == 3
     assert [it.version for it in plan.remaining] == [1, 2, 3]
     assert [it.epoch_idx for it in plan.remaining] == [0, 1, 2]
-    assert plan.remaining[1].label == "epoch 2/3 · path 1/1 · chunk 1/1"
+    assert plan.remaining[1].label == "epoch 2/3, path 1/1, chunk 1/1"
 
 
 def test_edge_chunks_come_from_max_edges_per_chunk(make_config: Any, graph: Any) -> None:

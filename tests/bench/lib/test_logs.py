@@ -9,7 +9,7 @@ import pytest
 from bench.lib.logs import LOG_LINE, SWAPPING, TRAINED, TRAINING, clock_time, pbg_buckets
 
 ENGINE = (
-    "21:15:38.480 | INFO    | pbg_core.session.engine - epoch 1/1 · path 1/1 · chunk 1/1: "
+    "21:15:38.480 | INFO    | pbg_core.session.engine - epoch 1/1, path 1/1, chunk 1/1: "
     "bucket (0, 1): trained 30 edges in 6.00 s (5 edges/s); count 30"
 )
 RELAYED = (

@@ -189,8 +189,8 @@ def test_every_run_and_task_of_a_cli_training_reaches_the_database(
             (parent_id,),
         ).fetchall()
         assert [(name, state) for _, name, state in subflows] == [
-            ("epoch 1/2 · path 1/1 · chunk 1/1", "COMPLETED"),
-            ("epoch 2/2 · path 1/1 · chunk 1/1", "COMPLETED"),
+            ("epoch 1/2, path 1/1, chunk 1/1", "COMPLETED"),
+            ("epoch 2/2, path 1/1, chunk 1/1", "COMPLETED"),
         ]
         for version, (subflow_id, name, _) in enumerate(subflows, start=1):
             tasks = db.execute("SELECT name, state_type FROM task_run WHERE flow_run_id = ?", (subflow_id,)).fetchall()

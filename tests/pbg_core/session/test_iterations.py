@@ -18,7 +18,7 @@ def test_iterations_nest_epochs_paths_chunks_and_commit_consecutive_versions() -
         (0, 1, 0),
     ]
     assert its[-1].edge_path == "b"
-    assert its[7].label == "epoch 2/2 · path 1/2 · chunk 2/3"
+    assert its[7].label == "epoch 2/2, path 1/2, chunk 2/3"
 
 
 def test_metadata_has_pbg_iteration_attributes() -> None:
