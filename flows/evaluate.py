@@ -13,6 +13,7 @@ from typing import Literal
 from prefect import flow
 
 from flows.prefect_host.interrupts import cancel_on_interrupt
+from flows.run_names import run_name
 from pbg_core.config import ConfigSchema
 from pbg_core.errors import ConfigError
 from pbg_core.evaluation.sampling import sample_edge_positions
@@ -22,7 +23,7 @@ from tasks.runs import opened_run
 from tasks.sessions import close_training_session
 
 
-@flow(name="pbg-eval")
+@flow(name="pbg-eval", flow_run_name=run_name("eval"))
 @cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg_eval(
     config: ConfigSchema,

@@ -13,14 +13,14 @@ runs use, and the fields of the UI's run form; one ``options`` parameter would r
 """
 
 # No `from __future__ import annotations`: Prefect resolves parameter annotations at run time.
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
 from pydantic import Field
 
 from flows.prefect_host.run_logs import forward_engine_logs
+from flows.run_names import run_name
 from pbg_core.config import ConfigSchema
 from storage.importing.options import ImportOptions
 from tasks.config import resolve_config
@@ -48,13 +48,12 @@ def inputs_label(inputs: Sequence[str], width: int = RUN_NAME_WIDTH) -> str:
     return ", ".join(shown) + (f" and {hidden} more" if hidden else "")
 
 
-def _run_name() -> str:
-    """``import <inputs>`` (:func:`inputs_label`), not the list's Python repr."""
-    inputs = (flow_run.parameters or {}).get("inputs") or []
-    return "import " + inputs_label([str(name) for name in inputs])
+def _inputs(parameters: Mapping[str, Any]) -> str:
+    """An import run's inputs (:func:`inputs_label`), not the list's Python repr: what its name says after its subject."""
+    return inputs_label([str(name) for name in parameters.get("inputs") or []])
 
 
-@flow(name="pbg-import", flow_run_name=_run_name)
+@flow(name="pbg-import", flow_run_name=run_name("import", _inputs))
 def pbg_import(
     inputs: list[str],
     lhs_col: Column,

@@ -22,6 +22,7 @@ The query files' columns are flat parameters, as ``pbg-import``'s (:mod:`flows.i
 """
 
 # No `from __future__ import annotations`: Prefect resolves parameter annotations at run time.
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from prefect import flow
@@ -31,6 +32,7 @@ from pydantic import Field
 from flows.importing import inputs_label
 from flows.prefect_host.interrupts import cancel_on_interrupt
 from flows.prefect_host.run_logs import forward_engine_logs
+from flows.run_names import run_name
 from pbg_core.config import ConfigSchema
 from tasks.artifacts import publish_predictions_table
 from tasks.config import resolve_config
@@ -50,15 +52,14 @@ from tasks.predict import (
 Column = int | str
 
 
-def _run_name() -> str:
-    """``predict <queries> -> <output>``."""
-    parameters = flow_run.parameters or {}
+def _queries_and_output(parameters: Mapping[str, Any]) -> str:
+    """``<queries> -> <output>``: what a prediction run's name says after its subject."""
     queries = parameters.get("queries") or []
     listed = [queries] if isinstance(queries, str) else [str(q) for q in queries]
-    return f"predict {inputs_label(listed, 50)} -> {parameters.get('output')}"
+    return f"{inputs_label(listed, 50)} -> {parameters.get('output')}"
 
 
-@flow(name="pbg-predict", flow_run_name=_run_name)
+@flow(name="pbg-predict", flow_run_name=run_name("predict", _queries_and_output))
 @cancel_on_interrupt  # Ctrl-C/SIGTERM: Cancelled, not Crashed (flows/prefect_host/interrupts.py)
 def pbg_predict(
     queries: str | list[str],

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from flows.prefect_host.interrupts import cancel_on_interrupt
 from flows.prefect_host.run_logs import forward_engine_logs
-from flows.train import pbg, prepare_start, run_name
+from flows.run_names import rename_current_run, run_name
+from flows.train import pbg, prepare_start
 from pbg_core.config import ConfigSchema
 from storage import layout
 from storage.retraining.arrivals import Received
@@ -83,6 +84,8 @@ def pbg_retrain(
     try:
         run_key = layout.run_dir_name(str(flow_run.id), flow_run.scheduled_start_time)  # the same for every retry
         arrivals = receive_arrivals(resolved, retrain, run_key) if retrain.incoming is not None else None
+        if arrivals is not None:
+            rename_current_run("nothing new" if arrivals.nothing_new else f"generation {arrivals.generation}")
         if arrivals is not None and arrivals.nothing_new:
             return nothing_new(resolved, retrain)  # skipped, or failed (retrain.on_no_new_data)
         run_config = prepare_retrain(resolved, retrain, run_key, arrivals)  # its directory and config.json

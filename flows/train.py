@@ -33,6 +33,7 @@ from flows.cluster.training import cluster_address, train_on_cluster
 from flows.pipeline import SubflowPipeline, run_body
 from flows.prefect_host.interrupts import cancel_on_interrupt, note_position, stop_if_signalled
 from flows.prefect_host.run_logs import forward_engine_logs
+from flows.run_names import run_name
 from pbg_core.config import ConfigSchema
 from pbg_core.session.iterations import Iteration
 from storage.stats_report import version_progress
@@ -140,25 +141,6 @@ def _train_buckets(
         update_progress(progress.artifact_id, done, progress.total)
         trained.append({"bucket": list(bucket), "train": stats, "eval_before": before, "eval_after": after})
     return trained, rows, resumed
-
-
-def run_name(verb: str) -> Callable[[], str]:
-    """A flow run's name, ``<verb> <what>``: the config file's name, else the checkpoint directory's."""
-
-    def name() -> str:
-        params = flow_run.parameters or {}
-        config = params.get("config")
-        url = params.get("config_url")
-        if url:
-            what = str(url).rstrip("/").rsplit("/", 1)[-1]
-        elif config is not None:
-            path = config.get("checkpoint_path") if isinstance(config, dict) else getattr(config, "checkpoint_path", "")
-            what = str(path).rstrip("/").rsplit("/", 1)[-1] or "inline config"
-        else:
-            what = "(no config)"
-        return f"{verb} {what}"
-
-    return name
 
 
 RETRAIN_MOVED = (

@@ -40,7 +40,8 @@ from pydantic import Field
 from flows.dask_trials.placement import close_trial_cluster, give_back, open_trial_cluster, take_worker, train_on_worker
 from flows.prefect_host.interrupts import cancel_on_interrupt
 from flows.prefect_host.run_logs import forward_engine_logs
-from flows.train import pbg, run_name
+from flows.run_names import run_name
+from flows.train import pbg
 from flows.trial_outcome import TrialOutcome, classify, end_of, failure_reason
 from pbg_core.config import ConfigSchema
 from pbg_core.config.cluster_rules import trial_placement_problem

@@ -10,6 +10,7 @@ in a directory, ranked for their tails with each edge's tail as the answer.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,9 @@ def test_the_output_is_model_predict_of_every_file_and_the_artifact_shows_it(
     assert "50 queries of 2 file(s), 250 rows" in artifact.description
     shown = want.slice(0, predict_tasks.SHOWN_ROWS).to_pylist()
     assert [row["tail"] for row in _rows(artifact.data)] == [row["tail"] for row in shown]
-    assert name.startswith("predict ...") and name.endswith(f"/queries -> {output}")  # the queries' end shown
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
+    shown = rf"predict [^:]+: \.\.\..*/queries -> {re.escape(str(output))}, {when}"  # the queries' end shown
+    assert re.fullmatch(shown, name), name
 
 
 def _rows(data: Any) -> list[dict[str, Any]]:

@@ -153,7 +153,7 @@ def test_an_import_and_a_training_run_never_overlap(cli_env: dict[str, str], tmp
     blocked = run_pbg(cli_env, tmp_path, *again)
     assert blocked.returncode == 1, blocked.stderr
     assert (
-        "data: is being read by run 'train ckpt (" in blocked.stderr
+        "data: is being read by run 'train ckpt, " in blocked.stderr
         and f"(pid {trainer.process.pid} on" in blocked.stderr
     )
     assert changes(before, project_state(tmp_path)) == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import sqlite3
@@ -33,6 +34,7 @@ from _signals import EXIT_WITHIN_SECONDS, Signalled, descendants, leftovers, run
 from storage.checkpoints import CheckpointStore
 
 EPOCHS = 6  # the signal comes in epoch 3 (a few ms to handle it, ~0.1 s per epoch): the run stops mid-way
+WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"  # a run name's time (flows/run_names.py)
 slow = pytest.mark.slow
 
 
@@ -111,7 +113,7 @@ def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_h
     assert "s3cr3t-planted" not in result.output and "AKIAPLANTED" not in result.output
     assert resume_args[-4:] == ["-p", "storage_options.key=<hidden>", "-p", "storage_options.secret=<hidden>"]
     runs = flow_runs(env, "pbg")
-    assert runs[0][:2] == ("train model", "CANCELLED"), runs
+    assert runs[0][1] == "CANCELLED" and re.fullmatch(rf"train {re.escape(workdir.name)}, {WHEN}", runs[0][0]), runs
     assert "CRASHED" not in {state for _, state, _ in runs} and "RUNNING" not in {state for _, state, _ in runs}
     assert "Traceback" not in result.output
 
@@ -140,7 +142,7 @@ def test_sigterm_to_the_command_alone_while_it_commits_cancels_the_run_and_the_r
     assert version in (2, 3), result.output  # the pointer is written whole or not at all
     assert_loads(workdir / "model", version)
     runs = flow_runs(env, "pbg")
-    assert runs[0][:2] == ("train model", "CANCELLED"), runs
+    assert runs[0][1] == "CANCELLED" and re.fullmatch(rf"train {re.escape(workdir.name)}, {WHEN}", runs[0][0]), runs
     assert {state for _, state, _ in runs} <= {"COMPLETED", "CANCELLED"}, runs
     done = run_pbg(resume_args, env, workdir)
     assert done.returncode == 0, done.stdout + done.stderr
