@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,6 +27,7 @@ from ui_check import check_flow_run_page, find_chromium
 
 pytestmark = pytest.mark.integration
 
+ROOT_RUN_NAME = re.compile(r"^train \S+, \d{4}-\d\d-\d\d \d\d:\d\d UTC$")
 SUBFLOW_NAMES = [f"epoch {epoch}/{NUM_EPOCHS}, path 1/1, chunk 1/1" for epoch in range(1, NUM_EPOCHS + 1)]
 
 
@@ -38,6 +41,16 @@ def test_deployment_run_commits_every_version_in_one_subflow_each(stack: Stack, 
     subflows = stack.subflow_runs(uninterrupted.id)
     assert [run["name"] for run in subflows] == SUBFLOW_NAMES
     assert all(run["state"]["type"] == "COMPLETED" for run in subflows)
+
+
+def test_the_deployed_run_is_named_for_its_config_and_scheduled_start(
+    stack: Stack, uninterrupted: SimpleNamespace
+) -> None:
+    """``<root>/config.json``: a generic stem, so the run is named for its directory (flows/run_names.py)."""
+    run = stack.flow_run(uninterrupted.id)
+    assert ROOT_RUN_NAME.match(run["name"]), run["name"]
+    start = datetime.fromisoformat(run["expected_start_time"].replace("Z", "+00:00")).astimezone(UTC)
+    assert run["name"] == f"train {uninterrupted.checkpoint.parent.name}, {start:%Y-%m-%d %H:%M} UTC"
 
 
 def test_deployment_run_reports_its_progress_tables_and_summary_as_artifacts(
