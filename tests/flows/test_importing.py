@@ -48,7 +48,7 @@ def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: A
         run_name = client.read_flow_run(state.state_details.flow_run_id).name
     assert [a.data for a in artifacts if a.type == "progress"] == [100.0]
     # its subject (the checkpoint directory), its inputs (not the list's repr "['...']"), when
-    assert re.fullmatch(rf"import ckpt: {re.escape(str(tsv))}, \d{4}-\d\d-\d\d \d\d:\d\d UTC", run_name), run_name
+    assert re.fullmatch(rf"import ckpt: {re.escape(str(tsv))}, \d{{4}}-\d\d-\d\d \d\d:\d\d UTC", run_name), run_name
 
 
 def failed_import(graph: Any, config_for: Any, tmp_path: Path, text: str, **options: Any) -> tuple[Any, Path, Path]:
