@@ -4,6 +4,7 @@ read back from the Prefect API (the harness of tests/flows/conftest.py)."""
 from __future__ import annotations
 
 import logging
+import random
 import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -16,9 +17,11 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 from prefect.context import FlowRunContext
 
+from flows.retrain import pbg_retrain
 from flows.run_names import checkpoint_subject, config_subject, format_name, rename_current_run, run_name, subject
 from flows.train import pbg
 from pbg_core.config import parse_config
+from storage.retraining.options import IncomingOptions, RetrainOptions
 
 NAME = re.compile(r"^train \S+, \d{4}-\d\d-\d\d \d\d:\d\d UTC$")
 RUN_DIR = "run-20261205T030000Z-7d3e91aa"
@@ -161,6 +164,46 @@ def test_a_training_run_is_named_for_what_it_trains_and_when(graph: Any, config_
             flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id]))
         )
     assert [sub.name for sub in subflows] == ["epoch 1/1, path 1/1, chunk 1/1"]  # iterations keep their label
+
+
+def _retraining(root: Path) -> tuple[Any, RetrainOptions]:
+    """A retraining root ``<root>/umls/runs`` whose inbox ``<root>/incoming`` is empty."""
+    (root / "incoming").mkdir()
+    config = parse_config(
+        _tiny_config(str(root / "umls" / "runs"))
+        | {"entity_path": str(root / "data"), "edge_paths": [str(root / "edges" / "gen*_partitioned")]}
+        | {"workers": 1, "hogwild_delay": 0, "seed": 0, "batch_size": 10, "num_uniform_negs": 5, "num_batch_negs": 5}
+    )
+    incoming = IncomingOptions(inputs=str(root / "incoming"), edges_dir=str(root / "edges"), rel_col=1, rhs_col=2)
+    return config, RetrainOptions(epochs=1, incoming=incoming)
+
+
+def test_a_retraining_run_with_nothing_new_says_so_in_its_name(tmp_path: Path) -> None:
+    config, options = _retraining(tmp_path)
+    state = pbg_retrain(config=config, retrain=options, return_state=True)
+    assert state.is_completed() and "skipped" in state.result(), state.message
+    run = _read_run(state.state_details.flow_run_id)
+    assert run.name == format_name("retrain", "umls", None, run.expected_start_time) + ", nothing new"
+
+
+@pytest.mark.slow
+def test_a_retraining_run_names_the_generation_it_trains_and_its_training_subflow_the_run_directory(
+    tmp_path: Path,
+) -> None:
+    config, options = _retraining(tmp_path)
+    rng = random.Random(3)
+    edges = [(f"n{rng.randrange(40)}", "r", f"n{rng.randrange(40)}") for _ in range(400)]
+    (tmp_path / "incoming" / "day0.tsv").write_text("".join("\t".join(edge) + "\n" for edge in edges))
+    state = pbg_retrain(config=config, retrain=options, return_state=True)
+    assert state.is_completed(), state.message
+    run = _read_run(state.state_details.flow_run_id)
+    assert run.name == format_name("retrain", "umls", None, run.expected_start_time) + ", generation 0"
+    with get_client(sync_client=True) as client:
+        [training] = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id]))
+        )
+    [run_dir] = [p.name for p in (tmp_path / "umls" / "runs").iterdir() if p.name.startswith("run-")]
+    assert training.name == format_name("train", f"umls {run_dir}", None, training.expected_start_time)
 
 
 def _tiny_config(checkpoint_path: str) -> dict[str, Any]:
