@@ -33,9 +33,7 @@ from storage import layout
 logger = logging.getLogger(__name__)
 
 # Names that say nothing of what a run trains: a subject skips them for the directory above.
-GENERIC_NAMES = frozenset(
-    {"config", "configs", "model", "models", "checkpoint", "checkpoints", "retrain", "retraining", "runs", "output", "out"}
-)
+GENERIC_NAMES = frozenset("config configs model models checkpoint checkpoints retrain retraining runs output out".split())
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".py")
 TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 
