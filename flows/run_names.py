@@ -33,7 +33,21 @@ from storage import layout
 logger = logging.getLogger(__name__)
 
 # Names that say nothing of what a run trains: a subject skips them for the directory above.
-GENERIC_NAMES = frozenset("config configs model models checkpoint checkpoints retrain retraining runs output out".split())
+GENERIC_NAMES = frozenset(
+    {
+        "config",
+        "configs",
+        "model",
+        "models",
+        "checkpoint",
+        "checkpoints",
+        "retrain",
+        "retraining",
+        "runs",
+        "output",
+        "out",
+    }
+)
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".py")
 TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 
