@@ -7,13 +7,8 @@ them with ``retrain.min_mrr`` and ``retrain.max_mrr_drop`` and words the verdict
 
 from __future__ import annotations
 
-from pbg_core.errors import PbgError
 from storage.retraining.options import RetrainOptions
 from storage.retraining.state import GateResult, RetrainState
-
-
-class GateFailed(PbgError):
-    """The trained model did not pass ``retrain.min_mrr`` / ``retrain.max_mrr_drop``: not promoted."""
 
 
 def gate_verdict(state: RetrainState, options: RetrainOptions) -> GateResult:
@@ -54,4 +49,4 @@ def unpromoted_message(state: RetrainState, latest: str | None) -> str:
     return f"quality gate failed, model not promoted ({kept}): {state.reason}"
 
 
-__all__ = ["GateFailed", "gate_verdict", "unpromoted_message"]
+__all__ = ["gate_verdict", "unpromoted_message"]
