@@ -32,6 +32,7 @@ from storage.importing.importer import import_edges
 from storage.importing.manifest import generation_history, read_manifest
 from storage.importing.options import ImportOptions
 from storage.retraining.arrivals import Received, receive
+from storage.retraining.gate import small_holdout
 from storage.retraining.generations import Generation, ImportedData, ImportFiles
 from storage.retraining.latest import promoted_run, read_latest, write_latest
 from storage.retraining.options import IncomingOptions, RetrainOptions
@@ -75,7 +76,8 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
 
     On a retry of the same flow run the run directory's ``retrain.json`` holds what the first
     attempt received, and nothing is imported again. With new data, that file is written
-    (gate ``pending``), with every file received so far (``received_files``).
+    (gate ``pending``), with every file received so far (``received_files``). A gated run whose
+    holdout is too small for its gate logs a warning (:func:`storage.retraining.gate.small_holdout`).
 
     Raises:
         DataNotFound: before anything is imported or written: ``latest.json`` names a missing or
@@ -110,6 +112,9 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     importer = importer_for(config, incoming, seed)
     arrivals = receive(incoming, imported, importer, base, seed, storage, earlier, choose_base)
     _log_arrivals(arrivals, incoming, base)
+    too_small = small_holdout(arrivals.held or 0, options) if arrivals.new_generations else None
+    if too_small is not None:
+        run_logger().warning("%s", too_small)
     if arrivals.nothing_new:
         remove_state(url, storage)  # a skipped run leaves nothing to start from or to keep
     else:

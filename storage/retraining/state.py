@@ -5,8 +5,8 @@ Written atomically at each step of a gated retraining run (:mod:`tasks.retrain_g
 - ``generation``: the newest import generation the run trains (its edges included); ``-1`` in
   the file (None here) while the run has not imported yet;
 - ``new_generations`` / ``holdouts``: the generations new since the run it starts from, and the
-  holdout edge paths split off them (what the gate evaluates on); ``edge_paths``: every
-  generation's edge paths (trained after the config's own);
+  holdout edge paths split off them (what the gate evaluates on); ``edge_paths``: the
+  generations' edge paths under ``incoming.edges_dir`` (trained after the config's own);
 - ``baseline``: the starting model's metrics on those holdouts (the previous run, grown to
   today's entities), measured before training; ``trained``: the trained model's;
 - ``gate``: ``pending`` until judged, then ``passed`` or ``failed`` (with ``reason``);
