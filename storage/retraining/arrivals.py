@@ -182,16 +182,9 @@ def receive(
     new = [g for g, paths in live.items() if paths and _is_new(g, base_generation)]
     holdouts, empty, held = _split_new(live, new, incoming, seed, so)
     paths = list(dict.fromkeys(p for paths in live.values() for p in paths if p not in empty))
-    return Received(
-        [url for url, _ in arrived],
-        max(live, default=None),
-        new,
-        holdouts,
-        [p for p in paths if _under(p, edges_dir)],
-        [r.to_json() for r in records],
-        outside=[p for p in paths if not _under(p, edges_dir)],
-        held=held,
-    )
+    ours, outside = [p for p in paths if _under(p, edges_dir)], [p for p in paths if not _under(p, edges_dir)]
+    received = [r.to_json() for r in records]
+    return Received([url for url, _ in arrived], max(live, default=None), new, holdouts, ours, received, outside, held)
 
 
 def _split_new(
