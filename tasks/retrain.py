@@ -120,7 +120,7 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     else:
         fields = ("generation", "new_generations", "holdouts", "edge_paths", "received_files")
         chosen = {name: getattr(arrivals, name) for name in fields}
-        write_state(url, RetrainState(**chosen, base_generation=base), storage)
+        write_state(url, RetrainState(**chosen, base_generation=base, holdout_warning=too_small or ""), storage)
     return arrivals
 
 

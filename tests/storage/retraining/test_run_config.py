@@ -24,6 +24,7 @@ from storage.importing.importer import import_edges
 from storage.importing.options import ImportOptions
 from storage.retraining.options import IncomingOptions, RetrainOptions
 from storage.retraining.run_config import run_config
+from storage.retraining.state import read_state
 from tasks.retrain import receive_arrivals
 
 RUN_KEY = "run-20261205T030000Z-7d3e91aa"
@@ -113,6 +114,8 @@ def test_a_gated_night_with_a_small_holdout_warns(tmp_path: Path, caplog: pytest
     assert arrivals.held is not None and 0 < arrivals.held < 100
     warned = [r.getMessage() for r in caplog.records if "holdout edges, fewer than the 100" in r.getMessage()]
     assert warned and warned[0].startswith(f"the quality gate measures the new data on {arrivals.held} holdout edges")
+    state = read_state(f"{tmp_path / 'runs'}/{RUN_KEY}")
+    assert state is not None and state.holdout_warning == warned[0]  # for the run's summary
 
 
 def parse_config_validation(edge_path: str) -> Any:
