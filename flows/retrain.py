@@ -15,6 +15,11 @@ flow run, under the root's lease (a second retraining run on the root stops, nam
 6. **evaluates** the trained model on the holdout and **judges** the gate (``min_mrr``,
    ``max_mrr_drop``): failed, the flow run ends Failed and nothing is promoted; else it
    **promotes** the run (``latest.json``) and deletes old runs beyond ``keep_last``.
+
+A failed gate, and nothing new under ``on_no_new_data: fail``, are verdicts, not errors: the flow
+run (and the task that judged) *returns* a Failed state whose message is one line, with both
+figures and the limit (:mod:`tasks.verdicts`), and its logs hold no traceback. A retry of a run
+already judged failed returns the same verdict at once, before importing, growing or training.
 """
 
 # No `from __future__ import annotations`: Prefect validates a served run's parameters against
@@ -22,6 +27,7 @@ flow run, under the root's lease (a second retraining run on the root stops, nam
 from typing import Annotated, Any
 
 from prefect import flow
+from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 from pydantic import Field
 
@@ -32,9 +38,9 @@ from flows.train import pbg, prepare_start
 from pbg_core.config import ConfigSchema
 from storage import layout
 from storage.retraining.arrivals import Received
-from storage.retraining.gate import GateFailed, unpromoted_message
+from storage.retraining.gate import unpromoted_message
 from storage.retraining.options import RetrainOptions
-from storage.retraining.state import RetrainState, as_json
+from storage.retraining.state import RetrainState, as_json, read_state
 from tasks.artifacts import publish_summary
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
@@ -47,8 +53,9 @@ from tasks.retrain import (
     prepare_retrain,
     receive_arrivals,
 )
-from tasks.retrain_gate import evaluate_holdout, judge_gate
+from tasks.retrain_gate import evaluate_holdout, judge_gate, judged_before
 from tasks.runs import opened_run
+from tasks.verdicts import is_verdict, verdict
 
 DEFAULT_OPTIONS = RetrainOptions.model_validate({})  # frozen: one shared default is never changed
 
@@ -63,7 +70,7 @@ def pbg_retrain(
     pause_every: Annotated[int, Field(ge=0)] = 0,
     pause_timeout_seconds: Annotated[int, Field(ge=1)] = 3600,
     dask_address: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Retrain into a new run directory under the config's checkpoint_path; promote it if it passes the gate.
 
     Args:
@@ -76,6 +83,11 @@ def pbg_retrain(
         pause_every: Pause the training subflow after every N committed iterations (0: never).
         pause_timeout_seconds: A pause not resumed within this time fails the run.
         dask_address: The Dask scheduler to train on when the config's num_machines > 1.
+
+    Returns:
+        The trained run's result with ``gate`` (``retrain.json``), or a skipped run's; a failed
+        gate or ``on_no_new_data: fail`` with nothing new: a Failed state (a verdict), its message
+        one line.
     """
     forward_engine_logs()
     cluster = [f"dask_address={dask_address}"] if dask_address else []
@@ -83,11 +95,15 @@ def pbg_retrain(
     root = acquire_retrain_lease(resolved)  # a second retraining run on this root stops here, naming the holder
     try:
         run_key = layout.run_dir_name(str(flow_run.id), flow_run.scheduled_start_time)  # the same for every retry
+        judged = judged_before(resolved, run_key, latest_run(resolved))
+        if judged is not None:  # a retry of a run judged failed: the same verdict, before any work
+            return verdict(judged)
         arrivals = receive_arrivals(resolved, retrain, run_key) if retrain.incoming is not None else None
         if arrivals is not None:
             rename_current_run("nothing new" if arrivals.nothing_new else f"generation {arrivals.generation}")
         if arrivals is not None and arrivals.nothing_new:
-            return nothing_new(resolved, retrain)  # skipped, or failed (retrain.on_no_new_data)
+            skipped = nothing_new(resolved, retrain, return_state=True)  # skipped, or a verdict (on_no_new_data)
+            return verdict(skipped.message or "") if is_verdict(skipped) else skipped.result()
         run_config = prepare_retrain(resolved, retrain, run_key, arrivals)  # its directory and config.json
         total = _grow(run_config, baseline=arrivals is not None and retrain.gated)
         trained = pbg(config=run_config, pause_every=pause_every, pause_timeout_seconds=pause_timeout_seconds)
@@ -95,7 +111,7 @@ def pbg_retrain(
     finally:
         release_lease(root)
     if gate is not None and gate.gate == "failed":
-        raise GateFailed(unpromoted_message(gate, latest_run(resolved)))  # the flow run ends Failed
+        return verdict(unpromoted_message(gate, latest_run(resolved)))  # the flow run ends Failed, one line
     return {**trained, "gate": as_json(gate) if gate is not None else None}
 
 
@@ -128,9 +144,17 @@ def _judge_and_promote(
         gate = None
         if arrivals is not None:
             evaluate_holdout(run, "trained")
-            gate = judge_gate(run, retrain)
+            judging = judge_gate(run, retrain, return_state=True)  # Failed when the gate failed (a verdict)
+            if not is_verdict(judging):
+                judging.result()  # the task's own error, if it raised one
+            gate = _judged(run_config)
         if gate is None or gate.gate != "failed":
             finish_retrain(run, resolved.checkpoint_path, retrain)  # promote: latest.json, prune
         if gate is not None:
             publish_summary(run, version, total_iterations, as_json(gate))  # the summary with the gate
     return gate
+
+
+def _judged(run_config: ConfigSchema) -> RetrainState | None:
+    """The run directory's ``retrain.json`` as :func:`tasks.retrain_gate.judge_gate` left it (its one owner)."""
+    return read_state(run_config.checkpoint_path, run_config.storage_options_for_fs())

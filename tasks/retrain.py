@@ -19,12 +19,11 @@ would hold credentials in clear).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect.events import emit_event
 
 from pbg_core.config import ConfigSchema
-from pbg_core.errors import PbgError
 from storage import layout
 from storage.errors import DataNotFound
 from storage.fs import urls
@@ -33,6 +32,7 @@ from storage.importing.importer import import_edges
 from storage.importing.manifest import generation_history, read_manifest
 from storage.importing.options import ImportOptions
 from storage.retraining.arrivals import Received, receive
+from storage.retraining.gate import small_holdout
 from storage.retraining.generations import Generation, ImportedData, ImportFiles
 from storage.retraining.latest import promoted_run, read_latest, write_latest
 from storage.retraining.options import IncomingOptions, RetrainOptions
@@ -45,6 +45,10 @@ from storage.retraining.state import RetrainState, read_state, remove_state, wri
 from tasks._policies import plain_task, run_logger, storage_task, unpersisted_storage_task
 from tasks.lease import hold_lease
 from tasks.runs import get_run
+from tasks.verdicts import verdict
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import State
 
 PROMOTED_EVENT = "pbg.retrain.promoted"  # emitted once latest.json names a new run (announce_promotion)
 ROOT_RESOURCE_PREFIX = "pbg.checkpoint-root."  # + the root as the config names it: the event's resource
@@ -72,7 +76,8 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
 
     On a retry of the same flow run the run directory's ``retrain.json`` holds what the first
     attempt received, and nothing is imported again. With new data, that file is written
-    (gate ``pending``), with every file received so far (``received_files``).
+    (gate ``pending``), with every file received so far (``received_files``). A gated run whose
+    holdout is too small for its gate logs a warning (:func:`storage.retraining.gate.small_holdout`).
 
     Raises:
         DataNotFound: before anything is imported or written: ``latest.json`` names a missing or
@@ -107,12 +112,15 @@ def receive_arrivals(config: ConfigSchema, options: RetrainOptions, run_key: str
     importer = importer_for(config, incoming, seed)
     arrivals = receive(incoming, imported, importer, base, seed, storage, earlier, choose_base)
     _log_arrivals(arrivals, incoming, base)
+    too_small = small_holdout(arrivals.held or 0, options) if arrivals.new_generations else None
+    if too_small is not None:
+        run_logger().warning("%s", too_small)
     if arrivals.nothing_new:
         remove_state(url, storage)  # a skipped run leaves nothing to start from or to keep
     else:
         fields = ("generation", "new_generations", "holdouts", "edge_paths", "received_files")
         chosen = {name: getattr(arrivals, name) for name in fields}
-        write_state(url, RetrainState(**chosen, base_generation=base), storage)
+        write_state(url, RetrainState(**chosen, base_generation=base, holdout_warning=too_small or ""), storage)
     return arrivals
 
 
@@ -149,20 +157,14 @@ def _holds_import(entity_path: str, storage: dict[str, Any]) -> bool:
         return False
 
 
-class NoNewData(PbgError):
-    """``retrain.on_no_new_data: fail`` and nothing arrived since the run this one starts from."""
-
-
 @plain_task(name="no-new-data", task_run_name="nothing new: {options.on_no_new_data}")
-def nothing_new(config: ConfigSchema, options: RetrainOptions) -> dict[str, Any]:
+def nothing_new(config: ConfigSchema, options: RetrainOptions) -> dict[str, Any] | State:
     """Nothing arrived: say so and skip training (the flow run completes), or fail (``on_no_new_data``).
 
     Returns:
         The flow's result for a skipped run: ``skipped`` (the message) and ``latest`` (what
-        ``latest.json`` names, unchanged).
-
-    Raises:
-        NoNewData: with ``on_no_new_data: fail``, naming the pattern.
+        ``latest.json`` names, unchanged); with ``on_no_new_data: fail``, a verdict
+        (:func:`tasks.verdicts.verdict`): the task run ends Failed with the message, naming the pattern.
     """
     assert options.incoming is not None  # only runs with incoming files have "new data"
     message = (
@@ -170,7 +172,8 @@ def nothing_new(config: ConfigSchema, options: RetrainOptions) -> dict[str, Any]
         "latest promoted run's"
     )
     if options.on_no_new_data == "fail":
-        raise NoNewData(f"{message} (retrain.on_no_new_data: fail)")
+        run_logger().warning("%s: training skipped (retrain.on_no_new_data: fail)", message)
+        return verdict(f"{message} (retrain.on_no_new_data: fail)")
     latest = latest_run(config)
     run_logger().info("%s: training skipped (retrain.on_no_new_data: skip); latest.json names %s", message, latest)
     return {"skipped": message, "latest": latest}
@@ -276,7 +279,6 @@ def announce_promotion(root: str, run_dir: str, version: int) -> None:
 __all__ = [
     "PROMOTED_EVENT",
     "ROOT_RESOURCE_PREFIX",
-    "NoNewData",
     "acquire_retrain_lease",
     "announce_promotion",
     "finish_retrain",

@@ -14,9 +14,10 @@ import argparse
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from prefect import Flow
     from pydantic import ValidationError
 
 EXIT_USAGE = 2
@@ -122,6 +123,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         parameters["config_url"] = args.config_url
     if args.param:
         parameters["overrides"] = list(args.param)
+    served: Flow[..., Any]
     if args.retrain_keep_last is not None:  # scheduled retraining: the pbg-retrain flow
         from flows.retrain import pbg_retrain as served
 

@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flows.cli.user_errors import debug_enabled
 from flows.prefect_host import interrupts
@@ -22,6 +22,8 @@ from flows.prefect_host.log_filters import no_run_urls, one_traceback_on_console
 from pbg_core.parallel.worker_boot import active_workers, default_num_workers, prestart_children
 
 if TYPE_CHECKING:
+    from prefect.client.schemas.objects import State
+
     from pbg_core.config import ConfigSchema
     from storage.retraining.options import RetrainOptions
 
@@ -105,8 +107,14 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         _quiet_run_failures(args)
         prestart_workers(config, training=False)  # the holdout evaluations use every worker
         started = time.perf_counter()
+        from tasks.verdicts import verdict_of
+
         with _local_run_settings(server), interrupts.flow_call():
-            result = pbg_retrain(config=config, retrain=options)
+            state: State[Any] = pbg_retrain(config=config, retrain=options, return_state=True)  # type: ignore[assignment]
+        failed = verdict_of(state)  # a failed gate, nothing new under on_no_new_data: fail
+        if failed is not None:
+            raise failed  # its one line, exit 1 (flows.cli.user_errors)
+        result: dict[str, Any] = state.result()  # the run's own error, if it raised one
     elapsed = f"({time.perf_counter() - started:.1f} s)"
     if "skipped" in result:
         print(f"skipped: {result['skipped']}; latest.json names {result['latest']} {elapsed}")

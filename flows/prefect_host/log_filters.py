@@ -8,7 +8,13 @@ every flow, deployed or not, by :func:`flows.prefect_host.run_logs.forward_engin
 :class:`RoutineLifecycleFilter` drops the INFO lines that only restate a run's state
 ("Finished in state Completed()" for every task and subflow, "Beginning subflow run",
 "Created task run"): at a dozen per iteration they cost a tenth of a local run's time
-(formatting, shipping, storing). Failures and everything our own code logs stay.
+(formatting, shipping, storing). Failures and everything our own code logs stay. :class:`VerdictFilter` drops Prefect's
+failure lines of a run that ended in an expected verdict (:mod:`tasks.verdicts`: a failed
+quality gate, no new data): "Task run failed with state" (with a traceback of nothing,
+"NoneType: None") and, in a deployed run, "Engine execution exited with unexpected exception"
+(with the traceback of the ``FailedRun`` Prefect raises for the returned Failed state). The
+run's logs keep our one line and Prefect's "Finished in state Failed('...')". It stays on
+with ``--verbose``: the lines would show a crash where there is none.
 
 **The terminal only** (filters on Prefect's console handlers, installed by the ``pbg``
 command line; the run's logs in the API keep these lines):
@@ -71,6 +77,13 @@ RUN_FAILURE_PREFIXES = (
 )
 RETRY_PREFIX = "Task run failed with "  # INFO when a retry follows, ERROR (with the traceback) when none does
 RUN_URL_PREFIX = "View at "
+# Prefect 3.9's failure lines that a verdict's Failed state still brings (task_engine.py handle_retry;
+# flow_engine.py run_flow's error_logger in a deployed run; the flow engine's handle_exception).
+VERDICT_NOISE_PREFIXES = (
+    "Task run failed with state",
+    "Engine execution exited with unexpected exception",
+    "Encountered exception during execution",
+)
 
 
 def verbose() -> bool:
@@ -85,14 +98,31 @@ class RoutineLifecycleFilter(logging.Filter):
         return record.levelno != logging.INFO or not str(record.msg).startswith(ROUTINE_PREFIXES)
 
 
+class VerdictFilter(logging.Filter):
+    """Drops Prefect's failure lines of a run that ended in a verdict (see the module docstring).
+
+    A task run's record carries its ``task_run_id`` (and its flow's ``flow_run_id``); a flow
+    run's only the ``flow_run_id``: the run a line is about is the task's when there is one.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(VERDICT_NOISE_PREFIXES):
+            return True
+        from tasks.verdicts import is_verdict_run
+
+        run_id = getattr(record, "task_run_id", None) or getattr(record, "flow_run_id", None)
+        return run_id is None or not is_verdict_run(run_id)
+
+
 def quiet_run_loggers() -> None:
-    """Put :class:`RoutineLifecycleFilter` on Prefect's run loggers, unless ``PBG_VERBOSE`` (idempotent)."""
-    if verbose():
-        return
+    """Put :class:`VerdictFilter` on Prefect's run loggers and, unless ``PBG_VERBOSE``,
+    :class:`RoutineLifecycleFilter` (idempotent)."""
+    kinds: list[type[logging.Filter]] = [VerdictFilter] if verbose() else [VerdictFilter, RoutineLifecycleFilter]
     for name in PREFECT_RUN_LOGGERS:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, RoutineLifecycleFilter) for f in logger.filters):
-            logger.addFilter(RoutineLifecycleFilter())
+        for kind in kinds:
+            if not any(isinstance(f, kind) for f in logger.filters):
+                logger.addFilter(kind())
 
 
 class PrefectChatter(logging.Filter):

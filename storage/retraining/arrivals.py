@@ -12,9 +12,13 @@ the way to import more, :mod:`storage.retraining.generations`):
 2. the generations newer than the one the starting run trained are this run's new data; the
    edge paths among them under ``edges_dir`` get their holdout split off (:mod:`storage.retraining.holdout`),
    which a retry repeats harmlessly; a holdout an earlier run split that is gone since is an error;
-3. the run trains the config's edge paths plus every generation's edge paths that still exist,
-   a generation directory found by its name in today's ``edges_dir`` (the manifest recorded
-   where it was, and the project may have moved).
+3. the run trains the config's edge paths plus the generations' edge paths under ``edges_dir``
+   that still exist (``edge_paths``), a generation directory found by its name in today's
+   ``edges_dir`` (the manifest recorded where it was, and the project may have moved). A
+   generation imported elsewhere (``pbg import train.txt valid.txt test.txt`` by hand, recorded
+   as generation 0) is listed apart (``outside``): only the config's ``edge_paths`` patterns
+   decide which of its paths are trained, so a validation or test split is never trained
+   because an import recorded it.
 
 Nothing here decides whether to train; :class:`Received` says what is new.
 """
@@ -62,7 +66,8 @@ class Received:
         generation: The import's newest generation (None: nothing imported yet).
         new_generations: Generations newer than the starting run's (all, without one).
         holdouts: Holdout edge paths of the new generations' edge paths under ``edges_dir``.
-        edge_paths: Every generation's edge paths that exist, in generation order.
+        edge_paths: The generations' edge paths under ``edges_dir`` that exist and hold an edge
+            to train, in generation order: what the run trains besides the config's own.
         received_files: Every file received so far, this run's included
             (:meth:`storage.retraining.received.ReceivedFile.to_json`): ``retrain.json``'s ``received_files``.
     """
@@ -73,6 +78,8 @@ class Received:
     holdouts: list[str] = field(default_factory=list)
     edge_paths: list[str] = field(default_factory=list)
     received_files: list[dict[str, Any]] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)  # generations' edge paths not under edges_dir
+    held: int | None = None  # edges in the new generations' holdouts (None: not counted, a retry)
 
     @property
     def nothing_new(self) -> bool:
@@ -173,31 +180,31 @@ def receive(
     live = {g.number: where[g.number] if g.number in where else _live_paths(g, edges_dir, so) for g in history}
     # A generation whose edge paths were all deleted (a bad day dropped by hand) is not new data.
     new = [g for g, paths in live.items() if paths and _is_new(g, base_generation)]
-    holdouts, empty = _split_new(live, new, incoming, seed, so)
-    trained = [p for paths in live.values() for p in paths if p not in empty]
-    newest = max(live, default=None)
-    return Received(
-        [url for url, _ in arrived], newest, new, holdouts, list(dict.fromkeys(trained)), [r.to_json() for r in records]
-    )
+    holdouts, empty, held = _split_new(live, new, incoming, seed, so)
+    paths = list(dict.fromkeys(p for paths in live.values() for p in paths if p not in empty))
+    ours, outside = [p for p in paths if _under(p, edges_dir)], [p for p in paths if not _under(p, edges_dir)]
+    received = [r.to_json() for r in records]
+    return Received([url for url, _ in arrived], max(live, default=None), new, holdouts, ours, received, outside, held)
 
 
 def _split_new(
     where: dict[int, list[str]], new: list[int], incoming: IncomingOptions, seed: int, storage_options: StorageOptions
-) -> tuple[list[str], set[str]]:
-    """Split the holdouts of the new generations' edge paths under ``edges_dir``: the holdouts, and
-    the edge paths left with no edge (every edge held out: not trained)."""
-    holdouts, empty = [], set()
+) -> tuple[list[str], set[str], int]:
+    """Split the holdouts of the new generations' edge paths under ``edges_dir``: the holdouts, the
+    edge paths left with no edge (every edge held out: not trained), and the edges held out."""
+    holdouts, empty, held = [], set(), 0
     for generation in new:
         for path in where[generation]:
             if _under(path, incoming.edges_dir):
                 # One seed for every generation: the same edge is held out wherever it repeats.
                 split = split_holdout(path, incoming.holdout_fraction, seed, storage_options)
                 holdouts.append(holdout_path_of(path))
+                held += split.held
                 if split.kept == 0:
                     empty.add(path)
     if empty:
         logger.warning("every edge of %s is held out (a very small file): not trained", sorted(empty))
-    return holdouts, empty
+    return holdouts, empty, held
 
 
 def _is_new(generation: int, base_generation: int | None) -> bool:

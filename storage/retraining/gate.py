@@ -7,13 +7,10 @@ them with ``retrain.min_mrr`` and ``retrain.max_mrr_drop`` and words the verdict
 
 from __future__ import annotations
 
-from pbg_core.errors import PbgError
+import math
+
 from storage.retraining.options import RetrainOptions
 from storage.retraining.state import GateResult, RetrainState
-
-
-class GateFailed(PbgError):
-    """The trained model did not pass ``retrain.min_mrr`` / ``retrain.max_mrr_drop``: not promoted."""
 
 
 def gate_verdict(state: RetrainState, options: RetrainOptions) -> GateResult:
@@ -48,10 +45,39 @@ def gate_verdict(state: RetrainState, options: RetrainOptions) -> GateResult:
     return GateResult("passed", f"{figures}; within " + ", ".join(limit for limit in limits if limit))
 
 
+DEFAULT_RESOLUTION = 0.05  # the MRR difference a gate without max_mrr_drop is taken to need to see
+
+
+def min_holdout_edges(max_mrr_drop: float | None) -> int:
+    """Holdout edges for an MRR whose 95% interval is about ``max_mrr_drop`` wide each side: ceil((1/d)**2).
+
+    A reciprocal rank lies in [0, 1], so its standard deviation is at most 0.5 and the 95%
+    half-width of a mean over n edges at most 1.96 * 0.5 / sqrt(n), about 1/sqrt(n) (n=30: 0.18,
+    100: 0.10, 400: 0.05, 1,600: 0.025; docs/retraining.md). ``max_mrr_drop`` unset: 0.05.
+    """
+    drop = max_mrr_drop if max_mrr_drop else DEFAULT_RESOLUTION
+    return math.ceil((1 / drop) ** 2 - 1e-9)  # 1e-9: 1/0.05 is 20.000000000000004 in floating point
+
+
+def small_holdout(held: int, options: RetrainOptions) -> str | None:
+    """The warning for a gated run whose holdout has fewer than :func:`min_holdout_edges` edges, or None."""
+    needed = min_holdout_edges(options.max_mrr_drop)
+    if not options.gated or held >= needed:
+        return None
+    drop = options.max_mrr_drop or DEFAULT_RESOLUTION
+    fraction = options.incoming.holdout_fraction if options.incoming is not None else None
+    return (
+        f"the quality gate measures the new data on {held} holdout edges, fewer than the {needed} an MRR needs "
+        f"to tell {drop:.2f} apart (its 95% interval is about +-{1 / math.sqrt(max(held, 1)):.2f} wide): "
+        f"its verdict is mostly noise; raise retrain.incoming.holdout_fraction ({fraction}) or receive larger "
+        "files (docs/retraining.md, 'How large a holdout')"
+    )
+
+
 def unpromoted_message(state: RetrainState, latest: str | None) -> str:
     """The failed run's message: the figures, and what ``latest.json`` still names."""
     kept = f"latest.json still names {latest}" if latest else "no latest.json written"
     return f"quality gate failed, model not promoted ({kept}): {state.reason}"
 
 
-__all__ = ["GateFailed", "gate_verdict", "unpromoted_message"]
+__all__ = ["DEFAULT_RESOLUTION", "gate_verdict", "min_holdout_edges", "small_holdout", "unpromoted_message"]

@@ -20,6 +20,7 @@ from pbg_core.config import ConfigSchema, config_to_json
 from pbg_core.errors import ConfigError
 from storage import layout
 from storage.checkpoints import CheckpointStore
+from storage.fs import reads, urls
 from storage.fs.globs import has_glob
 from storage.fs.urls import StorageOptions
 from storage.retraining.arrivals import Received, place
@@ -44,7 +45,8 @@ def run_config(
     On the first start: ``init_path`` = the newest earlier committed run (when
     ``init_from_previous``; else, or if none, the config's ``init_path``) and each ``edge_paths``
     glob replaced by the directories it matches, sorted, then the import generations' edge paths
-    not among them. On a retry (``config.json`` exists) its ``edge_paths`` and ``init_path`` are reused.
+    under ``incoming.edges_dir`` not among them (a generation imported elsewhere, e.g. a
+    train/valid/test import by hand, is trained only where the patterns match it). On a retry (``config.json`` exists) its ``edge_paths`` and ``init_path`` are reused.
 
     Args:
         config: The resolved config; its ``checkpoint_path`` is the root of the run directories.
@@ -56,7 +58,8 @@ def run_config(
         ValueError: ``run_key`` is not a run directory name, or the root is a glob pattern.
         DataNotFound: an edge path pattern matches no directory; on a first start, ``latest.json``
             names a missing or incomplete run (before anything is written).
-        ConfigError: the run directory's saved ``edge_paths`` or ``init_path`` have the wrong type.
+        ConfigError: the run directory's saved ``edge_paths`` or ``init_path`` have the wrong type; a
+            path to train is a holdout or ``validation.edge_path`` (:func:`check_trainable`).
     """
     root = config.checkpoint_path
     storage = config.storage_options_for_fs()
@@ -79,6 +82,7 @@ def run_config(
     chosen = _with_run_paths(
         config, f"retrain run {run_key}", checkpoint_path=url, init_path=init_path, edge_paths=edge_paths
     )
+    check_trainable(chosen.edge_paths, config, arrivals.holdouts if arrivals is not None else [], storage)
     if options.epochs is not None:  # validated (>= 1) by RetrainOptions
         chosen = chosen.model_copy(update={"num_epochs": options.epochs})
     if saved is None:
@@ -87,7 +91,8 @@ def run_config(
 
 
 def _union(config_paths: list[str], arrivals: Received | None) -> list[str]:
-    """The config's edge paths (but holdouts), then the import generations' not among them (same place, any spelling)."""
+    """The config's edge paths (but holdouts), then the generations' under ``edges_dir`` not among them
+    (same place, any spelling). Generations' paths imported elsewhere are trained only if matched."""
     held = [path for path in config_paths if path.rstrip("/").endswith(layout.HOLDOUT_SUFFIX)]
     if held:
         logger.warning("edge_paths patterns match holdout directories, not trained: %s", held)
@@ -97,7 +102,44 @@ def _union(config_paths: list[str], arrivals: Received | None) -> list[str]:
         if place(path) not in seen:
             seen.add(place(path))
             paths.append(path)
+    left = [path for path in (arrivals.outside if arrivals is not None else []) if place(path) not in seen]
+    if left:
+        logger.info(
+            "import manifest edge paths outside retrain.incoming.edges_dir and not matched by edge_paths, "
+            "not trained: %s",
+            left,
+        )
     return paths
+
+
+def check_trainable(
+    edge_paths: list[str], config: ConfigSchema, holdouts: list[str], storage: StorageOptions = None
+) -> None:
+    """Refuse to train a holdout or the config's ``validation.edge_path``.
+
+    A holdout is what the quality gate measures the new data on, and the validation edges what
+    early stopping and the best version are chosen on: trained, either would measure the model on
+    what it learnt. A holdout is known by its name (``*_holdout``), by its split record
+    (``split.json``) or as one of this run's ``holdouts``.
+
+    Raises:
+        ConfigError: naming the path, what it is and the field that brought it (nothing written).
+    """
+    held = {place(path) for path in holdouts}
+    validation = config.validation.edge_path if config.validation is not None else None
+    for path in edge_paths:
+        name = path.rstrip("/")
+        if validation is not None and place(path) == place(validation):
+            reason = "is validation.edge_path (the edges validation measures)"
+        elif name.endswith(layout.HOLDOUT_SUFFIX) or place(path) in held:
+            reason = "is a holdout (the edges the quality gate measures)"
+        elif reads.exists(urls.join_url(name, layout.SPLIT_FILE), storage):
+            reason = f"is a holdout (it holds {layout.SPLIT_FILE}: the edges the quality gate measures)"
+        else:
+            continue
+        raise ConfigError(
+            [f"edge_paths: {path} {reason}; a retraining run trains only training edges: remove it from edge_paths"]
+        )
 
 
 def _with_run_paths(config: ConfigSchema, source: str, **paths: object) -> ConfigSchema:
@@ -130,4 +172,4 @@ def _choose_init(config: ConfigSchema, options: RetrainOptions, run_key: str, st
     return previous.url
 
 
-__all__ = ["check_root", "run_config"]
+__all__ = ["check_root", "check_trainable", "run_config"]

@@ -5,8 +5,8 @@ Written atomically at each step of a gated retraining run (:mod:`tasks.retrain_g
 - ``generation``: the newest import generation the run trains (its edges included); ``-1`` in
   the file (None here) while the run has not imported yet;
 - ``new_generations`` / ``holdouts``: the generations new since the run it starts from, and the
-  holdout edge paths split off them (what the gate evaluates on); ``edge_paths``: every
-  generation's edge paths (trained after the config's own);
+  holdout edge paths split off them (what the gate evaluates on); ``edge_paths``: the
+  generations' edge paths under ``incoming.edges_dir`` (trained after the config's own);
 - ``baseline``: the starting model's metrics on those holdouts (the previous run, grown to
   today's entities), measured before training; ``trained``: the trained model's;
 - ``gate``: ``pending`` until judged, then ``passed`` or ``failed`` (with ``reason``);
@@ -14,7 +14,9 @@ Written atomically at each step of a gated retraining run (:mod:`tasks.retrain_g
   imported, so that a retry after the import still knows what was new;
 - ``received_files``: every file received so far, this run's and every earlier run's
   (:class:`storage.retraining.received.ReceivedFile` as JSON: ``relative``, ``size``, ``digest``,
-  ``generation``, ``received_at``, ``mtime``), so that pruning old runs forgets none.
+  ``generation``, ``received_at``, ``mtime``), so that pruning old runs forgets none;
+- ``holdout_warning``: empty, or why the new data's holdout is too small for the gate to mean
+  much (:func:`storage.retraining.gate.small_holdout`), for the run's summary.
 
 A run whose gate is ``pending`` or ``failed`` is never what a later run starts from
 (:func:`storage.retraining.run_dirs.find_previous_run`), and its new generations stay new for the next run.
@@ -60,6 +62,7 @@ class RetrainState:
     base_generation: int | None = None  # the newest generation the starting run trained (None: none)
     received: bool = True  # False: written before the import, so that a retry keeps the same base
     received_files: list[dict[str, Any]] = field(default_factory=list)  # received.ReceivedFile.to_json
+    holdout_warning: str = ""  # the holdout is too small for the gate (storage.retraining.gate.small_holdout)
 
     def judged(self, result: GateResult) -> RetrainState:
         """This state with the gate's verdict."""

@@ -3,7 +3,9 @@
 Three runs of `pbg-retrain/retrain` with the nightly schedule's `retrain` parameters, pointed at a temporary
 inbox: the first imports day 0 and trains from nothing, the second imports a day of edges with new
 entities, grows the first run's model and promotes it, the third imports a day of corrupted edges
-(right-hand sides shuffled at random), fails the quality gate and leaves latest.json on the second.
+(right-hand sides shuffled at random), fails the quality gate and leaves latest.json on the second:
+a verdict (issue 34): the run and its "quality gate" task Failed with one line, no traceback in its
+logs, trained no holdout, and a Retry answers with the same line without training again.
 
 Slow (three deployed runs, about two minutes): run by `make test-long` (CI runs it), or with
 ``PBG_SLOW_TESTS=1``.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +106,44 @@ def test_two_scheduled_runs_promote_and_a_corrupted_day_fails_the_gate(stack: St
     run = stack.wait_for_state(flow_run_id, ["COMPLETED", "FAILED", "CRASHED"])
     message = run["state"].get("message") or ""
     assert run["state"]["type"] == "FAILED", message
-    assert "quality gate failed" in message and "previous run 0." in message and "min_mrr 0.2000" in message
+    assert message.startswith("quality gate failed, model not promoted") and "\n" not in message  # a verdict
+    assert "previous run 0." in message and "min_mrr 0.2000" in message
+    assert run["state"]["name"] == "Failed"  # the UI's state filters find it
     assert (tmp_path / "runs" / "latest.json").read_bytes() == before  # untouched
     summaries = [a for a in stack.artifacts([flow_run_id]) if (a.get("key") or "").startswith("pbg-summary-")]
     assert summaries and "FAILED" in summaries[-1]["data"] and "Quality gate" in summaries[-1]["data"]
+    [judge] = [task for task in stack.task_runs([flow_run_id]) if task["name"] == "quality gate"]
+    assert judge["state"]["type"] == "FAILED" and judge["state"]["message"].startswith("quality gate failed: MRR 0.")
+    [rejected] = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-") and p.name not in promoted]
+    trained = json.loads((rejected / "config.json").read_text())["edge_paths"]
+    assert trained and not [path for path in trained if path.endswith("_holdout")]
+    assert_no_traceback(stack, flow_run_id)
+    retried_is_the_same_verdict(stack, flow_run_id, message)
+
+
+def assert_no_traceback(stack: Stack, flow_run_id: str) -> None:
+    """The run's logs in the API: the verdict's line and Prefect's "Finished in state Failed", no traceback."""
+    deadline = time.monotonic() + 60  # logs are shipped in batches
+    while True:
+        logs = [log["message"] for log in stack.logs([flow_run_id])]
+        if any("Finished in state Failed" in line for line in logs) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert any("quality gate failed" in line for line in logs), logs
+    noise = [line for line in logs if "Traceback" in line or "NoneType: None" in line or "Engine execution" in line]
+    assert noise == [], noise
+
+
+def retried_is_the_same_verdict(stack: Stack, flow_run_id: str, message: str) -> None:
+    """Retry (as the UI's button, through the CLI): the same line at once, no new training subflow."""
+    subflows = len(stack.subflow_runs(flow_run_id))
+    stack.retry(flow_run_id)
+    deadline = time.monotonic() + 300
+    while True:
+        state = stack.flow_run(flow_run_id)["state"]
+        if state["type"] == "FAILED" and "(retried:" in (state.get("message") or ""):
+            break
+        assert time.monotonic() < deadline, f"the retry did not end in the same verdict: {state}"
+        time.sleep(1)
+    assert state["message"].startswith(message) and state["message"].endswith("with what arrives)")
+    assert len(stack.subflow_runs(flow_run_id)) == subflows  # nothing trained again

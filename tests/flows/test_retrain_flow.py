@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,9 @@ from typing import Any
 import pytest
 from _cli import cli_environment, run_pbg
 from disk_state import changes, tree_state
-from prefect.exceptions import ParameterTypeError
+from prefect import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.exceptions import FailedRun, ParameterTypeError
 
 from flows.retrain import pbg_retrain
 from flows.train import RETRAIN_MOVED, pbg
@@ -35,12 +38,10 @@ from storage.best_version import read_best
 from storage.errors import DataNotFound
 from storage.importing.manifest import read_manifest
 from storage.lease import LeaseHeldError
-from storage.retraining.gate import GateFailed
 from storage.retraining.options import IncomingOptions, RetrainOptions
 from storage.retraining.run_complete import missing_from_run
 from storage.retraining.state import read_state
 from storage.validation_log import ValidationLog
-from tasks.retrain import NoNewData
 
 slow = pytest.mark.slow
 
@@ -130,16 +131,33 @@ def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_pa
 
     skipped = pbg_retrain(config=cfg, retrain=options)
     assert "no new edge list" in skipped["skipped"] and latest(tmp_path) == run2
-    with pytest.raises(NoNewData, match="on_no_new_data: fail"):
+    with pytest.raises(FailedRun, match="on_no_new_data: fail"):  # a verdict (tests/flows/test_retrain_verdicts.py)
         pbg_retrain(config=cfg, retrain=options.model_copy(update={"on_no_new_data": "fail"}))
 
     write_tsv(inbox / "day2.tsv", corrupted)
-    with pytest.raises(GateFailed, match=r"MRR 0\.\d+ on \d+ holdout edges .* previous run 0\.\d+") as failed:
-        pbg_retrain(config=cfg, retrain=options)
-    assert f"latest.json still names {tmp_path / 'runs' / run2}" in str(failed.value)
+    failed = pbg_retrain(config=cfg, retrain=options, return_state=True)
+    assert failed.is_failed() and failed.name == "Failed"  # returned, not raised: one line, no traceback
+    assert re.fullmatch(
+        rf"quality gate failed, model not promoted \(latest.json still names {re.escape(str(tmp_path / 'runs' / run2))}\): "
+        r"MRR 0\.\d+ on \d+ holdout edges of the new data, previous run 0\.\d+: .*retrain\.(min_mrr|max_mrr_drop) 0\.\d+",
+        failed.message or "",
+    ), failed.message
+    assert judge_state(failed.state_details.flow_run_id) == (
+        "FAILED",
+        f"quality gate failed: {failed.message.split('): ', 1)[1]}",
+    )
     assert latest(tmp_path) == run2
     rejected = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-"))[-1]
     assert read_state(str(tmp_path / "runs" / rejected)).gate == "failed"  # type: ignore[union-attr]
+
+
+def judge_state(flow_run_id: Any) -> tuple[str, str | None]:
+    """The ``quality gate`` task run's state type and message."""
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    [judge] = [run for run in runs if run.name == "quality gate"]
+    assert judge.state is not None
+    return judge.state.type.value, judge.state.message
 
 
 def options_for(root: Path, **gate: float) -> RetrainOptions:

@@ -25,6 +25,7 @@ from flows.prefect_host.log_filters import (
     RoutineLifecycleFilter,
     RunFailureFilter,
     RunUrlFilter,
+    VerdictFilter,
     no_run_urls,
     one_traceback_on_console,
     quiet_console,
@@ -224,3 +225,25 @@ def test_run_urls_are_dropped_inside_the_block_only() -> None:
         assert not run_logger.filter(_run_record("prefect.flow_runs", logging.INFO, "View at http://127.0.0.1/runs/x"))
         assert run_logger.filter(_run_record("prefect.flow_runs", logging.INFO, "checkpoint m is at version 2"))
     assert not any(isinstance(f, RunUrlFilter) for f in run_logger.filters)
+
+
+def test_a_verdict_runs_failure_lines_are_dropped_and_others_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefect's lines for a returned Failed state (task_engine.py, flow_engine.py's run_flow): dropped
+    for a run that ended in a verdict (tasks.verdicts), by its task run id, else its flow run id."""
+    from tasks import verdicts
+
+    judged_flow, judged_task, other = "f-judged", "t-judged", "t-other"
+    monkeypatch.setattr(verdicts, "_verdict_runs", {judged_flow, judged_task})
+
+    def record(msg: str, **ids: str) -> logging.LogRecord:
+        made = _run_record("prefect.task_runs" if "task_run_id" in ids else "prefect.flow_runs", logging.ERROR, msg)
+        made.__dict__.update(ids)
+        return made
+
+    keep = VerdictFilter().filter
+    assert not keep(record("Engine execution exited with unexpected exception", flow_run_id=judged_flow))
+    assert not keep(record("Task run failed with state: Failed('quality gate failed')", task_run_id=judged_task))
+    assert keep(record("Task run failed with state: Failed('x')", task_run_id=other, flow_run_id=judged_flow))
+    assert keep(record("Engine execution exited with unexpected exception", flow_run_id="f-crashed"))
+    assert keep(record("Finished in state Failed('quality gate failed')", flow_run_id=judged_flow))  # the line stays
+    assert keep(record("Engine execution exited with unexpected exception"))  # no run: kept

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flows.prefect_host.log_filters import PREFECT_RUN_LOGGERS, RoutineLifecycleFilter
+from flows.prefect_host.log_filters import PREFECT_RUN_LOGGERS, RoutineLifecycleFilter, VerdictFilter
 from flows.prefect_host.run_logs import ENGINE_LOGGERS, InRunLogHandler, forward_engine_logs
 
 
@@ -17,7 +17,7 @@ def restored_loggers() -> Iterator[None]:
     loggers = [logging.getLogger(name) for name in (*ENGINE_LOGGERS, *PREFECT_RUN_LOGGERS)]
     saved = [(lg.level, list(lg.handlers), list(lg.filters)) for lg in loggers]
     for lg in loggers:
-        lg.filters = [f for f in lg.filters if not isinstance(f, RoutineLifecycleFilter)]
+        lg.filters = [f for f in lg.filters if not isinstance(f, (RoutineLifecycleFilter, VerdictFilter))]
         lg.handlers = [h for h in lg.handlers if not isinstance(h, InRunLogHandler)]
         lg.setLevel(logging.NOTSET)
     yield
@@ -39,6 +39,7 @@ def test_forward_engine_logs_sets_info_adds_one_handler_and_filters_routine_line
         assert sum(isinstance(h, InRunLogHandler) for h in logging.getLogger(name).handlers) == 1
     for name in PREFECT_RUN_LOGGERS:
         assert sum(isinstance(f, RoutineLifecycleFilter) for f in logging.getLogger(name).filters) == 1
+        assert sum(isinstance(f, VerdictFilter) for f in logging.getLogger(name).filters) == 1
 
 
 def test_verbose_keeps_the_lifecycle_lines(restored_loggers: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,6 +47,7 @@ def test_verbose_keeps_the_lifecycle_lines(restored_loggers: None, monkeypatch: 
     forward_engine_logs()
     for name in PREFECT_RUN_LOGGERS:
         assert not any(isinstance(f, RoutineLifecycleFilter) for f in logging.getLogger(name).filters)
+        assert any(isinstance(f, VerdictFilter) for f in logging.getLogger(name).filters)  # a verdict is no crash
 
 
 def test_the_run_handler_is_silent_outside_a_run(recwarn: pytest.WarningsRecorder) -> None:

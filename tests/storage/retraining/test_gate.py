@@ -7,7 +7,7 @@ from dataclasses import astuple
 import pytest
 from pydantic import ValidationError
 
-from storage.retraining.gate import gate_verdict, unpromoted_message
+from storage.retraining.gate import gate_verdict, min_holdout_edges, small_holdout, unpromoted_message
 from storage.retraining.options import IncomingOptions, RetrainOptions
 from storage.retraining.state import GateResult, RetrainState
 
@@ -57,3 +57,22 @@ def test_a_gate_needs_incoming_files_and_the_message_names_latest() -> None:
     failed = state(0.1, 0.5).judged(GateResult("failed", "MRR 0.1 ..."))
     message = unpromoted_message(failed, "s3://b/runs/run-x")
     assert message == "quality gate failed, model not promoted (latest.json still names s3://b/runs/run-x): MRR 0.1 ..."
+
+
+@pytest.mark.parametrize(("drop", "edges"), [(None, 400), (0.05, 400), (0.1, 100), (0.025, 1600), (0.2, 25)])
+def test_a_gate_needs_about_one_over_its_drop_squared_holdout_edges(drop: float | None, edges: int) -> None:
+    assert min_holdout_edges(drop) == edges
+
+
+def test_a_small_holdout_is_named_with_its_interval_and_the_way_out() -> None:
+    incoming = IncomingOptions(inputs="in", edges_dir="e", holdout_fraction=0.05)
+    gated = RetrainOptions(incoming=incoming, max_mrr_drop=0.05)
+    warning = small_holdout(30, gated)
+    assert warning is not None and warning.startswith(
+        "the quality gate measures the new data on 30 holdout edges, fewer than the 400 an MRR needs to tell 0.05 "
+        "apart (its 95% interval is about +-0.18 wide)"
+    )
+    assert "retrain.incoming.holdout_fraction (0.05)" in warning
+    assert small_holdout(400, gated) is None
+    assert small_holdout(30, RetrainOptions(incoming=incoming)) is None  # no gate: nothing judged on it
+    assert small_holdout(99, RetrainOptions(incoming=incoming, min_mrr=0.2)) is not None  # 0.05 when unset
