@@ -108,8 +108,9 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     def fake_training() -> tuple[UUID, UUID | None]:
         progress = start_progress(1, 4, "buckets trained")
         update_progress(progress, 3, 4)
-        publish_iteration_table(ITERATION, [rows[1], None], resumed=1, checkpoint_path=config.checkpoint_path)
-        publish_summary(open_run(config), version=2, total_iterations=2)
+        run = open_run(config)
+        publish_iteration_table(ITERATION, [rows[1], None], resumed=1, config=config)
+        publish_summary(run, version=2, total_iterations=2)
         return current_flow_run_id(), progress
 
     run_id, progress_id = fake_training()
@@ -117,21 +118,21 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     progress, table, summary = read_artifacts(run_id)
 
     assert (progress.id, progress.type, progress.data) == (progress_id, "progress", 75.0)
-    assert progress.description == "buckets trained"
+    assert progress.description == "75%: 3 of 4 buckets trained"  # on the card, moved with the bar
 
     assert (table.type, table.key) == ("table", "pbg-my-model-v2-epoch-001-path-2-chunk-1")
-    assert (
-        table.description == "epoch 1/2 · path 2/2 · chunk 1/1 · version 2 · 1 bucket(s) trained, "
-        "1 resumed from an earlier attempt"
+    assert table.description.startswith(
+        f"{ITERATION.label}, version 2, 1 bucket(s) trained, 1 resumed from an earlier attempt. "
+        "in-training MRR (sampled): the 5% of each bucket held out of training"
     )
     assert json.loads(table.data) == [
         {
             "bucket": "(0, 1)",
             "loss": 1.0,
-            "mrr_before": None,
-            "mrr_after": 0.5,
-            "hits10_before": None,
-            "hits10_after": 0.75,
+            "in-training MRR before": None,
+            "in-training MRR after": 0.5,
+            "in-training Hits@10 before": None,
+            "in-training Hits@10 after": 0.75,
             "edges_per_s": 200.0,
             "io_mb": 1.25,
             "io_s": 0.25,
@@ -142,6 +143,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     assert (summary.type, summary.key) == ("markdown", "pbg-summary-my-model-v2")
     assert summary.description == "pbg training summary, checkpoint version 2 (2 of 2 iteration(s) done)"
     assert "| 1 | 2 | 0.25 |" in summary.data and "| 2 | 1 | 0.5 |" in summary.data  # both epochs
+    assert "](data:image/svg+xml;base64," in summary.data  # the drawn curve
     assert "s3cr3t-never-shown" not in summary.data
 
 
@@ -160,7 +162,7 @@ def test_an_iteration_table_goes_on_the_run_it_names(tmp_path: Path) -> None:
             ITERATION,
             [stats_row(0, 0, 4, 0, 2.0, 0.25)],
             resumed=0,
-            checkpoint_path=config.checkpoint_path,
+            config=config,
             flow_run_id=str(child),
         )
         return current_flow_run_id(), child
@@ -197,12 +199,7 @@ def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
     StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
     assert start_progress(1, 2, "outside") is None
     assert update_progress(uuid4(), 1, 2) is None
-    assert (
-        publish_iteration_table(
-            ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, checkpoint_path=config.checkpoint_path
-        )
-        is None
-    )
+    assert publish_iteration_table(ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, config=config) is None
     assert publish_summary(open_run(config), version=1, total_iterations=2) is None
     with get_client(sync_client=True) as client:
         created = client.read_artifacts()
@@ -224,8 +221,25 @@ def test_progress_moves_at_most_once_a_second_but_always_reaches_the_end() -> No
         seen.append(read_progress(progress))
         return progress, seen
 
-    _, seen = ticking()
+    progress, seen = ticking()
     assert seen == [10.0, 10.0, 10.0, 100.0]
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(id={"any_": [progress]}))
+    assert artifact.description == "100%: 10 of 10 buckets trained"
+
+
+def test_progress_without_counts_shows_the_percentage_and_what_runs() -> None:
+    @flow(name="progress-no-counts-test")
+    def importing() -> UUID | None:
+        progress = start_progress(0, 1, "importing 2 input(s) into /e", counts=False)
+        update_progress(progress, 370, 1000)
+        return progress
+
+    progress = importing()
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(id={"any_": [progress]}))
+    assert (artifact.data, artifact.description) == (37.0, "37%: importing 2 input(s) into /e")
+    assert artifact.description.isascii()
 
 
 def read_progress(artifact_id: UUID | None) -> float:
