@@ -10,7 +10,15 @@ from storage.report_numbers import MISSING, fmt, fmt_rate, get, number, rate, ra
 def test_get_and_number() -> None:
     row = {"a": {"b": {"c": 3}}, "x": 1}
     assert get(row, "a", "b", "c") == 3 and get(row, "x", "y") is None and get(row, "nope", "c") is None
-    assert [number(v) for v in (2, 2.5, math.nan, math.inf, True, "3", None)] == [2.0, 2.5, None, None, None, None, None]
+    assert [number(v) for v in (2, 2.5, math.nan, math.inf, True, "3", None)] == [
+        2.0,
+        2.5,
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]
 
 
 def test_rounding_and_formatting() -> None:
