@@ -112,7 +112,7 @@ def summary_markdown(
     version: int,
     total_iterations: int,
     rows: Sequence[Row],
-    gate: dict[str, Any] | None = None,
+    extra_sections: Sequence[str] = (),
     validation: str | None = None,
     validation_rows: Sequence[ValidationRow] = (),
 ) -> str:
@@ -125,7 +125,8 @@ def summary_markdown(
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule (epochs x edge paths x chunks).
         rows: Every stats row of the checkpoint (earlier runs included).
-        gate: A retraining run's ``retrain.json`` after its quality gate (:mod:`storage.retraining.state`).
+        extra_sections: Markdown sections placed after the checkpoint's, already rendered (a
+            retraining run's gate and data: :mod:`storage.retraining.report`).
         validation: The validation line (the best version; why training stopped early), or None.
         validation_rows: The run's validations (drawn on the curve; they choose the best epoch).
 
@@ -138,33 +139,13 @@ def summary_markdown(
     sections = [
         f"# PBG training: {name}",
         _checkpoint_section(config, version, total_iterations),
-        *([gate_section(gate, config)] if gate else []),
+        *extra_sections,
         *([validated] if validation else []),
         _metrics_section(config, curve, validation_rows),
         _config_section(config),
         curve_section(f"Learning curve of {name}", curve, validation_rows),
     ]
     return "\n\n".join(sections) + "\n"
-
-
-def gate_section(gate: dict[str, Any], config: ConfigSchema) -> str:
-    """The quality gate: the previous and the new model on the holdout, and the verdict."""
-    verdict = "**passed**: promoted to latest.json" if gate.get("gate") == "passed" else "**FAILED**: not promoted"
-    lines = ["## Quality gate", "", f"{verdict}. {gate.get('reason', '')}", ""]
-    lines += [f"| model | {metric_labels.HOLDOUT} | Hits@10 | edges |", "|---|---|---|---|"]
-    for label, key in (("previous run (grown)", "baseline"), ("this run", "trained")):
-        figures = gate.get(key) or {}
-        lines.append(
-            f"| {label} | {fmt(figures.get('mrr'))} | {fmt(figures.get('r10'))} | {figures.get('count', '-')} |"
-        )
-    lines += [
-        "",
-        metric_labels.holdout_definition(config),
-        "",
-        f"New generations {gate.get('new_generations')}; holdouts: "
-        + ", ".join(f"`{h}`" for h in gate.get("holdouts", [])),
-    ]
-    return "\n".join(lines)
 
 
 def _checkpoint_section(config: ConfigSchema, version: int, total_iterations: int) -> str:
@@ -198,8 +179,8 @@ def _metrics_section(config: ConfigSchema, curve: Sequence[EpochPoint], validati
         f"| {p.buckets} |"
         for label, p in rows
     ]
-    chosen = f"best by {best.metric}" if best is not None else "no MRR measured"
-    return "\n".join([*lines, "", f"{metric_labels.in_training_definition(config)} ({chosen}.)"])
+    chosen = f" The best epoch is the one of the highest {best.metric}." if best is not None else ""
+    return "\n".join([*lines, "", metric_labels.in_training_definition(config) + chosen])
 
 
 def _config_section(config: ConfigSchema) -> str:

@@ -28,6 +28,7 @@ GAP = 34  # between panels: the upper panel's tick labels
 BOTTOM = 46  # the x tick labels and the axis title
 MAX_POINTS = 600  # per series; more are thinned (min and max of each stretch kept)
 MAX_DOTS = 80  # a dotted series with more points is drawn without its dots
+CHAR_WIDTH = 6.5  # about the width of a character of the 11 px sans-serif text, for boxes and the legend
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,15 @@ def _panel(panel: Panel, top: float, sx: _Scale, x_ticks: Sequence[float]) -> li
         )
         near_right = x > (LEFT + right) / 2
         label_y = y - 8 if y - 8 > top + 10 else y + 16
-        label = _text(x - 7 if near_right else x + 7, label_y, marker.label, anchor="end" if near_right else "start")
-        parts.append(label.replace("<text ", '<text stroke="#ffffff" stroke-width="3" paint-order="stroke" ', 1))
+        width = CHAR_WIDTH * len(marker.label)  # a white box under the label: readable over the lines
+        box_x = x - 7 - width if near_right else x + 7
+        parts.append(
+            f'<rect x="{box_x - 2:.1f}" y="{label_y - 11:.1f}" width="{width + 4:.1f}" height="15" '
+            'fill="#ffffff" fill-opacity="0.85"/>'
+        )
+        parts.append(
+            _text(x - 7 if near_right else x + 7, label_y, marker.label, anchor="end" if near_right else "start")
+        )
     return parts
 
 
@@ -153,7 +161,7 @@ def _legend(series: Sequence[Series], y: float) -> list[str]:
             f'<line x1="{x:.1f}" y1="{y - 4}" x2="{x + 22:.1f}" y2="{y - 4}" stroke="{s.color}" stroke-width="2"{dash}/>'
         )
         parts.append(_text(x + 27, y, s.label))
-        x += 27 + 6.5 * len(s.label) + 22  # about 6.5 px per character at 11 px
+        x += 27 + CHAR_WIDTH * len(s.label) + 22
     return parts
 
 

@@ -15,7 +15,9 @@ import math
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
@@ -169,33 +171,64 @@ def publish_iteration_table(
     _post(f"publish the table of {iteration.label}", post)
 
 
+_SUMMARY_BY_CALLER: ContextVar[bool] = ContextVar("pbg_summary_by_caller", default=False)
+
+
+@contextmanager
+def summary_by_caller() -> Iterator[None]:
+    """Inside, :func:`publish_summary` calls without a ``key`` post nothing: the caller posts the summary.
+
+    A retraining run wraps its nested ``pbg`` subflow in it: the retraining run posts the one
+    summary of the night, under its root's history key (:func:`retrain_history_key`), instead of
+    the subflow's ``pbg-summary-run-...`` of a run directory seen once.
+    """
+    token = _SUMMARY_BY_CALLER.set(True)
+    try:
+        yield
+    finally:
+        _SUMMARY_BY_CALLER.reset(token)
+
+
 def publish_summary(
-    run: str, version: int, total_iterations: int, gate: dict[str, Any] | None = None, validation: str | None = None
+    run: str,
+    version: int,
+    total_iterations: int,
+    *,
+    extra_sections: Sequence[str] = (),
+    key: str | None = None,
+    description: str | None = None,
+    validation: str | None = None,
 ) -> None:
-    """Post the run's markdown summary, keyed ``pbg-summary-<checkpoint name>``.
+    """Post the run's markdown summary, keyed ``pbg-summary-<checkpoint name>`` unless ``key`` is given.
 
     Reads every row of the checkpoint's ``training_stats.json`` (earlier runs included) and, when
     the config validates, its validations of the committed versions (drawn on the learning curve).
+    Without ``key``, inside :func:`summary_by_caller`, posts nothing.
 
     Args:
         run: The run's handle (:mod:`tasks.runs`): its config and stats log.
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule.
-        gate: A retraining run's state after its quality gate (shown as a table), or None.
+        extra_sections: Markdown sections after the checkpoint's (a retraining run's gate and data).
+        key: The artifact key (each post adds a version of it), e.g. :func:`retrain_history_key`.
+        description: The card's line; by default the checkpoint's version and progress.
         validation: The best version and why training stopped early, if it did (one line), or None.
     """
+    if key is None and _SUMMARY_BY_CALLER.get():
+        return
 
     def post() -> UUID:
         config, stats = get_run(run).config, get_run(run).stores.stats
         markdown = summary_markdown(
-            config, version, total_iterations, stats.read(), gate, validation, _validations(config, version)
+            config, version, total_iterations, stats.read(), extra_sections, validation, _validations(config, version)
         )
         return cast(
             UUID,
             create_markdown_artifact(
                 markdown=markdown,
-                key=artifact_key(checkpoint_basename(config.checkpoint_path)),
-                description=f"pbg training summary, checkpoint {version_progress(version, total_iterations)}",
+                key=key or artifact_key(checkpoint_basename(config.checkpoint_path)),
+                description=description
+                or f"pbg training summary, checkpoint {version_progress(version, total_iterations)}",
                 _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
             ),
         )
@@ -285,6 +318,19 @@ def artifact_key(text: str) -> str:
     (``é`` -> ``e``), other characters become dashes; empty input gives ``pbg-summary-run``.
     """
     return (SUMMARY_KEY_PREFIX + _slug(text))[:_MAX_KEY_LENGTH].rstrip("-")
+
+
+def retrain_history_key(root: str) -> str:
+    """The key of a retraining root's history: ``pbg-retrain-<root slugged>``, the same every night.
+
+    ``retrain_history_key("s3://bucket/models/umls") == "pbg-retrain-s3-bucket-models-umls"``.
+    Every retraining run on the root (its config's ``checkpoint_path``) adds a version, so the
+    key's page in the UI lists the nights in order. A long root keeps its tail (the end of a path
+    tells roots apart) within Prefect's 100 characters.
+    """
+    prefix = "pbg-retrain-"
+    slug = _slug(root)[-(_MAX_KEY_LENGTH - len(prefix)) :].lstrip("-")
+    return prefix + (slug or "run")
 
 
 def iteration_key(checkpoint_name: str, iteration: Iteration) -> str:

@@ -184,7 +184,7 @@ def test_the_summary_shows_the_best_epoch_beside_the_last(tmp_path: Path) -> Non
     text = summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 3, 3, rows)
     best, last = text.index("| best (epoch 2) | 1 | 0.6 |"), text.index("| last (epoch 3) | 0.5 | 0.4 |")
     assert best < last
-    assert "(best by in-training MRR (sampled).)" in text
+    assert "The best epoch is the one of the highest in-training MRR (sampled)." in text
     assert "last epoch 3: 0.400 (33% below the best) while the loss fell 2 → 0.5." in text
     assert "`early_stopping` keeps the best version" in text
     image = re.search(r"!\[learning curve: [^\]]+\]\((data:image/svg\+xml;base64,[A-Za-z0-9+/=]+)\)", text)
@@ -250,3 +250,10 @@ def test_the_summary_shows_the_validation_line(tmp_path: Path) -> None:
     assert f"## Validation\n\n{line}" in text
     assert "validation MRR: every edge of `/data/valid` (never trained) ranked against every entity, filtered" in text
     assert "## Validation" not in summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows())
+
+
+def test_extra_sections_come_after_the_checkpoint_as_given(tmp_path: Path) -> None:
+    text = summary_markdown(
+        config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows(), ["## Quality gate\n\nwords"]
+    )
+    assert text.index("## Checkpoint") < text.index("## Quality gate\n\nwords") < text.index("## Metrics")

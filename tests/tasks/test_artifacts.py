@@ -29,7 +29,9 @@ from tasks.artifacts import (
     iteration_key,
     publish_iteration_table,
     publish_summary,
+    retrain_history_key,
     start_progress,
+    summary_by_caller,
     update_progress,
 )
 from tasks.runs import open_run
@@ -307,3 +309,67 @@ def test_iteration_key_is_always_valid_and_bounded() -> None:
         key = iteration_key(name, iteration(41, 1000, 2, 3, 9, 10))
         assert re.fullmatch(r"pbg-[a-z0-9]+(-[a-z0-9]+)*", key), key
         assert len(key) <= 100 and key.endswith("-epoch-0042-path-3-chunk-10"), key
+
+
+# ---- a retraining root's history -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("root", "expected"),
+    [
+        ("/work/demo/out/umls-retrain", "pbg-retrain-work-demo-out-umls-retrain"),
+        ("s3://bucket/models/UMLS", "pbg-retrain-s3-bucket-models-umls"),
+        ("file:///srv/Modèle/", "pbg-retrain-file-srv-modele"),
+        ("///", "pbg-retrain-run"),
+    ],
+)
+def test_retrain_history_key(root: str, expected: str) -> None:
+    assert retrain_history_key(root) == expected
+
+
+def test_a_long_roots_history_key_keeps_its_tail() -> None:
+    key = retrain_history_key("/very/" + "deep/" * 40 + "nightly-umls")
+    assert len(key) <= 100 and key.startswith("pbg-retrain-") and key.endswith("-deep-nightly-umls")
+    assert re.fullmatch(r"pbg-retrain-[a-z0-9]+(-[a-z0-9]+)*", key), key
+
+
+def test_the_nested_training_run_leaves_the_summary_to_its_caller(tmp_path: Path) -> None:
+    """Two nights: the nested run posts no pbg-summary; each night adds a version of the root's key."""
+    config = make_config(tmp_path, "run-20261205T030000Z-7d3e91aa")
+    StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
+    key = retrain_history_key(str(tmp_path))
+
+    @flow(name="artifacts-nested-pbg")
+    def nested(run: str) -> UUID:
+        publish_summary(run, version=1, total_iterations=2)  # what the pbg flow does at its end
+        return current_flow_run_id()
+
+    @flow(name="artifacts-retrain-like")
+    def night(words: str) -> tuple[UUID, UUID]:
+        run = open_run(config)
+        with summary_by_caller():
+            child = nested(run)
+        publish_summary(
+            run, version=1, total_iterations=2, extra_sections=["## Retraining data"], key=key, description=words
+        )
+        return current_flow_run_id(), child
+
+    first, first_child = night("2026-12-05 03:00 UTC: promoted run-x (generation 1)")
+    second, _ = night("2026-12-06 03:00 UTC: not promoted run-y (generation 2): reason")
+    assert read_artifacts(first_child) == []  # no pbg-summary-run-... of the run directory
+    summaries = [a for run_id in (first, second) for a in read_artifacts(run_id)]
+    assert [(a.key, a.description) for a in summaries] == [
+        (key, "2026-12-05 03:00 UTC: promoted run-x (generation 1)"),
+        (key, "2026-12-06 03:00 UTC: not promoted run-y (generation 2): reason"),
+    ]
+    assert "## Retraining data" in summaries[-1].data and "![learning curve" in summaries[-1].data
+
+    @flow(name="artifacts-plain-pbg")
+    def plain() -> UUID:
+        nested(open_run(config))  # outside summary_by_caller: a plain pbg run keeps its summary
+        return current_flow_run_id()
+
+    plain()
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key={"any_": ["pbg-summary-run-20261205t030000z-7d3e91aa"]})
+        )
+    assert len(found) == 1
