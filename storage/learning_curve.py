@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pbg_core.evaluation.early_stopping import ValidationRow
+from pbg_core.evaluation.early_stopping import ValidationRow, best_of
 from storage import metric_labels
 from storage.report_numbers import Row, fmt, get, number, rate
 from storage.stats_log import SUMMARY_KEY
@@ -37,11 +37,15 @@ class EpochPoint:
 
 @dataclass(frozen=True)
 class Best:
-    """The epoch (counted from 1) with the highest MRR of ``metric`` (a name of :mod:`storage.metric_labels`)."""
+    """The best epoch (counted from 1), its MRR and that MRR's name (:mod:`storage.metric_labels`).
+
+    ``by`` is the validation metric that chose it when it is not the MRR (``r1``, ``r10``), else None.
+    """
 
     epoch: int
     mrr: float
     metric: str
+    by: str | None = None
 
 
 def epoch_curve(rows: Iterable[Row]) -> list[EpochPoint]:
@@ -82,15 +86,16 @@ def _weighted_mean(rows: Sequence[Row], section: str, metric: str) -> float | No
     return total / weight if weight > 0 else None
 
 
-def best_epoch(curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = ()) -> Best | None:
+def best_epoch(curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = (), by: str = "mrr") -> Best | None:
     """The best epoch: the best validated one when ``validation`` has rows, else the highest in-training MRR.
 
-    Ties go to the earliest epoch (the same model quality for less training). None when nothing
-    measured an MRR (``eval_fraction`` 0 and no validation).
+    The validated one is the highest validation ``by`` (the config's ``validation.metric``), as
+    ``best.json`` chooses. Ties go to the earliest epoch (the same model quality for less
+    training). None when nothing measured an MRR (``eval_fraction`` 0 and no validation).
     """
-    if validation:
-        row = max(validation, key=lambda r: (r.mrr, -r.epoch))
-        return Best(row.epoch, row.mrr, metric_labels.VALIDATION)
+    row = best_of(validation, by) if validation else None
+    if row is not None:
+        return Best(row.epoch, row.mrr, metric_labels.VALIDATION, None if by == "mrr" else by)
     measured = [p for p in curve if p.mrr_after is not None]
     if not measured:
         return None
@@ -109,7 +114,9 @@ def _last(curve: Sequence[EpochPoint], validation: Sequence[ValidationRow]) -> B
     )
 
 
-def curve_chart(title: str, curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = ()) -> str:
+def curve_chart(
+    title: str, curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = (), by: str = "mrr"
+) -> str:
     """The SVG learning curve: loss above, MRR below (validation MRR too, when validated), best and last marked."""
     losses = [(p.epoch_idx + 1.0, p.loss) for p in curve if p.loss is not None]
     mrrs = [(p.epoch_idx + 1.0, p.mrr_after) for p in curve if p.mrr_after is not None]
@@ -118,7 +125,7 @@ def curve_chart(title: str, curve: Sequence[EpochPoint], validation: Sequence[Va
         points = [(float(r.epoch), r.mrr) for r in sorted(validation, key=lambda r: r.epoch)]
         mrr_series.append(Series(metric_labels.VALIDATION, points, VALIDATION_COLOR, dashed=True, dots=True))
     markers = []
-    best, last = best_epoch(curve, validation), _last(curve, validation)
+    best, last = best_epoch(curve, validation, by), _last(curve, validation)
     if last is not None and (best is None or last.epoch != best.epoch):
         markers.append(Marker(last.epoch, last.mrr, f"last: epoch {last.epoch}, {last.mrr:.3f}"))
     if best is not None:
@@ -130,16 +137,17 @@ def curve_chart(title: str, curve: Sequence[EpochPoint], validation: Sequence[Va
     return chart(title, "epoch", panels)
 
 
-def curve_sentence(curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = ()) -> str:
+def curve_sentence(curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = (), by: str = "mrr") -> str:
     """``best epoch 3: MRR 0.142; last epoch 150: MRR 0.071 (50% below the best) while the loss fell 0.92 → 0.31``.
 
     With a hint to validation and early stopping (docs/quality.md) when the last epoch is more
     than :data:`DROP_HINT` below the best and the run does not validate.
     """
-    best, last = best_epoch(curve, validation), _last(curve, validation)
+    best, last = best_epoch(curve, validation, by), _last(curve, validation)
     if best is None or last is None:
         return f"No MRR measured ({metric_labels.IN_TRAINING} needs eval_fraction > 0)."
-    text = f"best epoch {best.epoch}: {best.metric} {best.mrr:.3f}; last epoch {last.epoch}: {last.mrr:.3f}"
+    chosen = f" (by validation {best.by})" if best.by else ""
+    text = f"best epoch {best.epoch}{chosen}: {best.metric} {best.mrr:.3f}; last epoch {last.epoch}: {last.mrr:.3f}"
     drop = (best.mrr - last.mrr) / best.mrr if best.mrr > 0 else 0.0
     if last.epoch != best.epoch and drop >= 0.005:  # "0% below" says nothing
         text += f" ({drop:.0%} below the best)"
@@ -155,13 +163,15 @@ def curve_sentence(curve: Sequence[EpochPoint], validation: Sequence[ValidationR
     return text
 
 
-def curve_section(title: str, curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = ()) -> str:
-    """The summary's "Learning curve" section (see the module docstring)."""
+def curve_section(
+    title: str, curve: Sequence[EpochPoint], validation: Sequence[ValidationRow] = (), by: str = "mrr"
+) -> str:
+    """The summary's "Learning curve" section (see the module docstring); ``by`` as in :func:`best_epoch`."""
     if not curve:
         return "## Learning curve\n\nNo epochs recorded yet."
-    image = data_uri(curve_chart(title, curve, validation))
+    image = data_uri(curve_chart(title, curve, validation, by))
     alt = f"learning curve: mean loss and {metric_labels.IN_TRAINING} per epoch"
-    lines = ["## Learning curve", "", f"![{alt}]({image})", "", curve_sentence(curve, validation), ""]
+    lines = ["## Learning curve", "", f"![{alt}]({image})", "", curve_sentence(curve, validation, by), ""]
     lines += [f"<details><summary>every epoch ({len(curve)})</summary>", ""]
     lines += [f"| epoch | mean loss | {metric_labels.IN_TRAINING} |", "|---|---|---|"]
     lines += [f"| {p.epoch_idx + 1} | {fmt(p.loss)} | {fmt(p.mrr_after)} |" for p in curve]

@@ -143,7 +143,7 @@ def summary_markdown(
         *([validated] if validation else []),
         _metrics_section(config, curve, validation_rows),
         _config_section(config),
-        curve_section(f"Learning curve of {name}", curve, validation_rows),
+        curve_section(f"Learning curve of {name}", curve, validation_rows, _validation_metric(config)),
     ]
     return "\n\n".join(sections) + "\n"
 
@@ -162,7 +162,7 @@ def _metrics_section(config: ConfigSchema, curve: Sequence[EpochPoint], validati
     """The best epoch's and the last epoch's in-training figures side by side, and what they measure."""
     if not curve:
         return "## Metrics\n\nNo training stats recorded yet."
-    best = best_epoch(curve, validation)
+    best = best_epoch(curve, validation, _validation_metric(config))
     by_epoch = {p.epoch_idx + 1: p for p in curve}
     rows = [(f"last (epoch {curve[-1].epoch_idx + 1})", curve[-1])]
     if best is not None and best.epoch in by_epoch and best.epoch != curve[-1].epoch_idx + 1:
@@ -179,8 +179,14 @@ def _metrics_section(config: ConfigSchema, curve: Sequence[EpochPoint], validati
         f"| {p.buckets} |"
         for label, p in rows
     ]
-    chosen = f" The best epoch is the one of the highest {best.metric}." if best is not None else ""
+    by = (f"validation {best.by}" if best.by else best.metric) if best is not None else ""
+    chosen = f" The best epoch is the one of the highest {by}." if best is not None else ""
     return "\n".join([*lines, "", metric_labels.in_training_definition(config) + chosen])
+
+
+def _validation_metric(config: ConfigSchema) -> str:
+    """The metric ``best.json`` follows (``validation.metric``; ``mrr`` without validation)."""
+    return config.validation.metric if config.validation is not None else "mrr"
 
 
 def _config_section(config: ConfigSchema) -> str:

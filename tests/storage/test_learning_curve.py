@@ -128,3 +128,15 @@ def stats_rows(epochs: int) -> list[dict[str, Any]]:
 
 def test_rows_to_section() -> None:
     assert "every epoch (3)" in curve_section("c", epoch_curve(stats_rows(3)))
+
+
+def test_the_validation_metric_chooses_the_best_epoch_as_best_json_does() -> None:
+    rows = [
+        ValidationRow(1, 1, 0.5, 0.1, 0.6, 100, False, 0.1, "s"),
+        ValidationRow(2, 2, 0.4, 0.1, 0.9, 100, False, 0.1, "s"),  # lower MRR, higher Hits@10
+    ]
+    best = best_epoch(peak_then_fall(2), rows, by="r10")
+    assert best is not None and (best.epoch, best.mrr, best.by) == (2, 0.4, "r10")
+    assert curve_sentence(peak_then_fall(2), rows, by="r10").startswith(
+        "best epoch 2 (by validation r10): validation MRR 0.400; last epoch 2: 0.400"
+    )
