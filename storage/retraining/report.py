@@ -80,8 +80,8 @@ def trained_on(config: ConfigSchema) -> str:
 def history_line(run_dir: str, state: RetrainState | None) -> str:
     """The night in one line: when, promoted or not, the run directory, the generation, the holdout MRRs.
 
-    ``2026-12-05 03:00 UTC: promoted run-20261205T030000Z-7d3e91aa (generation 3); holdout MRR 0.531,
-    previous 0.530`` or ``...: not promoted run-... (generation 3): <the gate's reason>``.
+    ``2026-12-05 03:00 UTC: promoted run-20261205T030000Z-7d3e91aa (generation 3); holdout MRR 0.5310,
+    previous 0.5300`` or ``...: not promoted run-... (generation 3): <the gate's reason>``.
 
     Args:
         run_dir: The run directory's name (``run-YYYYmmddTHHMMSSZ-<8 hex>``: its date is the night's).
@@ -98,11 +98,15 @@ def history_line(run_dir: str, state: RetrainState | None) -> str:
         return f"{when}: not promoted {run_dir}{generation}: {state.reason}"
     if state is None or state.trained is None:
         return f"{when}: promoted {run_dir}{generation}; no quality gate measured"
-    previous = (state.baseline or {}).get("mrr")
-    return (
-        f"{when}: promoted {run_dir}{generation}; holdout MRR {fmt(state.trained.get('mrr'))}, "
-        f"previous {fmt(previous) if previous is not None else 'none (first run)'}"
+    mrr, previous = state.trained.get("mrr"), (state.baseline or {}).get("mrr")
+    return (  # 4 decimals, as the gate's own line
+        f"{when}: promoted {run_dir}{generation}; holdout MRR {_decimals(mrr)}, "
+        f"previous {_decimals(previous) if previous is not None else 'none (first run)'}"
     )
+
+
+def _decimals(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _name(path: str) -> str:

@@ -83,10 +83,10 @@ def test_sections_skip_a_gate_not_judged_yet() -> None:
 
 def test_history_lines() -> None:
     assert history_line(RUN, judged()) == (
-        f"2026-12-05 03:00 UTC: promoted {RUN} (generation 2); holdout MRR 0.531, previous 0.53"
+        f"2026-12-05 03:00 UTC: promoted {RUN} (generation 2); holdout MRR 0.5310, previous 0.5300"
     )
     first = judged(baseline=None)
-    assert history_line(RUN, first).endswith("holdout MRR 0.531, previous none (first run)")
+    assert history_line(RUN, first).endswith("holdout MRR 0.5310, previous none (first run)")
     failed = judged("failed", reason="MRR 0.1255 on 56 holdout edges: below retrain.min_mrr 0.2000")
     assert history_line(RUN, failed) == (
         f"2026-12-05 03:00 UTC: not promoted {RUN} (generation 2): MRR 0.1255 on 56 holdout edges: "
