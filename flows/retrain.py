@@ -40,8 +40,10 @@ from storage import layout
 from storage.retraining.arrivals import Received
 from storage.retraining.gate import unpromoted_message
 from storage.retraining.options import RetrainOptions
+from storage.retraining.report import history_line, retrain_sections
 from storage.retraining.state import RetrainState, as_json, read_state
-from tasks.artifacts import publish_summary
+from storage.stats_report import checkpoint_basename
+from tasks.artifacts import publish_summary, retrain_history_key, summary_by_caller
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.plan import check_inputs, plan_training
@@ -106,7 +108,8 @@ def pbg_retrain(
             return verdict(skipped.message or "") if is_verdict(skipped) else skipped.result()
         run_config = prepare_retrain(resolved, retrain, run_key, arrivals)  # its directory and config.json
         total = _grow(run_config, baseline=arrivals is not None and retrain.gated)
-        trained = pbg(config=run_config, pause_every=pause_every, pause_timeout_seconds=pause_timeout_seconds)
+        with summary_by_caller():  # the night's one summary is this flow's, under the root's history key
+            trained = pbg(config=run_config, pause_every=pause_every, pause_timeout_seconds=pause_timeout_seconds)
         gate = _judge_and_promote(run_config, resolved, retrain, arrivals, trained["version"], total)
     finally:
         release_lease(root)
@@ -150,8 +153,14 @@ def _judge_and_promote(
             gate = _judged(run_config)
         if gate is None or gate.gate != "failed":
             finish_retrain(run, resolved.checkpoint_path, retrain)  # promote: latest.json, prune
-        if gate is not None:
-            publish_summary(run, version, total_iterations, as_json(gate))  # the summary with the gate
+        publish_summary(  # a new version of the root's history: the night in one line, then its summary
+            run,
+            version,
+            total_iterations,
+            extra_sections=retrain_sections(gate, run_config),
+            key=retrain_history_key(resolved.checkpoint_path),
+            description=history_line(checkpoint_basename(run_config.checkpoint_path), gate),
+        )
     return gate
 
 

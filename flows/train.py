@@ -299,7 +299,7 @@ def _run_in_order(
     pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
     validated = [is_due(config.validation, it) for it in remaining]
     calls = [
-        partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config.checkpoint_path, check)
+        partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config, check)
         for it, check in zip(remaining, validated, strict=True)
     ]
     # Each subflow is created while the previous iteration works, never across a pause nor after a
@@ -332,12 +332,12 @@ def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
 
 
 def _run_iteration(
-    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, checkpoint_path: str, validate: bool
+    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, config: ConfigSchema, validate: bool
 ) -> dict[str, Any]:
     """The iteration's subflow, then its table artifact on the subflow's page (posted from the
     subflow's helper thread: off the critical path)."""
     result = train_iteration(handle, iteration, evaluate, progress, validate)
-    publish_iteration_table(iteration, result["rows"], result["resumed"], checkpoint_path, result["flow_run_id"])
+    publish_iteration_table(iteration, result["rows"], result["resumed"], config, result["flow_run_id"])
     return result
 
 

@@ -12,7 +12,9 @@ Every store takes a URL (local path, ``file://``, ``s3://``) plus optional fsspe
   edge list is read (``edge_columns``: shared by ``pbg import`` and retraining's arrivals; the
   :mod:`storage.edge_lists` package reads one file as batches) and the
   checks and reports on them (``resume_checks``: the checkpoints a run starts from;
-  ``disk_checks``: room before a checkpoint write; ``stats_report``: what the stats say).
+  ``disk_checks``: room before a checkpoint write; ``stats_report``: what the stats say, with
+  ``learning_curve`` drawn by ``svg_chart``, the MRRs named by ``metric_labels``, the numbers
+  rounded by ``report_numbers``).
 - :mod:`storage.remap`: ``init_path``'s rows matched to the entity files by name, once per run.
 - :mod:`storage.importing`: ``pbg import``; :mod:`storage.exporting`: ``pbg export``;
   :mod:`storage.trained`: a trained model's answers by name (``Model``: predict, score).

@@ -1,4 +1,4 @@
-"""What a training run's stats say, as plain data: bucket tables, the learning curve, a summary.
+"""What a training run's stats say, as plain data: bucket tables and a summary with its learning curve.
 
 Pure formatting over ``training_stats.json`` rows (see :mod:`storage.stats_log`) and the
 checkpoint's names (:mod:`storage.layout`): no I/O here, so every number can be checked by
@@ -12,30 +12,25 @@ single bucket covering all those edges would show). Rows carrying
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 from pbg_core.config import ConfigSchema
 from pbg_core.evaluation.early_stopping import ValidationRow
-from storage import layout
+from storage import layout, metric_labels
+from storage.learning_curve import EpochPoint, best_epoch, curve_section, epoch_curve
+from storage.report_numbers import Row, fmt, fmt_rate, get, number, rate, ratio, rounded, sig
 from storage.stats_log import SUMMARY_KEY
-
-Row = Mapping[str, Any]
-
-SPARK_LEVELS = "▁▂▃▄▅▆▇█"
-_MISSING = "–"  # noqa: RUF001 - an en dash on purpose: the tables' placeholder for a missing value
 
 TABLE_COLUMNS = (
     "bucket",
     "loss",
-    "mrr_before",
-    "mrr_after",
-    "hits10_before",
-    "hits10_after",
+    metric_labels.MRR_BEFORE,
+    metric_labels.MRR_AFTER,
+    metric_labels.HITS10_BEFORE,
+    metric_labels.HITS10_AFTER,
     "edges_per_s",
     "io_mb",
     "io_s",
@@ -63,95 +58,23 @@ def bucket_table_row(row: Row) -> dict[str, Any]:
     """The table row of one bucket's stats row (see :func:`iteration_table`)."""
     timing = row.get("timing") or {}
     io = row.get("io") or {}
-    count = _number(_get(row, "stats", "count"))
-    train_s = _number(timing.get("train"))
-    io_bytes = [b for b in (_number(io.get(k)) for k in ("bytes_read", "bytes_written")) if b is not None]
-    times = [t for t in (_number(v) for v in timing.values()) if t is not None]
+    count = number(get(row, "stats", "count"))
+    train_s = number(timing.get("train"))
+    io_bytes = [b for b in (number(io.get(k)) for k in ("bytes_read", "bytes_written")) if b is not None]
+    times = [t for t in (number(v) for v in timing.values()) if t is not None]
     return {
         "bucket": f"({row.get('lhs_partition')}, {row.get('rhs_partition')})",
-        "loss": _sig(_number(_get(row, "stats", "metrics", "loss"))),
-        "mrr_before": _ratio(_get(row, "eval_stats_before", "metrics", "mrr")),
-        "mrr_after": _ratio(_get(row, "eval_stats_after", "metrics", "mrr")),
-        "hits10_before": _ratio(_get(row, "eval_stats_before", "metrics", "r10")),
-        "hits10_after": _ratio(_get(row, "eval_stats_after", "metrics", "r10")),
-        "edges_per_s": _rate(count, train_s),
+        "loss": sig(number(get(row, "stats", "metrics", "loss"))),
+        metric_labels.MRR_BEFORE: ratio(get(row, "eval_stats_before", "metrics", "mrr")),
+        metric_labels.MRR_AFTER: ratio(get(row, "eval_stats_after", "metrics", "mrr")),
+        metric_labels.HITS10_BEFORE: ratio(get(row, "eval_stats_before", "metrics", "r10")),
+        metric_labels.HITS10_AFTER: ratio(get(row, "eval_stats_after", "metrics", "r10")),
+        "edges_per_s": rate(count, train_s),
         "io_mb": round(sum(io_bytes) / 1e6, 3) if io_bytes else None,
-        "io_s": _round(_number(io.get("seconds")), 3),
-        "seconds": _round(sum(times), 3) if times else None,
+        "io_s": rounded(number(io.get("seconds")), 3),
+        "seconds": rounded(sum(times), 3) if times else None,
         **({DISTRIBUTED_COLUMN: row["machine"]} if "machine" in row else {}),
     }
-
-
-# ---- learning curve -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class EpochPoint:
-    """Count-weighted means of one epoch's bucket rows (``None`` when nothing measured it)."""
-
-    epoch_idx: int
-    buckets: int
-    loss: float | None
-    mrr_after: float | None
-    hits10_after: float | None
-    edges_per_s: float | None
-
-
-def epoch_curve(rows: Iterable[Row]) -> list[EpochPoint]:
-    """Group bucket rows by ``epoch_idx`` (summary rows skipped), in epoch order.
-
-    Rows of every edge path and chunk of an epoch, from this run and earlier ones, count.
-    """
-    groups: dict[int, list[Row]] = {}
-    for row in rows:
-        if SUMMARY_KEY in row or not isinstance(row.get("epoch_idx"), int):
-            continue
-        groups.setdefault(row["epoch_idx"], []).append(row)
-    return [_epoch_point(epoch, groups[epoch]) for epoch in sorted(groups)]
-
-
-def _epoch_point(epoch: int, rows: Sequence[Row]) -> EpochPoint:
-    train_s = [_number((row.get("timing") or {}).get("train")) for row in rows]
-    counts = [_number(_get(row, "stats", "count")) for row in rows]
-    timed = [(c, s) for c, s in zip(counts, train_s, strict=True) if c is not None and s is not None]
-    return EpochPoint(
-        epoch_idx=epoch,
-        buckets=len(rows),
-        loss=_weighted_mean(rows, "stats", "loss"),
-        mrr_after=_weighted_mean(rows, "eval_stats_after", "mrr"),
-        hits10_after=_weighted_mean(rows, "eval_stats_after", "r10"),
-        edges_per_s=_rate(sum(c for c, _ in timed), sum(s for _, s in timed)) if timed else None,
-    )
-
-
-def _weighted_mean(rows: Sequence[Row], section: str, metric: str) -> float | None:
-    """Mean of ``section.metrics[metric]`` over rows, weighted by ``section.count``."""
-    total = weight = 0.0
-    for row in rows:
-        count, value = _number(_get(row, section, "count")), _number(_get(row, section, "metrics", metric))
-        if count and value is not None:
-            total += count * value
-            weight += count
-    return total / weight if weight > 0 else None
-
-
-def sparkline(values: Sequence[float | None]) -> str:
-    """One block character per value, ``▁`` at the series' minimum to ``█`` at its maximum.
-
-    A flat series is drawn at mid height (``▄``); a missing value is a space.
-    """
-    present = [v for v in values if v is not None]
-    if not present:
-        return " " * len(values)
-    low, high = min(present), max(present)
-    top = len(SPARK_LEVELS) - 1
-    chars = []
-    for value in values:
-        if value is None:
-            chars.append(" ")
-        elif high == low:
-            chars.append(SPARK_LEVELS[top // 2])
-        else:
-            chars.append(SPARK_LEVELS[round((value - low) / (high - low) * top)])
-    return "".join(chars)
 
 
 def validation_table(rows: Iterable[ValidationRow], best_version: int | None) -> list[dict[str, Any]]:
@@ -160,9 +83,9 @@ def validation_table(rows: Iterable[ValidationRow], best_version: int | None) ->
         {
             "epoch": row.epoch,
             "version": row.version,
-            "mrr": _sig(row.mrr),
-            "r1": _sig(row.r1),
-            "r10": _sig(row.r10),
+            "mrr": sig(row.mrr),
+            "r1": sig(row.r1),
+            "r10": sig(row.r10),
             "count": row.count,
             "sampled": "yes" if row.sampled else "no",
             "best": "✓" if row.version == best_version else "",
@@ -189,10 +112,11 @@ def summary_markdown(
     version: int,
     total_iterations: int,
     rows: Sequence[Row],
-    gate: dict[str, Any] | None = None,
+    extra_sections: Sequence[str] = (),
     validation: str | None = None,
+    validation_rows: Sequence[ValidationRow] = (),
 ) -> str:
-    """The run summary: where the checkpoint is, last epoch's metrics, config, learning curve.
+    """The run summary: where the checkpoint is, the best and the last epoch's metrics, config, learning curve.
 
     Never shows ``storage_options`` values (only whether the config sets any).
 
@@ -201,41 +125,27 @@ def summary_markdown(
         version: The committed checkpoint version.
         total_iterations: Iterations of the whole schedule (epochs x edge paths x chunks).
         rows: Every stats row of the checkpoint (earlier runs included).
-        gate: A retraining run's ``retrain.json`` after its quality gate (:mod:`storage.retraining.state`).
+        extra_sections: Markdown sections placed after the checkpoint's, already rendered (a
+            retraining run's gate and data: :mod:`storage.retraining.report`).
         validation: The validation line (the best version; why training stopped early), or None.
+        validation_rows: The run's validations (drawn on the curve; they choose the best epoch).
 
     Returns:
         Markdown for Prefect's UI.
     """
     curve = epoch_curve(rows)
+    name = checkpoint_basename(config.checkpoint_path)
+    validated = f"## Validation\n\n{validation}\n\n{metric_labels.validation_definition(config)}"
     sections = [
-        f"# PBG training: {checkpoint_basename(config.checkpoint_path)}",
+        f"# PBG training: {name}",
         _checkpoint_section(config, version, total_iterations),
-        *([gate_section(gate)] if gate else []),
-        *([f"## Validation\n\n{validation}"] if validation else []),
-        _metrics_section(curve[-1] if curve else None),
+        *extra_sections,
+        *([validated] if validation else []),
+        _metrics_section(config, curve, validation_rows),
         _config_section(config),
-        _curve_section(curve),
+        curve_section(f"Learning curve of {name}", curve, validation_rows, _validation_metric(config)),
     ]
     return "\n\n".join(sections) + "\n"
-
-
-def gate_section(gate: dict[str, Any]) -> str:
-    """The quality gate: the previous and the new model on the holdout, and the verdict."""
-    verdict = "**passed**: promoted to latest.json" if gate.get("gate") == "passed" else "**FAILED**: not promoted"
-    lines = ["## Quality gate", "", f"{verdict}. {gate.get('reason', '')}", ""]
-    lines += ["| model | holdout MRR | Hits@10 | edges |", "|---|---|---|---|"]
-    for label, key in (("previous run (grown)", "baseline"), ("this run", "trained")):
-        figures = gate.get(key) or {}
-        lines.append(
-            f"| {label} | {_fmt(figures.get('mrr'))} | {_fmt(figures.get('r10'))} | {figures.get('count', '-')} |"
-        )
-    lines += [
-        "",
-        f"New generations {gate.get('new_generations')}; holdouts: "
-        + ", ".join(f"`{h}`" for h in gate.get("holdouts", [])),
-    ]
-    return "\n".join(lines)
 
 
 def _checkpoint_section(config: ConfigSchema, version: int, total_iterations: int) -> str:
@@ -248,19 +158,35 @@ def _checkpoint_section(config: ConfigSchema, version: int, total_iterations: in
     return "\n".join(lines)
 
 
-def _metrics_section(last: EpochPoint | None) -> str:
-    if last is None:
+def _metrics_section(config: ConfigSchema, curve: Sequence[EpochPoint], validation: Sequence[ValidationRow]) -> str:
+    """The best epoch's and the last epoch's in-training figures side by side, and what they measure."""
+    if not curve:
         return "## Metrics\n\nNo training stats recorded yet."
-    return "\n".join(
-        [
-            f"## Metrics (epoch {last.epoch_idx + 1}, {last.buckets} bucket row(s))",
-            "",
-            "| mean loss | mean MRR (after) | mean Hits@10 (after) | train edges/s |",
-            "|---|---|---|---|",
-            f"| {_fmt(last.loss)} | {_fmt(last.mrr_after)} | {_fmt(last.hits10_after)} "
-            f"| {_fmt_rate(last.edges_per_s)} |",
-        ]
-    )
+    best = best_epoch(curve, validation, _validation_metric(config))
+    by_epoch = {p.epoch_idx + 1: p for p in curve}
+    rows = [(f"last (epoch {curve[-1].epoch_idx + 1})", curve[-1])]
+    if best is not None and best.epoch in by_epoch and best.epoch != curve[-1].epoch_idx + 1:
+        rows.insert(0, (f"best (epoch {best.epoch})", by_epoch[best.epoch]))
+    lines = [
+        "## Metrics",
+        "",
+        f"| epoch | mean loss | {metric_labels.IN_TRAINING} | {metric_labels.IN_TRAINING_HITS} | "
+        "train edges/s | bucket rows |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {label} | {fmt(p.loss)} | {fmt(p.mrr_after)} | {fmt(p.hits10_after)} | {fmt_rate(p.edges_per_s)} "
+        f"| {p.buckets} |"
+        for label, p in rows
+    ]
+    by = (f"validation {best.by}" if best.by else best.metric) if best is not None else ""
+    chosen = f" The best epoch is the one of the highest {by}." if best is not None else ""
+    return "\n".join([*lines, "", metric_labels.in_training_definition(config) + chosen])
+
+
+def _validation_metric(config: ConfigSchema) -> str:
+    """The metric ``best.json`` follows (``validation.metric``; ``mrr`` without validation)."""
+    return config.validation.metric if config.validation is not None else "mrr"
 
 
 def _config_section(config: ConfigSchema) -> str:
@@ -281,16 +207,6 @@ def _config_section(config: ConfigSchema) -> str:
     return "\n".join(lines)
 
 
-def _curve_section(curve: Sequence[EpochPoint]) -> str:
-    if not curve:
-        return "## Learning curve\n\nNo epochs recorded yet."
-    losses, mrrs = [p.loss for p in curve], [p.mrr_after for p in curve]
-    lines = ["## Learning curve", "", "| epoch | mean loss | mean MRR (after) |", "|---|---|---|"]
-    lines += [f"| {p.epoch_idx + 1} | {_fmt(p.loss)} | {_fmt(p.mrr_after)} |" for p in curve]
-    lines += ["", f"- loss `{sparkline(losses)}`", f"- MRR (after) `{sparkline(mrrs)}`"]
-    return "\n".join(lines)
-
-
 # ---- names ----------------------------------------------------------------------------------
 def checkpoint_basename(checkpoint_path: str) -> str:
     """The last path component of a checkpoint path or URL (``s3://b/runs/ckpt/`` -> ``ckpt``)."""
@@ -306,52 +222,6 @@ def checkpoint_urls(checkpoint_path: str) -> list[str]:
         return [checkpoint_path]
     absolute = Path(checkpoint_path).absolute()
     return [str(absolute), absolute.as_uri()]
-
-
-# ---- numbers ------------------------------------------------------------------------------
-def _get(row: Row, *keys: str) -> Any:
-    value: Any = row
-    for key in keys:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _number(value: Any) -> float | None:
-    """``value`` as a finite float, else None (missing, NaN, inf or not a number)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def _sig(value: float | None, digits: int = 4) -> float | None:
-    """Round to ``digits`` significant digits (losses span orders of magnitude)."""
-    return None if value is None else float(f"{value:.{digits}g}")
-
-
-def _ratio(value: Any) -> float | None:
-    """A metric in [0, 1] (MRR, Hits@k) to 4 decimals."""
-    return _round(_number(value), 4)
-
-
-def _rate(count: float | None, seconds: float | None) -> float | None:
-    """Edges per second to 1 decimal; None without a positive duration."""
-    if count is None or seconds is None or seconds <= 0:
-        return None
-    return round(count / seconds, 1)
-
-
-def _fmt(value: float | None) -> str:
-    return _MISSING if value is None else f"{value:.4g}"
-
-
-def _fmt_rate(value: float | None) -> str:
-    return _MISSING if value is None else f"{value:,.0f}"
 
 
 def _join(base: str, name: str) -> str:

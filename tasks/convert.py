@@ -30,7 +30,7 @@ def import_edges_task(config: ConfigSchema, inputs: list[str], options: ImportOp
     :class:`storage.importing.report.ImportReport` (edges read, written per input, skipped by reason).
     """
     logger = run_logger()
-    artifact = start_progress(0, 1, f"importing {len(inputs)} input(s) into {config.entity_path}")
+    artifact = start_progress(0, 1, f"importing {len(inputs)} input(s) into {config.entity_path}", counts=False)
 
     def report_progress(fraction: float, text: str) -> None:
         update_progress(artifact, round(1000 * fraction), 1000)

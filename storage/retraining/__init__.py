@@ -6,7 +6,7 @@ checkpoint directory per flow run (:mod:`.run_dirs`, complete or not: :mod:`.run
 deletion of old runs (:mod:`.pruning`). Beside the import: what arrived and was received
 (:mod:`.arrivals`, :mod:`.received`, the import's typed :mod:`.generations`), the holdout split
 (:mod:`.holdout`), where a run starts (:mod:`.start`), its own config (:mod:`.run_config`), the
-options (:mod:`.options`) and the gate's verdict (:mod:`.gate`).
+options (:mod:`.options`), the gate's verdict (:mod:`.gate`) and a run in words (:mod:`.report`).
 
 May import the stores and :mod:`storage.fs`, never :mod:`storage.importing` (the task joins the two,
 :mod:`tasks.retrain`); the layers inside are held by an import-linter contract (pyproject.toml).

@@ -110,8 +110,9 @@ def test_two_scheduled_runs_promote_and_a_corrupted_day_fails_the_gate(stack: St
     assert "previous run 0." in message and "min_mrr 0.2000" in message
     assert run["state"]["name"] == "Failed"  # the UI's state filters find it
     assert (tmp_path / "runs" / "latest.json").read_bytes() == before  # untouched
-    summaries = [a for a in stack.artifacts([flow_run_id]) if (a.get("key") or "").startswith("pbg-summary-")]
+    summaries = [a for a in stack.artifacts([flow_run_id]) if (a.get("key") or "").startswith("pbg-retrain-")]
     assert summaries and "FAILED" in summaries[-1]["data"] and "Quality gate" in summaries[-1]["data"]
+    assert ": not promoted run-" in summaries[-1]["description"]  # the night's line in the root's history
     [judge] = [task for task in stack.task_runs([flow_run_id]) if task["name"] == "quality gate"]
     assert judge["state"]["type"] == "FAILED" and judge["state"]["message"].startswith("quality gate failed: MRR 0.")
     [rejected] = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-") and p.name not in promoted]

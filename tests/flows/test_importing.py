@@ -47,6 +47,9 @@ def test_the_import_flow_writes_the_layout_and_reports(graph: Any, config_for: A
         )
         run_name = client.read_flow_run(state.state_details.flow_run_id).name
     assert [a.data for a in artifacts if a.type == "progress"] == [100.0]
+    assert [a.description for a in artifacts if a.type == "progress"] == [
+        "100%: importing 1 input(s) into " + str(data)
+    ]
     # its subject (the checkpoint directory), its inputs (not the list's repr "['...']"), when
     assert re.fullmatch(rf"import ckpt: {re.escape(str(tsv))}, \d{{4}}-\d\d-\d\d \d\d:\d\d UTC", run_name), run_name
 

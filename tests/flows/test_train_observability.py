@@ -28,6 +28,7 @@ from prefect.flow_runs import resume_flow_run
 
 from flows.train import pbg
 from pbg_core.config import parse_config
+from storage.metric_labels import HITS10_AFTER, MRR_AFTER, MRR_BEFORE
 
 pytestmark = pytest.mark.integration
 
@@ -62,6 +63,7 @@ def test_a_run_posts_progress_a_table_per_iteration_and_a_summary(
     assert sorted(by_type) == ["markdown", "progress"]  # the tables are on the iterations' subflows
 
     assert [a.data for a in by_type["progress"]] == [100.0]
+    assert by_type["progress"][0].description == f"100%: 8 of 8 buckets trained of {tmp_path / 'observed'}"
     with get_client(sync_client=True) as client:
         subflows = client.read_flow_runs(
             flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id]))
@@ -71,8 +73,8 @@ def test_a_run_posts_progress_a_table_per_iteration_and_a_summary(
     for epoch, table in enumerate(tables, start=1):
         rows = json.loads(table.data) if isinstance(table.data, str) else table.data
         assert len(rows) == 4  # 2x2 buckets, all trained in this attempt
-        assert {"bucket", "loss", "mrr_before", "mrr_after", "hits10_after", "edges_per_s"} <= set(rows[0])
-        assert all(row["edges_per_s"] > 0 and row["mrr_after"] is not None for row in rows)
+        assert {"bucket", "loss", MRR_BEFORE, MRR_AFTER, HITS10_AFTER, "edges_per_s"} <= set(rows[0])
+        assert all(row["edges_per_s"] > 0 and row[MRR_AFTER] is not None for row in rows)
         assert table.description.startswith(f"epoch {epoch}/2")
     (summary,) = by_type["markdown"]
     assert summary.key == "pbg-summary-observed"

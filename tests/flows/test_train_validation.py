@@ -3,7 +3,9 @@ with ``pbg eval --filtered``, the table artifact and the log line."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,21 @@ def test_the_table_artifact_has_a_row_per_validation(validated: dict[str, Any]) 
     assert set(table[0]) == {"epoch", "version", "mrr", "r1", "r10", "count", "sampled", "best"}
     best = read_best(str(validated["checkpoint"]))
     assert best is not None and [row["version"] for row in table if row["best"]] == [best.version]
+
+
+def test_the_summary_draws_every_validation_and_names_the_best_validated_epoch(validated: dict[str, Any]) -> None:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pbg-summary-ckpt"])), limit=50
+        )
+    summary = max((a for a in found if str(validated["checkpoint"]) in (a.data or "")), key=lambda a: a.created)
+    image = re.search(r"\(data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)\)", summary.data)
+    assert image is not None
+    svg = base64.b64decode(image.group(1)).decode()
+    best = read_best(str(validated["checkpoint"]))
+    assert best is not None and "validation MRR" in svg and f"best: epoch {best.row.epoch}, {best.row.mrr:.3f}" in svg
+    assert svg.count('r="2.5"') == 4  # one dot per validation
+    assert f"best epoch {best.row.epoch}: validation MRR {best.row.mrr:.3f}" in summary.data
 
 
 def test_early_stopping_ends_the_run_completed(graph: Any, config_for: Any, tmp_path: Path) -> None:

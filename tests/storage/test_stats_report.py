@@ -1,11 +1,13 @@
-"""storage.stats_report: bucket table rows, epoch grouping, sparklines, summary markdown, names.
+"""storage.stats_report: bucket table rows, summary markdown (metric names, best and last epoch), names.
 
 Every expected number is computed by hand from the rows below.
 """
 
 from __future__ import annotations
 
+import base64
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,7 @@ from storage.stats_report import (
     TABLE_COLUMNS,
     checkpoint_basename,
     checkpoint_urls,
-    epoch_curve,
     iteration_table,
-    sparkline,
     summary_markdown,
     version_progress,
 )
@@ -83,10 +83,10 @@ def test_table_row_with_every_value() -> None:
     assert row == {
         "bucket": "(0, 1)",
         "loss": 0.1235,  # 4 significant digits
-        "mrr_before": 0.25,
-        "mrr_after": 0.1235,
-        "hits10_before": 0.5,
-        "hits10_after": 0.6,
+        "in-training MRR before": 0.25,
+        "in-training MRR after": 0.1235,
+        "in-training Hits@10 before": 0.5,
+        "in-training Hits@10 after": 0.6,
         "edges_per_s": 500.0,  # 1000 edges / 2.0 s of training
         "io_mb": 4.5,  # (3e6 + 1.5e6) bytes / 1e6
         "io_s": 0.75,
@@ -99,7 +99,7 @@ def test_table_row_missing_values_are_none() -> None:
     (row,) = iteration_table([sparse])
     assert row["bucket"] == "(1, 0)"
     assert row["loss"] is None  # NaN is not shown as a number
-    for name in ("mrr_before", "mrr_after", "hits10_before", "hits10_after", "edges_per_s", "io_s"):
+    for name in (*TABLE_COLUMNS[2:6], "edges_per_s", "io_s"):
         assert row[name] is None, name
     assert row["io_mb"] == 2.0  # only bytes_read recorded
     assert row["seconds"] == 0.125
@@ -129,43 +129,10 @@ def curve_rows() -> list[dict[str, Any]]:
     ]
 
 
-def test_epoch_curve_groups_by_epoch_with_count_weighted_means() -> None:
-    first, second = epoch_curve(curve_rows())
-    assert (first.epoch_idx, first.buckets) == (0, 2)
-    assert first.loss == pytest.approx(1.25)  # (100 * 2.0 + 300 * 1.0) / 400
-    assert first.mrr_after == pytest.approx(0.5)  # (10 * 0.2 + 30 * 0.6) / 40
-    assert first.hits10_after == pytest.approx(0.875)  # (10 * 0.5 + 30 * 1.0) / 40
-    assert first.edges_per_s == 200.0  # 400 edges / 2 s
-    assert (second.epoch_idx, second.buckets) == (1, 1)
-    assert second.loss == pytest.approx(0.5)
-    assert second.mrr_after == pytest.approx(0.9)
-    assert second.edges_per_s == 800.0
-
-
-def test_epoch_without_eval_has_no_mrr() -> None:
-    (point,) = epoch_curve([bucket_row(0, 0, 0, 10, 1.0)])
-    assert point.mrr_after is None and point.hits10_after is None and point.edges_per_s is None
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        ([1.25, 0.5], "█▁"),
-        ([0.0, 0.5, 1.0], "▁▅█"),  # 0.5 * 7 = 3.5 rounds to level 4
-        ([i / 7 for i in range(8)], "▁▂▃▄▅▆▇█"),
-        ([3.0, 3.0, 3.0], "▄▄▄"),  # flat: mid height
-        ([1.0, None, 2.0], "▁ █"),
-        ([None, None], "  "),
-        ([], ""),
-    ],
-)
-def test_sparkline(values: list[float | None], expected: str) -> None:
-    assert sparkline(values) == expected
-
-
-def config_with_secret(checkpoint: str) -> Any:
+def config_with_secret(checkpoint: str, **extra: Any) -> Any:
     return parse_config(
-        {
+        extra
+        | {
             "entity_path": "/data/entities",
             "edge_paths": ["/data/edges"],
             "checkpoint_path": checkpoint,
@@ -198,11 +165,33 @@ def test_summary_markdown_content(tmp_path: Path) -> None:
     assert "`linked` (node → node, translation), `tagged` (node → tag, diagonal)" in text
     assert "dimension 16 · comparator `dot` · loss_fn `softmax` · lr 0.05" in text
     assert "num_epochs 2 · workers 3 · bucket_order `affinity`" in text
-    # Last epoch (index 1): loss 0.5, MRR 0.9, Hits@10 1.0, 800 edges/s.
-    assert "## Metrics (epoch 2, 1 bucket row(s))" in text
-    assert "| 0.5 | 0.9 | 1 | 800 |" in text
-    assert "| 1 | 1.25 | 0.5 |" in text and "| 2 | 0.5 | 0.9 |" in text
-    assert "- loss `█▁`" in text and "- MRR (after) `▁█`" in text
+    # Epoch 2 (index 1) is both the best (MRR 0.9 > 0.5) and the last: one row.
+    assert "| last (epoch 2) | 0.5 | 0.9 | 1 | 800 | 1 |" in text and "best (epoch" not in text
+    assert "| epoch | mean loss | in-training MRR (sampled) | in-training Hits@10 | train edges/s |" in text
+    assert "in-training MRR (sampled): the 5% of each bucket held out of training" in text
+    assert "against 1,000 batch + 1,000 uniform sampled negatives, raw (not filtered)" in text
+    assert "| 1 | 1.25 | 0.5 |" in text and "| 2 | 0.5 | 0.9 |" in text  # every epoch, folded
+    assert "<details><summary>every epoch (2)</summary>" in text
+    assert "best epoch 2: in-training MRR (sampled) 0.900; last epoch 2: 0.900 while the loss fell 1.25 → 0.5." in text
+
+
+def test_the_summary_shows_the_best_epoch_beside_the_last(tmp_path: Path) -> None:
+    # MRR peaks at epoch 2 of 3 and falls by a third: both rows, the best first, and the hint.
+    rows = [
+        bucket_row(0, 0, e, 100, loss, epoch=e, timing={"train": 1.0}, after=eval_stats(10, mrr, 0.5))
+        for e, loss, mrr in ((0, 2.0, 0.3), (1, 1.0, 0.6), (2, 0.5, 0.4))
+    ]
+    text = summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 3, 3, rows)
+    best, last = text.index("| best (epoch 2) | 1 | 0.6 |"), text.index("| last (epoch 3) | 0.5 | 0.4 |")
+    assert best < last
+    assert "The best epoch is the one of the highest in-training MRR (sampled)." in text
+    assert "last epoch 3: 0.400 (33% below the best) while the loss fell 2 → 0.5." in text
+    assert "`early_stopping` keeps the best version" in text
+    image = re.search(r"!\[learning curve: [^\]]+\]\((data:image/svg\+xml;base64,[A-Za-z0-9+/=]+)\)", text)
+    assert image is not None
+    svg = base64.b64decode(image.group(1).removeprefix("data:image/svg+xml;base64,")).decode()
+    assert "best: epoch 2, 0.600" in svg and "last: epoch 3, 0.400" in svg
+    assert "▁" not in text and "█" not in text  # no sparklines any more
 
 
 def test_a_checkpoint_past_the_configs_schedule_is_not_version_5_of_3(tmp_path: Path) -> None:
@@ -224,6 +213,7 @@ def test_summary_markdown_never_shows_storage_option_values(tmp_path: Path) -> N
 def test_summary_markdown_without_rows() -> None:
     text = summary_markdown(config_with_secret("s3://bucket/runs/ckpt/"), 0, 4, [])
     assert "No training stats recorded yet." in text and "No epochs recorded yet." in text
+    assert "data:image" not in text
     assert "- `s3://bucket/runs/ckpt/`" in text and "model file" not in text  # nothing committed
 
 
@@ -255,6 +245,15 @@ def test_the_validation_table_marks_the_best_version() -> None:
 
 def test_the_summary_shows_the_validation_line(tmp_path: Path) -> None:
     line = "best version v2 (epoch 2, mrr 0.5000), kept as best.json. Early stopping: mrr did not improve."
-    text = summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows(), validation=line)
+    config = config_with_secret(str(tmp_path / "ckpt"), validation={"edge_path": "/data/valid"})
+    text = summary_markdown(config, 2, 2, curve_rows(), validation=line)
     assert f"## Validation\n\n{line}" in text
+    assert "validation MRR: every edge of `/data/valid` (never trained) ranked against every entity, filtered" in text
     assert "## Validation" not in summary_markdown(config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows())
+
+
+def test_extra_sections_come_after_the_checkpoint_as_given(tmp_path: Path) -> None:
+    text = summary_markdown(
+        config_with_secret(str(tmp_path / "ckpt")), 2, 2, curve_rows(), ["## Quality gate\n\nwords"]
+    )
+    assert text.index("## Checkpoint") < text.index("## Quality gate\n\nwords") < text.index("## Metrics")

@@ -29,7 +29,9 @@ from tasks.artifacts import (
     iteration_key,
     publish_iteration_table,
     publish_summary,
+    retrain_history_key,
     start_progress,
+    summary_by_caller,
     update_progress,
 )
 from tasks.runs import open_run
@@ -108,8 +110,9 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     def fake_training() -> tuple[UUID, UUID | None]:
         progress = start_progress(1, 4, "buckets trained")
         update_progress(progress, 3, 4)
-        publish_iteration_table(ITERATION, [rows[1], None], resumed=1, checkpoint_path=config.checkpoint_path)
-        publish_summary(open_run(config), version=2, total_iterations=2)
+        run = open_run(config)
+        publish_iteration_table(ITERATION, [rows[1], None], resumed=1, config=config)
+        publish_summary(run, version=2, total_iterations=2)
         return current_flow_run_id(), progress
 
     run_id, progress_id = fake_training()
@@ -117,21 +120,21 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     progress, table, summary = read_artifacts(run_id)
 
     assert (progress.id, progress.type, progress.data) == (progress_id, "progress", 75.0)
-    assert progress.description == "buckets trained"
+    assert progress.description == "75%: 3 of 4 buckets trained"  # on the card, moved with the bar
 
     assert (table.type, table.key) == ("table", "pbg-my-model-v2-epoch-001-path-2-chunk-1")
-    assert (
-        table.description == "epoch 1/2 · path 2/2 · chunk 1/1 · version 2 · 1 bucket(s) trained, "
-        "1 resumed from an earlier attempt"
+    assert table.description.startswith(
+        f"{ITERATION.label}, version 2, 1 bucket(s) trained, 1 resumed from an earlier attempt. "
+        "in-training MRR (sampled): the 5% of each bucket held out of training"
     )
     assert json.loads(table.data) == [
         {
             "bucket": "(0, 1)",
             "loss": 1.0,
-            "mrr_before": None,
-            "mrr_after": 0.5,
-            "hits10_before": None,
-            "hits10_after": 0.75,
+            "in-training MRR before": None,
+            "in-training MRR after": 0.5,
+            "in-training Hits@10 before": None,
+            "in-training Hits@10 after": 0.75,
             "edges_per_s": 200.0,
             "io_mb": 1.25,
             "io_s": 0.25,
@@ -142,6 +145,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
     assert (summary.type, summary.key) == ("markdown", "pbg-summary-my-model-v2")
     assert summary.description == "pbg training summary, checkpoint version 2 (2 of 2 iteration(s) done)"
     assert "| 1 | 2 | 0.25 |" in summary.data and "| 2 | 1 | 0.5 |" in summary.data  # both epochs
+    assert "](data:image/svg+xml;base64," in summary.data  # the drawn curve
     assert "s3cr3t-never-shown" not in summary.data
 
 
@@ -160,7 +164,7 @@ def test_an_iteration_table_goes_on_the_run_it_names(tmp_path: Path) -> None:
             ITERATION,
             [stats_row(0, 0, 4, 0, 2.0, 0.25)],
             resumed=0,
-            checkpoint_path=config.checkpoint_path,
+            config=config,
             flow_run_id=str(child),
         )
         return current_flow_run_id(), child
@@ -197,12 +201,7 @@ def test_noops_outside_a_flow_run(tmp_path: Path) -> None:
     StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
     assert start_progress(1, 2, "outside") is None
     assert update_progress(uuid4(), 1, 2) is None
-    assert (
-        publish_iteration_table(
-            ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, checkpoint_path=config.checkpoint_path
-        )
-        is None
-    )
+    assert publish_iteration_table(ITERATION, [stats_row(0, 0, 0, 0, 1.0, 0.5)], resumed=0, config=config) is None
     assert publish_summary(open_run(config), version=1, total_iterations=2) is None
     with get_client(sync_client=True) as client:
         created = client.read_artifacts()
@@ -224,8 +223,25 @@ def test_progress_moves_at_most_once_a_second_but_always_reaches_the_end() -> No
         seen.append(read_progress(progress))
         return progress, seen
 
-    _, seen = ticking()
+    progress, seen = ticking()
     assert seen == [10.0, 10.0, 10.0, 100.0]
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(id={"any_": [progress]}))
+    assert artifact.description == "100%: 10 of 10 buckets trained"
+
+
+def test_progress_without_counts_shows_the_percentage_and_what_runs() -> None:
+    @flow(name="progress-no-counts-test")
+    def importing() -> UUID | None:
+        progress = start_progress(0, 1, "importing 2 input(s) into /e", counts=False)
+        update_progress(progress, 370, 1000)
+        return progress
+
+    progress = importing()
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(id={"any_": [progress]}))
+    assert (artifact.data, artifact.description) == (37.0, "37%: importing 2 input(s) into /e")
+    assert artifact.description.isascii()
 
 
 def read_progress(artifact_id: UUID | None) -> float:
@@ -293,3 +309,67 @@ def test_iteration_key_is_always_valid_and_bounded() -> None:
         key = iteration_key(name, iteration(41, 1000, 2, 3, 9, 10))
         assert re.fullmatch(r"pbg-[a-z0-9]+(-[a-z0-9]+)*", key), key
         assert len(key) <= 100 and key.endswith("-epoch-0042-path-3-chunk-10"), key
+
+
+# ---- a retraining root's history -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("root", "expected"),
+    [
+        ("/work/demo/out/umls-retrain", "pbg-retrain-work-demo-out-umls-retrain"),
+        ("s3://bucket/models/UMLS", "pbg-retrain-s3-bucket-models-umls"),
+        ("file:///srv/Modèle/", "pbg-retrain-file-srv-modele"),
+        ("///", "pbg-retrain-run"),
+    ],
+)
+def test_retrain_history_key(root: str, expected: str) -> None:
+    assert retrain_history_key(root) == expected
+
+
+def test_a_long_roots_history_key_keeps_its_tail() -> None:
+    key = retrain_history_key("/very/" + "deep/" * 40 + "nightly-umls")
+    assert len(key) <= 100 and key.startswith("pbg-retrain-") and key.endswith("-deep-nightly-umls")
+    assert re.fullmatch(r"pbg-retrain-[a-z0-9]+(-[a-z0-9]+)*", key), key
+
+
+def test_the_nested_training_run_leaves_the_summary_to_its_caller(tmp_path: Path) -> None:
+    """Two nights: the nested run posts no pbg-summary; each night adds a version of the root's key."""
+    config = make_config(tmp_path, "run-20261205T030000Z-7d3e91aa")
+    StatsLog(config.checkpoint_path).write([stats_row(0, 0, 0, 0, 1.0, 0.5)])
+    key = retrain_history_key(str(tmp_path))
+
+    @flow(name="artifacts-nested-pbg")
+    def nested(run: str) -> UUID:
+        publish_summary(run, version=1, total_iterations=2)  # what the pbg flow does at its end
+        return current_flow_run_id()
+
+    @flow(name="artifacts-retrain-like")
+    def night(words: str) -> tuple[UUID, UUID]:
+        run = open_run(config)
+        with summary_by_caller():
+            child = nested(run)
+        publish_summary(
+            run, version=1, total_iterations=2, extra_sections=["## Retraining data"], key=key, description=words
+        )
+        return current_flow_run_id(), child
+
+    first, first_child = night("2026-12-05 03:00 UTC: promoted run-x (generation 1)")
+    second, _ = night("2026-12-06 03:00 UTC: not promoted run-y (generation 2): reason")
+    assert read_artifacts(first_child) == []  # no pbg-summary-run-... of the run directory
+    summaries = [a for run_id in (first, second) for a in read_artifacts(run_id)]
+    assert [(a.key, a.description) for a in summaries] == [
+        (key, "2026-12-05 03:00 UTC: promoted run-x (generation 1)"),
+        (key, "2026-12-06 03:00 UTC: not promoted run-y (generation 2): reason"),
+    ]
+    assert "## Retraining data" in summaries[-1].data and "![learning curve" in summaries[-1].data
+
+    @flow(name="artifacts-plain-pbg")
+    def plain() -> UUID:
+        nested(open_run(config))  # outside summary_by_caller: a plain pbg run keeps its summary
+        return current_flow_run_id()
+
+    plain()
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key={"any_": ["pbg-summary-run-20261205t030000z-7d3e91aa"]})
+        )
+    assert len(found) == 1
