@@ -40,10 +40,10 @@ from storage import layout
 from storage.retraining.arrivals import Received
 from storage.retraining.gate import unpromoted_message
 from storage.retraining.options import RetrainOptions
-from storage.retraining.report import history_line, retrain_sections
+from storage.retraining.report import history_line, retrain_sections, skipped_line
 from storage.retraining.state import RetrainState, as_json, read_state
 from storage.stats_report import checkpoint_basename
-from tasks.artifacts import publish_summary, retrain_history_key, summary_by_caller
+from tasks.artifacts import publish_history_entry, publish_summary, retrain_history_key, summary_by_caller
 from tasks.config import resolve_config
 from tasks.lease import acquire_lease, release_lease
 from tasks.plan import check_inputs, plan_training
@@ -105,6 +105,7 @@ def pbg_retrain(
             rename_current_run("nothing new" if arrivals.nothing_new else f"generation {arrivals.generation}")
         if arrivals is not None and arrivals.nothing_new:
             skipped = nothing_new(resolved, retrain, return_state=True)  # skipped, or a verdict (on_no_new_data)
+            _post_skipped(resolved, run_key, failed=is_verdict(skipped))
             return verdict(skipped.message or "") if is_verdict(skipped) else skipped.result()
         run_config = prepare_retrain(resolved, retrain, run_key, arrivals)  # its directory and config.json
         total = _grow(run_config, baseline=arrivals is not None and retrain.gated)
@@ -162,6 +163,13 @@ def _judge_and_promote(
             description=history_line(checkpoint_basename(run_config.checkpoint_path), gate),
         )
     return gate
+
+
+def _post_skipped(resolved: ConfigSchema, run_key: str, failed: bool) -> None:
+    """A night with nothing new is a version of the root's history too: it says the model stays."""
+    line = skipped_line(run_key, latest_run(resolved), failed)
+    markdown = f"# Retraining: {line}\n\nNo new edge list arrived and no imported generation is newer than the latest promoted run's.\n"
+    publish_history_entry(retrain_history_key(resolved.checkpoint_path), line, markdown)
 
 
 def _judged(run_config: ConfigSchema) -> RetrainState | None:

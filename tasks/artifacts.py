@@ -236,6 +236,23 @@ def publish_summary(
     _post("publish the run summary", post)
 
 
+def publish_history_entry(key: str, description: str, markdown: str) -> None:
+    """Post a version of a history ``key`` that no trained checkpoint backs (a retraining night with
+    nothing new): the root's history then lists every night, trained or not."""
+    _post(
+        "publish the retraining history",
+        lambda: cast(
+            UUID,
+            create_markdown_artifact(
+                markdown=markdown,
+                key=key,
+                description=description,
+                _sync=True,  # type: ignore[call-arg]  # _sync is not in the signature; runs here, returns the id
+            ),
+        ),
+    )
+
+
 def _validations(config: ConfigSchema, version: int) -> list[ValidationRow]:
     """The validations of versions ``1..version`` measured as the newest one was (none without validation)."""
     if config.validation is None:

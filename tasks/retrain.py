@@ -192,7 +192,9 @@ def _log_arrivals(arrivals: Received, incoming: IncomingOptions, base: int | Non
     else:
         logger.info("no new file under %s (files the import manifest lists are skipped)", incoming.inputs)
     since = "from scratch" if base is None else f"since generation {base}"
-    logger.info("new generations %s: %s; holdouts %s", since, arrivals.new_generations, arrivals.holdouts)
+    generations = ", ".join(str(generation) for generation in arrivals.new_generations) or "none"
+    holdouts = ", ".join(path.rstrip("/").rsplit("/", 1)[-1] for path in arrivals.holdouts) or "none"
+    logger.info("new generations %s: %s; held out for the gate: %s", since, generations, holdouts)
 
 
 @unpersisted_storage_task(name="prepare-retrain", task_run_name="prepare {run_key}")

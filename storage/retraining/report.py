@@ -87,12 +87,7 @@ def history_line(run_dir: str, state: RetrainState | None) -> str:
         run_dir: The run directory's name (``run-YYYYmmddTHHMMSSZ-<8 hex>``: its date is the night's).
         state: Its ``retrain.json``, or None (no gate: promoted).
     """
-    match = layout.RUN_DIR_RE.match(run_dir)
-    when = (
-        datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").strftime("%Y-%m-%d %H:%M UTC")  # Z: the name is in UTC
-        if match
-        else "unknown date"
-    )
+    when = _night(run_dir)
     generation = f" (generation {state.generation})" if state is not None and state.generation is not None else ""
     if state is not None and state.gate == "failed":
         return f"{when}: not promoted {run_dir}{generation}: {state.reason}"
@@ -103,6 +98,30 @@ def history_line(run_dir: str, state: RetrainState | None) -> str:
         f"{when}: promoted {run_dir}{generation}; holdout MRR {_decimals(mrr)}, "
         f"previous {_decimals(previous) if previous is not None else 'none (first run)'}"
     )
+
+
+def skipped_line(run_dir: str, latest: str | None, failed: bool) -> str:
+    """A night with nothing new in one line, for the root's history (no run directory was made).
+
+    ``2026-12-05 03:00 UTC: nothing new, not trained; latest.json still names run-...`` (``failed``:
+    ``retrain.on_no_new_data: fail`` ended the run Failed, and the line says so).
+
+    Args:
+        run_dir: The name the night's run directory would have had (its date is the night's).
+        latest: What ``latest.json`` names (a URL or path), or None before any promotion.
+        failed: Whether the run ended Failed for it (``on_no_new_data: fail``).
+    """
+    outcome = "nothing new, run failed (retrain.on_no_new_data: fail)" if failed else "nothing new, not trained"
+    kept = f"latest.json still names {_name(latest)}" if latest else "no model promoted yet"
+    return f"{_night(run_dir)}: {outcome}; {kept}"
+
+
+def _night(run_dir: str) -> str:
+    """The night of a run directory's name (``run-YYYYmmddTHHMMSSZ-...``, in UTC) to the minute."""
+    match = layout.RUN_DIR_RE.match(run_dir)
+    if match is None:
+        return "unknown date"
+    return datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _decimals(value: float | None) -> str:

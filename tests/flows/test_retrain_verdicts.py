@@ -25,6 +25,7 @@ from _cli import cli_environment, run_pbg
 from disk_state import changes, tree_state
 from prefect import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.objects import Artifact
 from prefect.exceptions import FailedRun
 from prefect.flow_engine import run_flow
 from prefect.logging.loggers import flow_run_logger
@@ -33,6 +34,7 @@ from test_retrain_flow import config, days, options_for, write_config, write_tsv
 from flows.retrain import pbg_retrain
 from storage import layout
 from storage.retraining.state import GateResult, RetrainState, write_state
+from tasks.artifacts import retrain_history_key
 from tasks.retrain_gate import RETRIED_NOTE
 
 NOISE = ("Traceback", "NoneType: None", "Engine execution exited", "Task run failed with state")
@@ -48,6 +50,13 @@ def run_logs(flow_run_id: UUID, wanted: str) -> list[str]:
         if any(wanted in message for message in messages) or time.monotonic() > deadline:
             return messages
         time.sleep(0.5)
+
+
+def history(flow_run_id: UUID) -> list[Artifact]:
+    """The retraining history versions the run posted."""
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return [artifact for artifact in artifacts if (artifact.key or "").startswith("pbg-retrain-")]
 
 
 def task_states(flow_run_id: UUID) -> dict[str, str]:
@@ -70,6 +79,9 @@ def test_nothing_new_under_on_no_new_data_fail_is_a_failed_state_with_one_line(t
     logs = run_logs(run_id, "Finished in state Failed")
     assert any(expected in line for line in logs), logs
     assert not [line for line in logs if any(noise in line for noise in NOISE)], logs
+    [night] = history(run_id)  # the night is a version of the root's history, in words
+    assert night.key == retrain_history_key(str(tmp_path / "runs"))
+    assert night.description.endswith(": nothing new, run failed (retrain.on_no_new_data: fail); no model promoted yet")
     with pytest.raises(FailedRun, match=r"on_no_new_data: fail\)$"):  # called as a function: Prefect's FailedRun
         pbg_retrain(config=config(tmp_path), retrain=options)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pbg_core.config import parse_config
-from storage.retraining.report import data_section, gate_section, history_line, new_data, retrain_sections
+from storage.retraining.report import data_section, gate_section, history_line, new_data, retrain_sections, skipped_line
 from storage.retraining.state import RetrainState
 
 RUN = "run-20261205T030000Z-7d3e91aa"
@@ -94,3 +94,15 @@ def test_history_lines() -> None:
     )
     assert history_line(RUN, None) == f"2026-12-05 03:00 UTC: promoted {RUN}; no quality gate measured"
     assert history_line("elsewhere", None).startswith("unknown date: promoted elsewhere")
+
+
+def test_a_night_with_nothing_new_says_so_and_what_latest_still_names() -> None:
+    run_dir = "run-20261205T030000Z-7d3e91aa"
+    line = skipped_line(run_dir, "/data/umls/runs/run-20261204T030000Z-0badcafe", failed=False)
+    assert (
+        line == "2026-12-05 03:00 UTC: nothing new, not trained; latest.json still names run-20261204T030000Z-0badcafe"
+    )
+    failed = skipped_line(run_dir, None, failed=True)
+    assert failed == (
+        "2026-12-05 03:00 UTC: nothing new, run failed (retrain.on_no_new_data: fail); no model promoted yet"
+    )
