@@ -28,10 +28,12 @@ setup: $(STAMP)
 demo: $(STAMP)
 	bash examples/umls/run_demo.sh
 
-## test: lint and type checks, import-layer contracts, then the whole test suite
+## test: lint and type checks, import-layer contracts, then the whole test suite on 2 pytest-xdist workers, a test file
+## whole per worker (tests/deployments/ as one: its files share a local Prefect stack; tests/conftest.py). Most tests
+## wait on subprocesses and servers, so 2 workers on 2 cores cut the time (`.venv/bin/python -m pytest` runs serially).
 test: lint
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest -n 2 --dist loadfile --durations=25
 
 ## lint: ruff (lint rules and format check, in pyproject.toml) and mypy (strict for pbg_core, the default level for the rest)
 lint: $(STAMP)
