@@ -45,6 +45,8 @@ lint: $(STAMP)
 ## deployed run's server log, then every test marked `slow` (long end-to-end checks: Ctrl-C/SIGTERM/kill -9 at every
 ## moment, scheduled retraining runs, crashed and cancelled deployed runs, cluster faults, TLS and the cluster
 ## deployment, S3 outages, imports against training runs, init_path by name through the CLI, the UMLS demo's figures)
+## Serially (no -n): its signal tests aim Ctrl-C/SIGTERM at moments of a run, and its Dask clusters and fault tests
+## time processes; another worker's load beside them would move those moments.
 test-long: $(STAMP)
 	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_long_run.py
 	PBG_SLOW_TESTS=1 $(PY) -m pytest -m slow --durations=25
