@@ -28,10 +28,12 @@ setup: $(STAMP)
 demo: $(STAMP)
 	bash examples/umls/run_demo.sh
 
-## test: lint and type checks, import-layer contracts, then the whole test suite
+## test: lint and type checks, import-layer contracts, then the whole test suite on 2 pytest-xdist workers, a test file
+## whole per worker (tests/deployments/ as one: its files share a local Prefect stack; tests/conftest.py). Most tests
+## wait on subprocesses and servers, so 2 workers on 2 cores cut the time (`.venv/bin/python -m pytest` runs serially).
 test: lint
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest -n 2 --dist loadfile --durations=25
 
 ## lint: ruff (lint rules and format check, in pyproject.toml) and mypy (strict for pbg_core, the default level for the rest)
 lint: $(STAMP)
@@ -43,6 +45,8 @@ lint: $(STAMP)
 ## deployed run's server log, then every test marked `slow` (long end-to-end checks: Ctrl-C/SIGTERM/kill -9 at every
 ## moment, scheduled retraining runs, crashed and cancelled deployed runs, cluster faults, TLS and the cluster
 ## deployment, S3 outages, imports against training runs, init_path by name through the CLI, the UMLS demo's figures)
+## Serially (no -n): its signal tests aim Ctrl-C/SIGTERM at moments of a run, and its Dask clusters and fault tests
+## time processes; another worker's load beside them would move those moments.
 test-long: $(STAMP)
 	PBG_LONG_RUN_ITERATIONS=100 $(PY) -m pytest tests/deployments/test_long_run.py
 	PBG_SLOW_TESTS=1 $(PY) -m pytest -m slow --durations=25

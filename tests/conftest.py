@@ -46,6 +46,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (``make test`` runs ``-n 2 --dist loadfile``), with tests/deployments/ as one file.
+
+    Each test file goes whole to one worker, so its module-scoped fixtures (a trained model, a Prefect
+    server) are built once, not once per worker; the files of tests/deployments/ go together to one
+    worker: they share one local Prefect stack and its deployed runs (session fixtures of
+    tests/deployments/conftest.py), which each worker would otherwise bring up again. (Not
+    ``--dist loadgroup``: with pytest 9.2 its ``xdist_group`` marks are silently ignored.)
+    Other ``--dist`` modes keep xdist's own scheduler.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DeploymentsAsOneFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/deployments/"):
+                return "tests/deployments/"
+            return super()._split_scope(nodeid)
+
+    return DeploymentsAsOneFile(config, log)
+
+
 NUM_ENTITIES = 200
 NUM_CLUSTERS = 10
 CLUSTER_SIZE = NUM_ENTITIES // NUM_CLUSTERS
