@@ -105,7 +105,7 @@ def test_ctrl_c_while_training_cancels_the_run_keeps_the_checkpoint_and_prints_h
         "-p",
         "storage_options.secret=s3cr3t-planted",
     ]
-    result = signal_when(args, r"epoch 3/\d+ .*trained", signal.SIGINT, env, workdir)
+    result = signal_when(args, r"epoch 3/\d+, .*trained", signal.SIGINT, env, workdir)
     assert_stopped(result, signal.SIGINT)
     version, resume_args = hint(result, "train")
     assert 2 <= version < EPOCHS, result.output
@@ -175,7 +175,7 @@ def test_ctrl_c_while_the_server_starts_on_a_new_prefect_home_ends_at_once(
 
 @slow
 def test_kill_9_of_the_command_leaves_no_process_and_the_checkpoint_loads(env: dict[str, str], workdir: Path) -> None:
-    result = signal_when(["train", "config.json"], r"epoch 3/\d+ .*trained", signal.SIGKILL, env, workdir, group=False)
+    result = signal_when(["train", "config.json"], r"epoch 3/\d+, .*trained", signal.SIGKILL, env, workdir, group=False)
     assert result.signalled and result.returncode == -signal.SIGKILL, result.output
     assert result.descendants and leftovers(result.descendants, grace=10.0) == set(), result.output
     store = CheckpointStore(str(workdir / "model"))
