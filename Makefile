@@ -93,7 +93,7 @@ bench-export: $(STAMP) pbg-venv
 bench-deploy-latency: $(STAMP)
 	$(PY) -m bench.deploy_latency
 
-## what flows/pipeline.py buys: iteration subflows pipelined vs in order, deployed (local stack, heartbeats on) and embedded
+## what the product's iteration order costs: iteration subflows in order (flows/train.py) vs pipelined (bench/lib/pipelined.py), deployed (local stack, heartbeats on) and embedded
 bench-pipeline: $(STAMP)
 	$(PY) -m bench.pipeline $(if $(BENCH_LOCK),--lock $(BENCH_LOCK))
 

@@ -148,10 +148,10 @@ def run_flow(config_path: str) -> dict[str, Any]:
     ends: list[float] = []
     first_start: list[float] = []
 
-    # The iteration bodies run one after another in the flow's thread while each next subflow is
-    # created ahead (flows/pipeline.py), so a subflow call's own duration overlaps the previous
-    # one's. An iteration is timed from the previous body's end (the first: its own start) to its
-    # body's end: the wall time the run spends on it, the gap between bodies included.
+    # The iteration bodies run one after another in the flow's thread, each subflow created once
+    # the previous one has ended. An iteration is timed from the previous body's end (the first:
+    # its own start) to its body's end: the wall time the run spends on it, the subflow's
+    # creation and ending between the bodies included.
     def timed_body(handle: str, iteration: Any, *rest: Any) -> Any:
         clock.current = iteration.index
         if not first_start:

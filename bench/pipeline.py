@@ -1,14 +1,13 @@
-"""What flows/pipeline.py buys: one training run, its iteration subflows pipelined vs called in order.
+"""What the product's iteration order costs: one training run, its subflows in order vs pipelined.
 
-flows/train.py calls each iteration's subflow in a helper thread while the previous iteration
-works (:class:`flows.pipeline.SubflowPipeline`), so a subflow's creation (its API calls before its
-body) and its ending (its final state, and on a deployed run the join of its heartbeat thread,
-which sleeps in 1 s steps) overlap the neighbouring iteration's work. The baseline,
-``in-order``, is the same flow with each subflow called after the previous one returned
-(:mod:`bench.lib.in_order`: the benchmark selects that code path; the product has no switch).
-On a deployed run a third variant, ``in-order-no-subflow-heartbeats``, calls them in order with
-flow-run heartbeats off for the subflows only (the ``pbg`` run keeps its own): the simpler
-alternative for the heartbeat join, measured beside the pipeline.
+flows/train.py calls each iteration's subflow once the previous one has ended, the subflows
+without flow-run heartbeats, so that the run's timeline shows one iteration at a time (issue 34,
+docs/prefect-costs.md). The alternative, ``pipelined``, is what the product did before: each
+subflow created in a helper thread while the previous iteration works, its body run in the
+flow's thread (:mod:`bench.lib.subflow_pipeline`), every subflow with its heartbeats, so that a
+subflow's creation (its API calls before its body) and its ending (its final state, and on a
+deployed run the join of its heartbeat thread) overlap the neighbouring iteration's work.
+:mod:`bench.lib.pipelined` selects that code path; the product has no switch.
 
 The training: UMLS's train split imported once with ``pbg import`` (5.2k edges, one partition,
 one chunk: one bucket and one iteration per epoch), ``--epochs`` iterations (40 by default), 2
@@ -17,18 +16,16 @@ into its own checkpoint directory:
 
 - ``deployed``: a local stack (``deployments/local-up.sh`` in a temporary PREFECT_HOME: Prefect
   server on 127.0.0.1 with SQLite, the ``pbg-local`` process work pool and worker, flow-run
-  heartbeats every 30 s as deployments/prefect.yaml sets them). ``pipelined`` runs the product's
-  deployment ``pbg/train``; ``in-order`` a deployment ``pbg/in-order`` of
-  ``bench/lib/in_order_deployment.py:pbg`` registered with the same work pool and job variables,
-  and ``in-order-no-subflow-heartbeats`` one more, ``pbg/in-order-no-subflow-heartbeats``, whose
-  job environment adds ``PBG_BENCH_SUBFLOW_HEARTBEATS=off``.
+  heartbeats every 30 s as deployments/prefect.yaml sets them). ``in-order`` runs the product's
+  deployment ``pbg/train``; ``pipelined`` a deployment ``pbg/pipelined`` of
+  ``bench/lib/pipelined_deployment.py:pbg`` registered with the same work pool and job variables.
   Each run is ``prefect deployment run ... --param config_url=... --param overrides=[...]``.
 - ``embedded``: ``pbg train CONFIG -p checkpoint_path=...`` (our embedded server, heartbeats off)
-  vs ``python -m bench.lib.in_order train CONFIG ...``, one temporary PREFECT_HOME for both.
+  vs ``python -m bench.lib.pipelined train CONFIG ...``, one temporary PREFECT_HOME for both.
 
 One unmeasured warm-up run of each variant and case (2 epochs), then ``--repeats`` rounds; in
 each round every case runs its variants back to back, in order and reversed on alternate rounds
-(A B C, C B A, ...) so that a drift in the machine's load hits them alike. Per run:
+(A B, B A, ...) so that a drift in the machine's load hits them alike. Per run:
 
 - ``command_s``: deployed, from just before ``prefect deployment run`` to the poll (every 0.2 s)
   that sees the flow run COMPLETED; embedded, the command's wall time (spawn to exit);
@@ -40,11 +37,10 @@ each round every case runs its variants back to back, in order and reversed on a
 - ``machine_busy``: the machine's busy CPU share during the run (/proc/stat, all cores; this run
   included), beside the load average at its start.
 
-Reported: medians with [min-max] per case and variant; per round, each variant's figure over
-the pipelined run's, with its median and [min-max] over the rounds and the rounds in which the
-variant was the slower of the two; "beyond noise" when the two
-variants' ranges do not overlap (every pipelined run faster than every run of the other, or the
-reverse; n/a with one round).
+Reported: medians with [min-max] per case and variant; per round, the product's (in-order)
+figure over the pipelined run's, with its median and [min-max] over the rounds and the rounds in
+which the product was the slower of the two; "beyond noise" when the two variants' ranges do not
+overlap (every run of one faster than every run of the other; n/a with one round).
 Writes bench/results/pipeline.json. A failed run stops the benchmark with its error (the stack
 is brought down first).
 
@@ -69,7 +65,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.deployed_stack import clean_env, import_umls, interrupt, stack_down, stack_up
-from bench.lib.in_order import SUBFLOW_HEARTBEATS_VARIABLE
 from bench.lib.logs import LOG_LINE, TRAINED, clock_time
 from bench.lib.prefect_api import Api, epoch_s
 from bench.lib.quiet import busy_cpu_seconds, measurement_lock
@@ -77,14 +72,10 @@ from bench.lib.report import format_table, write_json
 from bench.lib.runner import run_measured
 from bench.lib.tools import REPO_ROOT, WORK_DIR, machine_info, ours_bin
 
-NO_SUBFLOW_HEARTBEATS = "in-order-no-subflow-heartbeats"
-CASE_VARIANTS = {"deployed": ("pipelined", "in-order", NO_SUBFLOW_HEARTBEATS), "embedded": ("pipelined", "in-order")}
-DEPLOYMENTS = {
-    "pipelined": "pbg/train",
-    "in-order": "pbg/in-order",
-    NO_SUBFLOW_HEARTBEATS: f"pbg/{NO_SUBFLOW_HEARTBEATS}",
-}
-IN_ORDER_ENTRYPOINT = "bench/lib/in_order_deployment.py:pbg"
+PRODUCT = "in-order"  # flows/train.py as it is
+CASE_VARIANTS = {"deployed": (PRODUCT, "pipelined"), "embedded": (PRODUCT, "pipelined")}
+DEPLOYMENTS = {PRODUCT: "pbg/train", "pipelined": "pbg/pipelined"}
+PIPELINED_ENTRYPOINT = "bench/lib/pipelined_deployment.py:pbg"
 WARMUP_EPOCHS = 2
 UUID_RE = re.compile(r"UUID: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 FIGURES = ("command_s", "flow_run_s", "iteration_s", "span_s")
@@ -115,14 +106,9 @@ class Machine:
         return {"load_at_start": self.load, "machine_busy": round(share, 3)}
 
 
-def deploy_in_order(api: Api, env: dict[str, str], work: Path) -> None:
-    """Register the in-order deployments with ``pbg/train``'s work pool, queue and job variables (heartbeats included)."""
-    product = api.call("GET", f"/deployments/name/{DEPLOYMENTS['pipelined']}")
-    quiet_env = {**(product["job_variables"].get("env") or {}), SUBFLOW_HEARTBEATS_VARIABLE: "off"}
-    job_variables = {
-        "in-order": product["job_variables"],
-        NO_SUBFLOW_HEARTBEATS: {**product["job_variables"], "env": quiet_env},
-    }
+def deploy_pipelined(api: Api, env: dict[str, str], work: Path) -> None:
+    """Register ``pbg/pipelined`` with ``pbg/train``'s work pool, queue and job variables (heartbeats included)."""
+    product = api.call("GET", f"/deployments/name/{DEPLOYMENTS[PRODUCT]}")
     spec = {
         "name": "pbg-flow-bench-pipeline",
         "build": None,
@@ -130,22 +116,21 @@ def deploy_in_order(api: Api, env: dict[str, str], work: Path) -> None:
         "pull": [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO_ROOT)}}],
         "deployments": [
             {
-                "name": DEPLOYMENTS[variant].split("/")[1],
-                "entrypoint": IN_ORDER_ENTRYPOINT,
+                "name": DEPLOYMENTS["pipelined"].split("/")[1],
+                "entrypoint": PIPELINED_ENTRYPOINT,
                 "work_pool": {
                     "name": product["work_pool_name"],
                     "work_queue_name": product["work_queue_name"],
-                    "job_variables": variables,
+                    "job_variables": product["job_variables"],
                 },
             }
-            for variant, variables in job_variables.items()
         ],
     }
-    path = work / "in_order_deployments.yaml"
+    path = work / "pipelined_deployment.yaml"
     path.write_text(json.dumps(spec, indent=2))  # JSON is YAML
     argv = [str(ours_bin("prefect")), "--no-prompt", "deploy", "--prefect-file", str(path), "--all"]
     done = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0 or not all(api.deployment_exists(DEPLOYMENTS[v]) for v in job_variables):
+    if done.returncode != 0 or not api.deployment_exists(DEPLOYMENTS["pipelined"]):
         raise RuntimeError(
             f"{' '.join(argv)} exited with {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         )
@@ -176,8 +161,8 @@ def run_deployed(api: Api, env: dict[str, str], variant: str, config: Path, chec
 
 
 def run_embedded(variant: str, config: Path, checkpoint: Path, epochs: int, home: Path) -> Run:
-    """One ``pbg train`` (or its in-order twin) to completion; its figures."""
-    head = [str(ours_bin("pbg"))] if variant == "pipelined" else [str(ours_bin("python")), "-m", "bench.lib.in_order"]
+    """One ``pbg train`` (or its pipelined twin) to completion; its figures."""
+    head = [str(ours_bin("pbg"))] if variant == PRODUCT else [str(ours_bin("python")), "-m", "bench.lib.pipelined"]
     argv: list[str | Path] = [
         *head,
         "train",
@@ -290,7 +275,7 @@ def _run_all(args: argparse.Namespace, work: Path, config: Path) -> dict[str, di
             api_url = stack_up(home)
             env = {**clean_env(home), "PREFECT_API_URL": api_url}
             api = Api(api_url)
-            deploy_in_order(api, env, work)
+            deploy_pipelined(api, env, work)
 
         def one(case: str, variant: str, label: str, epochs: int) -> Run:
             checkpoint = work / f"{case}-{variant}-{label}"

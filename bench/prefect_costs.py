@@ -8,7 +8,7 @@ variants run alternately (``--repeats`` rounds):
 - ``no-heartbeat``: flow-run heartbeats off (each flow joins its heartbeat thread at its end,
   which sleeps in 1 s steps);
 - ``embedded``: our embedded API server (flows/prefect_host/local_server.py), started first;
-- ``pipelined``: plus flows/pipeline.py (each subflow created while the previous body runs).
+- ``pipelined``: plus bench/lib/subflow_pipeline.py (each subflow created while the previous body runs).
 
 Reported per variant (medians over the rounds): start-up (spawn -> first subflow body), the gap
 between one body's end and the next body's start (what sits between two iterations' training),

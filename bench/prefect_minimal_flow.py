@@ -10,8 +10,8 @@ Variants (``--variant``):
 - ``no-heartbeat``: the same, with heartbeats off for the run (``temporary_settings``).
 - ``embedded``: our embedded server (flows/prefect_host/local_server.py) started first, heartbeats off,
   subflows called one after another.
-- ``pipelined``: ``embedded`` plus flows/pipeline.py: each subflow created while the previous
-  body runs, bodies in this thread.
+- ``pipelined``: ``embedded`` plus bench/lib/subflow_pipeline.py (what the product did before
+  issue 34): each subflow created while the previous body runs, bodies in this thread.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def run_flow(args: argparse.Namespace, server: object) -> dict[str, object]:
     from prefect.cache_policies import NO_CACHE
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    from flows.pipeline import SubflowPipeline, run_body
+    from bench.lib.subflow_pipeline import SubflowPipeline, run_body
 
     bodies: list[tuple[float, float]] = []
 

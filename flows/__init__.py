@@ -3,8 +3,8 @@
 The flow files, in the order a graph goes through them:
 
 - :mod:`flows.importing`: ``pbg-import``, edge files into PBG's partitioned layout;
-- :mod:`flows.train`: ``pbg`` (training, with its ``pbg-iteration`` subflows run through
-  :mod:`flows.pipeline`; on several machines, a pass's buckets through :mod:`flows.cluster`);
+- :mod:`flows.train`: ``pbg`` (training, one ``pbg-iteration`` subflow per iteration, one after
+  another; on several machines, a pass's buckets through :mod:`flows.cluster`);
 - :mod:`flows.evaluate`: ``pbg-eval``, the metrics of a checkpoint;
 - :mod:`flows.tune`: ``pbg-tune``, a tuning study whose trials (``pbg-trial``) run ``pbg``.
 

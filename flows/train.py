@@ -17,9 +17,9 @@ one as a subflow; a ``pbg`` run given a ``retrain`` parameter is refused in one 
 # started by `pbg serve` against the annotations, and string annotations were not resolved
 # there ("ConfigSchema is not fully defined").
 import inspect
-from collections.abc import Callable
-from contextlib import ExitStack, closing
-from functools import partial, wraps
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from functools import wraps
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -27,10 +27,10 @@ from prefect import Flow, flow, get_run_logger
 from prefect.exceptions import ParameterTypeError
 from prefect.flow_runs import pause_flow_run
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from pydantic import BaseModel, Field
 
 from flows.cluster.training import cluster_address, train_on_cluster
-from flows.pipeline import SubflowPipeline, run_body
 from flows.prefect_host.interrupts import cancel_on_interrupt, note_position, stop_if_signalled
 from flows.prefect_host.run_logs import forward_engine_logs
 from flows.run_names import run_name
@@ -85,10 +85,7 @@ def train_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress | None = None, validate: bool = False
 ) -> dict[str, Any]:
     """Train every bucket of one iteration, then commit it as a new checkpoint version (validated if ``validate``)."""
-    # In the `pbg` flow the body runs in the flow's own thread, after the previous iteration's
-    # (flows/pipeline.py); called on its own, right here.
-    steps = partial(_iteration_steps, validate=validate)
-    return run_body(steps, handle, iteration, evaluate, progress or RunProgress())  # type: ignore[return-value]  # a Cancelled state: Prefect's flow engine takes it as the run's final state
+    return _iteration_steps(handle, iteration, evaluate, progress or RunProgress(), validate)
 
 
 def _iteration_steps(
@@ -292,28 +289,22 @@ def _train_remaining(
 def _run_in_order(
     handle: str, config: ConfigSchema, plan: TrainingPlan, progress: RunProgress, pause: tuple[int, int]
 ) -> list[dict[str, Any]]:
-    """One subflow per remaining iteration, in order; pauses where ``pause_every`` says, and ends after
-    an iteration whose validation stops the run (early stopping). ``pause``: (every, timeout seconds)."""
+    """One subflow per remaining iteration, each created once the previous one has ended; pauses where
+    ``pause_every`` says, and ends after an iteration whose validation stops the run (early stopping).
+    ``pause``: (every, timeout seconds).
+
+    So the run's timeline shows what happened: one iteration Running at a time, in order. The
+    subflows run without flow-run heartbeats (:func:`_subflow_heartbeats_off`)."""
     pause_every, pause_timeout_seconds = pause
-    remaining = plan.remaining
-    pause_after = [_pause_due(pause_every, it, plan.total_iterations) for it in remaining]
-    validated = [is_due(config.validation, it) for it in remaining]
-    calls = [
-        partial(_run_iteration, handle, it, config.eval_fraction > 0, progress, config, check)
-        for it, check in zip(remaining, validated, strict=True)
-    ]
-    # Each subflow is created while the previous iteration works, never across a pause nor after a
-    # validation (which may stop the run: nothing after it may have started).
-    outcomes = SubflowPipeline().run_in_order(
-        calls, [it.label for it in remaining], overlap_after=lambda i: not pause_after[i] and not validated[i]
-    )
     results: list[dict[str, Any]] = []
-    with closing(outcomes) as stream:
-        for iteration, due, result in zip(remaining, pause_after, stream, strict=True):
+    with _subflow_heartbeats_off():
+        for iteration in plan.remaining:
+            validate = is_due(config.validation, iteration)
+            result = _run_iteration(handle, iteration, config.eval_fraction > 0, progress, config, validate)
             results.append(result)
             if result.get("stop"):
                 break  # early stopping (logged by record-best): the run ends Completed after this version
-            if due:
+            if _pause_due(pause_every, iteration, plan.total_iterations):
                 get_run_logger().info(
                     "paused after committing v%d (pause_every=%d): resume it from the UI",
                     iteration.version,
@@ -321,6 +312,19 @@ def _run_in_order(
                 )
                 pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
     return results
+
+
+@contextmanager
+def _subflow_heartbeats_off() -> Iterator[None]:
+    """Flow runs started inside start no heartbeat thread; the ``pbg`` run keeps the one it started.
+
+    A flow run's heartbeat thread sleeps in 1 s steps, and a sync subflow joins it as it ends: up to
+    a second between two iterations (docs/prefect-costs.md). Heartbeats let a server mark a run whose
+    process died as crashed; the ``pbg`` run's own thread, started before this with the interval it
+    read then, goes on sending them, and a subflow dies with its parent's process (its parent's
+    crash is what the UI and the automations show). Embedded runs have heartbeats off already."""
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
@@ -334,8 +338,7 @@ def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
 def _run_iteration(
     handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, config: ConfigSchema, validate: bool
 ) -> dict[str, Any]:
-    """The iteration's subflow, then its table artifact on the subflow's page (posted from the
-    subflow's helper thread: off the critical path)."""
+    """The iteration's subflow, then its table artifact on the subflow's page."""
     result = train_iteration(handle, iteration, evaluate, progress, validate)
     publish_iteration_table(iteration, result["rows"], result["resumed"], config, result["flow_run_id"])
     return result

@@ -1,8 +1,13 @@
 """Iteration subflows in order, each one's Prefect bookkeeping overlapped with the previous one's work.
 
+bench.pipeline's alternative to the product. ``flows/train.py`` calls each iteration's subflow once
+the previous one has ended, with the subflows' heartbeats off, so the run's timeline shows one
+iteration at a time (issue 34). Until then the product ran its subflows through this module; it
+stays here so that the benchmark can measure what that order costs (docs/prefect-costs.md).
+
 A Prefect subflow spends ~0.15 s in API round trips before its body runs (the parent's
 tracking task run, the flow run, its name, its Running state) and ~0.03 s after it (its
-final state). One after another, all of that sat between two iterations' training. Here:
+final state). One after another, all of that sits between two iterations' training. Here:
 
 - each subflow is *called* in a helper thread, started while the previous iteration is
   still working, so its creation overlaps that work, and its ending overlaps the next;
@@ -10,14 +15,10 @@ final state). One after another, all of that sat between two iterations' trainin
   :func:`run_body`, and runs there in the subflow's context once the previous body is done.
 
 So the work itself never overlaps and never leaves the driving thread: bodies run one at a
-time, in order, where the HOGWILD workers were started and where Ctrl-C lands. In the UI an
-iteration's subflow shows Running from its creation; its first task starts right after the
-previous iteration's last one. When a body fails, the subflow created ahead is cancelled
-without running anything, and the failure propagates as if the subflows had run in turn.
-
-On a deployed run each subflow also joins its heartbeat thread (up to 1 s) as it ends: there,
-iterations of a small graph run in order take three times as long as pipelined ones
-(``python -m bench.pipeline``; the figures are in docs/prefect-costs.md).
+time, in order. But in the UI an iteration's subflow shows Running from its creation, while the
+previous one still works: two iterations Running at once on the timeline. When a body fails,
+the subflow created ahead is cancelled without running anything, and the failure propagates as
+if the subflows had run in turn.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prefect.states import State
 
-from flows.pipeline import SubflowPipeline, run_body
+from bench.lib.subflow_pipeline import SubflowPipeline, run_body
 
 CREATE_SECONDS = 0.05  # stands for a subflow's API round trips before its body
 
