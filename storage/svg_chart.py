@@ -24,6 +24,7 @@ WIDTH = 720
 PANEL_HEIGHT = 150
 LEFT, RIGHT = 70, 24  # room for the y tick labels; for the last marker's label
 TOP = 58  # below the title and the legend
+LABEL_ROOM = 20  # px above a panel's highest point: its marker's label goes above it (_panel)
 GAP = 34  # between panels: the upper panel's tick labels
 BOTTOM = 46  # the x tick labels and the axis title
 MAX_POINTS = 600  # per series; more are thinned (min and max of each stretch kept)
@@ -99,7 +100,7 @@ def chart(title: str, x_label: str, panels: Sequence[Panel]) -> str:
 def _panel(panel: Panel, top: float, sx: _Scale, x_ticks: Sequence[float]) -> list[str]:
     ys = [y for s in panel.series for _, y in s.points]
     low, high = min(ys, default=0.0), max(ys, default=1.0)
-    ticks = nice_ticks(min(low, 0.0) if panel.include_zero else low, high)
+    ticks = _ticks_with_room(min(low, 0.0) if panel.include_zero else low, high, bool(panel.markers))
     y_low, y_high = ticks[0], ticks[-1]
     bottom, right = top + PANEL_HEIGHT, WIDTH - RIGHT
 
@@ -139,6 +140,20 @@ def _panel(panel: Panel, top: float, sx: _Scale, x_ticks: Sequence[float]) -> li
             _text(x - 7 if near_right else x + 7, label_y, marker.label, anchor="end" if near_right else "start")
         )
     return parts
+
+
+def _ticks_with_room(low: float, high: float, labelled: bool) -> list[float]:
+    """The y ticks; with markers, ``LABEL_ROOM`` px left above the highest point.
+
+    A marker's label sits above its point when there is room below the panel's top edge, else
+    below it, where it hid the curve right after a peak (the best epoch is the highest MRR)."""
+    ticks = nice_ticks(low, high)
+    for _ in range(3):  # a wider range can take a coarser step: settles in one or two rounds
+        room = (ticks[-1] - high) / (ticks[-1] - ticks[0]) * PANEL_HEIGHT
+        if not labelled or room >= LABEL_ROOM:
+            break
+        ticks = nice_ticks(low, high + (LABEL_ROOM - room) / PANEL_HEIGHT * (ticks[-1] - ticks[0]) * 1.5)
+    return ticks
 
 
 def _series(series: Series, sx: _Scale, sy: _Scale) -> list[str]:

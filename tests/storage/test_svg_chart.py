@@ -56,3 +56,15 @@ def test_data_uri_round_trips() -> None:
     uri = data_uri("<svg/>")
     assert uri.startswith("data:image/svg+xml;base64,")
     assert base64.b64decode(uri.split(",", 1)[1]) == b"<svg/>"
+
+
+@pytest.mark.parametrize("peak", [0.15, 0.2, 0.5, 0.142, 1.0])
+def test_a_marked_peak_gets_its_label_above_it_not_over_the_curve_after_it(peak: float) -> None:
+    # The best epoch is the highest MRR: a peak on a round tick used to put its label below the
+    # point, its white box over the curve falling after it.
+    curve = [(1.0, peak * 0.3), (2.0, peak * 0.8), (3.0, peak), *((float(x), peak * 0.5) for x in range(4, 40))]
+    panel = Panel("MRR", [Series("MRR", curve, "#000000")], [Marker(3.0, peak, "best epoch 3")], include_zero=True)
+    root = ET.fromstring(chart("t", "epoch", [panel]))
+    [circle] = [c for c in root.iter(f"{SVG}circle") if c.get("r") == "4.5"]
+    [label] = [t for t in root.iter(f"{SVG}text") if t.text == "best epoch 3"]
+    assert float(label.get("y")) < float(circle.get("cy")), "the label is below its point"  # type: ignore[arg-type]
