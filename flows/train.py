@@ -16,10 +16,12 @@ one as a subflow; a ``pbg`` run given a ``retrain`` parameter is refused in one 
 # No `from __future__ import annotations`: Prefect validates the parameters of a flow run
 # started by `pbg serve` against the annotations, and string annotations were not resolved
 # there ("ConfigSchema is not fully defined").
+import contextvars
 import inspect
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from functools import wraps
+from functools import partial, wraps
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -297,10 +299,14 @@ def _run_in_order(
     subflows run without flow-run heartbeats (:func:`_subflow_heartbeats_off`)."""
     pause_every, pause_timeout_seconds = pause
     results: list[dict[str, Any]] = []
-    with _subflow_heartbeats_off():
+    # Each iteration's table is posted by a thread of its own while the next iteration runs (one
+    # API call, ~20 ms); leaving the block waits for the last one.
+    with _subflow_heartbeats_off(), ThreadPoolExecutor(1, thread_name_prefix="pbg-tables") as tables:
         for iteration in plan.remaining:
             validate = is_due(config.validation, iteration)
-            result = _run_iteration(handle, iteration, config.eval_fraction > 0, progress, config, validate)
+            result = train_iteration(handle, iteration, config.eval_fraction > 0, progress, validate)
+            post = partial(publish_iteration_table, iteration, result["rows"], result["resumed"], config)
+            tables.submit(contextvars.copy_context().run, post, result["flow_run_id"])
             results.append(result)
             if result.get("stop"):
                 break  # early stopping (logged by record-best): the run ends Completed after this version
@@ -333,15 +339,6 @@ def _open_session(run: str, config: ConfigSchema, stack: ExitStack) -> str:
         return open_training_session(run)
     address, local, workers = cluster_address(config, None, stack)
     return open_cluster_session(run, address, local, workers)
-
-
-def _run_iteration(
-    handle: str, iteration: Iteration, evaluate: bool, progress: RunProgress, config: ConfigSchema, validate: bool
-) -> dict[str, Any]:
-    """The iteration's subflow, then its table artifact on the subflow's page."""
-    result = train_iteration(handle, iteration, evaluate, progress, validate)
-    publish_iteration_table(iteration, result["rows"], result["resumed"], config, result["flow_run_id"])
-    return result
 
 
 def _starts_new_rows(config: ConfigSchema, plan: TrainingPlan) -> bool:

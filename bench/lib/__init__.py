@@ -14,8 +14,9 @@
 - :mod:`bench.lib.sides`: PBG 1.0.0 and ours as the two sides of a comparison;
 - :mod:`bench.lib.deployed_stack`: a local deployed stack (``deployments/local-up.sh``) and the
   UMLS training the deployed-run benchmarks give it;
-- :mod:`bench.lib.in_order` (and its deployment entrypoint :mod:`bench.lib.in_order_deployment`):
-  the ``pbg`` flow with its iteration subflows called in order, bench.pipeline's baseline;
+- :mod:`bench.lib.pipelined` (and its deployment entrypoint :mod:`bench.lib.pipelined_deployment`):
+  the ``pbg`` flow with its iteration subflows pipelined through :mod:`bench.lib.subflow_pipeline`,
+  as the product ran them before issue 34: bench.pipeline's alternative;
 - :mod:`bench.lib.configs`, :mod:`bench.lib.flops`, :mod:`bench.lib.prefect_api`,
   :mod:`bench.lib.s3_server`: config files, FLOPs per edge, Prefect's REST API, a local S3 server.
 

@@ -61,7 +61,7 @@ def run_pipelined(
     pause_after = [train._pause_due(pause_every, it, plan.total_iterations) for it in remaining]
     validated = [train.is_due(config.validation, it) for it in remaining]
     calls: list[Callable[[], dict[str, Any]]] = [
-        partial(train._run_iteration, handle, it, config.eval_fraction > 0, progress, config, check)
+        partial(_run_iteration, train, handle, it, config.eval_fraction > 0, progress, config, check)
         for it, check in zip(remaining, validated, strict=True)
     ]
     outcomes = SubflowPipeline().run_in_order(
@@ -76,6 +76,16 @@ def run_pipelined(
             if due:
                 train.pause_flow_run(timeout=pause_timeout_seconds, poll_interval=2, key=f"after-v{iteration.version}")
     return results
+
+
+def _run_iteration(
+    train: ModuleType, handle: str, iteration: Any, evaluate: bool, progress: Any, config: Any, validate: bool
+) -> dict[str, Any]:
+    """The iteration's subflow, then its table artifact on the subflow's page (both in the subflow's
+    helper thread: the table's post off the critical path)."""
+    result: dict[str, Any] = train.train_iteration(handle, iteration, evaluate, progress, validate)
+    train.publish_iteration_table(iteration, result["rows"], result["resumed"], config, result["flow_run_id"])
+    return result
 
 
 class _PipelinedOnImport(importlib.abc.MetaPathFinder):

@@ -65,6 +65,8 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": str(FLUSH_SECONDS),
     "PREFECT_UI_ENABLED": "false",
+    # No browser talks to it (CSRF guards a UI's session); the client is told so (local_api).
+    "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED": "false",
     # Storing every event (a task run sends three) cost ~0.1 s of server CPU per training
     # iteration, about a third of a small graph's run; task runs, flow runs, logs and
     # artifacts are recorded without it. ``PBG_KEEP_EVENTS=1`` stores them (see server_settings).
@@ -191,6 +193,7 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]  # a
     this command. ``PREFECT_CLIENT_MAX_RETRIES=0`` (unless set): the server replays busy writes
     itself, and a loopback server that refuses connections is gone for good, so the client's
     back-off (2 s doubling, five times) would only delay the end, or the exit, by a minute.
+    ``PREFECT_CLIENT_CSRF_SUPPORT_ENABLED=false``: the server takes no CSRF token.
     The server is stopped (the client's queues sent first, its own drained) on exit.
     """
     if enabled is None:
@@ -201,6 +204,9 @@ def local_api(enabled: bool | None = None):  # type: ignore[no-untyped-def]  # a
     server = start_local_server()
     os.environ["PREFECT_API_URL"] = server.api_url
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "0")
+    # The server takes no CSRF token (SERVER_SETTINGS): else each new API client, one per
+    # iteration subflow, first asks it for one.
+    os.environ["PREFECT_CLIENT_CSRF_SUPPORT_ENABLED"] = "false"
     if not os.environ.get(CA_FILE_VARIABLE):
         ca_file = loopback_ca_file()
         if ca_file is not None:
