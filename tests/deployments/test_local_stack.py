@@ -132,7 +132,12 @@ def test_the_engines_lines_reach_the_run_logs_one_per_bucket(
 def test_the_ui_shows_the_run_its_subflows_and_artifacts(
     stack: Stack, uninterrupted: SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Headless Chromium on the stack's own UI: the flow run page, its Subflow Runs and Artifacts tabs."""
+    """Headless Chromium on the stack's own UI: the flow run page, its Subflow Runs and Artifacts tabs.
+
+    Subflow Runs lists the iterations by their ASCII labels, each a link to its subflow; Artifacts
+    shows the summary's key and the progress card's "100%: N of N buckets trained" (issue 34).
+    test_ui_readable.py opens the Runs page and the artifacts' own pages.
+    """
     if find_chromium() is None:
         if os.environ.get("PBG_REQUIRE_CHROMIUM") == "1":
             pytest.fail("PBG_REQUIRE_CHROMIUM=1 but no chromium on PATH (.ci/install-chromium.sh installs it)")
@@ -142,12 +147,20 @@ def test_the_ui_shows_the_run_its_subflows_and_artifacts(
         a["key"] for a in wait_for_artifacts(stack, uninterrupted.id, NUM_EPOCHS + 2) if a["type"] == "markdown"
     )
     out = Path(os.environ.get("PBG_TEST_OUTPUT") or tmp_path) / "ui-deployment"
+    # The progress card's description starts with the percentage (tasks/artifacts.py), so the card
+    # says how far the run got without opening it.
+    progress = f"100%: {NEEDED_BUCKETS} of {NEEDED_BUCKETS} buckets trained of {uninterrupted.checkpoint}"
     found = check_flow_run_page(
         stack.api_url,
         uninterrupted.id,
-        {"SubflowRuns": [run["name"], *SUBFLOW_NAMES], "Artifacts": [run["name"], summary_key]},
+        {"SubflowRuns": [run["name"], *SUBFLOW_NAMES], "Artifacts": [run["name"], summary_key, progress]},
         out,
     )
+    # Each ASCII iteration label links to its own subflow run's page.
+    subflow_ids = {sub["name"]: sub["id"] for sub in stack.subflow_runs(uninterrupted.id)}
+    assert {name: found["SubflowRuns"].links.get(name) for name in SUBFLOW_NAMES} == {
+        name: f"/v2/runs/flow-run/{subflow_ids[name]}" for name in SUBFLOW_NAMES
+    }
     # An iteration's page: its own table, titled by its key.
     last = next(sub for sub in stack.subflow_runs(uninterrupted.id) if sub["name"] == SUBFLOW_NAMES[-1])
     last_table = table_keys(uninterrupted.checkpoint.name, NUM_EPOCHS)[-1]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from stack import Stack, clean_env
 from ui_check import FLOW_RUN_TABS, check_flow_run_page, find_chromium, flow_run_url, visible_text
+from ui_pages import artifact_key_url, artifact_url, images, runs_url, show_page, task_run_url
 
 FLOW_TIMEOUT_S = 180
 
@@ -154,3 +155,33 @@ def test_flow_run_url_names_the_tab_accepts_api_urls_and_rejects_unknown_tabs() 
     with pytest.raises(ValueError, match="unknown flow run tab 'Subflows'; allowed: Logs, TaskRuns"):
         flow_run_url("http://127.0.0.1:4200", "abc", "Subflows")
     assert "SubflowRuns" in FLOW_RUN_TABS and "Artifacts" in FLOW_RUN_TABS
+
+
+def test_the_runs_page_lists_subflows_unless_hidden_and_a_shown_text_fails_the_page(
+    chromium: str, ui_server: str, finished_run: dict, tmp_path: Path
+) -> None:
+    """Without ``hide-subflows`` the Runs page lists the tiny run's subflows: what test_ui_readable.py's
+    check of the hidden list would see if the switch did nothing, and what ``absent`` reports."""
+    with pytest.raises(AssertionError) as failure:
+        show_page(
+            runs_url(ui_server, hide_subflows=False),
+            ["ui-parent-run"],
+            screenshot_dir(tmp_path) / "runs.png",
+            chromium=chromium,
+            absent=("ui-child-1", "no-such-run"),
+        )
+    message = str(failure.value)
+    assert "missing [], showing ['ui-child-1']" in message and "/v2/runs?hide-subflows=false" in message
+    assert "page text: " in message and "ui-parent-run" in message
+
+
+def test_page_urls_follow_the_v2_routes_and_images_are_read_from_the_dom() -> None:
+    base = "http://127.0.0.1:4200/api"
+    assert runs_url(base, hide_subflows=True) == "http://127.0.0.1:4200/v2/runs?hide-subflows=true&limit=100"
+    assert artifact_url(base, "a1") == "http://127.0.0.1:4200/v2/artifacts/artifact/a1?tab=Artifact"
+    assert artifact_key_url(base, "pbg-retrain-x") == "http://127.0.0.1:4200/v2/artifacts/key/pbg-retrain-x"
+    assert task_run_url(base, "t1", "Details") == "http://127.0.0.1:4200/v2/runs/task-run/t1?tab=Details"
+    with pytest.raises(ValueError, match="unknown task run tab 'TaskRuns'"):
+        task_run_url(base, "t1", "TaskRuns")
+    dom = '<p><img alt="curve" src="data:image/svg+xml;base64,PHN2Zy8+"><img src="/logo.png"></p>'
+    assert images(dom) == [("curve", "data:image/svg+xml;base64,PHN2Zy8+"), ("", "/logo.png")]
