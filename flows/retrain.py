@@ -99,7 +99,9 @@ def pbg_retrain(
         run_key = layout.run_dir_name(str(flow_run.id), flow_run.scheduled_start_time)  # the same for every retry
         judged = judged_before(resolved, run_key, latest_run(resolved))
         if judged is not None:  # a retry of a run judged failed: the same verdict, before any work
-            return verdict(judged)
+            if judged.generation is not None:  # the retry was named again from the template
+                rename_current_run(f"generation {judged.generation}")
+            return verdict(judged.message)
         arrivals = receive_arrivals(resolved, retrain, run_key) if retrain.incoming is not None else None
         if arrivals is not None:
             rename_current_run("nothing new" if arrivals.nothing_new else f"generation {arrivals.generation}")

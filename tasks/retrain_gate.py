@@ -13,6 +13,7 @@ only if it passed. :func:`judged_before` answers a retry of a run already judged
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pbg_core.config import ConfigSchema
@@ -107,7 +108,7 @@ def judge_gate(run: str, options: RetrainOptions) -> RetrainState | State | None
 
 
 @storage_task(name="judged-before", task_run_name="judged before?")
-def judged_before(config: ConfigSchema, run_key: str, latest: str | None) -> str | None:
+def judged_before(config: ConfigSchema, run_key: str, latest: str | None) -> EarlierVerdict | None:
     """The failed verdict an earlier attempt of this run reached (its ``retrain.json``), or None.
 
     A retry of a run whose gate failed (Prefect's Retry button) would grow, train and judge the
@@ -122,7 +123,16 @@ def judged_before(config: ConfigSchema, run_key: str, latest: str | None) -> str
     state = read_state(run_dir_url(config.checkpoint_path, run_key), storage)
     if state is None or state.gate != "failed":
         return None
-    return unpromoted_message(state, latest) + RETRIED_NOTE
+    return EarlierVerdict(unpromoted_message(state, latest) + RETRIED_NOTE, state.generation)
 
 
-__all__ = ["RETRIED_NOTE", "Which", "evaluate_holdout", "judge_gate", "judged_before"]
+@dataclass(frozen=True)
+class EarlierVerdict:
+    """What an earlier attempt of a retried run judged: its one-line verdict, and the generation it
+    received (the run's name shows it: a retry is named again from the flow's template)."""
+
+    message: str
+    generation: int | None
+
+
+__all__ = ["RETRIED_NOTE", "EarlierVerdict", "Which", "evaluate_holdout", "judge_gate", "judged_before"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -165,8 +166,11 @@ def assert_no_traceback(stack: Stack, flow_run_id: str) -> None:
 
 
 def retried_is_the_same_verdict(stack: Stack, flow_run_id: str, message: str) -> None:
-    """Retry (as the UI's button, through the CLI): the same line at once, no new training subflow."""
+    """Retry (as the UI's button, through the CLI): the same line at once, no new training subflow, and
+    the run's name keeps its generation (Prefect names a retried run again from the flow's template)."""
     subflows = len(stack.subflow_runs(flow_run_id))
+    name = stack.flow_run(flow_run_id)["name"]
+    assert re.search(r", generation \d+$", name), name
     stack.retry(flow_run_id)
     deadline = time.monotonic() + 300
     while True:
@@ -177,6 +181,7 @@ def retried_is_the_same_verdict(stack: Stack, flow_run_id: str, message: str) ->
         time.sleep(1)
     assert state["message"].startswith(message) and state["message"].endswith("with what arrives)")
     assert len(stack.subflow_runs(flow_run_id)) == subflows  # nothing trained again
+    assert stack.flow_run(flow_run_id)["name"] == name
 
 
 def chromium_or_none() -> str | None:

@@ -106,10 +106,12 @@ def test_a_retried_run_whose_gate_failed_returns_the_same_verdict_at_once_withou
         run_flow(pbg_retrain, flow_run=flow_run, parameters=parameters, error_logger=flow_run_logger(flow_run))
 
     with get_client(sync_client=True) as client:
-        state = client.read_flow_run(flow_run.id).state
+        retried = client.read_flow_run(flow_run.id)
+    state = retried.state
     assert state is not None and state.type.value == "FAILED" and state.name == "Failed"
     message = state.message or ""
     assert message == f"quality gate failed, model not promoted (no latest.json written): {reason}{RETRIED_NOTE}"
+    assert retried.name.endswith(", generation 1"), retried.name  # named again from the template, then this
     assert changes(before, tree_state(tmp_path)) == []  # nothing imported, grown or trained
     assert "import what arrived" not in task_states(flow_run.id)
     logs = run_logs(flow_run.id, "Finished in state Failed")

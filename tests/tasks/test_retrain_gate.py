@@ -66,7 +66,8 @@ def test_a_retry_of_a_run_judged_failed_gets_its_verdict_back(tmp_path: Path) ->
     write_state(f"{root}/{run_key}", RetrainState(generation=1, gate="failed", reason="MRR 0.1000 ..."))
     before = tree_state(tmp_path)
     again = judged_before.fn(config, run_key, f"{root}/run-20261204T030000Z-00000000")
-    assert again == (
+    assert again is not None and again.generation == 1  # the retried run's name shows it again
+    assert again.message == (
         f"quality gate failed, model not promoted (latest.json still names {root}/run-20261204T030000Z-00000000): "
         f"MRR 0.1000 ...{RETRIED_NOTE}"
     )
