@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +152,20 @@ def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_pa
     assert read_state(str(tmp_path / "runs" / rejected)).gate == "failed"  # type: ignore[union-attr]
 
 
-def judge_state(flow_run_id: Any) -> tuple[str, str | None]:
-    """The ``quality gate`` task run's state type and message."""
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-    [judge] = [run for run in runs if run.name == "quality gate"]
+def judge_state(flow_run_id: Any, wait_s: float = 60.0) -> tuple[str, str | None]:
+    """The ``quality gate`` task run's state type and message.
+
+    Task runs reach the server as events, recorded in batches: the flow run can have ended before
+    its last task run is there, so this polls for it (``wait_s`` at most)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        judges = [run for run in runs if run.name == "quality gate" and run.state is not None and run.state.is_final()]
+        if judges or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    [judge] = judges
     assert judge.state is not None
     return judge.state.type.value, judge.state.message
 

@@ -4,13 +4,16 @@ each, nothing written.
 
 The study's values come from a seeded random sampler over a categorical learning rate (seed 6:
 0.1, 0.1, 1e-5), so the two first trials train at once on the two workers and the third, asked
-once one of them is complete, is the hopeless one the median pruner (one startup trial) stops.
+once one of them is complete, is the hopeless one the median pruner (one startup trial) stops at
+its first validation. Of the first two, the one that ends second may be pruned at a later
+validation (the median of one complete trial is that trial's value): that depends on timing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -108,15 +111,24 @@ def test_trials_train_on_the_workers_and_the_hopeless_one_is_pruned(
     done = tune(cli_env, root, "--dask-address", cluster.address, "--parallel", "2", "--study-dir", str(study_dir))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 trials at a time (--parallel 2, 2 Dask workers at " + cluster.address in done.stdout + done.stderr
-    assert "3 finished trials (2 complete, 1 pruned)" in done.stdout, done.stderr
-
     table = {row["trial"]: row for row in _latest_table(done.stdout, study_dir)}
-    assert [table[n]["state"] for n in (0, 1, 2)] == ["COMPLETE", "COMPLETE", "PRUNED"]
+    states = [table[n]["state"] for n in (0, 1, 2)]
+    assert states[2] == "PRUNED", states
     assert table[2]["reason"].startswith("pruned by study lr (validation 1, epoch 1)") and table[2]["epochs"] == 1
+    # Trials 0 and 1 (lr 0.1, seeds 0 and 1) train at once. The median pruner compares a validation
+    # with the trials complete by then, so the one that ends second may be pruned at a later
+    # validation where the first scored higher: which one, and whether, depends on timing.
+    first_two = [table[n] for n in (0, 1)]
+    assert "COMPLETE" in states[:2], states
+    for row in first_two:  # pruned, if at all, after the validations a complete trial had made
+        assert row["state"] == "COMPLETE" or re.match(r"pruned by study lr \(validation [23], ", row["reason"]), row
+    complete = states.count("COMPLETE")
+    assert f"3 finished trials ({complete} complete, {3 - complete} pruned)" in done.stdout, done.stderr
     trials = tmp_path / "ckpt" / "tune-lr" / "trials"  # under checkpoint_path, where the workers write
     for n in (0, 1):
-        best = read_best(str(trials / f"trial-{n:04d}"))
-        assert best is not None and best.value == table[n]["mrr"]
+        if table[n]["state"] == "COMPLETE":
+            best = read_best(str(trials / f"trial-{n:04d}"))
+            assert best is not None and best.value == table[n]["mrr"]
         assert json.loads((trials / f"trial-{n:04d}" / "config.json").read_text())["workers"] == 1  # its threads
     assert not (trials / "trial-0002" / "model.v2.h5").exists()  # pruned after its first version
     assert (study_dir / "study.db").is_file() and not (study_dir / "trials").exists()  # the study stays here
