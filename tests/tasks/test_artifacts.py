@@ -150,7 +150,7 @@ def test_artifacts_of_a_training_like_flow(tmp_path: Path) -> None:
 
 
 def test_an_iteration_table_goes_on_the_run_it_names(tmp_path: Path) -> None:
-    """The training flow posts each table from its helper thread onto the iteration's subflow."""
+    """The training flow posts each table from a thread of its own onto the iteration's subflow."""
     config = make_config(tmp_path, "placed")
 
     @flow(name="artifacts-iteration")
