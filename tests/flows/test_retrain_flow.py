@@ -21,15 +21,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _cli import cli_environment, run_pbg
+from _gate_runs import judge_state
 from disk_state import changes, tree_state
-from prefect import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.exceptions import FailedRun, ParameterTypeError
 
 from flows.retrain import pbg_retrain
@@ -150,24 +148,6 @@ def test_each_run_imports_what_arrived_and_only_a_passing_run_is_promoted(tmp_pa
     assert latest(tmp_path) == run2
     rejected = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith("run-"))[-1]
     assert read_state(str(tmp_path / "runs" / rejected)).gate == "failed"  # type: ignore[union-attr]
-
-
-def judge_state(flow_run_id: Any, wait_s: float = 60.0) -> tuple[str, str | None]:
-    """The ``quality gate`` task run's state type and message.
-
-    Task runs reach the server as events, recorded in batches: the flow run can have ended before
-    its last task run is there, so this polls for it (``wait_s`` at most)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        with get_client(sync_client=True) as client:
-            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-        judges = [run for run in runs if run.name == "quality gate" and run.state is not None and run.state.is_final()]
-        if judges or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    [judge] = judges
-    assert judge.state is not None
-    return judge.state.type.value, judge.state.message
 
 
 def options_for(root: Path, **gate: float) -> RetrainOptions:
