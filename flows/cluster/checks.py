@@ -32,7 +32,7 @@ from distributed import Client, LocalCluster
 from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.comm.core import connect as connect_comm
 
-from flows.cluster.security import client_security, describe_tls_failure, tls_connection_args
+from flows.cluster.security import client_security, describe_tls_failure, not_tls_failure, tls_connection_args
 from pbg_core.config.cluster_rules import address_problem
 from pbg_core.errors import ClusterError
 from tasks.worker_checks import describe, scheduler_problem, worker_problems
@@ -126,6 +126,10 @@ def probe_scheduler(address: str, timeout: float) -> None:
         identity = f"no answer to Dask's handshake within {timeout:g} s"
     except Exception as exc:  # noqa: BLE001 - whatever answered, it does not speak Dask's protocol
         tls_failure = describe_tls_failure(address, exc) if scheme == "tls" else None
+        if tls_failure is None and scheme == "tls" and _plain_scheduler_at(location, timeout):
+            # A scheduler without TLS may close on the ClientHello before answering it: no ssl
+            # error to read then, so ask it as tcp:// (the plain handshake says what it is).
+            tls_failure = not_tls_failure(address)
         if tls_failure:
             raise ClusterError(tls_failure) from None
         identity = "its answer is not Dask's protocol"
@@ -136,6 +140,15 @@ def probe_scheduler(address: str, timeout: float) -> None:
             f"dask_address {address}: something answered but not a Dask scheduler ({found}); check the "
             f"address and port (a scheduler listens on 8786 unless started with --port){hint}"
         )
+
+
+def _plain_scheduler_at(location: str, timeout: float) -> bool:
+    """Whether a Dask scheduler without TLS answers at ``host:port``."""
+    try:
+        identity = asyncio.run(asyncio.wait_for(_identity(f"tcp://{location}", timeout, {}), timeout))
+    except Exception:  # noqa: BLE001 - nothing that speaks plain Dask there
+        return False
+    return isinstance(identity, dict) and identity.get("type") == "Scheduler"
 
 
 async def _identity(address: str, timeout: float, connection_args: dict[str, Any]) -> object:

@@ -98,12 +98,17 @@ def describe_tls_failure(address: str, exc: BaseException) -> str | None:
             "be signed by the CA the scheduler trusts (its --tls-ca-file)"
         )
     if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER" in reason:
-        plain = "tcp://" + address.partition("://")[2]
-        return (
-            f"dask_address {address}: TLS handshake failed: what answered does not speak TLS; a scheduler "
-            f"started without --protocol tls listens at {plain}"
-        )
+        return not_tls_failure(address)
     return f"dask_address {address}: TLS handshake failed ({reason}); check {_how(SETTINGS)}"
+
+
+def not_tls_failure(address: str) -> str:
+    """The line for a ``tls://`` address where a scheduler without TLS answers."""
+    plain = "tcp://" + address.partition("://")[2]
+    return (
+        f"dask_address {address}: TLS handshake failed: what answered does not speak TLS; a scheduler "
+        f"started without --protocol tls listens at {plain}"
+    )
 
 
 def _setting(security: Security, setting: str) -> str | None:

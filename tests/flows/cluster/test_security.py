@@ -138,6 +138,36 @@ def test_tcp_to_a_tls_scheduler_and_tls_to_a_plain_one_say_which_to_use(
         plain.stop()
 
 
+def test_a_plain_scheduler_that_closes_on_the_tls_hello_is_still_named(
+    certificates: tuple[TlsFiles, TlsFiles], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A scheduler without TLS may close the connection on the ClientHello before it answers: then
+    # there is no ssl error to read, only a closed comm. The probe asks it as tcp:// instead.
+    from distributed.comm.core import CommClosedError
+
+    import flows.cluster.checks as checks
+
+    handshake = checks._identity
+
+    async def closed_on_tls(address: str, timeout: float, connection_args: dict[str, Any]) -> object:
+        if address.startswith("tls://"):
+            raise CommClosedError("in <TLS (closed)>: Stream is closed")
+        return await handshake(address, timeout, connection_args)
+
+    monkeypatch.setattr(checks, "_identity", closed_on_tls)
+    plain = DaskProcesses(tmp_path)
+    try:
+        address = plain.start_scheduler()
+        as_tls = "tls://" + address.partition("://")[2]
+        with dask.config.set(certificates[0].client_config()), pytest.raises(ClusterError) as caught:
+            probe_scheduler(as_tls, timeout=10)
+        assert str(caught.value).endswith(
+            f"does not speak TLS; a scheduler started without --protocol tls listens at {address}"
+        )
+    finally:
+        plain.stop()
+
+
 def test_check_cluster_passes_on_tls_workers(
     tls_cluster: DaskProcesses, certificates: tuple[TlsFiles, TlsFiles]
 ) -> None:
