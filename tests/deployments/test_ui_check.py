@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from stack import Stack, clean_env
-from ui_check import FLOW_RUN_TABS, check_flow_run_page, find_chromium, flow_run_url, visible_text
-from ui_pages import artifact_key_url, artifact_url, images, runs_url, show_page, task_run_url
+from ui_check import FLOW_RUN_TABS, check_flow_run_page, flow_run_url, visible_text
+from ui_pages import artifact_key_url, artifact_url, images, require_chromium, runs_url, show_page, task_run_url
 
 FLOW_TIMEOUT_S = 180
 
@@ -50,12 +50,7 @@ if __name__ == "__main__":
 @pytest.fixture(scope="module")
 def chromium() -> str:
     """The Chromium executable; skips the module when there is none (fails under PBG_REQUIRE_CHROMIUM=1, as in CI)."""
-    path = find_chromium()
-    if path is None:
-        if os.environ.get("PBG_REQUIRE_CHROMIUM") == "1":
-            pytest.fail("PBG_REQUIRE_CHROMIUM=1 but no chromium on PATH (.ci/install-chromium.sh installs it)")
-        pytest.skip("no chromium on PATH (install it with .ci/install-chromium.sh, or set PBG_CHROMIUM)")
-    return path
+    return require_chromium()
 
 
 @pytest.fixture(scope="module")

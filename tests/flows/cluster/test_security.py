@@ -124,16 +124,22 @@ def test_tcp_to_a_tls_scheduler_and_tls_to_a_plain_one_say_which_to_use(
     plain_address = "tcp://" + tls_cluster.address.partition("://")[2]
     with pytest.raises(ClusterError, match="a scheduler started with --protocol tls needs a tls:// address$"):
         probe_scheduler(plain_address, timeout=10)
+    address, as_tls, message = _probe_a_plain_scheduler_as_tls(certificates, tmp_path)
+    assert message == (
+        f"dask_address {as_tls}: TLS handshake failed: what answered does not speak TLS; a scheduler started "
+        f"without --protocol tls listens at {address}"
+    )
+
+
+def _probe_a_plain_scheduler_as_tls(certificates: tuple[TlsFiles, TlsFiles], tmp_path: Path) -> tuple[str, str, str]:
+    """Start a scheduler without TLS, probe it as tls://; (its address, the tls:// one, the refusal)."""
     plain = DaskProcesses(tmp_path)
     try:
         address = plain.start_scheduler()
         as_tls = "tls://" + address.partition("://")[2]
         with dask.config.set(certificates[0].client_config()), pytest.raises(ClusterError) as caught:
             probe_scheduler(as_tls, timeout=10)
-        assert str(caught.value) == (
-            f"dask_address {as_tls}: TLS handshake failed: what answered does not speak TLS; a scheduler started "
-            f"without --protocol tls listens at {address}"
-        )
+        return address, as_tls, str(caught.value)
     finally:
         plain.stop()
 
@@ -155,17 +161,8 @@ def test_a_plain_scheduler_that_closes_on_the_tls_hello_is_still_named(
         return await handshake(address, timeout, connection_args)
 
     monkeypatch.setattr(checks, "_identity", closed_on_tls)
-    plain = DaskProcesses(tmp_path)
-    try:
-        address = plain.start_scheduler()
-        as_tls = "tls://" + address.partition("://")[2]
-        with dask.config.set(certificates[0].client_config()), pytest.raises(ClusterError) as caught:
-            probe_scheduler(as_tls, timeout=10)
-        assert str(caught.value).endswith(
-            f"does not speak TLS; a scheduler started without --protocol tls listens at {address}"
-        )
-    finally:
-        plain.stop()
+    address, _, message = _probe_a_plain_scheduler_as_tls(certificates, tmp_path)
+    assert message.endswith(f"does not speak TLS; a scheduler started without --protocol tls listens at {address}")
 
 
 def test_check_cluster_passes_on_tls_workers(
